@@ -1,0 +1,63 @@
+"""DCGM's fields through `dcgmi dmon`, where DCGM is installed.
+
+`dcgmi dmon -e 203,1001,... -d MS` prints a header naming each field by its short name
+("#Entity   GPUTL  GRACT ..."), a line "ID", then one row per GPU per tick ("GPU 0   45  0.913 ..."),
+with "N/A" for a value it does not have, and repeats the header from time to time.
+"""
+
+from __future__ import annotations
+
+from gpubench.metrics import BY_COLUMN, RATIO_FIELDS
+
+from .process import ProcessSource, number
+
+FIELDS = (203, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008)
+# dcgmi's short header -> our column; GPUTL is kept apart from NVML's own gpu_util_pct.
+SHORT_TO_COLUMN = {"GPUTL": "dcgm_gpu_util_pct"} | {
+    m.dcgm_short: m.column for m in BY_COLUMN.values()
+    if m.dcgm_short and m.dcgm_id in RATIO_FIELDS
+}
+SHORT_IS_RATIO = {m.dcgm_short for m in BY_COLUMN.values() if m.dcgm_id in RATIO_FIELDS}
+
+
+class DmonParser:
+    def __init__(self):
+        self.header: list[str] = []
+
+    def feed(self, line: str):
+        parts = line.split()
+        if not parts:
+            return None
+        if parts[0] == "#Entity":
+            self.header = parts[1:]
+            return None
+        if parts[0] != "GPU" or len(parts) < 2 or not self.header:
+            return None
+        try:
+            gpu = int(parts[1])
+        except ValueError:
+            return None
+        values = {}
+        for short, text in zip(self.header, parts[2:]):
+            column = SHORT_TO_COLUMN.get(short)
+            if column is None:
+                continue
+            value = number(text)
+            values[column] = value * 100.0 if short in SHORT_IS_RATIO else value
+        return gpu, values
+
+
+class DcgmSource(ProcessSource):
+    name = "dcgm"
+    executable = "dcgmi"
+    missing_hint = "install DCGM (datacenter-gpu-manager) and start nv-hostengine to read its profiling fields"
+    columns = tuple(SHORT_TO_COLUMN.values())
+    min_interval_s = 0.1
+    startup_s = 3.0  # the host engine can take a moment to start its profiling module
+
+    def command(self, exe, gpus):
+        return [exe, "dmon", "-e", ",".join(map(str, FIELDS)), "-d", str(self.interval_ms),
+                "-i", ",".join(map(str, gpus))]
+
+    def make_parser(self):
+        return DmonParser()

@@ -1,0 +1,36 @@
+"""The literal `nvidia-smi` process, so a user sees that gpubench reports the very number they know."""
+
+from __future__ import annotations
+
+from .process import ProcessSource, number
+
+QUERY = ("timestamp", "index", "utilization.gpu", "utilization.memory", "power.draw", "clocks.sm")
+COLUMNS = ("smi_gpu_util_pct", "smi_mem_util_pct", "smi_power_w", "smi_sm_clock_mhz")
+
+
+class SmiParser:
+    """Parses `--format=csv,noheader,nounits` lines: '2026/11/21 12:00:00.123, 0, 100, 3, 251.30, 1980'."""
+
+    def feed(self, line: str):
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != len(QUERY):
+            return None
+        try:
+            gpu = int(parts[1])
+        except ValueError:
+            return None
+        return gpu, dict(zip(COLUMNS, (number(p) for p in parts[2:])))
+
+
+class SmiSource(ProcessSource):
+    name = "smi"
+    executable = "nvidia-smi"
+    missing_hint = "it ships with the NVIDIA driver"
+    columns = COLUMNS
+
+    def command(self, exe, gpus):
+        return [exe, f"--query-gpu={','.join(QUERY)}", "--format=csv,noheader,nounits",
+                f"--loop-ms={self.interval_ms}", f"--id={','.join(map(str, gpus))}"]
+
+    def make_parser(self):
+        return SmiParser()
