@@ -18,6 +18,12 @@ if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
+def pytest_addoption(parser):
+    parser.addoption("--slow-copy", action="store_true",
+                     help="benchmarks: run the Triton copy with a tiny block size, a deliberate slowdown that "
+                          "--benchmark-compare-fail must catch")
+
+
 def pytest_collection_modifyitems(config, items):
     if HAS_CUDA:
         return

@@ -8,7 +8,9 @@ the sampler reports the failure instead of recording stale numbers.
 from __future__ import annotations
 
 import math
+import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -45,7 +47,8 @@ class ProcessSource(Source):
         if exe is None:
             raise SourceUnavailable(f"`{self.executable}` is not on PATH: {self.missing_hint}")
         self._proc = subprocess.Popen(self.command(exe, gpus), stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True, bufsize=1)
+                                      stderr=subprocess.STDOUT, text=True, bufsize=1,
+                                      start_new_session=True)  # its own group: close() ends it and its children
         self._thread = threading.Thread(target=self._pump, args=(self.make_parser(),),
                                         name=f"gpubench-{self.name}", daemon=True)
         self._thread.start()
@@ -83,13 +86,17 @@ class ProcessSource(Source):
 
     def close(self):
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        if proc is not None:
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    proc.wait(timeout=2)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
         if proc is not None and proc.stdout is not None:
             proc.stdout.close()
         if self._thread is not None:

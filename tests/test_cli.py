@@ -1,0 +1,111 @@
+"""The command line's answers without a GPU: help, list, doctor, and refusals before anything runs."""
+
+import subprocess
+import sys
+
+import pytest
+
+from gpubench.cli import main
+from gpubench.suite import SCENARIOS, select, UnknownScenario
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "gpubench", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_help_teaches():
+    out = run("--help").stdout
+    assert "100%" in out and "gpubench run 'spin-*'" in out
+    for cmd in ("run", "list", "doctor", "plot", "report"):
+        assert cmd in out
+
+
+def test_list_names_every_scenario_with_its_story(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for s in SCENARIOS:
+        assert s.name in out and s.story in out
+
+
+def test_default_suite_covers_what_the_suite_promises():
+    names = {s.name for s in select(None)}
+    for required in ("idle", "copy-triton", "copy-cupy", "copy-torch", "h2d-copy", "spin-1thread", "spin-1block",
+                     "spin-1warp-per-sm", "spin-half-sms", "softmax-naive-torch", "softmax-naive-cupy",
+                     "softmax-fused", "softmax-torch", "gemm-triton", "gemm-cupy", "gemm-torch", "launch-bound"):
+        assert required in names
+
+
+def test_globs_select_in_suite_order():
+    assert [s.name for s in select(["spin-*"])] == ["spin-1thread", "spin-1block", "spin-1warp-per-sm",
+                                                   "spin-half-sms", "spin-triton"]
+    with pytest.raises(UnknownScenario, match="valid names: idle, copy-triton"):
+        select(["spni-*"])
+
+
+@pytest.mark.parametrize("args,message", [
+    (["run", "nope"], "no scenario matches 'nope'; valid names:"),
+    (["run", "--duration", "0"], "--duration: must be greater than 0"),
+    (["run", "--duration", "-3"], "--duration: must be greater than 0"),
+    (["run", "--interval", "abc"], "is not a number"),
+])
+def test_bad_input_is_one_sentence_and_exit_2(args, message):
+    r = run(*args)
+    assert r.returncode == 2
+    assert message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_unwritable_out_is_refused_before_anything_runs(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    r = run("run", "--out", str(blocker / "run"))
+    assert r.returncode == 2 and "cannot write the run to --out" in r.stderr
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "old.csv").write_text("x")
+    r = run("run", "--out", str(full))
+    assert r.returncode == 2 and "already holds files" in r.stderr
+    assert sorted(p.name for p in full.iterdir()) == ["old.csv"]
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU")
+def test_run_without_a_gpu_points_to_the_reference(tmp_path):
+    r = run("run", "--out", str(tmp_path / "run"))
+    assert r.returncode == 2
+    assert "needs an NVIDIA GPU: no NVIDIA driver found" in r.stderr
+    assert "gpubench plot" in r.stderr or "reference runs under results/" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "run").exists()
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU")
+def test_doctor_without_a_driver_says_why_for_each_source():
+    r = run("doctor")
+    assert r.returncode == 2
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("no GPU: no NVIDIA driver found")
+    for name in ("nvml", "gpm", "smi"):
+        assert any(line.strip().startswith(name) and "unavailable: no NVIDIA driver" in line for line in lines)
+    assert any(line.strip().startswith("dcgm") and "`dcgmi` is not on PATH" in line for line in lines)
+    assert "Traceback" not in r.stderr
+
+
+def test_doctor_on_a_machine_without_gpm(fake_bin, monkeypatch, capsys):
+    """An older GPU: NVML works, GPM does not; doctor still reports and exits 0."""
+    from unittest import mock
+
+    from gpubench import doctor, nvml
+
+    info = {"index": 0, "name": "NVIDIA A100-SXM4-80GB", "memory_mib": 81920, "driver": "550.54",
+            "cuda_driver": "12.4", "architecture": 8, "gpm_supported": False}
+    fake_bin("nvidia-smi", 'echo "2026/11/21 12:00:00.100, 0, 0, 0, 60.00, 1410"\nsleep 30\n')
+    with mock.patch.object(nvml, "device_count", return_value=1), \
+            mock.patch.object(nvml, "device_info", return_value=info), \
+            mock.patch.object(nvml, "handle", return_value="h0"), \
+            mock.patch.object(nvml, "gpm_supported", return_value=False), \
+            mock.patch.object(nvml, "read_basic", return_value={"gpu_util_pct": 0.0}), \
+            mock.patch.object(doctor, "_torch_cuda", return_value=(False, "no CUDA torch here")):
+        code, lines = doctor.diagnose()
+    text = "\n".join(lines)
+    assert code == 0
+    assert "GPU 0: NVIDIA A100-SXM4-80GB" in text
+    assert "nvml  available" in text and "smi   available" in text
+    assert "gpm   unavailable: GPU 0 does not support NVML GPM, which needs a Hopper or newer" in text

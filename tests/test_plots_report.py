@@ -1,0 +1,100 @@
+"""Figures and report from a synthetic run and from the committed reference run."""
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from gpubench import plots
+from gpubench.cli import main
+from gpubench.results import load_run
+
+from synthetic import make_run
+
+REFERENCE = sorted(p.parent for p in (Path(__file__).parents[1] / "results").glob("*/manifest.json"))
+
+
+def png_size(path):
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    return struct.unpack(">II", head[16:24])
+
+
+@pytest.fixture(params=["synthetic"] + [p.name for p in REFERENCE])
+def run_dir(request, tmp_path):
+    if request.param == "synthetic":
+        return make_run(tmp_path / "synthetic")
+    copy = tmp_path / request.param
+    import shutil
+
+    shutil.copytree(REFERENCE[[p.name for p in REFERENCE].index(request.param)], copy,
+                    ignore=shutil.ignore_patterns("figures", "report.*"))
+    return copy
+
+
+def test_every_figure_is_written_as_a_sensible_image(run_dir):
+    assert main(["plot", str(run_dir)]) == 0
+    for name in ("headline", "timeline", "roofline", "softmax", "ladder"):
+        w, h = png_size(run_dir / "figures" / f"{name}.png")
+        assert 600 <= w <= 2400 and 300 <= h <= 2400, (name, w, h)
+        assert (run_dir / "figures" / f"{name}.svg").read_text().lstrip().startswith("<?xml")
+
+
+def test_annotated_numbers_match_the_summary(run_dir, tmp_path):
+    manifest, samples, summary = load_run(run_dir)
+    out = tmp_path / "figs"
+    out.mkdir()
+    by = {r["scenario"]: r for r in summary}
+    _, head = plots.headline(summary, manifest, out)
+    for name, marks in head.items():
+        for col, value in marks.items():
+            assert value == pytest.approx(by[name][col])
+    _, lad = plots.ladder(summary, manifest, out)
+    for name, marks in lad.items():
+        assert marks["work"] == pytest.approx(plots.work_fraction(by[name])[1], nan_ok=True)
+        for col in ("gpu_util_pct", "sm_active_pct"):
+            assert marks[col] == pytest.approx(by[name][col], nan_ok=True)
+    _, roof = plots.roofline(summary, manifest, out)
+    for name, mark in roof.items():
+        assert mark["tflops"] == pytest.approx(by[name]["tflops"])
+        assert mark["gpu_util_pct"] == pytest.approx(by[name]["gpu_util_pct"])
+    _, soft = plots.softmax_figure(summary, manifest, out)
+    assert soft and all(m["kernel_ms"] == pytest.approx(by[n]["kernel_ms"]) for n, m in soft.items())
+
+
+def test_missing_metrics_are_marked_unavailable_not_zero(tmp_path):
+    run_dir = make_run(tmp_path / "nogpm", profiling=False)
+    manifest, samples, summary = load_run(run_dir)
+    assert "sm_active_pct" not in summary[0]
+    out = tmp_path / "figs"
+    out.mkdir()
+    _, tl = plots.timeline(samples, summary, manifest, out)
+    assert {"sm_active_pct", "tensor_active_pct", "dram_active_pct"} <= set(tl["missing"])
+    _, lad = plots.ladder(summary, manifest, out)
+    assert not any(plots.finite(m["sm_active_pct"]) for m in lad.values())
+    assert main(["plot", str(run_dir)]) == 0
+    assert main(["report", str(run_dir)]) == 0
+    text = (run_dir / "report.md").read_text()
+    assert "gpm not used: GPU 0 does not support NVML GPM" in text
+
+
+def test_report_has_every_scenario_and_no_nan_where_a_value_exists(run_dir):
+    assert main(["report", str(run_dir)]) == 0
+    md = (run_dir / "report.md").read_text()
+    page = (run_dir / "report.html").read_text()
+    _, _, summary = load_run(run_dir)
+    for row in summary:
+        assert f"### {row['scenario']}" in md
+        assert f"<h3>{row['scenario']}</h3>" in page
+        if plots.finite(row.get("gbps")) and row["gbps"] > 1:
+            assert f"{row['gbps']:.4g}" in md  # the table shows the measured value
+    assert "nan" not in md.lower().replace("nanosecond", "")
+    assert page.count("data:image/png;base64,") == 5  # figures embedded: one file to share
+    assert "DCGM_FI_PROF_SM_ACTIVE" in md
+
+
+def test_plot_refuses_a_directory_that_is_not_a_run(tmp_path, capsys):
+    assert main(["plot", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "not a gpubench run directory" in err and "Traceback" not in err
+    assert not (tmp_path / "figures").exists()

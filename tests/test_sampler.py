@@ -1,0 +1,145 @@
+"""The sampler's schedule, phases and failure handling, with a fake clock and fake sources."""
+
+import itertools
+import math
+import threading
+
+import pytest
+
+from gpubench.sampler import Sampler, open_sources
+from gpubench.sources import NullSource, SourceUnavailable
+
+from fakes import FakeSource
+
+
+class FakeTime:
+    """A clock that moves only when told: reads cost `read_cost` seconds, waits jump ahead."""
+
+    def __init__(self, read_cost=0.0):
+        self.now = 100.0
+        self.read_cost = read_cost
+
+    def clock(self):
+        return self.now
+
+
+def _drive(sampler, clock, ticks, read_cost=0.0, slow_tick=None):
+    """Run the sampler's loop on the fake clock for `ticks` samples."""
+    count = itertools.count(1)
+    real_sample = sampler.sample_once
+
+    def sample_once():
+        rows = real_sample()
+        n = next(count)
+        clock.now += read_cost + (0.35 if n == slow_tick else 0.0)
+        return rows
+
+    def wait(timeout):
+        assert timeout >= 0
+        clock.now += timeout
+        if len({r["t_mono_s"] for r in sampler.rows}) >= ticks:
+            sampler._stop.set()
+        return sampler._stop.is_set()
+
+    sampler.sample_once = sample_once
+    sampler._wait = wait
+    sampler._run()
+
+
+def test_schedule_does_not_drift_with_slow_reads():
+    clock = FakeTime()
+    s = Sampler([FakeSource()], [0], interval_s=0.1, clock=clock.clock, wall_clock=lambda: 0.0)
+    s.sources[0].open([0])
+    _drive(s, clock, ticks=50, read_cost=0.03)
+    times = [r["t_mono_s"] for r in s.rows]
+    # tick k is due at start + k * interval exactly, whatever each read cost
+    assert times == pytest.approx([100.0 + 0.1 * k for k in range(50)])
+
+
+def test_missed_ticks_are_skipped_not_bunched():
+    clock = FakeTime()
+    s = Sampler([FakeSource()], [0], interval_s=0.1, clock=clock.clock, wall_clock=lambda: 0.0)
+    s.sources[0].open([0])
+    _drive(s, clock, ticks=10, slow_tick=3)
+    gaps = [b - a for a, b in zip((r["t_mono_s"] for r in s.rows), [r["t_mono_s"] for r in s.rows][1:])]
+    assert min(gaps) == pytest.approx(0.1)  # no burst of catch-up samples
+    assert max(gaps) == pytest.approx(0.4)  # the slow read cost its ticks, on the grid
+
+
+def test_rows_carry_phase_gpu_and_times_for_every_gpu():
+    src = FakeSource()
+    src.open([0, 1])
+    s = Sampler([src], [0, 1], interval_s=0.1, clock=iter(itertools.count(5.0, 0.1)).__next__,
+                wall_clock=lambda: 1.7e9)
+    s.sample_once()
+    s.set_phase("copy-triton")
+    rows = s.sample_once()
+    assert [r["gpu"] for r in rows] == [0, 1]
+    assert all(r["phase"] == "copy-triton" and r["t_wall"] == 1.7e9 for r in rows)
+    assert s.rows[0]["phase"] == "idle"
+    assert rows[0]["gpu_util_pct"] == 100.0
+    assert s.columns == ("gpu_util_pct", "power_w", "sm_active_pct")
+
+
+def test_a_column_a_source_does_not_give_is_nan_not_zero():
+    src = FakeSource(lambda n: {"gpu_util_pct": 50.0})
+    src.open([0])
+    row = Sampler([src], [0]).sample_once()[0]
+    assert row["gpu_util_pct"] == 50.0 and math.isnan(row["sm_active_pct"])
+
+
+def test_a_failing_source_is_reported_once_and_left_nan():
+    bad, good = FakeSource(fail_after=1), FakeSource(lambda n: {"power_w": 99.0})
+    bad.name = "bad"
+    for src in (bad, good):
+        src.open([0])
+    seen = []
+    s = Sampler([bad, good], [0], on_failure=lambda name, err: seen.append((name, err)))
+    rows = [s.sample_once()[0] for _ in range(4)]
+    assert rows[0]["gpu_util_pct"] == 100.0
+    assert all(math.isnan(r["gpu_util_pct"]) for r in rows[1:])
+    assert all(r["power_w"] == 99.0 for r in rows)  # the healthy source keeps going
+    assert seen == [("bad", "RuntimeError: GPU is lost")]
+    assert len(s.failures) == 1 and bad.reads == 2
+
+
+def test_sink_gets_each_row_as_it_is_made():
+    got = []
+    src = FakeSource()
+    src.open([0])
+    s = Sampler([src], [0], sink=got.append)
+    s.sample_once()
+    assert len(got) == 1 and got[0] is s.rows[0]
+
+
+def test_real_thread_starts_and_stop_is_idempotent():
+    src = FakeSource()
+    src.open([0])
+    s = Sampler([src], [0], interval_s=0.01)
+    s.start()
+    s.start()  # a second start does not make a second thread
+    threading.Event().wait(0.1)
+    s.stop()
+    s.stop()
+    n = len(s.rows)
+    assert n >= 3
+    threading.Event().wait(0.05)
+    assert len(s.rows) == n
+    assert not any(t.name == "gpubench-sampler" for t in threading.enumerate())
+
+
+def test_open_sources_reports_why_each_is_missing():
+    class Missing(NullSource):
+        name = "missing"
+
+        def open(self, gpus):
+            raise SourceUnavailable("GPU 0 does not support NVML GPM")
+
+    opened, why = open_sources([NullSource(), Missing()], [0])
+    assert [s.name for s in opened] == ["null"]
+    assert why == {"missing": "GPU 0 does not support NVML GPM"}
+
+
+def test_interval_must_be_positive():
+    with pytest.raises(ValueError):
+        Sampler([], [0], interval_s=0)
