@@ -168,14 +168,14 @@ def roofline(summary, manifest, out_dir):
         near = sum(1 for px, py in placed if abs(math.log10(px / x)) < 0.4 and abs(math.log10(py / y)) < 0.4)
         placed.append((x, y))
         label = f"{r['scenario']}: util {util:.0f}%" if finite(util) else r["scenario"]
-        ax.annotate(label, (x, y), fontsize=6, xytext=(6, 4 + 9 * near), textcoords="offset points")
+        ax.annotate(label, (x, y), fontsize=6, xytext=(6, 4 - 9 * near), textcoords="offset points")
         notes[r["scenario"]] = {"intensity": x, "tflops": tf, "gpu_util_pct": util}
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_ylim(floor / 3, 3000)
     ax.set_xlim(1e-4 / 3, 1e5)
     ax.axhline(floor, color="#bbb", lw=0.5)
-    ax.text(3e-4, floor * 1.3, "zero FLOPs (drawn on this line)", fontsize=7, color="#888")
+    ax.text(3e1, floor * 1.3, "zero or under 1e-6 TFLOP/s: drawn on this line", fontsize=7, color="#888")
     ax.set_xlabel(f"arithmetic intensity, FLOP per byte of DRAM traffic ({BYTES_NOTE})")
     ax.set_ylabel("achieved TFLOP/s")
     ax.legend(loc="upper left", fontsize=7)
@@ -203,7 +203,7 @@ def softmax_figure(summary, manifest, out_dir):
         bars = ax.bar(range(len(rows)), [v if finite(v) else 0 for v in vals],
                       color=[C_UTIL if "naive" in n else C_MFU for n in names])
         for b, v, r in zip(bars, vals, rows):
-            ax.text(b.get_x() + b.get_width() / 2, b.get_height(), f"{v:.3g}" if finite(v) else "n/a",
+            ax.text(b.get_x() + b.get_width() / 2, b.get_height(), f"{v:.4g}" if finite(v) else "n/a",
                     ha="center", va="bottom", fontsize=7)
             notes.setdefault(r["scenario"], {})[col] = r.get(col)
         if col == "gbps" and copy_bw:
