@@ -22,6 +22,7 @@ def nvml_error(code):
 
 @pytest.fixture
 def fake_nvml():
+    nvml.reset_for_tests()  # a real NVML may already be initialised (GPU machines): start from scratch
     with mock.patch("gpubench.nvml.pynvml", autospec=True) as m:
         m.NVML_CLOCK_SM = pynvml.NVML_CLOCK_SM
         m.nvmlDeviceGetCount.return_value = 1
@@ -31,6 +32,7 @@ def fake_nvml():
         m.nvmlDeviceGetClockInfo.return_value = 1980
         m.nvmlDeviceGetMemoryInfo.return_value = SimpleNamespace(used=2 * 2**30, total=80 * 2**30)
         yield m
+    nvml.reset_for_tests()
 
 
 def test_nvml_source_reads_what_nvidia_smi_shows(fake_nvml):
