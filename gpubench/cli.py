@@ -39,7 +39,12 @@ def _positive(text: str) -> float:
 
 
 def _non_negative(text: str) -> float:
-    value = _positive(text) if text not in ("0", "0.0") else 0.0
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
     return value
 
 

@@ -60,12 +60,11 @@ def diagnose() -> tuple[int, list[str]]:
         lines.append(f"GPU {i}: {info['name']}, {sms}, {mem}, driver {info['driver']}, CUDA {info['cuda_driver']}")
     lines.append("metric sources:")
     gpus = list(range(count))
-    reasons = {"nvml": why, "gpm": why, "smi": why, "dcgm": why}
     for source in build_sources(["nvml", "gpm", "dcgm", "smi"]):
         if source.name == "dcgm" and not shutil.which("dcgmi"):
             status = "unavailable: `dcgmi` is not on PATH (install DCGM to read its profiling fields)"
         elif not gpus and source.name != "dcgm":
-            status = f"unavailable: {reasons[source.name]}"
+            status = f"unavailable: {why}"
         else:
             try:
                 source.open(gpus or [0])

@@ -105,7 +105,7 @@ def run_suite(opts: RunOptions, backend, reporter: Reporter, clock=time.monotoni
     sampler = Sampler(opened, gpus, opts.interval_s, clock=clock,
                       on_failure=lambda n, e: reporter.warn(f"source {n} failed mid-run: {e}"))
     sink = res.CsvSink(run_dir / "samples.csv", sampler.columns)
-    sampler._sink = sink
+    sampler.sink = sink
     manifest["columns"] = list(sampler.columns)
     res.write_json(run_dir / "manifest.json", manifest)
 

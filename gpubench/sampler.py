@@ -45,7 +45,7 @@ class Sampler:
         self.columns = tuple(c for c in COLUMNS if c in present)
         self.failures: list[dict] = []
         self.rows: list[dict] = []
-        self._sink = sink
+        self.sink = sink  # called with each row as it is made (the runner streams rows to disk)
         self._clock = clock
         self._wall_clock = wall_clock
         self._on_failure = on_failure
@@ -90,9 +90,9 @@ class Sampler:
             rows.append(row)
         with self._lock:
             self.rows.extend(rows)
-        if self._sink:
+        if self.sink:
             for row in rows:
-                self._sink(row)
+                self.sink(row)
         return rows
 
     def _run(self) -> None:

@@ -91,6 +91,3 @@ def raw_kernel(source: str, name: str):
         _raw_kernels[key] = cupy().RawKernel(source, name)
     return _raw_kernels[key]
 
-
-def seeded(seed: int, device) -> torch.Generator:
-    return torch.Generator(device=device).manual_seed(seed)

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-import math
-
 from gpubench.sources import Source
 from gpubench.suite import Scenario, Workload
 from gpubench.kernels.common import Work
@@ -100,6 +97,3 @@ def scenario(name, flops=0.0, nbytes=0.0, unit=None, dram=False, check=lambda: N
                         info={"name": name})
     return Scenario(name, "fake", "fake", f"{name} story", "1x1", "tiny", build)
 
-
-counter = itertools.count
-nan = math.nan

@@ -47,6 +47,7 @@ def test_globs_select_in_suite_order():
     (["run", "--duration", "0"], "--duration: must be greater than 0"),
     (["run", "--duration", "-3"], "--duration: must be greater than 0"),
     (["run", "--interval", "abc"], "is not a number"),
+    (["run", "--gap", "-1"], "--gap: must be 0 or more"),
 ])
 def test_bad_input_is_one_sentence_and_exit_2(args, message):
     r = run(*args)
