@@ -11,8 +11,7 @@ from gpubench.benchclock import CLOCK
 torch = pytest.importorskip("torch")
 
 COPY_N = 2**28  # 1 GiB of float32 each way
-SOFTMAX = (8192, 8192)
-GEMM = 8192
+SOFTMAX = (8192, 8192)  # the suite's sizes (gpubench.suite): benchmarks reuse its workloads
 
 
 @pytest.mark.benchmark(group="copy", timer=CLOCK)
@@ -32,42 +31,29 @@ def test_copy(gpu_bench, request, impl):
     gpu_bench(run, copy.work(COPY_N), unit="fp32", dram_bound=True)
 
 
-@pytest.mark.benchmark(group="softmax", timer=CLOCK)
-@pytest.mark.parametrize("impl", ["triton-fused", "torch-naive", "cupy-naive", "torch"],
-                         ids=lambda i: f"{i}-{SOFTMAX[0]}x{SOFTMAX[1]}")
-def test_softmax(gpu_bench, impl):
-    from gpubench.kernels import softmax
-    from gpubench.kernels.common import cupy
+def _scenario(gpu_bench, name):
+    """Benchmark a suite scenario's workload: the same kernels, sizes and work model as `gpubench run`."""
+    from gpubench.suite import BY_NAME
 
-    x = softmax.make_input(*SOFTMAX)
-    if impl == "cupy-naive":
-        xc = cupy().from_dlpack(x)
-        fn = lambda: softmax.cupy_naive(xc)  # noqa: E731
-    elif impl == "triton-fused":
-        out = torch.empty_like(x)
-        fn = lambda: softmax.triton_fused(x, out)  # noqa: E731
-    else:
-        fn = lambda: softmax.IMPLS[impl](x)  # noqa: E731
-    gpu_bench(fn, softmax.work(impl, *SOFTMAX), unit="fp32", dram_bound=True)
+    wl = BY_NAME[name].build()
+    gpu_bench(wl.run, wl.work, unit=wl.unit, dram_bound=wl.dram_bound)
+
+
+@pytest.mark.benchmark(group="softmax", timer=CLOCK)
+@pytest.mark.parametrize("scenario", [
+    pytest.param(name, id=f"{impl}-{SOFTMAX[0]}x{SOFTMAX[1]}") for impl, name in
+    [("triton-fused", "softmax-fused"), ("torch-naive", "softmax-naive-torch"), ("cupy-naive", "softmax-naive-cupy"),
+     ("torch", "softmax-torch")]])
+def test_softmax(gpu_bench, scenario):
+    _scenario(gpu_bench, scenario)
 
 
 @pytest.mark.benchmark(group="gemm", timer=CLOCK)
-@pytest.mark.parametrize("impl,dtype", [("triton", "bf16"), ("torch", "bf16"), ("cupy", "fp16")],
-                         ids=lambda v: v if v in ("bf16", "fp16") else v)
-def test_gemm(gpu_bench, impl, dtype):
-    from gpubench.kernels import gemm
-    from gpubench.kernels.common import cupy
-
-    dt = torch.bfloat16 if dtype == "bf16" else torch.float16
-    a, b = gemm.make_inputs(GEMM, GEMM, GEMM, dt)
-    c = torch.empty(GEMM, GEMM, device="cuda", dtype=dt)
-    if impl == "cupy":
-        cp = cupy()
-        ac, bc, cc = cp.from_dlpack(a), cp.from_dlpack(b), cp.from_dlpack(c)
-        fn = lambda: gemm.cupy_matmul(ac, bc, cc)  # noqa: E731
-    else:
-        fn = lambda: gemm.IMPLS[impl](a, b, c)  # noqa: E731
-    gpu_bench(fn, gemm.work(GEMM, GEMM, GEMM), unit=f"{dtype}_tensor")
+@pytest.mark.parametrize("scenario", [
+    pytest.param(name, id=impl) for impl, name in
+    [("triton-bf16", "gemm-triton"), ("torch-bf16", "gemm-torch"), ("cupy-fp16", "gemm-cupy")]])
+def test_gemm(gpu_bench, scenario):
+    _scenario(gpu_bench, scenario)
 
 
 @pytest.mark.benchmark(group="spin", timer=CLOCK)
