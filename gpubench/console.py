@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
-
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from gpubench.runner import Reporter
+from gpubench.summary import fmt
 
 TABLE_COLUMNS = [  # (header, summary column, format)
     ("nvidia-smi util", "gpu_util_pct", "{:.0f}%"),
@@ -23,19 +22,13 @@ TABLE_COLUMNS = [  # (header, summary column, format)
 ]
 
 
-def fmt(value, pattern: str) -> str:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-        return "–"
-    return pattern.format(value)
-
-
 def summary_table(summary: list[dict], title: str = "") -> Table:
     table = Table(title=title, title_justify="left", header_style="bold")
     table.add_column("scenario", no_wrap=True)
     for header, _, _ in TABLE_COLUMNS:
         table.add_column(header, justify="right")
     for row in summary:
-        table.add_row(row["scenario"], *(fmt(row.get(col), pat) for _, col, pat in TABLE_COLUMNS))
+        table.add_row(row["scenario"], *(fmt(row.get(col), pat, "–") for _, col, pat in TABLE_COLUMNS))
     return table
 
 

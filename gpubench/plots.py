@@ -16,13 +16,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.colors import Normalize  # noqa: E402
 
+from gpubench.summary import finite  # noqa: E402
+
 BYTES_NOTE = "bytes counted as read + written"
 C_UTIL, C_SM, C_OCC, C_TENSOR, C_MFU, C_MBU, C_DRAM, C_FP32 = (
     "#d62728", "#ff7f0e", "#bcbd22", "#9467bd", "#2ca02c", "#17becf", "#1f77b4", "#8c564b")
-
-
-def finite(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _stamp(fig, manifest):
@@ -72,14 +70,12 @@ def headline(summary, manifest, out_dir):
             if col == "mbu_pct" and row.get("dram_bound") is not True:
                 continue
             if finite(v):
-                ax.barh(y, v, height=h, color=color, label=label if i == 0 or label not in notes.get("_l", ()) else None)
-                notes.setdefault("_l", set()).add(label)
+                ax.barh(y, v, height=h, color=color, label=label)
                 if col in ("gpu_util_pct", "mfu_pct", "mbu_pct"):
                     ax.text(v + 1, y, f"{v:.0f}%" if v >= 1 or v == 0 else f"{v:.2f}%", va="center", fontsize=6)
                     notes.setdefault(row["scenario"], {})[col] = v
             else:
                 ax.text(1, y, "n/a", va="center", fontsize=6, color="#888", style="italic")
-    notes.pop("_l", None)
     ax.set_yticks(range(n), [r["scenario"] for r in rows])
     ax.invert_yaxis()
     ax.set_xlim(0, 112)

@@ -12,7 +12,9 @@ import math
 from pathlib import Path
 
 from gpubench.metrics import BY_COLUMN
-from gpubench.plots import finite, plot_run
+from gpubench.plots import plot_run
+from gpubench.summary import finite
+from gpubench.summary import fmt as f
 
 FIGURES = [("headline", "What nvidia-smi said against the work done"), ("ladder", "Which metric each kernel fools"),
            ("timeline", "The whole run over time"), ("roofline", "Each kernel against this GPU's roofs"),
@@ -22,10 +24,6 @@ TABLE = [("scenario", "scenario", "{}"), ("nvidia-smi util %", "gpu_util_pct", "
          ("tensor %", "tensor_active_pct", "{:.1f}"), ("DRAM %", "dram_active_pct", "{:.0f}"),
          ("kernel ms (p10–p90)", "kernel_ms", None), ("TFLOP/s", "tflops", "{:.3g}"), ("MFU %", "mfu_pct", "{:.2g}"),
          ("GB/s", "gbps", "{:.4g}"), ("MBU %", "mbu_pct", "{:.0f}")]
-
-
-def f(v, pattern="{:.3g}") -> str:
-    return pattern.format(v) if finite(v) else "n/a"
 
 
 def _kernel_ms(row) -> str:

@@ -13,15 +13,21 @@ from gpubench.timing import quantile
 TRIM_S = 0.5
 
 
-def _finite(values):
-    return [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+def finite(value) -> bool:
+    """A number that exists: not None, not a bool, not NaN or infinite."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def fmt(value, pattern: str, missing: str = "n/a") -> str:
+    """value formatted with pattern, or `missing` where the run has no such value."""
+    return pattern.format(value) if finite(value) else missing
 
 
 def metric_stats(rows: list[dict], columns) -> dict:
     """median, p10, p90 of each column over rows; NaN where no finite value exists."""
     out = {}
     for c in columns:
-        vals = _finite(r.get(c) for r in rows)
+        vals = [v for v in (r.get(c) for r in rows) if finite(v)]
         out[c] = statistics_or_nan(vals, 0.5)
         out[f"{c}_p10"] = statistics_or_nan(vals, 0.1)
         out[f"{c}_p90"] = statistics_or_nan(vals, 0.9)

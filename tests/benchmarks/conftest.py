@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import statistics
 import time
 
 import pytest
@@ -26,17 +25,13 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def context():
     """Measured peaks, datasheet peaks, GPU and versions: measured once per session."""
-    from gpubench import nvml, peaks
+    from gpubench import peaks
     from gpubench.backend import CudaBackend
 
     backend = CudaBackend()
     info = backend.device_info(0)
-    return {"backend": backend, "info": info, "versions": backend.versions(),
-            "peaks": {"datasheet": peaks.datasheet_for(info["name"]),
-                      "measured": {"dram": peaks.measure_copy(), "bf16_tensor": peaks.measure_matmul(),
-                                   "fp16_tensor": peaks.measure_matmul(__import__("torch").float16,
-                                                                       shapes=peaks.MATMUL_SHAPES[:1])}},
-            "nvml": nvml}
+    return {"info": info, "versions": backend.versions(),
+            "peaks": {"datasheet": peaks.datasheet_for(info["name"]), "measured": peaks.measure()}}
 
 
 @pytest.fixture
@@ -47,7 +42,7 @@ def gpu_bench(benchmark, context):
     from gpubench.sampler import Sampler, open_sources
     from gpubench.sources.gpm import GpmSource
     from gpubench.sources.nvml_source import NvmlSource
-    from gpubench.summary import derive
+    from gpubench.summary import derive, metric_stats
     from gpubench.timing import time_loop
 
     def run(fn, work, unit=None, dram_bound=False):
@@ -69,10 +64,9 @@ def gpu_bench(benchmark, context):
         result = {"kernel_ms": median_s * 1e3, "flops_per_call": work.flops, "bytes_per_call": work.bytes,
                   "unit": unit, "dram_bound": dram_bound}
         info = benchmark.extra_info
-        info.update({k: v for k, v in derive(result, context["peaks"]).items()})
-        for col in sampler.columns:
-            vals = [r[col] for r in rows if math.isfinite(r[col])]
-            info[col] = statistics.median(vals) if vals else None
+        info.update(derive(result, context["peaks"]))
+        stats = metric_stats(rows, sampler.columns)
+        info.update({col: stats[col] for col in sampler.columns})
         info["kernel_ms"] = median_s * 1e3
         info.update(gpu=context["info"]["name"], driver=context["info"]["driver"],
                     cuda_driver=context["info"]["cuda_driver"], calls_per_round=iterations,
