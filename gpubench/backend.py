@@ -1,93 +1,83 @@
-"""The GPU side of the runner: device facts, peaks, warm-up and CUDA-event timing, metric sources."""
+"""The GPU side of a run: which GPU a CUDA device is, its facts, peaks, CUDA-event timing, clean-up.
+
+The runner reaches the GPU only through this object, so tests replace it with a fake and run the whole
+loop on a CPU.
+"""
 
 from __future__ import annotations
 
 import os
 import platform
-import shutil
 import time
 from importlib import metadata
 
-from gpubench import nvml, peaks
-from gpubench.sources import build_sources
-from gpubench.timing import Timings, calls_for, time_loop
+from gpubench import gpus, nvml, peaks
+from gpubench.timing import Timings, calls_for, time_loop, warm_up
 
 
-def _version(dist: str) -> str | None:
+def version(dist: str) -> str | None:
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
         return None
 
 
+def cupy_version() -> str | None:
+    return version("cupy-cuda13x") or version("cupy-cuda12x") or version("cupy")
+
+
 class CudaBackend:
-    def device_count(self) -> int:
-        return nvml.device_count()
+    def resolve(self, cuda_index: int, all_gpus: bool) -> tuple[gpus.Gpu, list[gpus.Gpu]]:
+        """The GPU that CUDA device `cuda_index` is, and the GPUs to sample (it, or every GPU)."""
+        uuids = gpus.cuda_uuids()
+        if not 0 <= cuda_index < len(uuids):
+            raise IndexError(f"CUDA device {cuda_index} does not exist: CUDA sees {len(uuids)} GPU(s)"
+                             + (f" (CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']})"
+                                if os.environ.get("CUDA_VISIBLE_DEVICES") else ""))
+        gpu = gpus.by_cuda_index(cuda_index, uuids)
+        return gpu, (gpus.every_gpu(uuids) if all_gpus else [gpu])
 
-    def other_processes(self, device: int) -> list[int]:
-        return [p for p in nvml.compute_processes(device) if p != os.getpid()]
+    def other_processes(self, gpu: gpus.Gpu) -> list[int]:
+        return [p for p in nvml.compute_processes(gpu.nvml_index) if p != os.getpid()]
 
-    def device_info(self, device: int) -> dict:
+    def device_info(self, gpu: gpus.Gpu) -> dict:
         import torch
 
-        info = nvml.device_info(device)
-        props = torch.cuda.get_device_properties(device)
-        info.update(sm_count=props.multi_processor_count, compute_capability=f"{props.major}.{props.minor}",
+        info = nvml.device_info(gpu.nvml_index)
+        props = torch.cuda.get_device_properties(gpu.cuda_index)
+        info.update(cuda_index=gpu.cuda_index, sm_count=props.multi_processor_count,
+                    compute_capability=f"{props.major}.{props.minor}",
                     l2_cache_mib=getattr(props, "L2_cache_size", 0) / 2**20)
         return info
 
     def versions(self) -> dict:
         import torch
 
-        cupy = _version("cupy-cuda13x") or _version("cupy-cuda12x") or _version("cupy")
-        return {"gpubench": _version("gpubench"), "python": platform.python_version(), "torch": torch.__version__,
-                "torch_cuda": torch.version.cuda, "triton": _version("triton"), "cupy": cupy,
-                "nvidia-ml-py": _version("nvidia-ml-py")}
+        return {"gpubench": version("gpubench-ladder"), "python": platform.python_version(),
+                "torch": torch.__version__, "torch_cuda": torch.version.cuda, "triton": version("triton"),
+                "cupy": cupy_version(), "nvidia-ml-py": version("nvidia-ml-py")}
 
-    def make_sources(self, opts):
-        """NVML always; the profiling metrics from DCGM or GPM (never both: they share the counters);
-        and the nvidia-smi process. Returns the sources and, for any left out, why."""
-        names, reasons = ["nvml"], {}
-        if opts.profiling == "auto":
-            if shutil.which("dcgmi"):
-                names.append("dcgm")
-            else:
-                reasons["dcgm"] = "`dcgmi` is not on PATH, so the profiling metrics come from NVML GPM"
-                names.append("gpm")
-        elif opts.profiling != "none":
-            names.append(opts.profiling)
-        if opts.smi:
-            names.append("smi")
-        return build_sources(names, smi={"interval_ms": int(opts.interval_s * 1000)},
-                             dcgm={"interval_ms": max(100, int(opts.interval_s * 1000))}), reasons
-
-    def prepare(self, device: int) -> None:
+    def prepare(self, gpu: gpus.Gpu) -> None:
         import torch
 
-        torch.cuda.set_device(device)
+        torch.cuda.set_device(gpu.cuda_index)
         try:
             import cupy
 
-            cupy.cuda.Device(device).use()
+            cupy.cuda.Device(gpu.cuda_index).use()
         except ImportError:
             pass
 
-    def measure_peaks(self) -> dict:
-        return peaks.measure()
+    def measure_peaks(self, on_window=None) -> dict:
+        return peaks.measure(on_window)
 
-    def warmup(self, wl) -> float:
-        """Compile and warm up outside the measured window; return one call's GPU time in ms."""
-        import torch
+    def warmup(self, prepared) -> int:
+        """Compile and warm up outside the measured window; return the calls per timed group."""
+        call_ms = warm_up(prepared.run)
+        return prepared.calls_per_timing or calls_for(call_ms)
 
-        for _ in range(3):
-            wl.run()
-        torch.cuda.synchronize()
-        return time_loop(wl.run, calls_per_timing=3, groups=2).median_ms
-
-    calls_for = staticmethod(calls_for)
-
-    def time(self, wl, duration_s: float, calls_per_timing: int) -> Timings:
-        return time_loop(wl.run, calls_per_timing=calls_per_timing, duration_s=duration_s)
+    def time(self, prepared, duration_s: float, calls_per_timing: int) -> Timings:
+        return time_loop(prepared.run, calls_per_timing=calls_per_timing, duration_s=duration_s)
 
     def idle(self, duration_s: float):
         time.sleep(duration_s)

@@ -1,8 +1,12 @@
-"""The gpubench command line: run, list, doctor, plot, report."""
+"""The gpubench command line: run, list, doctor, plot, report.
+
+Imports are deferred to the command that needs them: `gpubench list` and `--help` load no GPU library.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -28,53 +32,72 @@ class UsageError(Exception):
     """Bad input: one sentence for the user, exit code 2."""
 
 
-def _positive(text: str) -> float:
+def number(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds, got {text}")
+    return value
+
+
+def positive(text: str) -> float:
+    value = number(text)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
     return value
 
 
-def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+def non_negative(text: str) -> float:
+    value = number(text)
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
     return value
 
 
+def add_recording_options(p: argparse.ArgumentParser) -> None:
+    """Options every recording verb shares, with one meaning."""
+    from gpubench.sources.policy import DEFAULT_INTERVAL_S, PROFILING_CHOICES
+
+    p.add_argument("--interval", type=positive, default=DEFAULT_INTERVAL_S, metavar="S",
+                   help=f"sampling interval (default {DEFAULT_INTERVAL_S:g}; never shorter than the profiling "
+                        "counters refresh: faster rows would only repeat values)")
+    p.add_argument("--device", type=int, default=0, metavar="N",
+                   help="GPU in CUDA's numbering, as this process sees it under CUDA_VISIBLE_DEVICES (default 0)")
+    p.add_argument("--all-gpus", action="store_true", help="sample every GPU of the machine, not only --device")
+    p.add_argument("--out", type=Path, metavar="DIR", help="run directory (default results/<gpu>-<YYYYmmdd-HHMMSS>)")
+    p.add_argument("--profiling", choices=PROFILING_CHOICES, default="auto",
+                   help="where SM activity and the other profiling metrics come from (default auto: NVML GPM "
+                        "where the GPU supports it, else DCGM if dcgmi is on PATH)")
+    p.add_argument("--no-smi", action="store_true", help="do not run the nvidia-smi process beside NVML")
+
+
 def parser() -> argparse.ArgumentParser:
+    from gpubench import __version__
+    from gpubench.suite import DURATION_S, GAP_S
+    from gpubench.summary import TRIM_S
+
     p = argparse.ArgumentParser(prog="gpubench", description=DESCRIPTION, epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"gpubench {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     r = sub.add_parser("run", help="run scenarios on the local GPU and write a run directory",
                        description="Run scenarios on the local GPU while sampling every metric; write "
                                    "manifest.json, samples.csv and summary.csv/json into a run directory.")
     r.add_argument("names", nargs="*", metavar="NAME", help="scenario names or globs (default: the default suite)")
-    r.add_argument("--duration", type=_positive, default=5.0, metavar="S",
-                   help="seconds each scenario runs while sampled (default 5; the first 0.5 s is not summarized)")
-    r.add_argument("--gap", type=_non_negative, default=1.0, metavar="S",
-                   help="idle seconds between scenarios so their metrics settle apart (default 1)")
-    r.add_argument("--interval", type=_positive, default=0.1, metavar="S",
-                   help="sampling interval (default 0.1, the GPM refresh; faster only repeats values)")
-    r.add_argument("--device", type=int, default=0, metavar="N", help="GPU index to run on (default 0)")
-    r.add_argument("--all-gpus", action="store_true", help="sample every GPU, not only --device")
-    r.add_argument("--out", type=Path, metavar="DIR", help="run directory (default results/<gpu>-<YYYYmmdd-HHMMSS>)")
-    r.add_argument("--profiling", choices=["auto", "gpm", "dcgm", "none"], default="auto",
-                   help="where SM activity and the other profiling metrics come from (default auto: DCGM "
-                        "if dcgmi is on PATH, else NVML GPM)")
-    r.add_argument("--no-smi", action="store_true", help="do not run the nvidia-smi process beside NVML")
-    r.add_argument("--no-peaks", action="store_true", help="skip measuring copy and matmul peaks at the start")
+    r.add_argument("--duration", type=positive, default=DURATION_S, metavar="S",
+                   help=f"seconds each scenario runs while sampled (default {DURATION_S:g}; the first "
+                        f"{TRIM_S:g} s is not summarized, so it must be longer than that)")
+    r.add_argument("--gap", type=non_negative, default=GAP_S, metavar="S",
+                   help=f"idle seconds between scenarios so their metrics settle apart (default {GAP_S:g})")
+    add_recording_options(r)
+    r.add_argument("--no-peaks", action="store_true", help="skip measuring the sustained copy and matmul peaks")
 
     sub.add_parser("list", help="list the scenarios and what each one demonstrates")
     sub.add_parser("doctor", help="show the GPUs and which metric sources work here, and why not")
-    for name, what in (("plot", "write the figures of a run directory into RUN_DIR/figures/"),
+    for name, what in (("plot", "write the figures of a run directory"),
                        ("report", "write report.md and report.html for a run directory")):
         s = sub.add_parser(name, help=what, description=what[0].upper() + what[1:] + "; needs no GPU.")
         s.add_argument("run_dir", type=Path, metavar="RUN_DIR")
@@ -87,7 +110,7 @@ def cmd_list(args) -> int:
     width = max(len(s.name) for s in SCENARIOS)
     for s in SCENARIOS:
         mark = " " if s.default else "+"
-        print(f"{mark} {s.name:<{width}}  {s.impl:<6}  {s.story}")
+        print(f"{mark} {s.name:<{width}}  {s.family:<8} {s.impl:<12} {s.story}")
     print("\n+ not in the default suite; run it by name")
     return 0
 
@@ -104,64 +127,73 @@ def reference_hint() -> str:
     roots = [Path.cwd() / "results", Path(__file__).resolve().parents[1] / "results"]
     runs = sorted({m.parent for root in roots if root.is_dir() for m in root.glob("*/manifest.json")})
     if runs:
-        return f"to explore a recorded run without a GPU: gpubench plot {runs[-1]}"
+        return f"to explore a recorded run without a GPU: gpubench report {runs[-1]} --out /tmp/gpubench-report"
     return "to explore a recorded run without a GPU, use the reference runs under results/ in the gpubench repository"
 
 
-def cmd_run(args) -> int:
+def check_out(out: Path | None) -> None:
+    from gpubench.rundir import check_writable
+
+    if out is not None and (problem := check_writable(out)):
+        raise UsageError(f"cannot write the run to --out: {problem}")
+
+
+def gpu_for(args):
+    """The GPU that --device names, and the GPUs to sample; UsageError where there is none."""
     from gpubench import nvml
-    from gpubench.results import check_writable, default_run_dir
+    from gpubench.backend import CudaBackend
+
+    try:
+        nvml.device_count()
+    except nvml.GpuUnavailable as err:
+        raise UsageError(f"gpubench {args.command} needs an NVIDIA GPU: {err}; {reference_hint()}") from None
+    backend = CudaBackend()
+    try:
+        gpu, sampled = backend.resolve(args.device, args.all_gpus)
+    except IndexError as err:
+        raise UsageError(f"--device {args.device}: {err}") from None
+    return backend, gpu, sampled
+
+
+def cmd_run(args) -> int:
     from gpubench.suite import UnknownScenario, select
+    from gpubench.summary import TRIM_S
 
     try:
         scenarios = select(args.names)
     except UnknownScenario as err:
         raise UsageError(str(err)) from None
-    if args.out is not None:
-        problem = check_writable(args.out)
-        if problem:
-            raise UsageError(f"cannot write the run to --out: {problem}")
-    try:
-        count = nvml.device_count()
-    except nvml.GpuUnavailable as err:
-        raise UsageError(f"gpubench run needs an NVIDIA GPU: {err}; {reference_hint()}") from None
-    if not 0 <= args.device < count:
-        raise UsageError(f"--device {args.device} does not exist: this machine has {count} GPU(s)")
+    if args.duration <= TRIM_S:
+        raise UsageError(f"--duration must be longer than the {TRIM_S:g} s that each scenario's summary leaves out")
+    check_out(args.out)
+    backend, gpu, _ = gpu_for(args)
     import torch
 
     if not torch.cuda.is_available():
         raise UsageError(f"PyTorch cannot use the GPU (torch {torch.__version__}, CUDA {torch.version.cuda}); "
-                         "install a CUDA build of PyTorch")
-    name = nvml.device_info(args.device)["name"]
-    out = args.out or default_run_dir(name)
-    if args.out is None and (problem := check_writable(out)):
-        raise UsageError(f"cannot write the run: {problem}")
-
-    from gpubench.backend import CudaBackend
-    from gpubench.console import ConsoleReporter, summary_table
+                         "install a CUDA build of PyTorch that your driver supports")
+    from gpubench.console import ConsoleReporter, print_table
+    from gpubench.rundir import default_run_dir
     from gpubench.runner import RunOptions, run_suite
 
+    out = args.out or default_run_dir(gpu.name)
+    check_out(out)
     opts = RunOptions(scenarios=scenarios, out_dir=out, device=args.device, duration_s=args.duration,
                       gap_s=args.gap, interval_s=args.interval, profiling=args.profiling, smi=not args.no_smi,
                       all_gpus=args.all_gpus, measure_peaks=not args.no_peaks)
     reporter = ConsoleReporter()
     try:
-        run_dir, summary = run_suite(opts, CudaBackend(), reporter)
+        run_dir, summary = run_suite(opts, backend, reporter)
     except KeyboardInterrupt:
         reporter.console.print(f"interrupted: what was recorded is in {out} (manifest says incomplete)")
         return 130
-    from rich.console import Console
-
-    console = Console()
-    if not console.is_terminal:  # a log file gets the whole table, not one cut to 80 columns
-        console = Console(width=180)
-    console.print(summary_table(summary, title=f"{name} — medians over each scenario's steady window"))
+    print_table(summary, f"{gpu.name} — medians over each scenario's steady window")
     print(f"run directory: {run_dir}\nnext: gpubench plot {run_dir} && gpubench report {run_dir}")
     return 0
 
 
 def _load(run_dir: Path):
-    from gpubench.results import RunDirError, load_run
+    from gpubench.rundir import RunDirError, load_run
 
     try:
         return load_run(run_dir)

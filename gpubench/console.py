@@ -6,30 +6,25 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from gpubench.runner import Reporter
-from gpubench.summary import fmt
-
-TABLE_COLUMNS = [  # (header, summary column, format)
-    ("nvidia-smi util", "gpu_util_pct", "{:.0f}%"),
-    ("SM active", "sm_active_pct", "{:.1f}%"),
-    ("occupancy", "sm_occupancy_pct", "{:.1f}%"),
-    ("tensor active", "tensor_active_pct", "{:.1f}%"),
-    ("DRAM active", "dram_active_pct", "{:.0f}%"),
-    ("TFLOP/s", "tflops", "{:.3g}"),
-    ("MFU", "mfu_pct", "{:.2g}%"),
-    ("GB/s", "gbps", "{:.4g}"),
-    ("MBU", "mbu_pct", "{:.0f}%"),
-]
+from gpubench.metrics import BY_COLUMN, TABLE, fmt_value
+from gpubench.recording import Reporter
 
 
-def summary_table(summary: list[dict], title: str = "") -> Table:
+def summary_table(summary: list[dict], title: str = "", key: str = "scenario") -> Table:
     table = Table(title=title, title_justify="left", header_style="bold")
-    table.add_column("scenario", no_wrap=True)
-    for header, _, _ in TABLE_COLUMNS:
-        table.add_column(header, justify="right")
+    table.add_column(key, no_wrap=True)
+    for col in TABLE:
+        table.add_column(BY_COLUMN[col].header, justify="right")
     for row in summary:
-        table.add_row(row["scenario"], *(fmt(row.get(col), pat, "–") for _, col, pat in TABLE_COLUMNS))
+        table.add_row(str(row.get(key, "")), *(fmt_value(col, row.get(col), "–") for col in TABLE))
     return table
+
+
+def print_table(summary: list[dict], title: str, key: str = "scenario") -> None:
+    console = Console()
+    if not console.is_terminal:  # a log file gets the whole table, not one cut to 80 columns
+        console = Console(width=180)
+    console.print(summary_table(summary, title, key))
 
 
 class ConsoleReporter(Reporter):

@@ -6,35 +6,64 @@ import shutil
 from importlib import metadata
 
 from gpubench import nvml
-from gpubench.sources import SourceUnavailable, build_sources
+from gpubench.backend import cupy_version
+from gpubench.hints import CUPY_HINT, TORCH_HINT
+from gpubench.sources import SourceUnavailable, source_class
+from gpubench.sources.policy import profiling_order
 
 
-def _torch_cuda() -> tuple[bool, str]:
+def _version_tuple(text: str | None) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in (text or "").split(".")[:2])
+    except ValueError:
+        return ()
+
+
+def torch_cuda(driver_cuda: str | None = None) -> tuple[bool, str]:
     try:
         import torch
     except ImportError:
-        return False, "PyTorch is not installed"
+        return False, f"PyTorch is not installed: {TORCH_HINT}"
     if torch.version.cuda is None:
-        return False, f"this PyTorch ({torch.__version__}) was built without CUDA"
+        return False, f"this PyTorch ({torch.__version__}) was built without CUDA: {TORCH_HINT}"
+    built, driver = _version_tuple(torch.version.cuda), _version_tuple(driver_cuda)
+    if built and driver and built[0] > driver[0]:
+        return False, (f"this PyTorch ({torch.__version__}) is built for CUDA {torch.version.cuda}, newer than "
+                       f"the driver supports (CUDA {driver_cuda}): {TORCH_HINT}")
     if not torch.cuda.is_available():
-        return False, "PyTorch sees no usable CUDA device"
+        return False, f"PyTorch {torch.__version__} sees no usable CUDA device"
     return True, f"PyTorch {torch.__version__} with CUDA {torch.version.cuda}"
 
 
 def _cupy() -> tuple[bool, str]:
-    for dist in ("cupy-cuda13x", "cupy-cuda12x", "cupy"):
-        try:
-            return True, f"{dist} {metadata.version(dist)}"
-        except metadata.PackageNotFoundError:
-            continue
-    return False, "CuPy is not installed: pip install 'gpubench[cu13]' (or [cu12] for CUDA 12 drivers)"
+    v = cupy_version()
+    return (True, f"CuPy {v}") if v else (False, f"CuPy is not installed: {CUPY_HINT}")
 
 
 def _triton() -> tuple[bool, str]:
     try:
         return True, f"Triton {metadata.version('triton')}"
     except metadata.PackageNotFoundError:
-        return False, "Triton is not installed"
+        return False, "Triton is not installed (it has wheels for Linux only)"
+
+
+def source_status(name: str, gpus: list[int], why_no_gpu: str) -> str:
+    cls = source_class(name)
+    if name == "dcgm" and not shutil.which("dcgmi"):
+        return "unavailable: `dcgmi` is not on PATH (install DCGM to read its profiling fields)"
+    if not gpus and name != "dcgm":
+        return f"unavailable: {why_no_gpu}"
+    source = cls()
+    try:
+        source.open(gpus or [0])
+        source.read()
+        return "available"
+    except SourceUnavailable as err:
+        return f"unavailable: {err}"
+    except Exception as err:  # a source that opens but cannot read is as good as absent
+        return f"unavailable: {type(err).__name__}: {err}"
+    finally:
+        source.close()
 
 
 def diagnose() -> tuple[int, list[str]]:
@@ -46,37 +75,21 @@ def diagnose() -> tuple[int, list[str]]:
         count, why = 0, str(err)
     else:
         why = "NVML found no GPU"
-    torch_ok, torch_note = _torch_cuda()
+    infos = [nvml.device_info(i) for i in range(count)]
+    torch_ok, torch_note = torch_cuda(infos[0]["cuda_driver"] if infos else None)
     if count == 0:
         lines.append(f"no GPU: {why}")
-    for i in range(count):
-        info = nvml.device_info(i)
-        sms = "? SMs"
-        if torch_ok:
-            import torch
-
-            sms = f"{torch.cuda.get_device_properties(i).multi_processor_count} SMs"
+    for info in infos:
         mem = f"{info['memory_mib'] / 1024:.0f} GiB" if info["memory_mib"] else "? GiB"
-        lines.append(f"GPU {i}: {info['name']}, {sms}, {mem}, driver {info['driver']}, CUDA {info['cuda_driver']}")
-    lines.append("metric sources:")
+        lines.append(f"GPU {info['nvml_index']} (NVML numbering): {info['name']}, {mem}, driver {info['driver']}, "
+                     f"CUDA {info['cuda_driver']}, {info['uuid']}")
     gpus = list(range(count))
-    for source in build_sources(["nvml", "gpm", "dcgm", "smi"]):
-        if source.name == "dcgm" and not shutil.which("dcgmi"):
-            status = "unavailable: `dcgmi` is not on PATH (install DCGM to read its profiling fields)"
-        elif not gpus and source.name != "dcgm":
-            status = f"unavailable: {why}"
-        else:
-            try:
-                source.open(gpus or [0])
-                source.read()
-                status = "available"
-            except SourceUnavailable as err:
-                status = f"unavailable: {err}"
-            except Exception as err:  # a source that opens but cannot read is as good as absent
-                status = f"unavailable: {type(err).__name__}: {err}"
-            finally:
-                source.close()
-        lines.append(f"  {source.name:<5} {status}  [{', '.join(source.columns)}]")
+    order, _ = profiling_order("auto", gpus)
+    lines.append(f"metric sources (profiling metrics by default from: {order[0] if order and gpus else 'none'}):")
+    for name in ("nvml", "gpm", "dcgm", "smi"):
+        cls = source_class(name)
+        floor = f", refreshes every {cls.min_interval_s:g} s" if cls.min_interval_s else ""
+        lines.append(f"  {name:<5} {source_status(name, gpus, why)}  [{', '.join(cls.columns)}{floor}]")
     lines.append("kernels:")
     for name, (ok, note) in {"torch": (torch_ok, torch_note), "triton": _triton(), "cupy": _cupy()}.items():
         lines.append(f"  {name:<6} {'available' if ok else 'unavailable'}: {note}")

@@ -1,70 +1,119 @@
-"""The metric columns every source writes, and where users find the same series in DCGM.
+"""Every column gpubench shows, in one table: what it measures, its short header and format for tables
+and figures, and where users find the same series in DCGM.
 
 A column is named for what it measures, with its unit in the name. Profiling columns from NVML GPM
-and from DCGM share names because they read the same hardware counters; the sampler records one of
-the two, never both.
+and from DCGM share names because they read the same hardware counters; a recording holds one of the
+two, never both. Derived columns (what a kernel achieved) are listed here too, so the console, the
+report and the figures format every number alike.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class Metric:
     column: str
-    label: str  # short label for tables and plots
-    dcgm_id: int | None  # DCGM field id, for users' DCGM / Prometheus dashboards
-    dcgm_name: str | None
-    dcgm_short: str | None  # the header `dcgmi dmon` prints for this field
+    label: str  # for legends and prose
+    header: str  # short, for tables
+    fmt: str  # one value
     meaning: str
+    dcgm_id: int | None = None  # DCGM field id, for users' DCGM / Prometheus dashboards
+    dcgm_name: str | None = None
+    dcgm_short: str | None = None  # the header `dcgmi dmon` prints for this field
+    sampled: bool = True  # False: derived from a run's timing and work model, not read from the GPU
 
+
+GPU_UTIL_MEANING = ("share of the sample window in which at least one kernel, or a copy, was running on the "
+                    "GPU: it says nothing about how much of the GPU was used")
 
 METRICS: tuple[Metric, ...] = (
-    Metric("gpu_util_pct", "GPU util (nvidia-smi)", 203, "DCGM_FI_DEV_GPU_UTIL", "GPUTL",
-           "share of the sample window in which at least one kernel was running"),
-    Metric("mem_util_pct", "memory util (nvidia-smi)", 204, "DCGM_FI_DEV_MEM_COPY_UTIL", "MCUTL",
-           "share of the sample window in which device memory was being read or written"),
-    Metric("power_w", "power", 155, "DCGM_FI_DEV_POWER_USAGE", "POWER", "board power draw in watts"),
-    Metric("sm_clock_mhz", "SM clock", 100, "DCGM_FI_DEV_SM_CLOCK", "SMCLK", "SM clock in MHz"),
-    Metric("mem_used_mib", "memory used", 252, "DCGM_FI_DEV_FB_USED", "FBUSD", "device memory in use, MiB"),
-    Metric("graphics_active_pct", "graphics engine active", 1001, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "GRACT",
-           "share of time the graphics/compute engine was busy"),
-    Metric("sm_active_pct", "SM active", 1002, "DCGM_FI_PROF_SM_ACTIVE", "SMACT",
-           "share of time an SM had at least one warp resident, averaged over all SMs"),
-    Metric("sm_occupancy_pct", "SM occupancy", 1003, "DCGM_FI_PROF_SM_OCCUPANCY", "SMOCC",
-           "resident warps over the SMs' maximum, averaged over time and SMs"),
-    Metric("tensor_active_pct", "tensor active", 1004, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "TENSO",
-           "share of cycles the tensor (matrix) pipes were busy"),
-    Metric("dram_active_pct", "DRAM active", 1005, "DCGM_FI_PROF_DRAM_ACTIVE", "DRAMA",
-           "share of cycles the device-memory interface was sending or receiving data"),
-    Metric("fp64_active_pct", "FP64 active", 1006, "DCGM_FI_PROF_PIPE_FP64_ACTIVE", "FP64A",
-           "share of cycles the FP64 pipe was busy"),
-    Metric("fp32_active_pct", "FP32 active", 1007, "DCGM_FI_PROF_PIPE_FP32_ACTIVE", "FP32A",
-           "share of cycles the FP32 pipe was busy"),
-    Metric("fp16_active_pct", "FP16 active", 1008, "DCGM_FI_PROF_PIPE_FP16_ACTIVE", "FP16A",
-           "share of cycles the FP16 pipe was busy"),
-    Metric("dcgm_gpu_util_pct", "GPU util (DCGM)", 203, "DCGM_FI_DEV_GPU_UTIL", "GPUTL",
-           "field 203 as dcgmi reports it: the same counter as nvidia-smi's GPU-Util"),
+    Metric("gpu_util_pct", "nvidia-smi GPU util", "nvidia-smi util", "{:.0f}%", GPU_UTIL_MEANING,
+           203, "DCGM_FI_DEV_GPU_UTIL", "GPUTL"),
+    Metric("mem_util_pct", "memory util (nvidia-smi)", "mem util", "{:.0f}%",
+           "share of the sample window in which device memory was being read or written",
+           204, "DCGM_FI_DEV_MEM_COPY_UTIL", "MCUTL"),
+    Metric("power_w", "power", "power", "{:.0f} W", "board power draw, NVML's one-second average",
+           155, "DCGM_FI_DEV_POWER_USAGE", "POWER"),
+    Metric("sm_clock_mhz", "SM clock", "SM clock", "{:.0f} MHz", "SM clock", 100, "DCGM_FI_DEV_SM_CLOCK", "SMCLK"),
+    Metric("mem_used_mib", "memory used", "mem used", "{:.0f} MiB", "device memory in use",
+           252, "DCGM_FI_DEV_FB_USED", "FBUSD"),
+    Metric("energy_j", "energy", "energy", "{:.1f} J", "energy counter since the driver loaded",
+           156, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "TOTEC"),
+    Metric("graphics_active_pct", "graphics engine active", "GR active", "{:.1f}%",
+           "share of time the graphics/compute engine was busy", 1001, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "GRACT"),
+    Metric("sm_active_pct", "SM active", "SM active", "{:.1f}%",
+           "share of time an SM had at least one warp resident, averaged over all SMs",
+           1002, "DCGM_FI_PROF_SM_ACTIVE", "SMACT"),
+    Metric("sm_occupancy_pct", "SM occupancy", "occupancy", "{:.1f}%",
+           "resident warps over the SMs' maximum, averaged over time and SMs",
+           1003, "DCGM_FI_PROF_SM_OCCUPANCY", "SMOCC"),
+    Metric("tensor_active_pct", "tensor active", "tensor active", "{:.1f}%",
+           "share of cycles the tensor (matrix) pipes were busy", 1004, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "TENSO"),
+    Metric("dram_active_pct", "DRAM active", "DRAM active", "{:.0f}%",
+           "share of cycles the device-memory interface was sending or receiving data",
+           1005, "DCGM_FI_PROF_DRAM_ACTIVE", "DRAMA"),
+    Metric("fp64_active_pct", "FP64 active", "FP64 active", "{:.1f}%", "share of cycles the FP64 pipe was busy",
+           1006, "DCGM_FI_PROF_PIPE_FP64_ACTIVE", "FP64A"),
+    Metric("fp32_active_pct", "FP32 active", "FP32 active", "{:.1f}%", "share of cycles the FP32 pipe was busy",
+           1007, "DCGM_FI_PROF_PIPE_FP32_ACTIVE", "FP32A"),
+    Metric("fp16_active_pct", "FP16 active", "FP16 active", "{:.1f}%", "share of cycles the FP16 pipe was busy",
+           1008, "DCGM_FI_PROF_PIPE_FP16_ACTIVE", "FP16A"),
+    Metric("dcgm_gpu_util_pct", "GPU util (DCGM)", "DCGM util", "{:.0f}%",
+           "field 203 as dcgmi reports it: the same counter as nvidia-smi's GPU-Util",
+           203, "DCGM_FI_DEV_GPU_UTIL", "GPUTL"),
     # The same NVML counters read by the literal `nvidia-smi` process, kept apart so a user can
     # check that gpubench reports the very number they know.
-    Metric("smi_gpu_util_pct", "GPU util (nvidia-smi process)", 203, "DCGM_FI_DEV_GPU_UTIL", None,
-           "utilization.gpu as printed by the nvidia-smi command"),
-    Metric("smi_mem_util_pct", "memory util (nvidia-smi process)", 204, "DCGM_FI_DEV_MEM_COPY_UTIL", None,
-           "utilization.memory as printed by the nvidia-smi command"),
-    Metric("smi_power_w", "power (nvidia-smi process)", 155, "DCGM_FI_DEV_POWER_USAGE", None,
-           "power.draw as printed by the nvidia-smi command"),
-    Metric("smi_sm_clock_mhz", "SM clock (nvidia-smi process)", 100, "DCGM_FI_DEV_SM_CLOCK", None,
-           "clocks.sm as printed by the nvidia-smi command"),
+    Metric("smi_gpu_util_pct", "nvidia-smi process GPU util", "smi util", "{:.0f}%",
+           "utilization.gpu as printed by the nvidia-smi command", 203, "DCGM_FI_DEV_GPU_UTIL"),
+    Metric("smi_mem_util_pct", "nvidia-smi process memory util", "smi mem util", "{:.0f}%",
+           "utilization.memory as printed by the nvidia-smi command", 204, "DCGM_FI_DEV_MEM_COPY_UTIL"),
+    Metric("smi_power_w", "nvidia-smi process power", "smi power", "{:.0f} W",
+           "power.draw as printed by the nvidia-smi command", 155, "DCGM_FI_DEV_POWER_USAGE"),
+    Metric("smi_sm_clock_mhz", "nvidia-smi process SM clock", "smi SM clock", "{:.0f} MHz",
+           "clocks.sm as printed by the nvidia-smi command", 100, "DCGM_FI_DEV_SM_CLOCK"),
 )
 
-BY_COLUMN = {m.column: m for m in METRICS}
+DERIVED: tuple[Metric, ...] = (
+    Metric("kernel_ms", "GPU time per call", "kernel ms", "{:.4g}", "median GPU time per call (CUDA events)",
+           sampled=False),
+    Metric("tflops", "achieved TFLOP/s", "TFLOP/s", "{:.3g}", "FLOPs of the work model per second", sampled=False),
+    Metric("mfu_pct", "MFU", "MFU", "{:.2g}%", "achieved FLOP/s over the datasheet dense peak of the unit used",
+           sampled=False),
+    Metric("gbps", "useful GB/s", "GB/s", "{:.4g}",
+           "useful bytes per second: each input read once, each output written once", sampled=False),
+    Metric("traffic_gbps", "GB/s moved", "moved GB/s", "{:.4g}",
+           "bytes the implementation really moves per second, where known", sampled=False),
+    Metric("mbu_pct", "MBU", "MBU", "{:.0f}%", "useful bytes/s over the datasheet DRAM bandwidth", sampled=False),
+    Metric("link_pct", "link", "link", "{:.0f}%",
+           "bytes/s over the host link (PCIe) over its theoretical bandwidth per direction", sampled=False),
+    Metric("power_w_energy", "mean power (energy counter)", "power (energy)", "{:.0f} W",
+           "energy used over the window divided by its length", sampled=False),
+)
+
+BY_COLUMN = {m.column: m for m in METRICS + DERIVED}
 COLUMNS = tuple(m.column for m in METRICS)
 
 # dcgmi reports profiling fields (1001-1008) as ratios in [0, 1]; the columns are percent.
 RATIO_FIELDS = frozenset(range(1001, 1009))
 
-PROFILING_COLUMNS = (
-    "graphics_active_pct", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct",
-    "dram_active_pct", "fp64_active_pct", "fp32_active_pct", "fp16_active_pct",
-)
+# The columns of the summary table the console and the report print, in order.
+TABLE = ("gpu_util_pct", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct",
+         "tflops", "mfu_pct", "gbps", "mbu_pct", "link_pct")
+
+
+def finite(value) -> bool:
+    """A number that exists: not None, not a bool, not NaN or infinite."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def fmt(value, pattern: str, missing: str = "n/a") -> str:
+    """value formatted with pattern, or `missing` where the run has no such value."""
+    return pattern.format(value) if finite(value) else missing
+
+
+def fmt_value(column: str, value, missing: str = "n/a") -> str:
+    """value formatted as the table says for its column."""
+    return fmt(value, BY_COLUMN[column].fmt, missing)

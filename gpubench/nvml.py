@@ -1,7 +1,8 @@
 """The one door to NVML: every NVML call in gpubench goes through here.
 
-"Not supported" (and its kin) becomes a missing value (NaN or None); a missing library or driver
-becomes one clear GpuUnavailable error with a hint. Tests patch `gpubench.nvml.pynvml`.
+A value this GPU or driver cannot give ("not supported", "no data yet") becomes a missing value (NaN
+or None); a missing library or driver becomes one clear GpuUnavailable error with a hint. Error codes
+come from pynvml's constants, never literals. Tests patch `gpubench.nvml.pynvml`.
 """
 
 from __future__ import annotations
@@ -15,21 +16,21 @@ import pynvml
 # real exception class (a mock is not an exception type).
 NVMLError = pynvml.NVMLError
 
-NOT_SUPPORTED = 3
 MISSING_CODES = frozenset({
-    3,   # NVML_ERROR_NOT_SUPPORTED
-    4,   # NVML_ERROR_NO_PERMISSION
-    13,  # NVML_ERROR_FUNCTION_NOT_FOUND (older driver)
-    19,  # NVML_ERROR_NO_DATA
+    pynvml.NVML_ERROR_NOT_SUPPORTED,
+    pynvml.NVML_ERROR_NO_PERMISSION,
+    pynvml.NVML_ERROR_FUNCTION_NOT_FOUND,  # an older driver
+    pynvml.NVML_ERROR_NO_DATA,  # nothing recorded yet for this window: a gap, not a failure
 })
-NO_DRIVER_CODES = frozenset({
-    9,   # NVML_ERROR_DRIVER_NOT_LOADED
-    12,  # NVML_ERROR_LIBRARY_NOT_FOUND
-})
-ARCH_HOPPER = 9  # NVML_DEVICE_ARCH_HOPPER; GPM needs Hopper or newer
+NO_DRIVER_CODES = frozenset({pynvml.NVML_ERROR_DRIVER_NOT_LOADED, pynvml.NVML_ERROR_LIBRARY_NOT_FOUND})
 
 NO_DRIVER_HINT = ("no NVIDIA driver found (the NVML library libnvidia-ml.so could not be loaded); "
                   "run on a machine with an NVIDIA GPU and driver")
+
+# PCIe bytes per second per lane and direction, after line coding (8b/10b to gen 2, 128b/130b from
+# gen 3, FLIT mode's 242/256 at gen 6): the theoretical bandwidth a host-to-device copy can approach.
+PCIE_LANE_BYTES_PER_S = {1: 2.5e9 * 8 / 10 / 8, 2: 5e9 * 8 / 10 / 8, 3: 8e9 * 128 / 130 / 8,
+                         4: 16e9 * 128 / 130 / 8, 5: 32e9 * 128 / 130 / 8, 6: 64e9 * 242 / 256 / 8}
 
 _lock = threading.Lock()
 _initialized = False
@@ -39,7 +40,7 @@ class GpuUnavailable(RuntimeError):
     """NVML cannot be used at all on this machine; the message is one sentence for the user."""
 
 
-def _code(err: Exception) -> int | None:
+def code(err: Exception) -> int | None:
     return getattr(err, "value", None)
 
 
@@ -52,23 +53,12 @@ def init() -> None:
         try:
             pynvml.nvmlInit()
         except NVMLError as err:
-            if _code(err) in NO_DRIVER_CODES:
+            if code(err) in NO_DRIVER_CODES:
                 raise GpuUnavailable(NO_DRIVER_HINT) from None
             raise GpuUnavailable(f"NVML failed to start: {err}") from None
         except OSError:
             raise GpuUnavailable(NO_DRIVER_HINT) from None
         _initialized = True
-
-
-def shutdown() -> None:
-    global _initialized
-    with _lock:
-        if _initialized:
-            try:
-                pynvml.nvmlShutdown()
-            except NVMLError:
-                pass
-            _initialized = False
 
 
 def reset_for_tests() -> None:
@@ -81,7 +71,7 @@ def call(fn, *args, default=None):
     try:
         return fn(*args)
     except NVMLError as err:
-        if _code(err) in MISSING_CODES:
+        if code(err) in MISSING_CODES:
             return default
         raise
 
@@ -96,23 +86,43 @@ def device_count() -> int:
 
 
 def handle(index: int):
+    """The handle of NVML's GPU `index` (NVML's numbering, as nvidia-smi shows it)."""
     init()
     return pynvml.nvmlDeviceGetHandleByIndex(index)
 
 
+def handle_by_uuid(uuid: str):
+    init()
+    return pynvml.nvmlDeviceGetHandleByUUID(uuid)
+
+
+def index_of(h) -> int:
+    return int(pynvml.nvmlDeviceGetIndex(h))
+
+
+def name_of(h) -> str:
+    return _text(pynvml.nvmlDeviceGetName(h))
+
+
+def uuid_of(h) -> str:
+    return _text(call(pynvml.nvmlDeviceGetUUID, h, default=""))
+
+
 def read_basic(h) -> dict[str, float]:
-    """What `nvidia-smi` shows: utilization, power, SM clock, memory used. Missing values are NaN."""
+    """What `nvidia-smi` shows, and the energy counter. Missing values are NaN."""
     nan = math.nan
     util = call(pynvml.nvmlDeviceGetUtilizationRates, h)
     power_mw = call(pynvml.nvmlDeviceGetPowerUsage, h)
     clock = call(pynvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_SM)
     mem = call(pynvml.nvmlDeviceGetMemoryInfo, h)
+    energy_mj = call(pynvml.nvmlDeviceGetTotalEnergyConsumption, h)
     return {
         "gpu_util_pct": float(util.gpu) if util is not None else nan,
         "mem_util_pct": float(util.memory) if util is not None else nan,
         "power_w": power_mw / 1000.0 if power_mw is not None else nan,
         "sm_clock_mhz": float(clock) if clock is not None else nan,
         "mem_used_mib": mem.used / 2**20 if mem is not None else nan,
+        "energy_j": energy_mj / 1000.0 if energy_mj is not None else nan,
     }
 
 
@@ -143,25 +153,40 @@ def gpm_metrics(sample1, sample2, metric_ids: list[int]) -> list[float]:
     for i, metric_id in enumerate(metric_ids):
         request.metrics[i].metricId = metric_id
     result = pynvml.nvmlGpmMetricsGet(request)
-    return [float(m.value) if m.nvmlReturn == 0 else math.nan
+    return [float(m.value) if m.nvmlReturn == pynvml.NVML_SUCCESS else math.nan
             for m in list(result.metrics)[: len(metric_ids)]]
 
 
+def pcie_link(h) -> dict:
+    """The PCIe link's maximum generation and width, and the theoretical bytes/s per direction."""
+    gen = call(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, h)
+    width = call(pynvml.nvmlDeviceGetMaxPcieLinkWidth, h)
+    cur_gen = call(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, h)
+    cur_width = call(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h)
+    per_lane = PCIE_LANE_BYTES_PER_S.get(gen) if gen else None
+    return {"max_generation": gen, "max_width": width, "current_generation": cur_gen, "current_width": cur_width,
+            "bytes_per_s": per_lane * width if per_lane and width else None}
+
+
 def device_info(index: int) -> dict:
-    """Name, memory, driver, CUDA version, architecture and GPM support of one GPU."""
+    """Name, UUID, memory, driver, CUDA version, architecture, GPM support, PCIe link, power limit, MIG mode."""
     h = handle(index)
     mem = call(pynvml.nvmlDeviceGetMemoryInfo, h)
     cuda = call(pynvml.nvmlSystemGetCudaDriverVersion)
-    arch = call(pynvml.nvmlDeviceGetArchitecture, h)
+    limit_mw = call(pynvml.nvmlDeviceGetPowerManagementLimit, h)
+    mig = call(pynvml.nvmlDeviceGetMigMode, h)
     return {
-        "index": index,
-        "name": _text(pynvml.nvmlDeviceGetName(h)),
-        "uuid": _text(call(pynvml.nvmlDeviceGetUUID, h, default="")),
+        "nvml_index": index,
+        "name": name_of(h),
+        "uuid": uuid_of(h),
         "memory_mib": mem.total / 2**20 if mem is not None else None,
         "driver": _text(call(pynvml.nvmlSystemGetDriverVersion, default="")),
         "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None,
-        "architecture": arch,
+        "architecture": call(pynvml.nvmlDeviceGetArchitecture, h),
         "gpm_supported": gpm_supported(h),
+        "pcie": pcie_link(h),
+        "power_limit_w": limit_mw / 1000 if limit_mw else None,
+        "mig_mode": bool(mig[0]) if mig else None,
     }
 
 

@@ -1,185 +1,140 @@
-"""The runner: for each scenario, check once, warm up, then run it for --duration seconds while the
-sampler labels the rows with its name; an idle gap between scenarios lets each one's metrics settle.
+"""The suite's loop over a Recording: for each scenario, prepare and check once, warm up, then run it for
+--duration seconds inside its own phase; an idle gap between scenarios lets each one's metrics settle.
 
-Everything that touches the GPU goes through a backend (gpubench.backend.CudaBackend), so the
-runner itself is tested end to end on a CPU with a fake backend and fake sources.
+The GPU is reached only through a backend (gpubench.backend.CudaBackend), so the loop is tested end to
+end on a CPU with a fake backend and fake sources.
 """
 
 from __future__ import annotations
 
 import math
-import signal
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpubench import results as res
 from gpubench.kernels.common import CheckFailed, CupyMissing
-from gpubench.peaks import datasheet_for
-from gpubench.sampler import Sampler, open_sources
-from gpubench.suite import Scenario
-from gpubench.summary import summarize
-
+from gpubench.metrics import finite
+from gpubench.peaks import datasheet_for, link_peak
+from gpubench.recording import Recording, Reporter
+from gpubench.rundir import write_summary
+from gpubench.sources.policy import DEFAULT_INTERVAL_S
+from gpubench.suite import DURATION_S, GAP_S, Scenario
+from gpubench.summary import energy_power_w, metric_stats, summarize
 
 @dataclass
 class RunOptions:
     scenarios: list[Scenario]
     out_dir: Path
-    device: int = 0
-    duration_s: float = 5.0
-    gap_s: float = 1.0
-    interval_s: float = 0.1
+    device: int = 0  # CUDA's numbering, as the process sees it
+    duration_s: float = DURATION_S
+    gap_s: float = GAP_S
+    interval_s: float = DEFAULT_INTERVAL_S
     profiling: str = "auto"  # auto | gpm | dcgm | none
     smi: bool = True
     all_gpus: bool = False
     measure_peaks: bool = True
     command: list[str] = field(default_factory=lambda: list(sys.argv))
-
-
-class Reporter:
-    """What the runner tells the person watching; the console implements it with rich."""
-
-    def start(self, scenarios: list[Scenario], estimate_s: float) -> None: ...
-    def step(self, index: int, scenario: Scenario, what: str) -> None: ...
-    def advance(self) -> None: ...
-    def warn(self, message: str) -> None: ...
-    def finish(self) -> None: ...
-
-
-def _check_facts(facts) -> dict:
-    if isinstance(facts, float):
-        return {"check": f"rel err {facts:.2g}"}
-    if isinstance(facts, dict):
-        return {"check": "ok", **facts}
-    return {"check": "ok" if facts is None else str(facts)}
-
-
-def _result(sc: Scenario, wl, facts: dict, t0: float, t1: float, timings) -> dict:
-    nan = math.nan
-    return {
-        "scenario": sc.name, "family": sc.family, "impl": sc.impl, "launch": sc.launch, "sizes": sc.sizes,
-        "t_start": t0, "t_end": t1,
-        "kernel_ms": timings.median_ms if timings and timings.per_call_ms else nan,
-        "kernel_ms_p10": timings.p10_ms if timings and timings.per_call_ms else nan,
-        "kernel_ms_p90": timings.p90_ms if timings and timings.per_call_ms else nan,
-        "n_timings": len(timings.per_call_ms) if timings else 0,
-        "n_calls": timings.calls if timings else 0,
-        "flops_per_call": wl.work.flops, "bytes_per_call": wl.work.bytes,
-        "unit": wl.unit or "", "dram_bound": wl.dram_bound,
-        **facts, **wl.info,
-    }
+    sources: list | None = None  # None: the source policy chooses
 
 
 def estimate_s(opts: RunOptions) -> float:
-    return len(opts.scenarios) * (opts.duration_s + opts.gap_s + 1.0) + (3.0 if opts.measure_peaks else 0.0)
+    return len(opts.scenarios) * (opts.duration_s + opts.gap_s + 1.0) + (12.0 if opts.measure_peaks else 0.0)
 
 
 def run_suite(opts: RunOptions, backend, reporter: Reporter, clock=time.monotonic) -> tuple[Path, list[dict]]:
     """Run the scenarios and write the run directory; return it and the summary rows."""
-    others = backend.other_processes(opts.device)  # before this process touches the GPU
-    info = backend.device_info(opts.device)
-    gpus = list(range(backend.device_count())) if opts.all_gpus else [opts.device]
-    run_dir = opts.out_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
-    manifest = {
-        "gpu": info, "gpus_sampled": gpus, "versions": backend.versions(), "command": opts.command,
-        "options": {"duration_s": opts.duration_s, "gap_s": opts.gap_s, "interval_s": opts.interval_s,
-                    "profiling": opts.profiling, "trim_s": 0.5},
-        "start_wall": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "end_wall": None,
-        "completed": False, "status": "running", "warnings": [], "errors": [],
-    }
-    if others:
-        msg = (f"other processes are using GPU {opts.device} (PIDs {', '.join(map(str, others))}): "
-               "their work shows up in every metric")
-        manifest["warnings"].append(msg)
-        reporter.warn(msg)
-
-    sources, reasons = backend.make_sources(opts)
-    opened, unavailable = open_sources(sources, gpus)
-    unavailable = {**reasons, **unavailable}
-    manifest["sources"] = {"used": [s.name for s in opened], "unavailable": unavailable}
-    for name, why in unavailable.items():
-        reporter.warn(f"source {name} unavailable: {why}")
-
-    sampler = Sampler(opened, gpus, opts.interval_s, clock=clock,
-                      on_failure=lambda n, e: reporter.warn(f"source {n} failed mid-run: {e}"))
-    sink = res.CsvSink(run_dir / "samples.csv", sampler.columns)
-    sampler.sink = sink
-    manifest["columns"] = list(sampler.columns)
-    res.write_json(run_dir / "manifest.json", manifest)
-
-    peaks = {"datasheet": datasheet_for(info["name"]), "measured": None}
+    gpu, sampled = backend.resolve(opts.device, opts.all_gpus)
+    others = backend.other_processes(gpu)  # before this process touches the GPU
+    info = backend.device_info(gpu)
+    sheet = {**(datasheet_for(info["name"], info.get("memory_mib")) or {}), **link_peak(info.get("pcie"))}
+    peaks = {"datasheet": sheet or None, "measured": None, "conditions": {}}
+    windows: dict[str, tuple[float, float]] = {}
     results: list[dict] = []
-    status = "failed"
-    reporter.start(opts.scenarios, estimate_s(opts))
-    try:
-        sampler.start()
-        backend.prepare(opts.device)
+    summary: list[dict] = []
+    rec = Recording(opts.out_dir, sampled, kind="run", command=opts.command, interval_s=opts.interval_s,
+                    profiling=opts.profiling, smi=opts.smi, sources=opts.sources, reporter=reporter, clock=clock)
+
+    def finish(rows):
+        peaks["conditions"] = {k: _conditions(rows, gpu.nvml_index, *w) for k, w in windows.items()}
+        summary[:] = summarize(rows, results, peaks, rec.sampler.columns)
+        write_summary(opts.out_dir, summary)
+        rec.manifest.update(peaks=peaks, scenarios_done=[r["scenario"] for r in results])
+
+    with rec:
+        rec.on_finish(finish)
+        rec.manifest.update(gpu=info, versions=backend.versions(), peaks=peaks,
+                            families={sc.family: {"story": sc.module().STORY} for sc in opts.scenarios})
+        rec.manifest["options"].update(duration_s=opts.duration_s, gap_s=opts.gap_s)
+        if others:
+            rec.warn(f"other processes are using GPU {gpu.nvml_index} (PIDs {', '.join(map(str, others))}): "
+                     "their work shows up in every metric")
+        reporter.start(opts.scenarios, estimate_s(opts))
+        backend.prepare(gpu)
         if opts.measure_peaks:
-            sampler.set_phase("peaks")
-            peaks["measured"] = backend.measure_peaks()
-        manifest["peaks"] = peaks
-        res.write_json(run_dir / "manifest.json", manifest)
+            with rec.phase("peaks"):
+                peaks["measured"] = backend.measure_peaks(lambda k, a, b: windows.__setitem__(k, (a, b)))
+            rec.write_manifest()
         for i, sc in enumerate(opts.scenarios):
-            result = _run_one(i, sc, opts, backend, sampler, reporter, manifest, clock)
+            result = _run_one(i, sc, gpu, opts, backend, rec, reporter)
             if result is not None:
                 results.append(result)
             reporter.advance()
-        sampler.set_phase("gap")
-        time.sleep(opts.gap_s)
-        status = "completed"
-    except KeyboardInterrupt:
-        status = "interrupted"
-        raise
-    except Exception as err:
-        status = "failed"
-        manifest["errors"].append(f"{type(err).__name__}: {err}")
-        raise
-    finally:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # one Ctrl-C is enough: finish writing
-        try:
-            sampler.stop()
-            for s in opened:
-                s.close()
-            sink.close()
-            summary = summarize(sampler.rows_snapshot(), results, peaks, opts.device, sampler.columns)
-            res.write_summary(run_dir, summary)
-            manifest.update(peaks=peaks, status=status, completed=status == "completed",
-                            end_wall=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                            source_failures=sampler.failures,
-                            scenarios_done=[r["scenario"] for r in results])
-            res.write_json(run_dir / "manifest.json", manifest)
-        finally:
-            signal.signal(signal.SIGINT, previous)
-            reporter.finish()
-    return run_dir, summary
+        with rec.phase("gap"):
+            time.sleep(opts.gap_s)
+    return opts.out_dir, summary
 
 
-def _run_one(i, sc, opts, backend, sampler, reporter, manifest, clock):
+def _conditions(rows, gpu: int, t_start: float, t_end: float) -> dict:
+    """The SM clock and power seen while a peak was measured."""
+    window = [r for r in rows if r["gpu"] == gpu and r["t_start_s"] >= t_start and r["t_end_s"] <= t_end]
+    stats = metric_stats(window, ("sm_clock_mhz", "power_w"))
+    return {"sm_clock_mhz": stats["sm_clock_mhz"], "power_w": stats["power_w"],
+            "power_w_energy": energy_power_w(window), "n_samples": len(window), "t_start": t_start, "t_end": t_end}
+
+
+def _run_one(i, sc: Scenario, gpu, opts: RunOptions, backend, rec: Recording, reporter: Reporter):
     reporter.step(i, sc, "check and warm-up")
-    sampler.set_phase(f"setup:{sc.name}")
-    try:
-        wl = sc.build()
-        facts = _check_facts(wl.check())
-    except (CheckFailed, CupyMissing) as err:
-        msg = f"{sc.name} skipped: {err}"
-        manifest["errors" if isinstance(err, CheckFailed) else "warnings"].append(msg)
-        reporter.warn(msg)
-        return None
-    calls = None
-    if wl.run is not None:
-        call_ms = backend.warmup(wl)
-        calls = wl.calls_per_timing or backend.calls_for(call_ms)
-    sampler.set_phase("gap")
-    time.sleep(opts.gap_s)
+    with rec.phase(f"setup:{sc.name}"):
+        try:
+            prepared = sc.prepare()
+            facts = prepared.check() or {}
+        except CheckFailed as err:  # a wrong kernel is an error of the run, and is never timed
+            rec.manifest["errors"].append(f"{sc.name} skipped: {err}")
+            reporter.warn(f"{sc.name} skipped: {err}")
+            return None
+        except CupyMissing as err:  # a missing library is a property of the machine
+            rec.warn(f"{sc.name} skipped: {err}")
+            return None
+        calls = backend.warmup(prepared) if prepared.run is not None else None
+    with rec.phase("gap"):
+        time.sleep(opts.gap_s)
     reporter.step(i, sc, "measuring")
-    sampler.set_phase(sc.name)
-    t0 = clock()
-    timings = backend.time(wl, opts.duration_s, calls) if wl.run is not None else backend.idle(opts.duration_s)
-    t1 = clock()
-    sampler.set_phase("gap")
-    result = _result(sc, wl, facts, t0, t1, timings)
-    del wl
+    with rec.phase(sc.name) as window:
+        if prepared.run is not None:
+            timings = backend.time(prepared, opts.duration_s, calls)
+        else:
+            timings = backend.idle(opts.duration_s)
+    rec.set_phase("gap")
+    result = scenario_result(sc, gpu, prepared, facts, window, timings)
+    del prepared
     backend.release()
     return result
+
+
+def scenario_result(sc: Scenario, gpu, prepared, facts: dict, window, timings) -> dict:
+    nan = math.nan
+    timed = bool(timings and timings.per_call_ms)
+    w = prepared.work
+    return {
+        "scenario": sc.name, "family": sc.family, "impl": sc.impl, "baseline": sc.baseline or "",
+        "launch": prepared.launch, "sizes": prepared.sizes_text, "gpu": gpu.nvml_index, "uuid": gpu.uuid,
+        "t_start": window.t_start, "t_end": window.t_end,
+        "kernel_ms": timings.median_ms if timed else nan,
+        "kernel_ms_p10": timings.p10_ms if timed else nan,
+        "kernel_ms_p90": timings.p90_ms if timed else nan,
+        "n_timings": len(timings.per_call_ms) if timings else 0, "n_calls": timings.calls if timings else 0,
+        "flops_per_call": w.flops, "bytes_per_call": w.bytes,
+        "traffic_per_call": w.traffic if finite(w.traffic) else nan, "link_bytes_per_call": w.link_bytes,
+        "unit": prepared.unit or "", "bound": prepared.bound, **facts, **prepared.info,
+    }

@@ -1,26 +1,17 @@
-"""Per-scenario summary: medians and spread of every sampled metric over the scenario's steady window,
-beside the ground truth (achieved TFLOP/s and GB/s, MFU and MBU)."""
+"""Per-window summary: medians and spread of every sampled metric over a window's steady rows, beside
+the ground truth (achieved TFLOP/s and useful GB/s, MFU, MBU, link share) and the mean power that the
+energy counter gives."""
 
 from __future__ import annotations
 
 import math
 
-from gpubench.metrics import COLUMNS
+from gpubench.metrics import COLUMNS, finite
 from gpubench.timing import quantile
 
-# NVML's utilization averages over a window of up to a second, and GPM's first interval may start
-# before the kernel: the first half second of each scenario is not steady.
+# NVML's utilization and power average over a window of up to a second: the first half second of each
+# window still carries what ran before it.
 TRIM_S = 0.5
-
-
-def finite(value) -> bool:
-    """A number that exists: not None, not a bool, not NaN or infinite."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def fmt(value, pattern: str, missing: str = "n/a") -> str:
-    """value formatted with pattern, or `missing` where the run has no such value."""
-    return pattern.format(value) if finite(value) else missing
 
 
 def metric_stats(rows: list[dict], columns) -> dict:
@@ -28,61 +19,79 @@ def metric_stats(rows: list[dict], columns) -> dict:
     out = {}
     for c in columns:
         vals = [v for v in (r.get(c) for r in rows) if finite(v)]
-        out[c] = statistics_or_nan(vals, 0.5)
-        out[f"{c}_p10"] = statistics_or_nan(vals, 0.1)
-        out[f"{c}_p90"] = statistics_or_nan(vals, 0.9)
+        for suffix, q in (("", 0.5), ("_p10", 0.1), ("_p90", 0.9)):
+            out[f"{c}{suffix}"] = quantile(vals, q) if vals else math.nan
     return out
 
 
-def statistics_or_nan(values: list[float], q: float) -> float:
-    return quantile(values, q) if values else math.nan
-
-
 def steady_rows(rows: list[dict], gpu: int, t_start: float, t_end: float, trim_s: float = TRIM_S) -> list[dict]:
-    return [r for r in rows if r["gpu"] == gpu and t_start + trim_s <= r["t_mono_s"] <= t_end]
+    """Rows of `gpu` whose whole interval lies inside [t_start + trim_s, t_end]."""
+    return [r for r in rows if r["gpu"] == gpu and r["t_start_s"] >= t_start + trim_s and r["t_end_s"] <= t_end]
+
+
+def energy_power_w(window: list[dict]) -> float:
+    """Mean power over the window from the energy counter: exact where the sampled power trails by a second."""
+    pts = [(r["t_end_s"], r["energy_j"]) for r in window if finite(r.get("energy_j"))]
+    if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
+        return math.nan
+    return (pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0])
 
 
 def derive(result: dict, peaks: dict) -> dict:
-    """Achieved rates and fractions of peak from a scenario's timing and work model.
+    """Achieved rates and fractions of peak from a window's timing and work model.
 
-    peaks: {"datasheet": {...} | None, "measured": {...} | None} with bf16_tensor / fp16_tensor /
-    fp32 FLOP/s and dram bytes/s. A fraction whose peak is unknown is NaN.
+    peaks: {"datasheet": {...} | None, "measured": {...} | None} with bf16_tensor / fp16_tensor / fp32
+    FLOP/s, dram and link bytes/s. A fraction whose peak or whose bound does not apply is NaN.
     """
     nan = math.nan
     ms = result.get("kernel_ms", nan)
-    seconds = ms / 1e3 if ms and math.isfinite(ms) else nan
-    flops = result.get("flops_per_call", 0.0)
-    nbytes = result.get("bytes_per_call", 0.0)
-    tflops = flops / seconds / 1e12 if seconds == seconds else nan
-    gbps = nbytes / seconds / 1e9 if seconds == seconds else nan
+    seconds = ms / 1e3 if finite(ms) and ms > 0 else nan
+
+    def per_s(amount):
+        return amount / seconds if finite(amount) and finite(seconds) else nan
 
     def frac(achieved_per_s, key, which):
-        table = peaks.get(which) or {}
-        peak = table.get(key) if key else None
-        return 100.0 * achieved_per_s / peak if peak and achieved_per_s == achieved_per_s else nan
+        peak = (peaks.get(which) or {}).get(key) if key else None
+        return 100.0 * achieved_per_s / peak if peak and finite(achieved_per_s) else nan
 
-    unit = result.get("unit")
-    dram = result.get("dram_bound", False)
+    flops, nbytes, link = (per_s(result.get(k, 0.0)) for k in ("flops_per_call", "bytes_per_call", "link_bytes_per_call"))
+    traffic = per_s(result.get("traffic_per_call", nan))
+    bound = result.get("bound")
+    unit = result.get("unit") or None
     return {
-        "tflops": tflops,
-        "gbps": gbps,
-        "mfu_pct": frac(tflops * 1e12, unit, "datasheet"),
-        "mfu_measured_pct": frac(tflops * 1e12, unit, "measured"),
-        "mbu_pct": frac(gbps * 1e9, "dram" if dram else None, "datasheet"),
-        "mbu_measured_pct": frac(gbps * 1e9, "dram" if dram else None, "measured"),
+        "tflops": flops / 1e12,
+        "gbps": nbytes / 1e9,
+        "traffic_gbps": traffic / 1e9,
+        "link_gbps": link / 1e9 if bound == "link" else nan,
+        "mfu_pct": frac(flops, unit, "datasheet") if bound != "link" else nan,
+        "mfu_measured_pct": frac(flops, unit, "measured") if bound != "link" else nan,
+        "mbu_pct": frac(nbytes, "dram" if bound == "dram" else None, "datasheet"),
+        "mbu_measured_pct": frac(nbytes, "dram" if bound == "dram" else None, "measured"),
+        "link_pct": frac(link, "link" if bound == "link" else None, "datasheet"),
     }
 
 
-def summarize(rows: list[dict], results: list[dict], peaks: dict, gpu: int, columns=COLUMNS,
+def compare_to_baselines(summary: list[dict]) -> None:
+    """Each row that names a baseline gets how many times faster it ran than that baseline."""
+    by_name = {r["scenario"]: r for r in summary if "scenario" in r}
+    for row in summary:
+        base = by_name.get(row.get("baseline") or "")
+        if base and finite(base.get("kernel_ms")) and finite(row.get("kernel_ms")):
+            row["speedup_vs_baseline"] = base["kernel_ms"] / row["kernel_ms"]
+
+
+def summarize(rows: list[dict], results: list[dict], peaks: dict, columns=COLUMNS,
               trim_s: float = TRIM_S) -> list[dict]:
-    """One row per scenario result: its facts, its metric statistics, and what it achieved."""
+    """One row per result (a scenario or a phase on one GPU): its facts, metric statistics, achievements."""
     present = [c for c in columns if any(c in r for r in rows)]
     summary = []
     for res in results:
-        window = steady_rows(rows, gpu, res["t_start"], res["t_end"], trim_s)
+        window = steady_rows(rows, res["gpu"], res["t_start"], res["t_end"], trim_s)
         row = dict(res)
         row["n_samples"] = len(window)
         row.update(metric_stats(window, present))
+        row["power_w_energy"] = energy_power_w(window)
         row.update(derive(res, peaks))
         summary.append(row)
+    compare_to_baselines(summary)
     return summary

@@ -1,7 +1,7 @@
 """spin: time passes, nothing is computed. Each block busy-waits on the GPU's global timer (ns), so the
 duration does not depend on clocks; the launch shape alone decides how much of the GPU looks busy.
 
-Each block writes how long it spun and which SM it ran on, so the suite can report how many SMs were
+Each block writes how long it spun and which SM it ran on, so the suite reports how many SMs were
 really occupied instead of assuming the block scheduler spread the blocks one per SM.
 """
 
@@ -11,7 +11,15 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import CheckFailed, Work, as_torch, cupy, poison, raw_kernel
+from .common import CheckFailed, Prepared, Work, as_torch, count, cupy, poison, raw_kernel, sm_count
+
+IMPLS = ("cupy", "triton")
+SIZES = {"shape": "1thread", "ns": 10_000_000}  # 10 ms per launch
+STORY = [
+    "{launch} waited on the GPU's clock, {kernel_ms:.2f} ms per launch, on {sms_used} of {sm_count} SMs.",
+    "{said}; SM activity read {sm_active_pct:.2f}% and occupancy {sm_occupancy_pct:.2f}%.",
+    "Zero FLOPs, zero bytes: utilization only says that a kernel was resident somewhere.",
+]
 
 # --- kernels ---------------------------------------------------------------------------------------
 
@@ -55,10 +63,6 @@ def _spin_kernel(out, ns):
 
 # --- host wrappers ---------------------------------------------------------------------------------
 
-def sm_count(device=None) -> int:
-    return torch.cuda.get_device_properties(device or torch.cuda.current_device()).multi_processor_count
-
-
 def launch_shape(shape: str, sms: int) -> tuple[int, int]:
     """(blocks, threads per block) for a named launch shape."""
     shapes = {
@@ -93,7 +97,7 @@ def triton_spin(ns: int, out: torch.Tensor | None = None, programs: int = 1, num
     return out
 
 
-# --- correctness -----------------------------------------------------------------------------------
+# --- the contract: buffers, check, work model -------------------------------------------------------
 
 def check_result(out, ns: int, blocks: int) -> dict:
     """Every block spun at least ns; return the SMs the blocks ran on."""
@@ -103,26 +107,34 @@ def check_result(out, ns: int, blocks: int) -> dict:
     spun, sm = res[:, 0], res[:, 1]
     if (spun < ns).any():
         raise CheckFailed(f"spin: a block stopped after {int(spun.min())} ns of the {ns} asked for")
-    return {"sms_used": int(sm.unique().numel()), "max_spun_ns": int(spun.max())}
+    return {"check": "ok", "sms_used": int(sm.unique().numel()), "max_spun_ns": int(spun.max())}
 
 
-def check(impl: str, shape: str = "1thread", ns: int = 200_000) -> dict:
-    blocks, threads = launch_shape(shape, sm_count())
+def work() -> Work:
+    # nothing is read, nothing computed; 16 bytes of bookkeeping per block are not work
+    return Work(flops=0.0, bytes=0.0, traffic=0.0)
+
+
+def prepare(impl: str, shape: str = SIZES["shape"], ns: int = SIZES["ns"], device="cuda", seed: int = 0) -> Prepared:
+    blocks, threads = launch_shape(shape, sm_count(device))
     if impl == "cupy":
         cp = cupy()
         out = cp.empty(2 * blocks, dtype=cp.int64)
-        poison(out)
-        cupy_spin(ns, blocks, threads, out)
+        run = lambda: cupy_spin(ns, blocks, threads, out)  # noqa: E731
+        launch = f"{count(blocks, 'block')} x {count(threads, 'thread')}"
+    elif impl == "triton":
+        out = torch.empty(2 * blocks, dtype=torch.int64, device=device)
+        warps = max(1, threads // 32)
+        run = lambda: triton_spin(ns, out, programs=blocks, num_warps=warps)  # noqa: E731
+        launch = f"{count(blocks, 'program')} x {count(warps, 'warp')}"
     else:
-        out = torch.empty(2 * blocks, dtype=torch.int64, device="cuda")
+        raise ValueError(f"unknown spin implementation {impl!r}; choose from {', '.join(IMPLS)}")
+
+    def check():
         poison(out)
-        triton_spin(ns, out, programs=blocks, num_warps=max(1, threads // 32))
-    torch.cuda.synchronize()
-    return check_result(out, ns, blocks)
+        run()
+        return check_result(out, ns, blocks)
 
-
-# --- work model ------------------------------------------------------------------------------------
-
-def work() -> Work:
-    # nothing is read, nothing written (but 16 bytes of bookkeeping per block), nothing computed
-    return Work(flops=0.0, bytes=0.0)
+    return Prepared(run=run, check=check, work=work(), unit="fp32", bound="none", launch=launch,
+                    calls_per_timing=1, info={"blocks": blocks, "threads_per_block": threads},
+                    sizes={"shape": shape, "ns": ns})

@@ -1,15 +1,24 @@
-"""Fakes shared by the CPU tests: a metric source with scripted values and a backend with no GPU."""
+"""Fakes shared by the CPU tests: a metric source with scripted values, a backend with no GPU, scenarios
+whose kernels do nothing."""
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Callable
+
+from gpubench.gpus import Gpu
+from gpubench.kernels.common import Prepared, Work
 from gpubench.sources import Source
-from gpubench.suite import Scenario, Workload
-from gpubench.kernels.common import Work
+from gpubench.suite import Scenario
 from gpubench.timing import Timings
+
+GPU = Gpu(nvml_index=0, uuid="GPU-00000000-1111-2222-3333-444444444444", name="NVIDIA H100 80GB HBM3", cuda_index=0)
 
 
 class FakeSource(Source):
-    """Returns values from a function of the current phase, so tests know what each scenario should read."""
+    """Returns values from a function of the read count, so tests know what each read says."""
 
     name = "fake"
     columns = ("gpu_util_pct", "sm_active_pct", "power_w")
@@ -35,55 +44,49 @@ class FakeSource(Source):
 
 
 class FakeBackend:
-    """Times nothing on a GPU: every call 'takes' call_ms; the sources are given by the test."""
+    """Times nothing on a GPU: every call 'takes' call_ms."""
 
-    def __init__(self, sources, call_ms=2.0, interrupt_at: str | None = None):
-        self.sources = sources
+    def __init__(self, call_ms=2.0, interrupt_at: str | None = None, gpu: Gpu = GPU):
         self.call_ms = call_ms
         self.interrupt_at = interrupt_at
+        self.gpu = gpu
         self.released = 0
 
-    def device_count(self):
-        return 1
+    def resolve(self, cuda_index, all_gpus):
+        return self.gpu, [self.gpu]
 
-    def other_processes(self, device):
+    def other_processes(self, gpu):
         return [4242]
 
-    def device_info(self, device):
-        return {"index": device, "name": "NVIDIA H100 80GB HBM3", "sm_count": 132, "memory_mib": 81559,
-                "driver": "580.0", "cuda_driver": "13.0", "architecture": 9, "gpm_supported": True}
+    def device_info(self, gpu):
+        return {"nvml_index": gpu.nvml_index, "cuda_index": gpu.cuda_index, "uuid": gpu.uuid, "name": gpu.name,
+                "sm_count": 132, "memory_mib": 81559, "driver": "580.0", "cuda_driver": "13.0", "architecture": 9,
+                "gpm_supported": True, "pcie": {"bytes_per_s": 63.0e9, "max_generation": 5, "max_width": 16}}
 
     def versions(self):
         return {"gpubench": "test"}
 
-    def make_sources(self, opts):
-        return self.sources, {"dcgm": "`dcgmi` is not on PATH"}
-
-    def prepare(self, device):
+    def prepare(self, gpu):
         pass
 
-    def measure_peaks(self):
+    def measure_peaks(self, on_window=None):
+        t0 = time.monotonic()
+        time.sleep(0.3)
+        if on_window:
+            on_window("bf16_tensor", t0, time.monotonic())
         return {"dram": 3.0e12, "bf16_tensor": 800e12}
 
-    def warmup(self, wl):
-        wl.run()
-        return self.call_ms
+    def warmup(self, prepared):
+        prepared.run()
+        return prepared.calls_per_timing or 5
 
-    @staticmethod
-    def calls_for(call_ms):
-        return 5
-
-    def time(self, wl, duration_s, calls):
-        import time
-
-        if self.interrupt_at and wl.info.get("name") == self.interrupt_at:
+    def time(self, prepared, duration_s, calls):
+        if self.interrupt_at and prepared.info.get("name") == self.interrupt_at:
             raise KeyboardInterrupt
         time.sleep(duration_s)
         return Timings([self.call_ms] * 10, 10 * calls)
 
     def idle(self, duration_s):
-        import time
-
         time.sleep(duration_s)
         return None
 
@@ -91,9 +94,20 @@ class FakeBackend:
         self.released += 1
 
 
-def scenario(name, flops=0.0, nbytes=0.0, unit=None, dram=False, check=lambda: None, run=lambda: None):
-    def build():
-        return Workload(run=run, check=check, work=Work(flops, nbytes), unit=unit, dram_bound=dram,
-                        info={"name": name})
-    return Scenario(name, "fake", "fake", f"{name} story", "1x1", "tiny", build)
+@dataclass(frozen=True)
+class FakeScenario(Scenario):
+    make: Callable[[], Prepared] | None = None
 
+    def module(self):
+        return SimpleNamespace(STORY=["{said} while {scenario} ran."])
+
+    def prepare(self):
+        return self.make()
+
+
+def scenario(name, flops=0.0, nbytes=0.0, unit=None, bound="none", check=lambda: {}, run=lambda: None,
+             traffic=None, baseline=None):
+    def make():
+        return Prepared(run=run, check=check, work=Work(flops, nbytes, traffic), unit=unit, bound=bound,
+                        launch="1 block x 1 thread", info={"name": name}, sizes={"n": 1})
+    return FakeScenario(name, "fake", "fake", f"{name} story", baseline=baseline, make=make)

@@ -48,6 +48,10 @@ def test_globs_select_in_suite_order():
     (["run", "--duration", "-3"], "--duration: must be greater than 0"),
     (["run", "--interval", "abc"], "is not a number"),
     (["run", "--gap", "-1"], "--gap: must be 0 or more"),
+    (["run", "--duration", "inf"], "--duration: must be a finite number of seconds"),
+    (["run", "--duration", "nan"], "--duration: must be a finite number of seconds"),
+    (["run", "--duration", "0.5"], "--duration must be longer than the 0.5 s"),
+    (["run", "--out", "/proc/gpubench-run"], "lies under /proc, a kernel file system"),
 ])
 def test_bad_input_is_one_sentence_and_exit_2(args, message):
     r = run(*args)
@@ -73,7 +77,7 @@ def test_run_without_a_gpu_points_to_the_reference(tmp_path):
     r = run("run", "--out", str(tmp_path / "run"))
     assert r.returncode == 2
     assert "needs an NVIDIA GPU: no NVIDIA driver found" in r.stderr
-    assert "gpubench plot" in r.stderr or "reference runs under results/" in r.stderr
+    assert "gpubench report" in r.stderr or "reference runs under results/" in r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "run").exists()
 
 
@@ -95,18 +99,40 @@ def test_doctor_on_a_machine_without_gpm(fake_bin, monkeypatch, capsys):
 
     from gpubench import doctor, nvml
 
-    info = {"index": 0, "name": "NVIDIA A100-SXM4-80GB", "memory_mib": 81920, "driver": "550.54",
-            "cuda_driver": "12.4", "architecture": 8, "gpm_supported": False}
+    info = {"nvml_index": 0, "name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-a100", "memory_mib": 81920,
+            "driver": "550.54", "cuda_driver": "12.4", "architecture": 8, "gpm_supported": False}
     fake_bin("nvidia-smi", 'echo "2026/11/21 12:00:00.100, 0, 0, 0, 60.00, 1410"\nsleep 30\n')
     with mock.patch.object(nvml, "device_count", return_value=1), \
             mock.patch.object(nvml, "device_info", return_value=info), \
             mock.patch.object(nvml, "handle", return_value="h0"), \
             mock.patch.object(nvml, "gpm_supported", return_value=False), \
             mock.patch.object(nvml, "read_basic", return_value={"gpu_util_pct": 0.0}), \
-            mock.patch.object(doctor, "_torch_cuda", return_value=(False, "no CUDA torch here")):
+            mock.patch.object(doctor, "torch_cuda", return_value=(False, "no CUDA torch here")):
         code, lines = doctor.diagnose()
     text = "\n".join(lines)
     assert code == 0
-    assert "GPU 0: NVIDIA A100-SXM4-80GB" in text
+    assert "GPU 0 (NVML numbering): NVIDIA A100-SXM4-80GB" in text
+    assert "profiling metrics by default from: dcgm" in text
     assert "nvml  available" in text and "smi   available" in text
     assert "gpm   unavailable: GPU 0 does not support NVML GPM, which needs a Hopper or newer" in text
+
+
+def test_version_and_list_load_no_gpu_library():
+    code = ("import sys; from gpubench.cli import main; main(['list']); "
+            "assert 'torch' not in sys.modules and 'triton' not in sys.modules, sorted(sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    v = run("--version")
+    assert v.returncode == 0 and v.stdout.startswith("gpubench ")
+
+
+def test_torch_built_for_a_newer_cuda_than_the_driver_is_named():
+    from unittest import mock
+
+    import torch
+
+    from gpubench import doctor
+
+    with mock.patch.object(torch.version, "cuda", "13.0"):
+        ok, note = doctor.torch_cuda("12.4")
+    assert not ok and "built for CUDA 13.0, newer than the driver supports (CUDA 12.4)" in note

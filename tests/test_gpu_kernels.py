@@ -1,57 +1,60 @@
-"""Every kernel, every implementation, checked at full size on a real GPU."""
+"""Every family, every implementation, checked through its contract on a real GPU: at full size and at
+an irregular size that catches masking bugs."""
+
+import importlib
 
 import pytest
-import torch
 
-from gpubench.kernels import copy, gemm, launch, softmax, spin
+from gpubench.kernels import spin
+from gpubench.kernels.common import CupyMissing, cupy
+from gpubench.suite import SCENARIOS
 
 pytestmark = pytest.mark.gpu
 
-
-@pytest.mark.parametrize("impl", list(copy.IMPLS))
-def test_copy_full_size(impl):
-    copy.check(impl, n=2**28 + 3)  # 1 GiB and an odd tail
-
-
-def test_h2d_copy():
-    copy.check_h2d(2**26 + 5)
+IRREGULAR = {"copy": {"n": 2**20 + 3}, "fill": {"n": 2**20 + 5}, "h2d": {"n": 2**20 + 7},
+             "softmax": {"m": 1823, "n": 781}, "gemm": {"m": 1823, "n": 781, "k": 517}}
+CASES = sorted({(s.family, s.impl, tuple(sorted(s.sizes.items()))) for s in SCENARIOS})
 
 
-@pytest.mark.parametrize("impl", list(softmax.IMPLS))
-@pytest.mark.parametrize("shape", [(8192, 8192), (1823, 781)])
-def test_softmax_full_size(impl, shape):
-    softmax.check(impl, *shape)
+def _prepare(family, impl, **sizes):
+    try:
+        return importlib.import_module(f"gpubench.kernels.{family}").prepare(impl, **sizes)
+    except CupyMissing as err:
+        pytest.skip(str(err))
 
 
-@pytest.mark.parametrize("impl,dtype", [("triton", torch.bfloat16), ("triton", torch.float16),
-                                        ("torch", torch.bfloat16), ("cupy", torch.float16)])
-def test_gemm_full_size(impl, dtype):
-    gemm.check(impl, 8192, 8192, 8192, dtype=dtype)
-    gemm.check(impl, 1823, 781, 517, dtype=dtype)
+@pytest.mark.parametrize("family,impl,sizes", CASES, ids=lambda c: str(c))
+def test_every_scenario_passes_its_check(family, impl, sizes):
+    _prepare(family, impl, **dict(sizes)).check()
+
+
+@pytest.mark.parametrize("family,impl,sizes", CASES, ids=lambda c: str(c))
+def test_irregular_sizes_pass_too(family, impl, sizes):
+    if family not in IRREGULAR:
+        pytest.skip("no size axis to make irregular")
+    _prepare(family, impl, **{**dict(sizes), **IRREGULAR[family]}).check()
 
 
 @pytest.mark.parametrize("shape", ["1thread", "1block", "1warp-per-sm", "half-sms"])
-def test_spin_cupy_shapes(shape):
-    blocks, _ = spin.launch_shape(shape, spin.sm_count())
-    facts = spin.check("cupy", shape, ns=1_000_000)
+def test_spin_shapes_spread_over_distinct_sms(shape):
+    p = _prepare("spin", "cupy", shape=shape, ns=1_000_000)
+    facts = p.check()
     assert facts["max_spun_ns"] >= 1_000_000
-    # the block scheduler spreads a small grid over distinct SMs
-    assert facts["sms_used"] == blocks
-
-
-def test_spin_triton():
-    assert spin.check("triton", "1thread", ns=1_000_000)["sms_used"] == 1
+    assert facts["sms_used"] == p.info["blocks"]  # the block scheduler spreads a small grid over distinct SMs
 
 
 def test_spin_duration_within_one_percent():
     from gpubench.timing import time_loop
 
-    ns = 10_000_000
-    out = torch.empty(2, dtype=torch.int64, device="cuda")
-    spin.triton_spin(ns, out)
-    t = time_loop(lambda: spin.triton_spin(ns, out), groups=10)
+    p = _prepare("spin", "triton", shape="1thread", ns=10_000_000)
+    p.run()
+    t = time_loop(p.run, groups=10)
     assert abs(t.median_ms - 10.0) / 10.0 < 0.01
 
 
-def test_launch_bound():
-    launch.check(2000)
+def test_the_cupy_copy_refuses_misaligned_arrays():
+    cp = cupy()
+    a = cp.zeros(17, dtype=cp.float32)
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        importlib.import_module("gpubench.kernels.copy").cupy_copy(a[1:], a[:-1])
+    assert spin.sm_count() > 0

@@ -7,17 +7,23 @@ import pytest
 import torch
 
 from gpubench.kernels import spin
-from gpubench.sampler import Sampler, open_sources
-from gpubench.sources.gpm import GpmSource
-from gpubench.sources.nvml_source import NvmlSource
+from gpubench.sampler import Sampler
+from gpubench.sources.policy import open_sources
 
 pytestmark = pytest.mark.gpu
 
 
+def _gpu():
+    from gpubench.backend import CudaBackend
+
+    return CudaBackend().resolve(torch.cuda.current_device(), False)[0]
+
+
 def _sample(seconds, work=None):
-    opened, why = open_sources([NvmlSource(), GpmSource()], [0])
-    assert [s.name for s in opened] == ["nvml", "gpm"], why
-    sampler = Sampler(opened, [0], 0.1)
+    gpu = _gpu()
+    opened = open_sources([gpu.nvml_index], profiling="gpm", smi=False)
+    assert [s.name for s in opened.sources] == ["nvml", "gpm"], opened.unavailable
+    sampler = Sampler(opened.sources, [gpu.nvml_index], opened.interval_s)
     with sampler:
         t0 = time.monotonic()
         while time.monotonic() - t0 < seconds:
@@ -26,27 +32,36 @@ def _sample(seconds, work=None):
                 torch.cuda.synchronize()
             else:
                 time.sleep(0.05)
-    for s in opened:
+    for s in opened.sources:
         s.close()
-    rows = [r for r in sampler.rows if r["t_mono_s"] >= t0 + 1.0]  # NVML's window needs a second to fill
-    return {c: statistics.median(r[c] for r in rows) for c in ("gpu_util_pct", "sm_active_pct")}
+    rows = [r for r in sampler.rows if r["t_start_s"] >= t0 + 1.0]  # NVML's window needs a second to fill
+    return rows, {c: statistics.median(r[c] for r in rows) for c in ("gpu_util_pct", "sm_active_pct")}
 
 
 def test_spin_one_thread_reads_busy_but_one_sm_active():
     sms = spin.sm_count()
-    out = torch.empty(2, dtype=torch.int64, device="cuda")
-    spin.triton_spin(1000, out)
+    p = spin.prepare("triton", "1thread", ns=50_000_000)
+    p.run()
     torch.cuda.synchronize()
-    busy = _sample(4.0, lambda: spin.triton_spin(50_000_000, out))
+    rows, busy = _sample(4.0, p.run)
     print(f"spin: {busy} with {sms} SMs (one SM is {100 / sms:.2f}%)")
     assert busy["gpu_util_pct"] >= 95
     assert busy["sm_active_pct"] <= 3 * 100 / sms
 
 
+def test_every_gpm_row_is_a_fresh_interval():
+    """No row repeats the previous one's interval: the stale-row bug read 35% repeats."""
+    rows, _ = _sample(3.0, spin.prepare("triton", "1thread", ns=20_000_000).run)
+    values = [r["sm_active_pct"] for r in rows]
+    repeats = sum(1 for a, b in zip(values, values[1:]) if a == b)
+    assert repeats <= len(values) // 10, values
+    assert all(b["t_start_s"] == a["t_end_s"] for a, b in zip(rows, rows[1:]))
+
+
 def test_idle_reads_near_zero():
     torch.cuda.synchronize()
     time.sleep(1.0)
-    idle = _sample(3.0)
+    _, idle = _sample(3.0)
     print(f"idle: {idle}")
     assert idle["gpu_util_pct"] <= 5
     assert idle["sm_active_pct"] <= 1
@@ -56,18 +71,17 @@ def test_sampler_overhead_on_gemm_under_one_percent():
     from gpubench.kernels import gemm
     from gpubench.timing import time_loop
 
-    a, b = gemm.make_inputs(8192, 8192, 8192, torch.bfloat16)
-    c = torch.empty(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    run = lambda: torch.matmul(a, b, out=c)  # noqa: E731
-    time_loop(run, calls_per_timing=10, groups=3)
+    p = gemm.prepare("torch")
+    time_loop(p.run, calls_per_timing=10, groups=3)
+    gpu = _gpu()
 
     def median_ms(with_sampler: bool) -> float:
         if not with_sampler:
-            return time_loop(run, calls_per_timing=10, duration_s=0.8).median_ms
-        opened, _ = open_sources([NvmlSource(), GpmSource()], [0])
-        with Sampler(opened, [0], 0.1):
-            ms = time_loop(run, calls_per_timing=10, duration_s=0.8).median_ms
-        for s in opened:
+            return time_loop(p.run, calls_per_timing=10, duration_s=0.8).median_ms
+        opened = open_sources([gpu.nvml_index])
+        with Sampler(opened.sources, [gpu.nvml_index], opened.interval_s):
+            ms = time_loop(p.run, calls_per_timing=10, duration_s=0.8).median_ms
+        for s in opened.sources:
             s.close()
         return ms
 

@@ -1,42 +1,58 @@
-"""Triton kernels under TRITON_INTERPRET=1 on small irregular shapes, the correctness check itself, and
-the work models. (On a GPU machine the same tests run the compiled kernels.)"""
+"""The families' contract on the CPU: Triton kernels under TRITON_INTERPRET=1 on small irregular shapes, the
+correctness check itself, and the work models. (On a GPU machine the same tests run compiled kernels.)"""
+
+import importlib
 
 import pytest
 import torch
 import triton
 import triton.language as tl
 
-from gpubench.kernels import copy, gemm, softmax
-from gpubench.kernels.common import CheckFailed, check_close, check_equal, poison
+from gpubench.kernels import copy, fill, gemm, h2d, softmax
+from gpubench.kernels.common import CheckFailed, Prepared, check_close, check_equal, poison
+from gpubench.suite import SCENARIOS
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+FAMILIES = sorted({s.family for s in SCENARIOS})
 
 
-def test_triton_copy_irregular_length():
-    src, dst = copy.make_buffers(1823 + 781, "triton", device=DEVICE)
-    copy.triton_copy(src, dst, block=256, num_warps=4)
-    check_equal("copy", dst, src)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_family_has_the_contract(family):
+    mod = importlib.import_module(f"gpubench.kernels.{family}")
+    assert isinstance(mod.IMPLS, tuple) and mod.IMPLS
+    assert isinstance(mod.SIZES, dict)
+    assert mod.STORY and all(isinstance(s, str) for s in mod.STORY)
+    for sc in (s for s in SCENARIOS if s.family == family):
+        assert sc.impl in mod.IMPLS, sc.name
+        assert set(sc.sizes) <= set(mod.SIZES), sc.name
 
 
-def test_triton_fused_softmax_irregular_shape():
-    x = softmax.make_input(37, 781, device=DEVICE)
-    out = torch.empty_like(x)
-    poison(out)
-    softmax.triton_fused(x, out, programs=5)  # fewer programs than rows: each walks several rows
-    assert check_close("softmax", out, softmax.reference(x)) < 1e-6
+@pytest.mark.parametrize("family,impl,sizes", [
+    ("copy", "triton", {"n": 1823 + 781}), ("copy", "torch", {"n": 1000}),
+    ("fill", "triton", {"n": 1823 + 781}), ("fill", "torch", {"n": 999}),
+    ("softmax", "triton-fused", {"m": 37, "n": 781}), ("softmax", "torch-naive", {"m": 33, "n": 129}),
+    ("softmax", "torch", {"m": 33, "n": 129}), ("gemm", "torch", {"m": 45, "n": 37, "k": 70, "dtype": "float16"}),
+])
+def test_prepare_checks_the_call_it_times(family, impl, sizes):
+    mod = importlib.import_module(f"gpubench.kernels.{family}")
+    p = mod.prepare(impl, device=DEVICE, **sizes)
+    assert isinstance(p, Prepared) and p.bound in ("dram", "compute")
+    assert p.check()["check"] in ("exact",) or p.check()["check"].startswith("rel err")
+    assert p.launch and p.sizes_text != "-"
 
 
-def test_naive_torch_softmax_matches_reference():
-    x = softmax.make_input(33, 129, device=DEVICE)
-    check_close("naive", softmax.torch_naive(x), softmax.reference(x))
+def test_launch_text_is_the_launch_as_launched():
+    assert copy.prepare("triton", n=3000, device=DEVICE).launch == "3 programs x 8 warps, 1024 elements each"
+    assert softmax.prepare("triton-fused", m=1, n=100, device=DEVICE).launch.startswith("1 program x ")
 
 
 def test_triton_gemm_irregular_shape_fp16():
     a, b = gemm.make_inputs(45, 37, 70, torch.float16, device=DEVICE)
     out = torch.empty(45, 37, dtype=torch.float16, device=DEVICE)
     poison(out)
-    gemm.triton_matmul(a, b, out, config=dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=2))
+    launch = gemm.triton_matmul(a, b, out, config=dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=2))
     check_close("gemm", out, gemm.reference(a, b))
+    assert launch.startswith("9 programs")
 
 
 # --- the check catches what it must -----------------------------------------------------------------
@@ -70,12 +86,16 @@ def test_an_unwritten_element_fails_the_check():
         check_close("partial", out, softmax.reference(x))
 
 
-def test_copy_check_is_exact():
+def test_exact_checks_catch_one_wrong_and_one_unwritten_element():
     src = torch.rand(100)
     dst = src.clone()
     dst[17] += 1e-7
     with pytest.raises(CheckFailed, match="1 elements differ"):
         check_equal("copy", dst, src)
+    filled = torch.full((10,), fill.VALUE)
+    filled[3] = float("nan")
+    with pytest.raises(CheckFailed, match="1 elements differ"):
+        check_equal("fill", filled, fill.VALUE)
 
 
 def test_shape_errors_are_clear():
@@ -85,25 +105,35 @@ def test_shape_errors_are_clear():
         softmax.triton_fused(torch.zeros(4))
     with pytest.raises(ValueError, match="equal shapes"):
         copy.triton_copy(torch.zeros(4), torch.zeros(5))
+    with pytest.raises(ValueError, match="unknown copy implementation 'nope'"):
+        copy.prepare("nope", n=4, device=DEVICE)
 
 
-# --- work models -------------------------------------------------------------------------------------
+# --- work models: useful bytes beside what each implementation moves -----------------------------------
 
 def test_copy_counts_bytes_read_plus_written():
-    assert copy.work(2**28).bytes == 2 * 2**30 and copy.work(10).flops == 0
+    w = copy.work(2**28)
+    assert w.bytes == w.traffic == 2 * 2**30 and w.flops == 0
 
 
-def test_naive_softmax_moves_over_four_times_the_fused_bytes():
+def test_naive_softmax_moves_over_four_times_its_useful_bytes():
     m, n = 8192, 8192
-    naive, fused = softmax.work("torch-naive", m, n), softmax.work("triton-fused", m, n)
-    assert naive.bytes > 4 * fused.bytes
-    assert fused.bytes == 2 * m * n * 4
-    assert naive.bytes == ((5 * m * n + 2 * m) + (3 * m * n + 2 * m)) * 4
+    naive, fused, peer = (softmax.work(i, m, n) for i in ("torch-naive", "triton-fused", "torch"))
+    assert naive.bytes == fused.bytes == peer.bytes == 2 * m * n * 4  # the same useful work
+    assert naive.traffic == ((5 * m * n + 2 * m) + (3 * m * n + 2 * m)) * 4 > 4 * fused.traffic
+    assert peer.traffic is None  # torch.softmax's passes are not ours to count
     assert naive.flops == fused.flops == 5 * m * n
 
 
-def test_gemm_work_model():
+def test_gemm_bytes_are_its_minimum_traffic():
     w = gemm.work(8192, 8192, 8192)
-    assert w.flops == 2 * 8192**3
-    assert w.bytes == 3 * 8192 * 8192 * 2
-    assert w.intensity == pytest.approx(8192 * 2 / 6)
+    assert w.flops == 2 * 8192**3 and w.bytes == 3 * 8192 * 8192 * 2 and w.traffic is None
+
+
+def test_h2d_counts_read_plus_written_and_the_link_once():
+    w = h2d.work(2**26)
+    assert w.bytes == 2 * 2**28 and w.link_bytes == 2**28
+
+
+def test_fill_writes_and_reads_nothing():
+    assert fill.work(10).bytes == 40 and fill.work(10).flops == 0

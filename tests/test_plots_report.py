@@ -1,5 +1,6 @@
-"""Figures and report from a synthetic run and from the committed reference run."""
+"""Figures and report from a synthetic run and from the committed reference runs."""
 
+import shutil
 import struct
 from pathlib import Path
 
@@ -7,7 +8,8 @@ import pytest
 
 from gpubench import plots
 from gpubench.cli import main
-from gpubench.results import load_run
+from gpubench.report import story
+from gpubench.rundir import load_run
 
 from synthetic import make_run
 
@@ -25,8 +27,6 @@ def run_dir(request, tmp_path):
     if request.param == "synthetic":
         return make_run(tmp_path / "synthetic")
     copy = tmp_path / request.param
-    import shutil
-
     shutil.copytree(REFERENCE[[p.name for p in REFERENCE].index(request.param)], copy,
                     ignore=shutil.ignore_patterns("figures", "report.*"))
     return copy
@@ -34,10 +34,11 @@ def run_dir(request, tmp_path):
 
 def test_every_figure_is_written_as_a_sensible_image(run_dir):
     assert main(["plot", str(run_dir)]) == 0
-    for name in ("headline", "timeline", "roofline", "softmax", "ladder"):
-        w, h = png_size(run_dir / "figures" / f"{name}.png")
-        assert 600 <= w <= 2400 and 300 <= h <= 2400, (name, w, h)
-        assert (run_dir / "figures" / f"{name}.svg").read_text().lstrip().startswith("<?xml")
+    for figure in plots.FIGURES:
+        w, h = png_size(run_dir / "figures" / f"{figure.name}.png")
+        assert 600 <= w <= 2600 and 200 <= h <= 2600, (figure.name, w, h)
+        assert (run_dir / "figures" / f"{figure.name}.svg").read_text().lstrip().startswith("<?xml")
+    assert not list((run_dir / "figures").glob(".*tmp*"))
 
 
 def test_annotated_numbers_match_the_summary(run_dir, tmp_path):
@@ -45,21 +46,30 @@ def test_annotated_numbers_match_the_summary(run_dir, tmp_path):
     out = tmp_path / "figs"
     out.mkdir()
     by = {r["scenario"]: r for r in summary}
-    _, head = plots.headline(summary, manifest, out)
+    _, head = plots.headline(summary, samples, manifest, out)
     for name, marks in head.items():
-        for col, value in marks.items():
-            assert value == pytest.approx(by[name][col])
-    _, lad = plots.ladder(summary, manifest, out)
+        assert marks["gpu_util_pct"] == pytest.approx(by[name]["gpu_util_pct"])
+        assert marks["work"] == pytest.approx(plots.work_fraction(by[name])[1])
+    _, lad = plots.ladder(summary, samples, manifest, out)
     for name, marks in lad.items():
         assert marks["work"] == pytest.approx(plots.work_fraction(by[name])[1], nan_ok=True)
         for col in ("gpu_util_pct", "sm_active_pct"):
             assert marks[col] == pytest.approx(by[name][col], nan_ok=True)
-    _, roof = plots.roofline(summary, manifest, out)
+    _, roof = plots.roofline(summary, samples, manifest, out)
     for name, mark in roof.items():
         assert mark["tflops"] == pytest.approx(by[name]["tflops"])
-        assert mark["gpu_util_pct"] == pytest.approx(by[name]["gpu_util_pct"])
-    _, soft = plots.softmax_figure(summary, manifest, out)
-    assert soft and all(m["kernel_ms"] == pytest.approx(by[n]["kernel_ms"]) for n, m in soft.items())
+        assert by[name]["bound"] != "link"  # a host copy is not drawn on a DRAM roof
+    _, cmp = plots.compare(summary, samples, manifest, out)
+    assert cmp and all(m["kernel_ms"] == pytest.approx(by[n]["kernel_ms"]) for n, m in cmp.items())
+
+
+def test_the_ground_truth_rung_follows_each_rows_bound(tmp_path):
+    _, _, summary = load_run(make_run(tmp_path / "r"))
+    by = {r["scenario"]: r for r in summary}
+    assert plots.work_fraction(by["h2d-copy"])[0] == "link"
+    assert plots.work_fraction(by["copy-triton"])[0] == "MBU"
+    assert plots.work_fraction(by["gemm-torch"])[0] == "MFU"
+    assert plots.work_fraction(by["spin-1thread"]) == ("MFU", 0.0)
 
 
 def test_missing_metrics_are_marked_unavailable_not_zero(tmp_path):
@@ -68,14 +78,15 @@ def test_missing_metrics_are_marked_unavailable_not_zero(tmp_path):
     assert "sm_active_pct" not in summary[0]
     out = tmp_path / "figs"
     out.mkdir()
-    _, tl = plots.timeline(samples, summary, manifest, out)
+    _, tl = plots.timeline(summary, samples, manifest, out)
     assert {"sm_active_pct", "tensor_active_pct", "dram_active_pct"} <= set(tl["missing"])
-    _, lad = plots.ladder(summary, manifest, out)
+    _, lad = plots.ladder(summary, samples, manifest, out)
     assert not any(plots.finite(m["sm_active_pct"]) for m in lad.values())
     assert main(["plot", str(run_dir)]) == 0
     assert main(["report", str(run_dir)]) == 0
     text = (run_dir / "report.md").read_text()
     assert "gpm not used: GPU 0 does not support NVML GPM" in text
+    assert "SM activity read n/a" in text  # a metric the machine cannot give reads n/a, never 0
 
 
 def test_report_has_every_scenario_and_no_nan_where_a_value_exists(run_dir):
@@ -89,8 +100,26 @@ def test_report_has_every_scenario_and_no_nan_where_a_value_exists(run_dir):
         if plots.finite(row.get("gbps")) and row["gbps"] > 1:
             assert f"{row['gbps']:.4g}" in md  # the table shows the measured value
     assert "nan" not in md.lower().replace("nanosecond", "")
-    assert page.count("data:image/png;base64,") == 5  # figures embedded: one file to share
+    assert page.count("data:image/png;base64,") == len(plots.FIGURES)  # one file to share
+    assert "`" not in page and "<code>" in page
     assert "DCGM_FI_PROF_SM_ACTIVE" in md
+
+
+def test_stories_come_from_the_family_and_skip_facts_a_row_lacks(tmp_path):
+    manifest, _, summary = load_run(make_run(tmp_path / "r"))
+    by = {r["scenario"]: r for r in summary}
+    fused = story(by["softmax-fused"], manifest)
+    assert "x the speed of softmax-naive-torch" in fused and "5 per element" in fused
+    naive = story(by["softmax-naive-torch"], manifest)
+    assert "the speed of" not in naive and "It moved 2.10 GB through DRAM" in naive
+    assert "no SM ran at all" in story(by["h2d-copy"], manifest)
+    assert "1 of 132 SMs" in story(by["spin-1thread"], manifest)
+
+
+def test_a_partial_run_is_plotted_and_reported_as_partial(tmp_path):
+    run_dir = make_run(tmp_path / "partial", completed=False)
+    assert main(["report", str(run_dir)]) == 0
+    assert "this is a partial run" in (run_dir / "report.md").read_text()
 
 
 def test_plot_refuses_a_directory_that_is_not_a_run(tmp_path, capsys):

@@ -6,7 +6,8 @@ import threading
 
 import pytest
 
-from gpubench.sampler import Sampler, open_sources
+from gpubench.sampler import Sampler
+from gpubench.sources.policy import open_given
 from gpubench.sources import NullSource, SourceUnavailable
 
 from fakes import FakeSource
@@ -37,7 +38,7 @@ def _drive(sampler, clock, ticks, read_cost=0.0, slow_tick=None):
     def wait(timeout):
         assert timeout >= 0
         clock.now += timeout
-        if len({r["t_mono_s"] for r in sampler.rows}) >= ticks:
+        if len({r["t_end_s"] for r in sampler.rows}) >= ticks:
             sampler._stop.set()
         return sampler._stop.is_set()
 
@@ -51,9 +52,11 @@ def test_schedule_does_not_drift_with_slow_reads():
     s = Sampler([FakeSource()], [0], interval_s=0.1, clock=clock.clock, wall_clock=lambda: 0.0)
     s.sources[0].open([0])
     _drive(s, clock, ticks=50, read_cost=0.03)
-    times = [r["t_mono_s"] for r in s.rows]
-    # tick k is due at start + k * interval exactly, whatever each read cost
-    assert times == pytest.approx([100.0 + 0.1 * k for k in range(50)])
+    times = [r["t_end_s"] for r in s.rows]
+    # tick k is due at start + k * interval exactly, whatever each read cost; the first waits one interval
+    assert times == pytest.approx([100.0 + 0.1 * k for k in range(1, 51)])
+    # each row covers the interval since the previous one, with no gap and no overlap
+    assert [r["t_start_s"] for r in s.rows] == pytest.approx([100.0] + times[:-1])
 
 
 def test_missed_ticks_are_skipped_not_bunched():
@@ -61,7 +64,7 @@ def test_missed_ticks_are_skipped_not_bunched():
     s = Sampler([FakeSource()], [0], interval_s=0.1, clock=clock.clock, wall_clock=lambda: 0.0)
     s.sources[0].open([0])
     _drive(s, clock, ticks=10, slow_tick=3)
-    gaps = [b - a for a, b in zip((r["t_mono_s"] for r in s.rows), [r["t_mono_s"] for r in s.rows][1:])]
+    gaps = [b - a for a, b in zip((r["t_end_s"] for r in s.rows), [r["t_end_s"] for r in s.rows][1:])]
     assert min(gaps) == pytest.approx(0.1)  # no burst of catch-up samples
     assert max(gaps) == pytest.approx(0.4)  # the slow read cost its ticks, on the grid
 
@@ -73,10 +76,11 @@ def test_rows_carry_phase_gpu_and_times_for_every_gpu():
                 wall_clock=lambda: 1.7e9)
     s.sample_once()
     s.set_phase("copy-triton")
+    s.sample_once()  # half start, half copy-triton
     rows = s.sample_once()
     assert [r["gpu"] for r in rows] == [0, 1]
     assert all(r["phase"] == "copy-triton" and r["t_wall"] == 1.7e9 for r in rows)
-    assert s.rows[0]["phase"] == "idle"
+    assert s.rows[0]["phase"] == "start"  # before anything runs: not "idle", a scenario's name
     assert rows[0]["gpu_util_pct"] == 100.0
     assert s.columns == ("gpu_util_pct", "power_w", "sm_active_pct")
 
@@ -135,11 +139,52 @@ def test_open_sources_reports_why_each_is_missing():
         def open(self, gpus):
             raise SourceUnavailable("GPU 0 does not support NVML GPM")
 
-    opened, why = open_sources([NullSource(), Missing()], [0])
-    assert [s.name for s in opened] == ["null"]
-    assert why == {"missing": "GPU 0 does not support NVML GPM"}
+    opened = open_given([NullSource(), Missing()], [0], 0.1)
+    assert [s.name for s in opened.sources] == ["null"]
+    assert opened.unavailable == {"missing": "GPU 0 does not support NVML GPM"}
 
 
 def test_interval_must_be_positive():
     with pytest.raises(ValueError):
         Sampler([], [0], interval_s=0)
+
+
+def test_rows_are_labelled_by_the_phase_that_covered_most_of_their_interval():
+    clock = FakeTime()
+    src = FakeSource()
+    src.open([0])
+    s = Sampler([src], [0], interval_s=0.1, clock=clock.clock, wall_clock=lambda: 0.0)
+    clock.now += 0.1
+    s.sample_once()  # [100.0, 100.1]: start
+    clock.now += 0.07
+    s.set_phase("copy")  # at 100.17: copy covers 0.03 of the next interval
+    clock.now += 0.03
+    s.sample_once()  # [100.1, 100.2]: mostly start
+    clock.now += 0.02
+    s.set_phase("gap")  # at 100.22: copy covers 0.02 + gap 0.08
+    clock.now += 0.08
+    s.sample_once()  # [100.2, 100.3]: mostly gap, though copy ran at its start
+    clock.now += 0.1
+    s.sample_once()
+    assert [r["phase"] for r in s.rows] == ["start", "start", "gap", "gap"]
+    s.set_phase("copy")
+    clock.now += 0.1
+    assert s.sample_once()[0]["phase"] == "copy"
+
+
+def test_memory_stays_bounded_however_long_it_samples():
+    src = FakeSource()
+    src.open([0, 1])
+    written = []
+    s = Sampler([src], [0, 1], interval_s=0.1, sink=written.append, keep_rows=50,
+                clock=iter(itertools.count(0.0, 0.1)).__next__, wall_clock=lambda: 0.0)
+    for _ in range(5000):
+        s.sample_once()
+    assert len(written) == 10_000 and len(s.rows) == 50
+
+
+def test_an_interval_shorter_than_a_source_refreshes_is_refused():
+    slow = FakeSource()
+    slow.min_interval_s = 0.1
+    with pytest.raises(ValueError, match="shorter than source 'fake' refreshes"):
+        Sampler([slow], [0], interval_s=0.05)

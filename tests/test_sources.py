@@ -25,12 +25,14 @@ def fake_nvml():
     nvml.reset_for_tests()  # a real NVML may already be initialised (GPU machines): start from scratch
     with mock.patch("gpubench.nvml.pynvml", autospec=True) as m:
         m.NVML_CLOCK_SM = pynvml.NVML_CLOCK_SM
+        m.NVML_SUCCESS = pynvml.NVML_SUCCESS
         m.nvmlDeviceGetCount.return_value = 1
         m.nvmlDeviceGetHandleByIndex.side_effect = lambda i: f"h{i}"
         m.nvmlDeviceGetUtilizationRates.return_value = SimpleNamespace(gpu=100, memory=7)
         m.nvmlDeviceGetPowerUsage.return_value = 251_300
         m.nvmlDeviceGetClockInfo.return_value = 1980
         m.nvmlDeviceGetMemoryInfo.return_value = SimpleNamespace(used=2 * 2**30, total=80 * 2**30)
+        m.nvmlDeviceGetTotalEnergyConsumption.return_value = 123_456
         yield m
     nvml.reset_for_tests()
 
@@ -39,7 +41,7 @@ def test_nvml_source_reads_what_nvidia_smi_shows(fake_nvml):
     src = NvmlSource()
     src.open([0])
     assert src.read() == {0: {"gpu_util_pct": 100.0, "mem_util_pct": 7.0, "power_w": 251.3,
-                              "sm_clock_mhz": 1980.0, "mem_used_mib": 2048.0}}
+                              "sm_clock_mhz": 1980.0, "mem_used_mib": 2048.0, "energy_j": 123.456}}
     fake_nvml.nvmlInit.assert_called_once()
 
 
@@ -89,8 +91,7 @@ def _gpm_patches(values, supported=True):
     ]
 
 
-def test_gpm_chains_samples_and_respects_the_refresh():
-    now = [0.0]
+def test_gpm_every_read_is_a_fresh_interval_chained_to_the_last():
     calls = []
 
     def metrics(s1, s2, ids):
@@ -101,21 +102,18 @@ def test_gpm_chains_samples_and_respects_the_refresh():
     for p in patches:
         p.start()
     try:
-        src = GpmSource(clock=lambda: now[0])
+        src = GpmSource()
         src.open([0])
-        now[0] = 0.1
-        first = src.read()[0]
-        now[0] = 0.15  # sooner than the ~100 ms refresh: the last interval again, no new sample
-        again = src.read()[0]
-        now[0] = 0.2
-        second = src.read()[0]
+        reads = [src.read()[0] for _ in range(3)]
     finally:
         for p in patches:
             p.stop()
-    assert first["graphics_active_pct"] == 1.0 and again == first and second["graphics_active_pct"] == 2.0
-    assert math.isnan(second["sm_active_pct"])
+    # the sampler never reads faster than min_interval_s, so no read repeats the last interval
+    assert [r["graphics_active_pct"] for r in reads] == [1.0, 2.0, 3.0]
+    assert math.isnan(reads[0]["sm_active_pct"])
     # each interval starts where the previous one ended: no gap between them
-    assert calls[1][0] == calls[0][1]
+    assert calls[1][0] == calls[0][1] and calls[2][0] == calls[1][1]
+    assert GpmSource.min_interval_s == 0.1
 
 
 def test_gpm_unsupported_gpu_names_the_reason():
@@ -128,6 +126,32 @@ def test_gpm_unsupported_gpu_names_the_reason():
     finally:
         for p in patches:
             p.stop()
+
+
+def test_an_nvml_error_while_opening_gpm_is_a_reason_not_a_traceback():
+    patches = _gpm_patches(lambda *a: [])
+    for p in patches:
+        p.start()
+    try:
+        with mock.patch.object(nvml, "gpm_sample_alloc", side_effect=nvml_error(pynvml.NVML_ERROR_INSUFFICIENT_SIZE)):
+            with pytest.raises(SourceUnavailable, match="NVML GPM could not start"):
+                GpmSource().open([0])
+    finally:
+        for p in patches:
+            p.stop()
+
+
+def test_no_data_is_an_empty_cell_and_in_use_is_an_error(fake_nvml):
+    # NVML_ERROR_NO_DATA is 21 and NVML_ERROR_IN_USE is 19: codes come from pynvml, never literals
+    assert pynvml.NVML_ERROR_NO_DATA == 21 and pynvml.NVML_ERROR_IN_USE == 19
+    fake_nvml.nvmlDeviceGetUtilizationRates.side_effect = nvml_error(pynvml.NVML_ERROR_NO_DATA)
+    src = NvmlSource()
+    src.open([0])
+    values = src.read()[0]
+    assert math.isnan(values["gpu_util_pct"]) and values["power_w"] == 251.3
+    fake_nvml.nvmlDeviceGetUtilizationRates.side_effect = nvml_error(pynvml.NVML_ERROR_IN_USE)
+    with pytest.raises(pynvml.NVMLError):
+        src.read()
 
 
 def test_gpm_metrics_builds_the_nvml_request(fake_nvml):
@@ -247,8 +271,8 @@ def test_a_process_source_that_dies_mid_run_raises(fake_bin, tmp_path):
 
 def test_replay_source_plays_back_a_samples_csv(tmp_path):
     path = tmp_path / "samples.csv"
-    path.write_text("t_mono_s,t_wall,gpu,phase,gpu_util_pct,sm_active_pct\n"
-                    "1.0,1.7e9,0,idle,0,0\n1.0,1.7e9,1,idle,5,\n1.1,1.7e9,0,copy,100,99\n")
+    path.write_text("t_start_s,t_end_s,t_wall,gpu,uuid,phase,gpu_util_pct,sm_active_pct\n"
+                    "0.9,1.0,1.7e9,0,GPU-a,idle,0,0\n0.9,1.0,1.7e9,1,GPU-b,idle,5,\n1.0,1.1,1.7e9,0,GPU-a,copy,100,99\n")
     src = ReplaySource(path)
     src.open([0, 1])
     first = src.read()
@@ -256,3 +280,23 @@ def test_replay_source_plays_back_a_samples_csv(tmp_path):
     assert first[1]["gpu_util_pct"] == 5.0 and math.isnan(first[1]["sm_active_pct"])
     assert src.read() == {0: {"gpu_util_pct": 100.0, "sm_active_pct": 99.0}}
     assert src.read() == {}
+
+
+def test_a_process_value_older_than_two_intervals_is_missing(fake_bin):
+    fake_bin("nvidia-smi", 'echo "2026/11/21 12:00:00.100, 0, 100, 3, 251.30, 1980"\nsleep 30\n')
+    now = [0.0]
+    src = SmiSource(interval_ms=100, clock=lambda: now[0])
+    src.open([0])
+    try:
+        assert src.read()[0]["smi_gpu_util_pct"] == 100.0
+        now[0] = 0.19
+        assert src.read()[0]["smi_gpu_util_pct"] == 100.0
+        now[0] = 0.21  # no new line for more than two intervals: stale, not current
+        assert math.isnan(src.read()[0]["smi_gpu_util_pct"])
+    finally:
+        src.close()
+
+
+def test_dmon_headers_are_noise_for_the_parser_not_the_process_source():
+    p = DmonParser()
+    assert p.noise("#Entity   GPUTL") and p.noise("ID") and not p.noise("Error: connection refused")

@@ -1,7 +1,9 @@
-"""Metric sources: each reads some metric columns for a set of GPUs.
+"""Metric sources: each reads some metric columns for a set of GPUs (NVML indices).
 
 Every source has the same few methods, so the sampler can treat them alike and tests can replace
-any of them with a fake, an empty source or a replay of a recorded run.
+any of them with a fake, an empty source or a replay of a recorded run. Each declares the shortest
+interval at which its values are fresh (`min_interval_s`) and what one step of each value means
+(`resolution`); the sampler and the source policy read both, and the manifest records them.
 """
 
 from __future__ import annotations
@@ -14,14 +16,14 @@ class SourceUnavailable(Exception):
 class Source:
     name = "source"
     columns: tuple[str, ...] = ()
-    # Sources that run their own process (dcgmi, nvidia-smi) refresh at their own pace.
     min_interval_s = 0.0
+    resolution: dict[str, str] = {}
 
     def open(self, gpus: list[int]) -> None:
         """Prepare to read `gpus`; raise SourceUnavailable with a one-sentence reason."""
 
     def read(self) -> dict[int, dict[str, float]]:
-        """Latest values: {gpu index: {column: value}}. A value this source lacks is NaN or absent."""
+        """Values for the interval since the last read: {gpu: {column: value}}; missing ones NaN or absent."""
         return {}
 
     def close(self) -> None:
@@ -34,15 +36,13 @@ class NullSource(Source):
     name = "null"
 
 
-def build_sources(names: list[str], **options) -> list[Source]:
-    """Source objects for the given names (nvml, gpm, dcgm, smi)."""
+def source_class(name: str) -> type[Source]:
     from .dcgm import DcgmSource
     from .gpm import GpmSource
     from .nvml_source import NvmlSource
     from .smi import SmiSource
 
-    factories = {"nvml": NvmlSource, "gpm": GpmSource, "dcgm": DcgmSource, "smi": SmiSource}
-    unknown = [n for n in names if n not in factories]
-    if unknown:
-        raise ValueError(f"unknown source {unknown[0]!r}; choose from {', '.join(factories)}")
-    return [factories[n](**options.get(n, {})) for n in names]
+    classes = {"nvml": NvmlSource, "gpm": GpmSource, "dcgm": DcgmSource, "smi": SmiSource}
+    if name not in classes:
+        raise ValueError(f"unknown source {name!r}; choose from {', '.join(classes)}")
+    return classes[name]

@@ -2,14 +2,16 @@
 
 `dcgmi dmon -e 203,1001,... -d MS` prints a header naming each field by its short name
 ("#Entity   GPUTL  GRACT ..."), a line "ID", then one row per GPU per tick ("GPU 0   45  0.913 ..."),
-with "N/A" for a value it does not have, and repeats the header from time to time.
+with "N/A" for a value it does not have, and repeats the header from time to time. It prints the
+profiling fields as ratios with three decimals: a resolution of 0.1 percentage point, so one SM of
+132 (0.76%) reads 0.8%.
 """
 
 from __future__ import annotations
 
 from gpubench.metrics import BY_COLUMN, RATIO_FIELDS
 
-from .process import ProcessSource, number
+from .process import LineParser, ProcessSource, number
 
 FIELDS = (203, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008)
 # dcgmi's short header -> our column; GPUTL is kept apart from NVML's own gpu_util_pct.
@@ -20,9 +22,12 @@ SHORT_TO_COLUMN = {"GPUTL": "dcgm_gpu_util_pct"} | {
 SHORT_IS_RATIO = {m.dcgm_short for m in BY_COLUMN.values() if m.dcgm_id in RATIO_FIELDS}
 
 
-class DmonParser:
+class DmonParser(LineParser):
     def __init__(self):
         self.header: list[str] = []
+
+    def noise(self, line):
+        return line.lstrip().startswith(("#", "ID"))
 
     def feed(self, line: str):
         parts = line.split()
@@ -52,7 +57,9 @@ class DcgmSource(ProcessSource):
     executable = "dcgmi"
     missing_hint = "install DCGM (datacenter-gpu-manager) and start nv-hostengine to read its profiling fields"
     columns = tuple(SHORT_TO_COLUMN.values())
-    min_interval_s = 0.1
+    min_interval_s = 0.1  # DCGM's profiling module samples no faster than every 100 ms
+    resolution = {c: "0.1 percentage point (dcgmi prints ratios to 3 decimals)" for c in columns} | {
+        "dcgm_gpu_util_pct": "1 percentage point"}
     startup_s = 3.0  # the host engine can take a moment to start its profiling module
 
     def command(self, exe, gpus):

@@ -1,8 +1,9 @@
 """A source fed by a long-running command (dcgmi dmon, nvidia-smi -lms) that prints one line per GPU.
 
-A reader thread parses the command's lines as they come and keeps the latest values of each GPU;
-the sampler reads those values on its own schedule. If the command dies, the next read raises, so
-the sampler reports the failure instead of recording stale numbers.
+A reader thread parses the command's lines as they come and keeps the latest values of each GPU with
+the time they arrived; the sampler reads them on its own schedule. A value older than two intervals is
+reported missing, not current. If the command dies, the next read raises, so the sampler reports the
+failure instead of recording stale numbers.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import signal
 import subprocess
 import threading
 import time
+
 
 from . import Source, SourceUnavailable
 
@@ -27,15 +29,20 @@ class ProcessSource(Source):
     missing_hint = ""
     startup_s = 1.0  # how long open() waits to see the first value or an early exit
 
-    def __init__(self, interval_ms: int = 100):
+    def __init__(self, interval_ms: int = 100, clock=time.monotonic):
         self.interval_ms = interval_ms
+        self._clock = clock
         self._proc: subprocess.Popen | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._latest: dict[int, dict[str, float]] = {}
+        self._latest: dict[int, tuple[float, dict[str, float]]] = {}
         self._other_lines: list[str] = []
 
-    # subclasses: the command line, and a parser with feed(line) -> (gpu, values) | None
+    @property
+    def stale_after_s(self) -> float:
+        return 2 * self.interval_ms / 1000
+
+    # subclasses: the command line, and a parser with feed(line) -> (gpu, values) | None and noise(line)
     def command(self, exe: str, gpus: list[int]) -> list[str]:
         raise NotImplementedError
 
@@ -70,19 +77,22 @@ class ProcessSource(Source):
         assert self._proc is not None and self._proc.stdout is not None
         for line in self._proc.stdout:
             parsed = parser.feed(line)
+            now = self._clock()
             with self._lock:
-                if parsed is None:
-                    if line.strip() and not line.startswith(("#", "ID")):
-                        self._other_lines = (self._other_lines + [line.strip()])[-10:]
-                else:
+                if parsed is not None:
                     gpu, values = parsed
-                    self._latest.setdefault(gpu, {}).update(values)
+                    merged = dict(self._latest.get(gpu, (now, {}))[1], **values)
+                    self._latest[gpu] = (now, merged)
+                elif line.strip() and not parser.noise(line):
+                    self._other_lines = (self._other_lines + [line.strip()])[-10:]
 
     def read(self):
         if self._proc is not None and self._proc.poll() is not None:
             raise SourceFailed(f"`{self.executable}` exited with code {self._proc.returncode}")
+        now = self._clock()
         with self._lock:
-            return {g: dict(v) for g, v in self._latest.items()}
+            return {g: dict(v) if now - t <= self.stale_after_s else {c: math.nan for c in v}
+                    for g, (t, v) in self._latest.items()}
 
     def close(self):
         proc, self._proc = self._proc, None
@@ -102,6 +112,18 @@ class ProcessSource(Source):
         if self._thread is not None:
             self._thread.join(timeout=2)
             self._thread = None
+
+
+class LineParser:
+    """What every parser of a process source's output provides."""
+
+    def feed(self, line: str):
+        """(gpu, {column: value}) for a line of values, else None."""
+        return None
+
+    def noise(self, line: str) -> bool:
+        """A line the command prints routinely (a header) that says nothing about an error."""
+        return False
 
 
 def number(text: str) -> float:

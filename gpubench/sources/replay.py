@@ -2,30 +2,12 @@
 
 from __future__ import annotations
 
-import csv
-import math
 from pathlib import Path
 
 from gpubench.metrics import COLUMNS
+from gpubench.rundir import read_samples
 
 from . import Source
-
-
-def read_samples(path: str | Path) -> list[dict]:
-    """samples.csv as dicts: metric columns as floats (empty cells are NaN), the rest as written."""
-    rows = []
-    with open(path, newline="") as f:
-        for raw in csv.DictReader(f):
-            row = {}
-            for key, text in raw.items():
-                if key in COLUMNS or key in ("t_mono_s", "t_wall"):
-                    row[key] = float(text) if text not in ("", None) else math.nan
-                elif key == "gpu":
-                    row[key] = int(text)
-                else:
-                    row[key] = text
-            rows.append(row)
-    return rows
 
 
 class ReplaySource(Source):
@@ -41,9 +23,9 @@ class ReplaySource(Source):
     def _group(self) -> list[dict[int, dict[str, float]]]:
         ticks, last_t = [], None
         for row in self._rows:
-            if row["t_mono_s"] != last_t:
+            if row["t_end_s"] != last_t:
                 ticks.append({})
-                last_t = row["t_mono_s"]
+                last_t = row["t_end_s"]
             ticks[-1][row["gpu"]] = {c: row[c] for c in self.columns}
         return ticks
 

@@ -24,52 +24,53 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def context():
-    """Measured peaks, datasheet peaks, GPU and versions: measured once per session."""
+    """The GPU CUDA device 0 is (mapped to NVML by UUID), its peaks and versions: once per session."""
     from gpubench import peaks
     from gpubench.backend import CudaBackend
 
     backend = CudaBackend()
-    info = backend.device_info(0)
-    return {"info": info, "versions": backend.versions(),
-            "peaks": {"datasheet": peaks.datasheet_for(info["name"]), "measured": peaks.measure()}}
+    gpu, _ = backend.resolve(0, all_gpus=False)
+    info = backend.device_info(gpu)
+    return {"gpu": gpu, "info": info, "versions": backend.versions(),
+            "peaks": {"datasheet": peaks.datasheet_for(info["name"], info["memory_mib"]), "measured": peaks.measure()}}
 
 
 @pytest.fixture
 def gpu_bench(benchmark, context):
-    """gpu_bench(fn, work, unit=..., dram_bound=...): time fn in GPU time and fill extra_info."""
-    import torch
-
-    from gpubench.sampler import Sampler, open_sources
-    from gpubench.sources.gpm import GpmSource
-    from gpubench.sources.nvml_source import NvmlSource
+    """gpu_bench(prepared): time prepared.run in GPU time and fill extra_info."""
+    from gpubench.benchclock import CLOCK
+    from gpubench.sampler import Sampler
+    from gpubench.sources.policy import open_sources
     from gpubench.summary import derive, metric_stats
-    from gpubench.timing import time_loop
+    from gpubench.timing import warm_up
 
-    def run(fn, work, unit=None, dram_bound=False):
-        for _ in range(3):  # compile, autotune and allocate before anything is timed
-            fn()
-        torch.cuda.synchronize()
-        call_s = time_loop(fn, calls_per_timing=3, groups=2).median_ms / 1e3
+    def run(prepared):
+        prepared.check()
+        call_s = warm_up(prepared.run) / 1e3
         iterations = max(1, round(ROUND_S / call_s))
         rounds = max(10, math.ceil(MIN_TIME_S / (iterations * call_s)))
-        opened, _ = open_sources([NvmlSource(), GpmSource()], [0])
-        sampler = Sampler(opened, [0], 0.1)
+        gpu = context["gpu"]
+        opened = open_sources([gpu.nvml_index], smi=False)
+        sampler = Sampler(opened.sources, [gpu.nvml_index], opened.interval_s)
         t0 = time.monotonic()
+        CLOCK.reset()
         with sampler:
-            benchmark.pedantic(fn, rounds=rounds, iterations=iterations, warmup_rounds=1)
-        for s in opened:
+            benchmark.pedantic(prepared.run, rounds=rounds, iterations=iterations, warmup_rounds=1)
+        for s in opened.sources:
             s.close()
-        rows = [r for r in sampler.rows if r["t_mono_s"] >= t0 + 0.5]
+        rows = [r for r in sampler.rows if r["t_start_s"] >= t0 + 0.5]
         median_s = benchmark.stats.stats.median
-        result = {"kernel_ms": median_s * 1e3, "flops_per_call": work.flops, "bytes_per_call": work.bytes,
-                  "unit": unit, "dram_bound": dram_bound}
+        w = prepared.work
+        result = {"kernel_ms": median_s * 1e3, "flops_per_call": w.flops, "bytes_per_call": w.bytes,
+                  "traffic_per_call": w.traffic if w.traffic is not None else math.nan,
+                  "link_bytes_per_call": w.link_bytes, "unit": prepared.unit, "bound": prepared.bound}
         info = benchmark.extra_info
         info.update(derive(result, context["peaks"]))
         stats = metric_stats(rows, sampler.columns)
         info.update({col: stats[col] for col in sampler.columns})
         info["kernel_ms"] = median_s * 1e3
-        info.update(gpu=context["info"]["name"], driver=context["info"]["driver"],
-                    cuda_driver=context["info"]["cuda_driver"], calls_per_round=iterations,
+        info.update(gpu=context["info"]["name"], uuid=gpu.uuid, driver=context["info"]["driver"],
+                    cuda_driver=context["info"]["cuda_driver"], calls_per_round=iterations, launch=prepared.launch,
                     timer="CUDA events, GPU time per call", **context["versions"])
         for k, v in list(info.items()):
             if isinstance(v, float) and not math.isfinite(v):
