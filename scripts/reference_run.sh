@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Regenerate the reference results on a GPU machine: the suite's run directory with its figures and
-# report, the kernel speed table, and a pytest-benchmark baseline. Run from the repository root.
+# Regenerate this GPU's reference results: the suite's run directory (timed from command to table) and
+# the kernel speed table. Run from the repository root on a GPU machine; results go to $OUT (default
+# out/): a tarball of the run directory, the bench CSV and the logs. Figures and the report are made
+# anywhere afterwards with `gpubench plot` and `gpubench report`.
 set -euo pipefail
-slug=$(python3 -c "from gpubench import nvml; from gpubench.results import slug; print(slug(nvml.device_info(0)['name']))")
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+slug=$(python3 -c "import torch; from gpubench.rundir import slug; print(slug(torch.cuda.get_device_name(0)))")
 stamp=$(date +%Y%m%d-%H%M%S)
-run=results/$slug-$stamp
-gpubench run --out "$run"
-gpubench plot "$run"
-gpubench report "$run"
-python3 scripts/bench_kernels.py --out "results/bench-kernels-$slug-${stamp%-*}.csv"
-pytest tests/benchmarks --benchmark-storage=.benchmarks --benchmark-save="$slug-baseline"
-echo "copy the newest .benchmarks/*/*_$slug-baseline.json to results/benchmarks/$slug-baseline.json"
+run="$slug-$stamp"
+start=$(date +%s.%N)
+python3 -m gpubench run --out "$OUT/$run" 2>&1 | tee "$OUT/run-$slug.log"
+echo "wall time from command to table: $(python3 -c "print(f'{$(date +%s.%N) - $start:.1f}')") s" | tee -a "$OUT/run-$slug.log"
+python3 scripts/bench_kernels.py --out "$OUT/bench-kernels-$slug-${stamp%-*}.csv" 2>&1 | tee "$OUT/bench-$slug.log"
+tar -C "$OUT" -czf "$OUT/run-$slug.tar.gz" "$run" && rm -rf "${OUT:?}/$run"
