@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gpubench.metrics import BY_COLUMN, fmt_value  # noqa: E402
-from gpubench.plots import work_fraction  # noqa: E402
+from gpubench.plots import pct, work_fraction  # noqa: E402
 from gpubench.rundir import load_run  # noqa: E402
 
 MARK = re.compile(r"(<!-- gpubench:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /gpubench:(?P=name) -->)", re.S)
@@ -39,7 +39,7 @@ def reference_runs(results: Path) -> dict[str, Path]:
 
 
 def _pct(v) -> str:
-    return fmt_value("mfu_pct", v) if v == v else "n/a"
+    return f"{v:.1f}%" if v == v else "n/a"
 
 
 def ladder_table(results: Path) -> str:
@@ -47,27 +47,24 @@ def ladder_table(results: Path) -> str:
     if not runs:
         return "(no reference run committed yet)\n"
     cols = ["gpu_util_pct", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct"]
-    head = ["scenario"] + [f"{BY_COLUMN[c].header} {GPUS[s]}" for c in cols[:2] for s in runs] + \
-        [f"{BY_COLUMN[c].header} {GPUS[s]}" for c in cols[2:] for s in runs] + [f"work done {GPUS[s]}" for s in runs]
+    head = ["scenario"] + [BY_COLUMN[c].header for c in cols] + ["work done (ground truth)"]
     by = {s: {r["scenario"]: r for r in summary} for s, (_, _, summary) in runs.items()}
     names = list(dict.fromkeys(n for s in by for n in by[s]))
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [f"Each cell: {' / '.join(GPUS[s] for s in runs)}.", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name in names:
-        cells = [f"`{name}`"]
-        for c in cols:
-            cells += [fmt_value(c, by[s].get(name, {}).get(c)) for s in runs]
-        for s in runs:
-            row = by[s].get(name)
-            label, v = work_fraction(row) if row else ("", float("nan"))
-            cells.append(f"{label} {_short_pct(v)}" if v == v and row.get("family") != "idle" else "–")
+        rows = [by[s].get(name) for s in runs]
+        cells = [f"`{name}`"] + [" / ".join(fmt_value(c, (r or {}).get(c), "–") for r in rows) for c in cols]
+        cells.append(" / ".join(_work(r) for r in rows))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def _short_pct(v: float) -> str:
-    if v == 0 or abs(v) >= 9.5:
-        return f"{v:.0f}%"
-    return f"{v:.2g}%" if abs(v) >= 0.01 else f"{v:.1g}%"
+def _work(row) -> str:
+    if not row or row.get("family") == "idle":
+        return "–"
+    label, v = work_fraction(row)
+    return f"{label} {pct(v)}"
 
 
 def peaks_table(results: Path) -> str:
