@@ -63,12 +63,7 @@ def run_suite(opts: RunOptions, backend, reporter: Reporter, clock=time.monotoni
 
     with rec:
         rec.on_finish(finish)
-        rec.manifest.update(gpu=info, versions=backend.versions(), peaks=peaks,
-                            families={sc.family: {"story": sc.module().STORY} for sc in opts.scenarios})
-        rec.manifest["options"].update(duration_s=opts.duration_s, gap_s=opts.gap_s)
-        if others:
-            rec.warn(f"other processes are using GPU {gpu.nvml_index} (PIDs {', '.join(map(str, others))}): "
-                     "their work shows up in every metric")
+        _describe(rec, opts, backend, info, peaks, others)
         reporter.start(opts.scenarios, estimate_s(opts))
         backend.prepare(gpu)
         if opts.measure_peaks:
@@ -76,13 +71,22 @@ def run_suite(opts: RunOptions, backend, reporter: Reporter, clock=time.monotoni
                 peaks["measured"] = backend.measure_peaks(lambda k, a, b: windows.__setitem__(k, (a, b)))
             rec.write_manifest()
         for i, sc in enumerate(opts.scenarios):
-            result = _run_one(i, sc, gpu, opts, backend, rec, reporter)
-            if result is not None:
-                results.append(result)
+            results += filter(None, [_run_one(i, sc, gpu, opts, backend, rec, reporter)])
             reporter.advance()
         with rec.phase("gap"):
             time.sleep(opts.gap_s)
     return opts.out_dir, summary
+
+
+def _describe(rec: Recording, opts: RunOptions, backend, info: dict, peaks: dict, others: list[int]) -> None:
+    """What the manifest says about the run before anything is measured."""
+    rec.manifest.update(gpu=info, versions=backend.versions(), peaks=peaks,
+                        families={sc.family: {"story": sc.module().STORY} for sc in opts.scenarios})
+    rec.manifest["options"].update(duration_s=opts.duration_s, gap_s=opts.gap_s)
+    if others:
+        rec.warn(f"other processes are using GPU {info['nvml_index']} (PIDs {', '.join(map(str, others))}): "
+                 "their work shows up in every metric")
+    rec.write_manifest()
 
 
 def _conditions(rows, gpu: int, t_start: float, t_end: float) -> dict:
