@@ -15,3 +15,4 @@ python3 -m gpubench run --out "$OUT/$run" 2>&1 | tee "$OUT/run-$slug.log"
 echo "wall time from command to table: $(python3 -c "print(f'{$(date +%s.%N) - $start:.1f}')") s" | tee -a "$OUT/run-$slug.log"
 python3 scripts/bench_kernels.py --out "$OUT/bench-kernels-$slug-${stamp%-*}.csv" 2>&1 | tee "$OUT/bench-$slug.log"
 tar -C "$OUT" -czf "$OUT/run-$slug.tar.gz" "$run" && rm -rf "${OUT:?}/$run"
+# The benchmarks baseline of this GPU model and the plugin demonstrations: scripts/bench_baseline.sh.
