@@ -16,7 +16,7 @@ span, so neither the phase's start-up nor its tail dilutes it.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from gpubench.metrics import finite
@@ -107,11 +107,19 @@ def summarize(rows: list[dict], events, phases: list[Phase], gpus, peaks: dict, 
     """One row per phase and GPU: metric statistics over its steady rows, steps, TFLOP/s, MFU, verdict."""
     present = [c for c in columns if any(c in r for r in rows)]
     unit = UNITS[dtype]
+    by_gpu = {g.nvml_index: [r for r in rows if r["gpu"] == g.nvml_index] for g in gpus}  # in time order
+    starts = {g: [r["t_start_s"] for r in rs] for g, rs in by_gpu.items()}
+
+    def steady(gpu: int, a: float, b: float) -> list[dict]:
+        """steady_rows over the rows that can qualify: a long watch with many spans stays fast."""
+        near = by_gpu[gpu][bisect_left(starts[gpu], a + trim_s):bisect_right(starts[gpu], b)]
+        return steady_rows(near, gpu, a, b, trim_s)
+
     out = []
     for phase in phases:
         steps = step_stats(events, phase.spans)
         for gpu in gpus:
-            windows = [steady_rows(rows, gpu.nvml_index, a, b, trim_s) for a, b in phase.spans]
+            windows = [steady(gpu.nvml_index, a, b) for a, b in phase.spans]
             window = [r for w in windows for r in w]
             if not window and not steps["steps"]:
                 continue  # too short to hold a whole sample or a step: nothing to say

@@ -135,3 +135,33 @@ def test_a_rule_on_a_metric_the_run_lacks_does_not_hold():
 
 def test_the_readme_shows_the_rules_the_code_applies():
     assert verdict.markdown_table() in (ROOT / "README.md").read_text()
+
+
+def test_rows_go_to_phases_by_interval_and_recurring_spans_gather():
+    """Two GPUs, train in [2, 4) and [6, 8), eval between: labels are ignored, intervals decide."""
+    from gpubench.gpus import Gpu
+    from gpubench.phases import Phase, summarize
+
+    gpus = [Gpu(0, "GPU-a", "NVIDIA H100 80GB HBM3"), Gpu(1, "GPU-b", "NVIDIA H100 80GB HBM3")]
+    rows, energy = [], {0: 0.0, 1: 0.0}
+    for i in range(100):
+        a, b = i / 10, (i + 1) / 10
+        train = 2 <= a < 4 or 6 <= a < 8
+        for g in (0, 1):
+            energy[g] += (50.0 if train else 20.0) * (g + 1)  # J per 0.1 s: GPU 1 draws twice GPU 0's power
+            rows.append({"t_start_s": a, "t_end_s": b, "gpu": g, "phase": "mislabelled",
+                         "gpu_util_pct": 100.0 if train else 20.0, "energy_j": energy[g]})
+    phases = [Phase("train", [(2.0, 4.0), (6.0, 8.0)]), Phase("eval", [(4.0, 6.0)])]
+    steps = events(*[(2.0 + 0.1 * i, 0, "step", "1e12") for i in range(21)])
+    peaks = {"datasheet": {"bf16_tensor": 1000e12}, "measured": None}
+    summary = summarize(rows, steps, phases, gpus, peaks, "bf16", ("gpu_util_pct", "energy_j"))
+    by = {r["scenario"]: r for r in summary}
+    assert list(by) == ["train · GPU 0", "train · GPU 1", "eval · GPU 0", "eval · GPU 1"]
+    train0, eval1 = by["train · GPU 0"], by["eval · GPU 1"]
+    assert train0["gpu_util_pct"] == 100.0 and eval1["gpu_util_pct"] == 20.0
+    assert train0["n_samples"] == 30 and train0["spans"] == 2 and train0["seconds"] == pytest.approx(4.0)
+    assert train0["power_w_energy"] == pytest.approx(500.0)
+    assert by["train · GPU 1"]["power_w_energy"] == pytest.approx(1000.0)
+    assert train0["steps"] == 20 and train0["steps_per_s"] == pytest.approx(10.0)  # the stamp at 4.0 is eval's
+    assert train0["tflops"] == pytest.approx(10.0) and train0["mfu_pct"] == pytest.approx(1.0)
+    assert eval1["steps"] == 1 and eval1["verdict_rules"] == "host-bound, no-steps"
