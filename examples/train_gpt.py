@@ -120,6 +120,16 @@ def run_for(step, steps: int | None, seconds: float) -> tuple[int, float]:
     return n, time.perf_counter() - t0
 
 
+def describe(model: GPT, args, flops: float) -> None:
+    expected = analytic_flops(model, args.batch, args.seq)
+    params = sum(p.numel() for p in model.parameters())
+    print(f"model: {args.layers} layers, {args.width} wide, {args.heads} heads, vocabulary {args.vocab}, "
+          f"{params / 1e6:.1f}M parameters; {'fp32' if args.fp32 else 'bf16 autocast'}, batch {args.batch} x "
+          f"{args.seq} tokens on {args.device}")
+    print(f"FLOPs per training step: {flops:.4g} counted by gpubench.count_flops, {expected:.4g} analytic "
+          f"(6 x parameters x tokens + attention): {100 * (flops / expected - 1):+.1f}%", flush=True)
+
+
 def main(argv=None) -> None:
     args = parse(argv)
     torch.manual_seed(0)
@@ -142,13 +152,7 @@ def main(argv=None) -> None:
     opt.zero_grad(set_to_none=True)
     with torch.no_grad(), amp():
         eval_flops = gpubench.count_flops(model, x, y)
-    expected = analytic_flops(model, args.batch, args.seq)
-    params = sum(p.numel() for p in model.parameters())
-    print(f"model: {args.layers} layers, {args.width} wide, {args.heads} heads, vocabulary {args.vocab}, "
-          f"{params / 1e6:.1f}M parameters; {'fp32' if args.fp32 else 'bf16 autocast'}, batch {args.batch} x "
-          f"{args.seq} tokens on {args.device}")
-    print(f"FLOPs per training step: {flops:.4g} counted by gpubench.count_flops, {expected:.4g} analytic "
-          f"(6 x parameters x tokens + attention): {100 * (flops / expected - 1):+.1f}%", flush=True)
+    describe(model, args, flops)
     net = torch.compile(model) if args.compile else model
 
     def train_step():
