@@ -46,15 +46,15 @@ class Phase:
     spans: list[tuple[float, float]] = field(default_factory=list)
 
 
-def lead_rank(events) -> int | None:
+def lowest_rank(events) -> int | None:
     return min((e.rank for e in events), default=None)
 
 
 def cut(events, t0: float, t1: float, first: str = FIRST_PHASE) -> list[Phase]:
-    """The lead rank's marks cut [t0, t1] into phases, in order of first appearance."""
-    lead = lead_rank(events)
+    """The lowest rank's marks cut [t0, t1] into phases, in order of first appearance."""
+    rank = lowest_rank(events)
     current, start, spans = first, t0, []
-    for e in sorted((e for e in events if e.kind == "mark" and e.rank == lead), key=lambda e: e.t):
+    for e in sorted((e for e in events if e.kind == "mark" and e.rank == rank), key=lambda e: e.t):
         if e.t >= t1:
             break
         if e.t <= t0:  # marked before the recording began (attach mode): the phase it is in
@@ -71,9 +71,9 @@ def cut(events, t0: float, t1: float, first: str = FIRST_PHASE) -> list[Phase]:
 
 
 def step_stats(events, spans) -> dict:
-    """Steps, step rate, step time and FLOPs per step of the lead rank over a phase's spans."""
-    lead = lead_rank(events)
-    stamps = sorted((e for e in events if e.kind == "step" and e.rank == lead), key=lambda e: e.t)
+    """Steps, step rate, step time and FLOPs per step of the lowest rank over a phase's spans."""
+    rank = lowest_rank(events)
+    stamps = sorted((e for e in events if e.kind == "step" and e.rank == rank), key=lambda e: e.t)
     times = [e.t for e in stamps]
     n, busy_s, gaps, flops = 0, 0.0, [], []
     for a, b in spans:

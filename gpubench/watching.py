@@ -83,13 +83,13 @@ class Watch:
 
 
 class Tail(threading.Thread):
-    """Sets the sampler's phase from the lead rank's marks as they are written."""
+    """Sets the sampler's phase from the lowest rank's marks as they are written."""
 
     def __init__(self, path: Path, set_phase):
         super().__init__(name="gpubench-marks", daemon=True)
         self.reader = marks.Reader(path)
         self.set_phase = set_phase
-        self.lead: int | None = None
+        self.rank: int | None = None
         self.current: str | None = None
         self._stop_event = threading.Event()
 
@@ -101,9 +101,9 @@ class Tail(threading.Thread):
         for e in self.reader.poll():  # steps pass by unkept: memory stays flat however long the job
             if e.kind != "mark":
                 continue
-            if self.lead is None or e.rank < self.lead:
-                self.lead = e.rank
-            if e.rank == self.lead and e.value != self.current:
+            if self.rank is None or e.rank < self.rank:
+                self.rank = e.rank
+            if e.rank == self.rank and e.value != self.current:
                 self.current = e.value
                 self.set_phase(e.value)
 

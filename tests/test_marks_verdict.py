@@ -67,7 +67,7 @@ def events(*items):
     return [Event(t, rank, 100 + rank, kind, value) for t, rank, kind, value in items]
 
 
-def test_phases_from_the_lead_ranks_marks():
+def test_phases_from_the_first_ranks_marks():
     evs = events((5.0, 0, "mark", "warmup"), (5.2, 1, "mark", "warmup"), (10.0, 0, "mark", "train"),
                  (10.5, 1, "mark", "eval"),  # another rank's marks never cut the phases
                  (20.0, 0, "mark", "eval"), (22.0, 0, "mark", "eval"), (25.0, 0, "mark", "train"),
@@ -86,7 +86,7 @@ def test_a_mark_before_the_recording_names_its_first_phase():
 def test_step_rate_is_taken_between_stamps_in_each_span():
     evs = events(*[(10.0 + 0.1 * i, 0, "step", "2e12") for i in range(11)],  # 10 steps of 0.1 s in [10, 11]
                  *[(30.0 + 0.2 * i, 0, "step", "2e12") for i in range(6)],  # 5 steps of 0.2 s in [30, 31]
-                 *[(10.05 + 0.01 * i, 1, "step", "") for i in range(50)])  # rank 1: not the lead
+                 *[(10.05 + 0.01 * i, 1, "step", "") for i in range(50)])  # rank 1: not the lowest rank
     s = step_stats(evs, [(9.5, 12.0), (29.0, 35.0)])
     assert s["steps"] == 17
     assert s["steps_per_s"] == pytest.approx(15 / 2.0)  # 15 intervals over 1 s + 1 s
