@@ -67,7 +67,7 @@ def events(*items):
     return [Event(t, rank, 100 + rank, kind, value) for t, rank, kind, value in items]
 
 
-def test_phases_from_the_first_ranks_marks():
+def test_phases_from_the_lowest_ranks_marks():
     evs = events((5.0, 0, "mark", "warmup"), (5.2, 1, "mark", "warmup"), (10.0, 0, "mark", "train"),
                  (10.5, 1, "mark", "eval"),  # another rank's marks never cut the phases
                  (20.0, 0, "mark", "eval"), (22.0, 0, "mark", "eval"), (25.0, 0, "mark", "train"),

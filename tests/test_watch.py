@@ -193,7 +193,7 @@ def test_ctrl_c_at_a_terminal_reaches_the_child_once(tmp_path):
     """The terminal signals the whole foreground group: gpubench must not pass it on a second time."""
     flag = tmp_path / "flag"
     pid, master = pty.fork()
-    if pid == 0:  # the child: a session of its own, the pty its controlling terminal
+    if pid == 0:  # the child of pty.fork: the pty is its controlling terminal
         argv = _harness(tmp_path) + GRACEFUL + [str(flag)]
         os.execv(argv[0], argv)
     output = b""
