@@ -1,4 +1,4 @@
-"""The gpubench command line: run, list, doctor, plot, report.
+"""The gpubench command line: run, watch, list, doctor, plot, report.
 
 Imports are deferred to the command that needs them: `gpubench list` and `--help` load no GPU library.
 """
@@ -23,6 +23,7 @@ examples:
   gpubench list                       the scenarios and what each one shows
   gpubench run                        the default suite (about 2 minutes), into results/<gpu>-<time>/
   gpubench run 'spin-*' copy-triton   a subset, by name or glob
+  gpubench watch -- python train.py   your own job: the ladder per phase, MFU and a verdict
   gpubench plot results/<run>         figures from a run directory (no GPU needed)
   gpubench report results/<run>       report.md and report.html from a run directory
 """
@@ -56,17 +57,21 @@ def non_negative(text: str) -> float:
     return value
 
 
-def add_recording_options(p: argparse.ArgumentParser) -> None:
+def add_recording_options(p: argparse.ArgumentParser, device_default: int | None = 0,
+                          out_default: str = "results/<gpu>-<YYYYmmdd-HHMMSS>") -> None:
     """Options every recording verb shares, with one meaning."""
     from gpubench.sources.policy import DEFAULT_INTERVAL_S, PROFILING_CHOICES
+
+    device_note = (f"default {device_default}" if device_default is not None else
+                   "default: the GPUs the command sees under its CUDA_VISIBLE_DEVICES, else every GPU")
 
     p.add_argument("--interval", type=positive, default=DEFAULT_INTERVAL_S, metavar="S",
                    help=f"sampling interval (default {DEFAULT_INTERVAL_S:g}; never shorter than the profiling "
                         "counters refresh: faster rows would only repeat values)")
-    p.add_argument("--device", type=int, default=0, metavar="N",
-                   help="GPU in CUDA's numbering, as this process sees it under CUDA_VISIBLE_DEVICES (default 0)")
+    p.add_argument("--device", type=int, default=device_default, metavar="N",
+                   help=f"GPU in CUDA's numbering, as this process sees it under CUDA_VISIBLE_DEVICES ({device_note})")
     p.add_argument("--all-gpus", action="store_true", help="sample every GPU of the machine, not only --device")
-    p.add_argument("--out", type=Path, metavar="DIR", help="run directory (default results/<gpu>-<YYYYmmdd-HHMMSS>)")
+    p.add_argument("--out", type=Path, metavar="DIR", help=f"run directory (default {out_default})")
     p.add_argument("--profiling", choices=PROFILING_CHOICES, default="auto",
                    help="where SM activity and the other profiling metrics come from (default auto: NVML GPM "
                         "where the GPU supports it, else DCGM if dcgmi is on PATH)")
@@ -95,6 +100,7 @@ def parser() -> argparse.ArgumentParser:
     add_recording_options(r)
     r.add_argument("--no-peaks", action="store_true", help="skip measuring the sustained copy and matmul peaks")
 
+    add_watch_parser(sub)
     sub.add_parser("list", help="list the scenarios and what each one demonstrates")
     sub.add_parser("doctor", help="show the GPUs and which metric sources work here, and why not")
     for name, what in (("plot", "write the figures of a run directory"),
@@ -102,6 +108,49 @@ def parser() -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=what, description=what[0].upper() + what[1:] + "; needs no GPU.")
         s.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     return p
+
+
+WATCH_DESCRIPTION = """\
+Run CMD as a child and record every metric while it runs: nvidia-smi's GPU-Util, SM activity and
+occupancy, tensor and DRAM activity, power and clocks. The command's output passes through untouched,
+Ctrl-C reaches it first, and gpubench exits with its exit code (128+N where signal N ended it; 127
+where it is not found, 126 where it cannot be run). In your code, gpubench.mark("eval") starts a phase
+and gpubench.step(flops=...) records a step and its FLOPs (gpubench.count_flops counts them); outside
+a watch both cost nothing. The summary has one row per phase: the metric ladder, steps/s, TFLOP/s,
+MFU, and a verdict from the rules in gpubench/verdict.py.
+"""
+
+WATCH_EPILOG = """\
+examples:
+  gpubench watch -- python train.py --batch 16
+  gpubench watch --dtype fp32 -- python train.py --fp32    MFU against the FP32 peak
+  CUDA_VISIBLE_DEVICES=1 gpubench watch -- torchrun --nproc-per-node 1 train.py
+  gpubench watch --duration 60                            attach: record the GPUs for 60 s
+"""
+
+
+def add_watch_parser(sub) -> None:
+    from gpubench.phases import UNITS
+
+    w = sub.add_parser("watch", help="run your own command and record the metric ladder per phase, with a verdict",
+                       usage="gpubench watch [options] -- CMD [ARG ...]\n       gpubench watch [options] --duration S",
+                       description=WATCH_DESCRIPTION, epilog=WATCH_EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    w.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD [ARG ...]", help="the command to run and watch")
+    w.add_argument("--duration", type=positive, metavar="S",
+                   help="no command: record whatever runs on the GPUs for S seconds (or until Ctrl-C)")
+    w.add_argument("--dtype", choices=list(UNITS), default="bf16",
+                   help="the precision whose datasheet peak MFU divides by (default bf16)")
+    w.add_argument("--peaks", action="store_true",
+                   help="measure this GPU's sustained copy and matmul peaks before the command starts (about "
+                        "12 s); the summary then also has mfu_measured_pct")
+    add_recording_options(w, device_default=None, out_default="results/watch-<gpu>-<YYYYmmdd-HHMMSS>")
+
+
+def cmd_watch(args) -> int:
+    from gpubench.watch import cmd
+
+    return cmd(args)
 
 
 def cmd_list(args) -> int:
@@ -219,7 +268,8 @@ def cmd_report(args) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "list": cmd_list, "doctor": cmd_doctor, "plot": cmd_plot, "report": cmd_report}
+COMMANDS = {"run": cmd_run, "watch": cmd_watch, "list": cmd_list, "doctor": cmd_doctor, "plot": cmd_plot,
+            "report": cmd_report}
 
 
 def main(argv: list[str] | None = None) -> int:

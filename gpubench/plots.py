@@ -29,6 +29,16 @@ C = {"gpu_util_pct": "#d62728", "smi_gpu_util_pct": "#ff9896", "sm_active_pct": 
      "sm_occupancy_pct": "#bcbd22", "tensor_active_pct": "#9467bd", "dram_active_pct": "#1f77b4",
      "fp32_active_pct": "#8c564b", "work": "#2ca02c", "baseline": "#d62728", "candidate": "#2ca02c"}
 NO_DATA = "no scenarios of this kind in this run"
+# A watch run (gpubench watch) is one job's phases, not the suite's kernels: its figures say so.
+WATCH_TITLES = {
+    "headline": "What nvidia-smi said in each phase of the job, against the work done (MFU)",
+    "ladder": "The metric ladder of each phase of the job; only the last column measures work done",
+    "timeline": "The job over time: GPU-Util beside SM activity, the pipes and each phase's TFLOP/s",
+}
+
+
+def title(manifest, figure: str, suite_title: str) -> str:
+    return WATCH_TITLES[figure] if manifest.get("kind") == "watch" else suite_title
 
 
 def stamp(fig, manifest):
@@ -116,7 +126,8 @@ def headline(summary, samples, manifest, out_dir):
     uniq = dict(zip(labels, handles))
     fig.legend(uniq.values(), uniq.keys(), loc="upper center", ncol=4, fontsize=8, frameon=False,
                bbox_to_anchor=(0.5, 0.0))
-    ax.set_title("nvidia-smi reads 100% for nearly every kernel; the work done is often near zero",
+    ax.set_title(title(manifest, "headline",
+                       "nvidia-smi reads 100% for nearly every kernel; the work done is often near zero"),
                  fontsize=10, loc="left")
     ax.grid(axis="x", alpha=0.3)
     stamp(fig, manifest)
@@ -156,7 +167,8 @@ def ladder(summary, samples, manifest, out_dir):
     ax.xaxis.tick_top()
     ax.set_yticks([i + 0.5 for i in range(len(rows))], [r["scenario"] for r in rows], fontsize=8)
     ax.axvline(len(LADDER) - 1, color="black", lw=2)
-    ax.set_title("Each rung of the ladder is fooled by some kernel; only the last column measures work done",
+    ax.set_title(title(manifest, "ladder",
+                       "Each rung of the ladder is fooled by some kernel; only the last column measures work done"),
                  fontsize=10, loc="left", pad=34)
     fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, fraction=0.03, pad=0.02, label="percent")
     stamp(fig, manifest)
@@ -198,7 +210,8 @@ def timeline(summary, samples, manifest, out_dir):
     ax.set_ylabel("achieved TFLOP/s", fontsize=8)
     ax.set_xlabel("time since the recording started, s")
     _shade_phases(axes, rows, t0)
-    fig.suptitle("GPU-Util sits at 100% through almost every phase; SM activity, pipes and TFLOP/s tell them apart",
+    fig.suptitle(title(manifest, "timeline", "GPU-Util sits at 100% through almost every phase; SM activity, "
+                                             "pipes and TFLOP/s tell them apart"),
                  fontsize=10, x=0.01, ha="left", y=0.995)
     stamp(fig, manifest)
     return save(fig, out_dir, "timeline"), {"missing": missing}
