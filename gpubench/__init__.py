@@ -7,7 +7,8 @@ For the user's own code (each loaded on first use, so `import gpubench` stays ch
 
 __version__ = "0.2.0"
 
-_LAZY = {"mark": "gpubench.marks", "step": "gpubench.marks", "count_flops": "gpubench.flops"}
+_LAZY = {"mark": "gpubench.marks", "step": "gpubench.marks", "count_flops": "gpubench.flops",
+         "recording": "gpubench.watch"}
 
 
 def __getattr__(name: str):
@@ -17,6 +18,4 @@ def __getattr__(name: str):
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value  # later lookups are plain attribute reads
         return value
-    if name == "recording":  # the module gpubench.recording, callable as gpubench.watch.recording
-        return importlib.import_module("gpubench.recording")
     raise AttributeError(f"module 'gpubench' has no attribute {name!r}")

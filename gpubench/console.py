@@ -7,7 +7,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from gpubench.metrics import BY_COLUMN, TABLE, fmt_value
-from gpubench.recording import Reporter
+from gpubench.recorder import Reporter
 
 
 def summary_table(summary: list[dict], title: str = "", key: str = "scenario") -> Table:

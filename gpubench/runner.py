@@ -16,7 +16,7 @@ from pathlib import Path
 from gpubench.kernels.common import CheckFailed, CupyMissing
 from gpubench.metrics import finite
 from gpubench.peaks import datasheet_for, link_peak
-from gpubench.recording import Recording, Reporter
+from gpubench.recorder import Recording, Reporter
 from gpubench.rundir import write_summary
 from gpubench.sources.policy import DEFAULT_INTERVAL_S
 from gpubench.suite import DURATION_S, GAP_S, Scenario

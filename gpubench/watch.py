@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from gpubench import child, marks, nvml
-from gpubench.recording import Reporter
+from gpubench.recorder import Reporter
 from gpubench.watching import MARKS_FILE, Watch, WatchOptions, watching
 
 

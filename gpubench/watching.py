@@ -26,7 +26,7 @@ from gpubench.backend import version
 from gpubench.gpus import Gpu
 from gpubench.peaks import datasheet_for
 from gpubench.phases import FIRST_PHASE, STORY, UNITS, cut, summarize
-from gpubench.recording import KEEP_ROWS, Recording, Reporter
+from gpubench.recorder import KEEP_ROWS, Recording, Reporter
 from gpubench.rundir import write_summary
 from gpubench.sources.policy import DEFAULT_INTERVAL_S
 from gpubench.summary import energy_power_w, metric_stats, steady_rows

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_import_is_cheap_and_the_api_is_lazy():
     code = ("import sys, gpubench; gpubench.mark('x'); gpubench.step(flops=1.0); gpubench.count_flops; "
-            "assert 'torch' not in sys.modules and 'gpubench.recording' not in sys.modules, sorted(sys.modules)")
+            "assert 'torch' not in sys.modules and 'gpubench.recorder' not in sys.modules, sorted(sys.modules)")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop(marks.ENV, None)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)

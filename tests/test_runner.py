@@ -6,7 +6,7 @@ import math
 import pytest
 
 from gpubench.kernels.common import CheckFailed
-from gpubench.recording import Reporter
+from gpubench.recorder import Reporter
 from gpubench.rundir import load_run
 from gpubench.runner import RunOptions, run_suite
 
@@ -44,7 +44,7 @@ def phase_source():
 
 def test_run_writes_labelled_samples_and_summary(tmp_path, monkeypatch):
     src, holder = phase_source()
-    import gpubench.recording as recording
+    import gpubench.recorder as recording
 
     real = recording.Sampler
 

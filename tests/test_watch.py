@@ -45,7 +45,7 @@ class LadderSource(FakeSource):
 @pytest.fixture
 def ladder(monkeypatch):
     """A LadderSource that sees the sampler of the recording it is given to."""
-    import gpubench.recording as recording
+    import gpubench.recorder as recording
 
     source = LadderSource()
 
@@ -103,7 +103,7 @@ def test_phases_label_the_samples_and_each_gets_a_summary_row(tmp_path, ladder, 
     assert train["steps"] == 30 and 14 < train["steps_per_s"] <= 20.5
     assert train["tflops"] == pytest.approx(2.0 * train["steps_per_s"], rel=1e-6)
     assert train["mfu_pct"] == pytest.approx(100 * train["tflops"] / 989.4, rel=1e-6)
-    assert train["verdict_rules"] == "tensor-part, mfu-low" and "tensor active 30.0% ≥ 10%" in train["verdict"]
+    assert train["verdict_rules"] == "tensor-part, mfu-low" and "tensor active 30% ≥ 10%" in train["verdict"]
     assert rows["warmup"]["verdict_rules"] == "host-bound, no-steps"
     assert json.loads((tmp_path / "run" / "summary.json").read_text())[1]["phase"] == "train"
 

@@ -17,7 +17,6 @@ import signal
 import sys
 import threading
 import time
-import types
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,14 +165,3 @@ class Recording:
     def write_manifest(self) -> None:
         rundir.write_json(self.out_dir / "manifest.json", self.manifest)
 
-
-class _CallableModule(types.ModuleType):
-    """`gpubench.recording(...)` names this module: calling it is the in-process watch."""
-
-    def __call__(self, *args, **kwargs):
-        from gpubench.watch import recording
-
-        return recording(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
