@@ -223,6 +223,8 @@ def cmd_run(args) -> int:
 
         return run_under_torchrun(args, launch, scenarios)
     scenarios = without_distributed(scenarios)
+    if args.slow_rank is not None:
+        print("gpubench run: --slow-rank applies only under torchrun, and is ignored", file=sys.stderr)
     check_out(args.out)
     backend, gpu, _ = gpu_for(args)
     need_cuda_torch()

@@ -59,7 +59,8 @@ def launch_from(env) -> Launch | None:
     if len(present) < len(TORCHRUN_VARS):
         missing = [v for v in TORCHRUN_VARS if v not in env]
         raise LaunchError(f"{', '.join(present)} {'is' if len(present) == 1 else 'are'} set but not "
-                          f"{', '.join(missing)}: start distributed runs with `torchrun --nproc-per-node=N -m gpubench run`")
+                          f"{', '.join(missing)}: start distributed runs with "
+                          "`torchrun --nproc-per-node=N -m gpubench run`")
     try:
         rank, world, local, local_world = (int(env[v]) for v in TORCHRUN_VARS)
     except ValueError:

@@ -36,7 +36,8 @@ class Clock:
     def to_root(self, t: float) -> float:
         if self.t_end is None or self.offset_end is None or not self.t_end > self.t_start:
             return t + self.offset_start
-        return t + self.offset_start + (self.offset_end - self.offset_start) * (t - self.t_start) / (self.t_end - self.t_start)
+        share = (t - self.t_start) / (self.t_end - self.t_start)
+        return t + self.offset_start + (self.offset_end - self.offset_start) * share
 
 
 def _shifted(row: dict, clock: Clock, keys) -> dict:

@@ -201,7 +201,8 @@ def nvlink(h) -> dict:
 
 
 def device_info(index: int) -> dict:
-    """Name, UUID, memory, driver, CUDA version, architecture, GPM support, PCIe link, NVLinks, power limit, MIG mode."""
+    """Name, UUID, memory, driver, CUDA version, architecture, GPM support, PCIe link, NVLinks, power limit,
+    MIG mode."""
     h = handle(index)
     mem = call(pynvml.nvmlDeviceGetMemoryInfo, h)
     cuda = call(pynvml.nvmlSystemGetCudaDriverVersion)

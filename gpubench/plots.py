@@ -175,7 +175,7 @@ PANELS = [("utilization, %", ["gpu_util_pct", "smi_gpu_util_pct"]), ("SM, %", ["
 def timeline(summary, samples, manifest, out_dir):
     gpu = manifest.get("gpu", {}).get("nvml_index", summary[0].get("gpu") if summary else 0)
     uuid = manifest.get("gpu", {}).get("uuid")  # under torchrun NVML indices repeat from node to node
-    rows = [r for r in samples if (r.get("uuid") == uuid if uuid else r.get("gpu") == gpu)]
+    rows = [r for r in samples if r.get("uuid") == uuid] or [r for r in samples if r.get("gpu") == gpu]
     if not rows:
         return empty(out_dir, "timeline", "The run over time", manifest)
     t0 = rows[0]["t_start_s"]

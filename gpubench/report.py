@@ -94,7 +94,8 @@ def _ranks_text(d: dict) -> str:
     """Who ran where, in a run under torchrun."""
     ranks = d.get("ranks") or []
     nodes = sorted({r["node"] for r in ranks})
-    each = "; ".join(f"rank {r['rank']} on {r['node']}: GPU {r['gpu']['nvml_index']} ({r['gpu']['uuid']})" for r in ranks)
+    each = "; ".join(f"rank {r['rank']} on {r['node']}: GPU {r['gpu']['nvml_index']} ({r['gpu']['uuid']})"
+                     for r in ranks)
     return (f"Run under torchrun: {d.get('world_size')} ranks on {len(nodes)} node(s), one GPU each ({each}). "
             f"Each scenario ran on every rank at once; one process per node sampled that node's GPUs. "
             f"Sample and window {d.get('clock', '')}.")

@@ -17,7 +17,8 @@ TRIM_S = 0.5
 def row_label(row: dict) -> str:
     """A summary row's name: its scenario, and its rank in a run under torchrun."""
     rank = row.get("rank")
-    return f"{row['scenario']} · rank {rank}" if isinstance(rank, int) and not isinstance(rank, bool) else row["scenario"]
+    ranked = isinstance(rank, int) and not isinstance(rank, bool)
+    return f"{row['scenario']} · rank {rank}" if ranked else row["scenario"]
 
 
 def metric_stats(rows: list[dict], columns) -> dict:

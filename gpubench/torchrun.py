@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpubench import dist
-from gpubench.cli import UsageError, check_out, need_cuda_torch, reference_hint, say_error
+from gpubench.cli import UsageError, check_out, need_cuda_torch, reference_hint, say_error, without_distributed
 from gpubench.recording import Reporter
 
 # The longest a rank waits for the others at one step (a scenario's warm-up and measurement on the slowest
@@ -57,6 +57,8 @@ def _run(args, launch: dist.Launch, scenarios, comm: dist.Comm) -> int:
 
     if args.slow_rank is not None and not -launch.world_size <= args.slow_rank < launch.world_size:
         raise UsageError(f"--slow-rank {args.slow_rank} is not a rank of this job (0 to {launch.world_size - 1})")
+    if launch.world_size < 2:  # a collective of one rank measures nothing
+        scenarios = without_distributed(scenarios)
     backend = DistBackend()
     comm.agree(_problem(_gpu_check))
     import torch

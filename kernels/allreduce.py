@@ -91,14 +91,15 @@ def prepare(impl: str, size_bytes: int = SIZES["size_bytes"], dtype: str = SIZES
     buf = torch.empty(count, dtype=tdtype, device=device)
 
     def run():
-        # In place, as a gradient all-reduce runs. Between the timed calls the values double and saturate
+        # In place, as a gradient all-reduce runs. From call to call the values grow n-fold and saturate
         # at +-inf; NCCL's time does not depend on the values.
         dist.all_reduce(buf)
 
     def check():
         buf.copy_(rank_inputs(count, rank, world, device, seed))
         run()
-        return check_equal(f"allreduce[{impl}] over {world} ranks", buf, expected_sum(count, world, device, seed).to(tdtype))
+        expected = expected_sum(count, world, device, seed).to(tdtype)
+        return check_equal(f"allreduce[{impl}] over {world} ranks", buf, expected)
 
     size = bytes_text(size_bytes)
     regime = ("latency-bound: its time is the fixed cost of a call (NCCL's latency and torch's launch of the "

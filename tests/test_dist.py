@@ -11,6 +11,7 @@ import pytest
 from gpubench import dist
 from gpubench.distrun import DistOptions, run_distributed
 from gpubench.kernels.common import CheckFailed
+from gpubench.metrics import finite
 from gpubench.merge import Clock, arrival_stats, merge_results, merge_rows
 from gpubench.rundir import load_run
 from gpubench.suite import Scenario
@@ -167,7 +168,7 @@ def test_the_straggler_is_named_by_its_arrival_not_its_step_time(two_ranks):
     assert waiting["arrival_delay_ms"] < 5 and waiting["wait_ms"] > DELAY_MS * 0.8
     assert late["n_steps"] == waiting["n_steps"] > 5
     assert late["step_spread_pct"] < 25  # equal step times on both ranks: they cannot tell who is late
-    assert math.isnan(waiting["mfu_pct"]) is False and waiting["check"].startswith("rel err")
+    assert finite(waiting["mfu_pct"]) and waiting["check"].startswith("rel err")
 
 
 def test_allreduce_is_checked_and_reported_as_nccl_tests_defines_it(two_ranks):
@@ -256,7 +257,7 @@ def test_distributed_scenarios_without_torchrun_are_skipped_with_the_command_to_
     assert "skipped: straggler-hang needs several GPUs" in mixed.stderr and "Traceback" not in mixed.stderr
 
 
-def test_a_partial_torchrun_environment_is_refused(monkeypatch):
+def test_a_partial_torchrun_environment_is_refused():
     import os
 
     r = _gpubench("run", "idle", env={**os.environ, "RANK": "0"})
