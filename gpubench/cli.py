@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -24,13 +25,29 @@ examples:
   gpubench run                        the default suite (about 2 minutes), into results/<gpu>-<time>/
   gpubench run 'spin-*' copy-triton   a subset, by name or glob
   gpubench watch -- python train.py   your own job: the ladder per phase, MFU and a verdict
+  torchrun --nproc-per-node=2 -m gpubench run allreduce-1gib straggler
+                                      several GPUs, one process each; rank 0 writes one run directory
   gpubench plot results/<run>         figures from a run directory (no GPU needed)
   gpubench report results/<run>       report.md and report.html from a run directory
 """
 
 
+TORCHRUN_HELP = """\
+several GPUs:
+  torchrun --nproc-per-node=N -m gpubench run [NAME ...] runs one process per GPU: each rank runs every
+  scenario on its own GPU, CUDA device LOCAL_RANK (--device is ignored), single-GPU scenarios included,
+  all at once and in step. Local rank 0 of each node samples that node's GPUs; rank 0 gathers everything
+  and writes one run directory, with a rank and GPU UUID on every row. The distributed scenarios
+  (allreduce-*, straggler*) run only under torchrun, and join the default suite there.
+"""
+
+
 class UsageError(Exception):
     """Bad input: one sentence for the user, exit code 2."""
+
+
+def say_error(command: str, err) -> None:
+    print(f"gpubench {command}: error: {err}", file=sys.stderr)
 
 
 def number(text: str) -> float:
@@ -90,7 +107,8 @@ def parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run scenarios on the local GPU and write a run directory",
                        description="Run scenarios on the local GPU while sampling every metric; write "
-                                   "manifest.json, samples.csv and summary.csv/json into a run directory.")
+                                   "manifest.json, samples.csv and summary.csv/json into a run directory.",
+                       epilog=TORCHRUN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("names", nargs="*", metavar="NAME", help="scenario names or globs (default: the default suite)")
     r.add_argument("--duration", type=positive, default=DURATION_S, metavar="S",
                    help=f"seconds each scenario runs while sampled (default {DURATION_S:g}; the first "
@@ -99,6 +117,8 @@ def parser() -> argparse.ArgumentParser:
                    help=f"idle seconds between scenarios so their metrics settle apart (default {GAP_S:g})")
     add_recording_options(r)
     r.add_argument("--no-peaks", action="store_true", help="skip measuring the sustained copy and matmul peaks")
+    r.add_argument("--slow-rank", type=int, metavar="R",
+                   help="straggler scenarios under torchrun: the rank that sleeps before each step (default the last)")
 
     add_watch_parser(sub)
     sub.add_parser("list", help="list the scenarios and what each one demonstrates")
@@ -154,13 +174,14 @@ def cmd_watch(args) -> int:
 
 
 def cmd_list(args) -> int:
-    from gpubench.suite import SCENARIOS
+    from gpubench.suite import SCENARIOS, torchrun_hint
 
     width = max(len(s.name) for s in SCENARIOS)
     for s in SCENARIOS:
-        mark = " " if s.default else "+"
-        print(f"{mark} {s.name:<{width}}  {s.family:<8} {s.impl:<12} {s.story}")
+        mark = "*" if s.distributed else " " if s.default else "+"
+        print(f"{mark} {s.name:<{width}}  {s.family:<9} {s.impl:<12} {s.story}")
     print("\n+ not in the default suite; run it by name")
+    print(f"* {torchrun_hint([s for s in SCENARIOS if s.distributed])}")
     return 0
 
 
@@ -204,23 +225,58 @@ def gpu_for(args):
     return backend, gpu, sampled
 
 
-def cmd_run(args) -> int:
-    from gpubench.suite import UnknownScenario, select
-    from gpubench.summary import TRIM_S
-
-    try:
-        scenarios = select(args.names)
-    except UnknownScenario as err:
-        raise UsageError(str(err)) from None
-    if args.duration <= TRIM_S:
-        raise UsageError(f"--duration must be longer than the {TRIM_S:g} s that each scenario's summary leaves out")
-    check_out(args.out)
-    backend, gpu, _ = gpu_for(args)
+def need_cuda_torch() -> None:
     import torch
 
     if not torch.cuda.is_available():
         raise UsageError(f"PyTorch cannot use the GPU (torch {torch.__version__}, CUDA {torch.version.cuda}); "
                          "install a CUDA build of PyTorch that your driver supports")
+
+
+def torchrun_launch():
+    """The torchrun launch this process belongs to, or None."""
+    from gpubench.dist import LaunchError, launch_from
+
+    try:
+        return launch_from(os.environ)
+    except LaunchError as err:
+        raise UsageError(str(err)) from None
+
+
+def without_distributed(scenarios: list) -> list:
+    """Outside torchrun the distributed scenarios are skipped, with the command that runs them."""
+    from gpubench.suite import torchrun_hint
+
+    skipped = [s for s in scenarios if s.distributed]
+    rest = [s for s in scenarios if not s.distributed]
+    if skipped and not rest:
+        raise UsageError(torchrun_hint(skipped))
+    if skipped:
+        print(f"gpubench run: skipped: {torchrun_hint(skipped)}", file=sys.stderr)
+    return rest
+
+
+def cmd_run(args) -> int:
+    from gpubench.suite import UnknownScenario, select
+    from gpubench.summary import TRIM_S
+
+    launch = torchrun_launch()
+    try:
+        scenarios = select(args.names, distributed=launch is not None)
+    except UnknownScenario as err:
+        raise UsageError(str(err)) from None
+    if args.duration <= TRIM_S:
+        raise UsageError(f"--duration must be longer than the {TRIM_S:g} s that each scenario's summary leaves out")
+    if launch is not None:
+        from gpubench.torchrun import run_under_torchrun
+
+        return run_under_torchrun(args, launch, scenarios)
+    scenarios = without_distributed(scenarios)
+    if args.slow_rank is not None:
+        print("gpubench run: --slow-rank applies only under torchrun, and is ignored", file=sys.stderr)
+    check_out(args.out)
+    backend, gpu, _ = gpu_for(args)
+    need_cuda_torch()
     from gpubench.console import ConsoleReporter, print_table
     from gpubench.rundir import default_run_dir
     from gpubench.runner import RunOptions, run_suite
@@ -281,5 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except UsageError as err:
-        print(f"gpubench {args.command}: error: {err}", file=sys.stderr)
+        from gpubench.dist import is_quiet_rank
+
+        if not is_quiet_rank(os.environ):  # under torchrun rank 0 speaks for every rank
+            say_error(args.command, err)
         return 2

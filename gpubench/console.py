@@ -10,21 +10,21 @@ from gpubench.metrics import BY_COLUMN, TABLE, fmt_value
 from gpubench.recorder import Reporter
 
 
-def summary_table(summary: list[dict], title: str = "", key: str = "scenario") -> Table:
+def summary_table(summary: list[dict], title: str = "", key: str = "scenario", columns=TABLE) -> Table:
     table = Table(title=title, title_justify="left", header_style="bold")
     table.add_column(key, no_wrap=True)
-    for col in TABLE:
+    for col in columns:
         table.add_column(BY_COLUMN[col].header, justify="right")
     for row in summary:
-        table.add_row(str(row.get(key, "")), *(fmt_value(col, row.get(col), "–") for col in TABLE))
+        table.add_row(str(row.get(key, "")), *(fmt_value(col, row.get(col), "–") for col in columns))
     return table
 
 
-def print_table(summary: list[dict], title: str, key: str = "scenario") -> None:
+def print_table(summary: list[dict], title: str, key: str = "scenario", columns=TABLE) -> None:
     console = Console()
     if not console.is_terminal:  # a log file gets the whole table, not one cut to 80 columns
         console = Console(width=180)
-    console.print(summary_table(summary, title, key))
+    console.print(summary_table(summary, title, key, columns))
 
 
 class ConsoleReporter(Reporter):

@@ -91,6 +91,16 @@ DERIVED: tuple[Metric, ...] = (
            "bytes/s over the host link (PCIe) over its theoretical bandwidth per direction", sampled=False),
     Metric("power_w_energy", "mean power (energy counter)", "power (energy)", "{:.0f} W",
            "energy used over the window divided by its length", sampled=False),
+    Metric("algbw_gbps", "algorithm bandwidth", "algbw GB/s", "{:.4g}",
+           "a collective's message size per rank over its time (nccl-tests' algbw)", sampled=False),
+    Metric("busbw_gbps", "bus bandwidth", "busbw GB/s", "{:.4g}",
+           "algbw times the collective's factor, 2(n-1)/n for all-reduce (nccl-tests' busbw)", sampled=False),
+    Metric("nvlink_pct", "NVLink", "NVLink", "{:.0f}%",
+           "busbw over the GPU's active NVLinks' rate per direction, as NVML reports it", sampled=False),
+    Metric("arrival_delay_ms", "arrival delay", "late ms", "{:.3g}",
+           "median over steps of how long after the first rank this rank reached the collective", sampled=False),
+    Metric("wait_ms", "wait in the collective", "wait ms", "{:.3g}",
+           "median over steps of how long this rank waited in the collective for the last rank", sampled=False),
 )
 
 BY_COLUMN = {m.column: m for m in METRICS + DERIVED}

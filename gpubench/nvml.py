@@ -168,8 +168,41 @@ def pcie_link(h) -> dict:
             "bytes_per_s": per_lane * width if per_lane and width else None}
 
 
+# nvmlValue_t's members in the order of NVML_VALUE_TYPE_* (double, uint, ulong, ulonglong, longlong, int, ushort).
+_VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
+
+
+def field_values(h, fields: list[tuple[int, int]]) -> list:
+    """NVML field values for (field id, scope id) pairs; None for any this GPU or driver cannot give."""
+    values = call(pynvml.nvmlDeviceGetFieldValues, h, fields)
+    if values is None:
+        return [None] * len(fields)
+    return [getattr(v.value, _VALUE_MEMBERS[v.valueType]) if v.nvmlReturn == pynvml.NVML_SUCCESS
+            and 0 <= v.valueType < len(_VALUE_MEMBERS) else None for v in values]
+
+
+def nvlink(h) -> dict:
+    """The GPU's NVLinks as NVML reports them: per link its state, version and speed, and their sum.
+
+    The speed is NVML's field NVML_FI_DEV_NVLINK_GET_SPEED in MB/s (1e6 bytes) per direction: the
+    link's raw rate, protocol overhead included, so a link moves somewhat less data than this.
+    bytes_per_s sums the active links; None where NVML reports no link or no speed.
+    """
+    count = field_values(h, [(pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT, 0)])[0] or 0
+    speeds = field_values(h, [(pynvml.NVML_FI_DEV_NVLINK_GET_SPEED, link) for link in range(count)]) if count else []
+    links = []
+    for link, speed_mbps in enumerate(speeds):
+        state = call(pynvml.nvmlDeviceGetNvLinkState, h, link)
+        links.append({"link": link, "active": None if state is None else state == pynvml.NVML_FEATURE_ENABLED,
+                      "version": call(pynvml.nvmlDeviceGetNvLinkVersion, h, link), "speed_mbps": speed_mbps})
+    active = [x for x in links if x["active"]]
+    total = sum(x["speed_mbps"] or 0 for x in active) * 1e6
+    return {"links": links, "active_links": len(active), "bytes_per_s": total or None}
+
+
 def device_info(index: int) -> dict:
-    """Name, UUID, memory, driver, CUDA version, architecture, GPM support, PCIe link, power limit, MIG mode."""
+    """Name, UUID, memory, driver, CUDA version, architecture, GPM support, PCIe link, NVLinks, power limit,
+    MIG mode."""
     h = handle(index)
     mem = call(pynvml.nvmlDeviceGetMemoryInfo, h)
     cuda = call(pynvml.nvmlSystemGetCudaDriverVersion)
@@ -185,6 +218,7 @@ def device_info(index: int) -> dict:
         "architecture": call(pynvml.nvmlDeviceGetArchitecture, h),
         "gpm_supported": gpm_supported(h),
         "pcie": pcie_link(h),
+        "nvlink": nvlink(h),
         "power_limit_w": limit_mw / 1000 if limit_mw else None,
         "mig_mode": bool(mig[0]) if mig else None,
     }

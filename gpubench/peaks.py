@@ -116,3 +116,9 @@ def link_peak(pcie: dict | None) -> dict:
     """The host link's theoretical bandwidth per direction, where NVML reports the link."""
     bw = (pcie or {}).get("bytes_per_s")
     return {"link": bw} if bw else {}
+
+
+def nvlink_peak(nvlink: dict | None) -> dict:
+    """The NVLinks' summed rate per direction as NVML reports it (see nvml.nvlink), where it reports one."""
+    bw = (nvlink or {}).get("bytes_per_s")
+    return {"nvlink": bw} if bw else {}

@@ -22,6 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from gpubench.metrics import BY_COLUMN, finite, fmt_value  # noqa: E402
+from gpubench.summary import row_label  # noqa: E402
 
 matplotlib.rcParams.update({"svg.hashsalt": "gpubench", "font.size": 9})
 BYTES_NOTE = "useful bytes: each input read once, each output written once"
@@ -62,10 +63,12 @@ def save(fig, out_dir: Path, name: str) -> list[Path]:
 
 
 def work_fraction(row) -> tuple[str, float]:
-    """The rung that tells the truth for this row: link share, MBU, or MFU, by its bound."""
+    """The rung that tells the truth for this row: link share, NVLink share, MBU, or MFU, by its bound."""
     bound = row.get("bound")
     if bound == "link":
         return "link", row.get("link_pct", math.nan)
+    if bound == "interconnect":
+        return "NVLink", row.get("nvlink_pct", math.nan)
     if bound == "dram":
         return "MBU", row.get("mbu_pct", math.nan)
     return "MFU", row.get("mfu_pct", math.nan)
@@ -117,8 +120,8 @@ def headline(summary, samples, manifest, out_dir):
             ax.barh(y, v, height=h, color=C[col], label=label)
             if col in ("gpu_util_pct", "work"):
                 ax.text(v + 1, y, f"{name} {pct(v)}".strip(), va="center", fontsize=7.5)
-                notes.setdefault(row["scenario"], {})["work" if col == "work" else col] = v
-    ax.set_yticks(range(n), [r["scenario"] for r in rows])
+                notes.setdefault(row_label(row), {})["work" if col == "work" else col] = v
+    ax.set_yticks(range(n), [row_label(r) for r in rows])
     ax.invert_yaxis()
     ax.set_xlim(0, 118)
     ax.set_xlabel("percent (util and activity: share of time; MFU, MBU, link: share of the datasheet peak)")
@@ -160,12 +163,12 @@ def ladder(summary, samples, manifest, out_dir):
             else:
                 ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor="#eee", hatch="//", edgecolor="#ccc"))
                 ax.text(j + 0.5, i + 0.5, "n/a", ha="center", va="center", fontsize=8, color="#888")
-            notes.setdefault(r["scenario"], {})[col or "work"] = v
+            notes.setdefault(row_label(r), {})[col or "work"] = v
     ax.set_xlim(0, len(LADDER))
     ax.set_ylim(len(rows), 0)
     ax.set_xticks([j + 0.5 for j in range(len(LADDER))], [h for h, _ in LADDER], fontsize=8)
     ax.xaxis.tick_top()
-    ax.set_yticks([i + 0.5 for i in range(len(rows))], [r["scenario"] for r in rows], fontsize=8)
+    ax.set_yticks([i + 0.5 for i in range(len(rows))], [row_label(r) for r in rows], fontsize=8)
     ax.axvline(len(LADDER) - 1, color="black", lw=2)
     ax.set_title(title(manifest, "ladder",
                        "Each rung of the ladder is fooled by some kernel; only the last column measures work done"),
@@ -183,7 +186,8 @@ PANELS = [("utilization, %", ["gpu_util_pct", "smi_gpu_util_pct"]), ("SM, %", ["
 
 def timeline(summary, samples, manifest, out_dir):
     gpu = manifest.get("gpu", {}).get("nvml_index", summary[0].get("gpu") if summary else 0)
-    rows = [r for r in samples if r.get("gpu") == gpu]
+    uuid = manifest.get("gpu", {}).get("uuid")  # under torchrun NVML indices repeat from node to node
+    rows = [r for r in samples if r.get("uuid") == uuid] or [r for r in samples if r.get("gpu") == gpu]
     if not rows:
         return empty(out_dir, "timeline", "The run over time", manifest)
     t0 = rows[0]["t_start_s"]
@@ -262,9 +266,9 @@ def roofline(summary, samples, manifest, out_dir):
         x, y = max(flops / nbytes, 1e-2), max(tf, floor)
         color = C["work"] if flops else "#999"
         ax.scatter([x], [y], s=30, color=color, zorder=3)
-        ax.annotate(f"{r['scenario']}: util {fmt_value('gpu_util_pct', r.get('gpu_util_pct'))}", (x, y),
+        ax.annotate(f"{row_label(r)}: util {fmt_value('gpu_util_pct', r.get('gpu_util_pct'))}", (x, y),
                     fontsize=7, xytext=(6, 6 - 10 * (k % 3)), textcoords="offset points", annotation_clip=True)
-        notes[r["scenario"]] = {"intensity": flops / nbytes, "tflops": tf, "gpu_util_pct": r.get("gpu_util_pct")}
+        notes[row_label(r)] = {"intensity": flops / nbytes, "tflops": tf, "gpu_util_pct": r.get("gpu_util_pct")}
     ax.axhline(floor, color="#bbb", lw=0.6)
     ax.text(1.2e-2, floor * 1.25, "grey dots on this line: kernels that do no arithmetic (0 FLOP/s, intensity 0)",
             fontsize=7, color="#777")
@@ -329,11 +333,11 @@ def _compare_row(axrow, rows, baselines, notes, measured):
         for b, v, r in zip(bars, vals, rows):
             ax.text(b.get_x() + b.get_width() / 2, b.get_height(), f"{v:.4g}" if finite(v) else "n/a",
                     ha="center", va="bottom", fontsize=8)
-            notes.setdefault(r["scenario"], {})[col] = r.get(col)
+            notes.setdefault(row_label(r), {})[col] = r.get(col)
         if col == "gbps" and measured.get("dram") and rows[0].get("bound") == "dram":
             ax.axhline(measured["dram"] / 1e9, color="#444", ls="--", lw=1)
             ax.text(0, measured["dram"] / 1e9, "measured copy peak", fontsize=7, va="bottom")
-        ax.set_xticks(range(len(rows)), [r["scenario"] for r in rows], rotation=25, ha="right", fontsize=7.5)
+        ax.set_xticks(range(len(rows)), [row_label(r) for r in rows], rotation=25, ha="right", fontsize=7.5)
         ax.set_title(title, fontsize=9)
     axrow[0].set_ylabel(f"{rows[0]['family']}\n(red: baseline)", fontsize=9)
 
@@ -345,12 +349,20 @@ class Figure:
     draw: Callable
 
 
+def ranks(summary, samples, manifest, out_dir):
+    from gpubench.rankplot import draw  # the figure of runs under torchrun, in a file of its own
+
+    return draw(summary, samples, manifest, out_dir)
+
+
 FIGURES = (
     Figure("headline", "What nvidia-smi said, against the work done", headline),
     Figure("ladder", "Which metric each kernel fools", ladder),
     Figure("timeline", "The whole run over time", timeline),
     Figure("roofline", "Each kernel against this GPU's roofs", roofline),
     Figure("compare", "Implementations against their baselines", compare),
+    Figure("ranks", "Under torchrun: each rank's GPU-Util, SM activity and power, and its arrival at the collective",
+           ranks),
 )
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from gpubench.metrics import BY_COLUMN, GPU_UTIL_MEANING, TABLE, finite, fmt, fmt_value
 from gpubench.plots import FIGURES, plot_run
+from gpubench.summary import row_label
 
 UNIT_NAMES = {"bf16_tensor": "bf16", "fp16_tensor": "fp16", "fp32": "FP32"}
 
@@ -89,6 +90,17 @@ def _peaks_text(manifest) -> str:
             "divide by the datasheet; the `_measured_pct` columns of summary.csv divide by the measured peaks.")
 
 
+def _ranks_text(d: dict) -> str:
+    """Who ran where, in a run under torchrun."""
+    ranks = d.get("ranks") or []
+    nodes = sorted({r["node"] for r in ranks})
+    each = "; ".join(f"rank {r['rank']} on {r['node']}: GPU {r['gpu']['nvml_index']} ({r['gpu']['uuid']})"
+                     for r in ranks)
+    return (f"Run under torchrun: {d.get('world_size')} ranks on {len(nodes)} node(s), one GPU each ({each}). "
+            f"Each scenario ran on every rank at once; one process per node sampled that node's GPUs. "
+            f"Sample and window {d.get('clock', '')}.")
+
+
 def blocks(manifest, summary, figures_present) -> list[tuple]:
     gpu, versions = manifest.get("gpu", {}), manifest.get("versions", {})
     out = [("h1", f"gpubench report: {gpu.get('name', 'unknown GPU')}")]
@@ -100,6 +112,8 @@ def blocks(manifest, summary, figures_present) -> list[tuple]:
     sources = manifest.get("sources", {})
     out.append(("p", f"Metric sources used: {', '.join(sources.get('used', [])) or 'none'}. " + " ".join(
         f"{name} not used: {why}." for name, why in sources.get("unavailable", {}).items())))
+    if manifest.get("distributed"):
+        out.append(("p", _ranks_text(manifest["distributed"])))
     for w in manifest.get("warnings", []) + manifest.get("errors", []) + manifest.get("read_notes", []):
         out.append(("p", f"Note: {w}"))
     out.append(("h2", "Summary"))
@@ -108,7 +122,7 @@ def blocks(manifest, summary, figures_present) -> list[tuple]:
                      "read once, each output written once); the ground truth is MFU for arithmetic, MBU for "
                      "memory-bound kernels and the link share for host-to-device copies."))
     head = ["scenario"] + [BY_COLUMN[c].header for c in TABLE] + ["kernel ms (p10–p90)"]
-    rows = [[r["scenario"]] + [fmt_value(c, r.get(c)) for c in TABLE] + [_kernel_ms(r)] for r in summary]
+    rows = [[row_label(r)] + [fmt_value(c, r.get(c)) for c in TABLE] + [_kernel_ms(r)] for r in summary]
     out.append(("table", head, rows))
     out.append(("h2", "Figures"))
     for figure in FIGURES:
@@ -116,7 +130,7 @@ def blocks(manifest, summary, figures_present) -> list[tuple]:
             out.append(("img", f"figures/{figure.name}.png", figure.caption))
     out.append(("h2", "Scenario by scenario"))
     for r in summary:
-        out.append(("h3", r["scenario"]))
+        out.append(("h3", row_label(r)))
         out.append(("p", story(r, manifest)))
     out.append(("h2", "The metrics, and where to find them in DCGM"))
     out.append(("p", f"GPU-Util (DCGM field 203) is the {GPU_UTIL_MEANING}. Add SM active (1002) and SM occupancy "

@@ -3,7 +3,7 @@ summary.csv and summary.json.
 
 A sample row covers an interval: `t_start_s` to `t_end_s` on the monotonic clock (the interval its
 GPM and DCGM values average over), `t_wall` the wall time at its end, the GPU (NVML index and UUID)
-and the phase that ran for most of the interval.
+and the phase that ran for most of the interval. A run under torchrun adds the rank using the GPU.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from pathlib import Path
 from gpubench.metrics import COLUMNS
 
 SAMPLE_KEYS = ("t_start_s", "t_end_s", "t_wall", "gpu", "uuid", "phase")
+# Runs under torchrun: the rank using each GPU (empty for a GPU that --all-gpus samples but no rank uses).
+RANKED_SAMPLE_KEYS = SAMPLE_KEYS[:4] + ("rank",) + SAMPLE_KEYS[4:]
 TIME_KEYS = frozenset({"t_start_s", "t_end_s", "t_wall", "t_start", "t_end"})
 FLOAT_KEYS = frozenset(COLUMNS) | {"t_start_s", "t_end_s", "t_wall"}
 INT_KEYS = frozenset({"gpu", "rank"})
@@ -144,6 +146,8 @@ def _sample(raw: dict) -> dict:
             raise ValueError("the row has too few or too many fields")
         if key in FLOAT_KEYS:
             row[key] = float(text) if text != "" else math.nan
+        elif key == "rank" and text == "":
+            row[key] = None  # a GPU that --all-gpus sampled and no rank used
         elif key in INT_KEYS:
             row[key] = int(text)
         else:

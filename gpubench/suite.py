@@ -26,6 +26,7 @@ class Scenario:
     sizes: dict = field(default_factory=dict, hash=False)  # overrides of the family's SIZES
     default: bool = True  # in the default suite
     baseline: str | None = None  # the scenario figures and prose compare this one against
+    distributed: bool = False  # needs several processes, one GPU each, under torchrun
 
     def module(self):
         return importlib.import_module(f"gpubench.kernels.{self.family}")
@@ -66,6 +67,18 @@ SCENARIOS: list[Scenario] = [
       "Tiny one-element kernels back to back: the host's launch rate, not the GPU, sets the pace."),
     S("fill-triton", "fill", "triton", "A write-only kernel: 100% busy, half a copy's traffic, no math.",
       default=False),
+    S("allreduce-1gib", "allreduce", "nccl",
+      "NCCL all-reduce of 1 GiB of bf16 over the ranks: busbw against NVLink while a few SMs move the data.",
+      {"size_bytes": 2**30}, default=False, distributed=True),
+    S("allreduce-8kib", "allreduce", "nccl",
+      "An 8 KiB all-reduce: latency-bound, busbw far below the links however busy GPU-Util reads.",
+      {"size_bytes": 2**13}, default=False, distributed=True),
+    S("straggler", "straggler", "torch",
+      "A bf16 GEMM step then an all-reduce; one rank sleeps 10 ms a step: who waits, and who is late.",
+      default=False, distributed=True),
+    S("straggler-hang", "straggler", "torch",
+      "One rank sleeps 1.5 s a step: the others wait inside the all-reduce, the signature of a hung job.",
+      {"delay_ms": 1500.0, "gemms": 1}, default=False, distributed=True),
 ]
 BY_NAME = {s.name: s for s in SCENARIOS}
 
@@ -74,10 +87,11 @@ class UnknownScenario(ValueError):
     pass
 
 
-def select(patterns: list[str] | None) -> list[Scenario]:
-    """Scenarios by name or glob (spin-*), in suite order; no patterns means the default suite."""
+def select(patterns: list[str] | None, distributed: bool = False) -> list[Scenario]:
+    """Scenarios by name or glob (spin-*), in suite order; no patterns means the default suite, and
+    under torchrun (`distributed`) the distributed scenarios too."""
     if not patterns:
-        return [s for s in SCENARIOS if s.default]
+        return [s for s in SCENARIOS if s.default or (distributed and s.distributed)]
     chosen = set()
     for pattern in patterns:
         hits = [s.name for s in SCENARIOS if fnmatch.fnmatchcase(s.name, pattern)]
@@ -85,3 +99,10 @@ def select(patterns: list[str] | None) -> list[Scenario]:
             raise UnknownScenario(f"no scenario matches {pattern!r}; valid names: {', '.join(BY_NAME)}")
         chosen.update(hits)
     return [s for s in SCENARIOS if s.name in chosen]
+
+
+def torchrun_hint(scenarios: list[Scenario]) -> str:
+    """One sentence: which scenarios need torchrun, and the command that launches them."""
+    names = [s.name for s in scenarios]
+    return (f"{', '.join(names)} {'needs' if len(names) == 1 else 'need'} several GPUs, one process each: "
+            f"launch with `torchrun --nproc-per-node=2 -m gpubench run {' '.join(names)}`")

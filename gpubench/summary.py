@@ -14,6 +14,13 @@ from gpubench.timing import quantile
 TRIM_S = 0.5
 
 
+def row_label(row: dict) -> str:
+    """A summary row's name: its scenario, and its rank in a run under torchrun."""
+    rank = row.get("rank")
+    ranked = isinstance(rank, int) and not isinstance(rank, bool)
+    return f"{row['scenario']} · rank {rank}" if ranked else row["scenario"]
+
+
 def metric_stats(rows: list[dict], columns) -> dict:
     """median, p10, p90 of each column over rows; NaN where no finite value exists."""
     out = {}
@@ -41,7 +48,7 @@ def derive(result: dict, peaks: dict) -> dict:
     """Achieved rates and fractions of peak from a window's timing and work model.
 
     peaks: {"datasheet": {...} | None, "measured": {...} | None} with bf16_tensor / fp16_tensor / fp32
-    FLOP/s, dram and link bytes/s. A fraction whose peak or whose bound does not apply is NaN.
+    FLOP/s, dram, link and nvlink bytes/s. A fraction whose peak or whose bound does not apply is NaN.
     """
     nan = math.nan
     ms = result.get("kernel_ms", nan)
@@ -58,6 +65,10 @@ def derive(result: dict, peaks: dict) -> dict:
     traffic = per_s(result.get("traffic_per_call", nan))
     bound = result.get("bound")
     unit = result.get("unit") or None
+    # A collective as nccl-tests measures it (NVIDIA/nccl-tests doc/PERFORMANCE.md): algbw = size / time,
+    # busbw = algbw x the collective's factor (2(n-1)/n for all-reduce), comparable with the links' rate.
+    coll = bound == "interconnect"
+    busbw = link * result.get("bus_factor", nan) if coll else nan
     return {
         "tflops": flops / 1e12,
         "gbps": nbytes / 1e9,
@@ -68,6 +79,9 @@ def derive(result: dict, peaks: dict) -> dict:
         "mbu_pct": frac(nbytes, "dram" if bound == "dram" else None, "datasheet"),
         "mbu_measured_pct": frac(nbytes, "dram" if bound == "dram" else None, "measured"),
         "link_pct": frac(link, "link" if bound == "link" else None, "datasheet"),
+        "algbw_gbps": link / 1e9 if coll else nan,
+        "busbw_gbps": busbw / 1e9,
+        "nvlink_pct": frac(busbw, "nvlink" if coll else None, "datasheet"),
     }
 
 

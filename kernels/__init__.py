@@ -1,4 +1,5 @@
-"""The suite's kernels, one file per family (copy, h2d, spin, softmax, gemm, launch, fill, idle).
+"""The suite's kernels, one file per family (copy, h2d, spin, softmax, gemm, launch, fill, idle, and under
+torchrun allreduce and straggler).
 
 Each file holds, in order: the kernels (Triton and CuPy side by side), host wrappers that check
 shapes, allocate and launch, and the family's contract: IMPLS, SIZES (the default axes), STORY (the

@@ -19,7 +19,8 @@ class Work:
     `bytes` are the useful bytes: each input read once and each output written once, the least any
     implementation must move (a copy of N bytes counts 2N). `traffic` is what this implementation
     really moves through device memory where that is known (the naive softmax's five passes), else None.
-    `link_bytes` cross the host link (PCIe) instead of device memory.
+    `link_bytes` cross the host link (PCIe) instead of device memory; for a collective (bound
+    "interconnect") they are the message size per rank, the bytes nccl-tests' algbw divides by time.
     """
 
     flops: float
@@ -29,8 +30,9 @@ class Work:
 
 
 # Which ground truth tells what a kernel achieved: its FLOP/s against the compute peak (MFU), its useful
-# bytes/s against DRAM bandwidth (MBU), its bytes/s against the host link (link_pct), or none at all.
-BOUNDS = ("compute", "dram", "link", "none")
+# bytes/s against DRAM bandwidth (MBU), its bytes/s against the host link (link_pct), a collective's bus
+# bandwidth against the GPU's NVLinks (nvlink_pct), or none at all.
+BOUNDS = ("compute", "dram", "link", "interconnect", "none")
 
 
 @dataclass
@@ -52,6 +54,7 @@ class Prepared:
     calls_per_timing: int | None = None  # None: the runner sizes timed groups to ~20 ms
     info: dict = field(default_factory=dict)
     sizes: dict = field(default_factory=dict)  # the sizes as prepared, for the summary's text
+    arrivals: list[float] | None = None  # collectives: when each call reached it (host monotonic s), appended by run()
 
     def __post_init__(self):
         if self.bound not in BOUNDS:

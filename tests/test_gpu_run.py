@@ -40,3 +40,31 @@ def test_the_sampled_gpu_is_the_gpu_that_runs_the_kernels(tmp_path):
     assert manifest["gpu"]["nvml_index"] == last and manifest["gpu"]["cuda_index"] == 0
     assert summary[0]["gpu"] == last
     assert summary[0]["gpu_util_pct"] >= 90 and summary[0]["sm_active_pct"] >= 50
+
+
+def test_two_ranks_under_torchrun_measure_the_collective_and_name_the_straggler(tmp_path):
+    """Two GPUs, one rank each: the all-reduce checked and reported as nccl-tests does, the straggler found."""
+    import torch
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    out = tmp_path / "dist"
+    env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1")
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "-m", "gpubench", "run",
+                        "allreduce-8kib", "straggler", "--duration", "2", "--gap", "0.5", "--no-peaks", "--no-smi",
+                        "--out", str(out)], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-4000:]
+    manifest, samples, summary = load_run(out)
+    rows = {(s["scenario"], s["rank"]): s for s in summary}
+    assert set(rows) == {("allreduce-8kib", 0), ("allreduce-8kib", 1), ("straggler", 0), ("straggler", 1)}
+    ranks = manifest["distributed"]["ranks"]
+    assert len({x["gpu"]["uuid"] for x in ranks}) == 2 and {s["rank"] for s in samples} == {0, 1}
+    for x in ranks:  # each rank's rows are its own GPU's
+        assert {s["uuid"] for s in samples if s["rank"] == x["rank"]} == {x["gpu"]["uuid"]}
+    ar = rows[("allreduce-8kib", 0)]
+    assert ar["check"] == "exact" and ar["world_size"] == 2
+    assert ar["busbw_gbps"] == pytest.approx(8192 / (ar["kernel_ms"] / 1e3) / 1e9 * 2 * (2 - 1) / 2)
+    late, waiting = rows[("straggler", 1)], rows[("straggler", 0)]
+    assert late["straggler_rank"] == 1 == late["slow_rank"]
+    assert 5 < late["arrival_delay_ms"] < 40 and waiting["arrival_delay_ms"] < 2
+    assert abs(late["kernel_ms"] - waiting["kernel_ms"]) / waiting["kernel_ms"] < 0.1
