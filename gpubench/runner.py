@@ -66,6 +66,7 @@ def run_suite(opts: RunOptions, backend, reporter: Reporter, clock=time.monotoni
         rec.manifest.update(gpu=info, versions=backend.versions(), peaks=peaks,
                             families={sc.family: {"story": sc.module().STORY} for sc in opts.scenarios})
         rec.manifest["options"].update(duration_s=opts.duration_s, gap_s=opts.gap_s)
+        rec.write_manifest()  # a run killed outright still says which GPU it ran on, and its stories
         if others:
             rec.warn(f"other processes are using GPU {gpu.nvml_index} (PIDs {', '.join(map(str, others))}): "
                      "their work shows up in every metric")
