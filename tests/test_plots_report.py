@@ -119,7 +119,8 @@ def test_stories_come_from_the_family_and_skip_facts_a_row_lacks(tmp_path):
 def test_a_partial_run_is_plotted_and_reported_as_partial(tmp_path):
     run_dir = make_run(tmp_path / "partial", completed=False)
     assert main(["report", str(run_dir)]) == 0
-    assert "this is a partial run" in (run_dir / "report.md").read_text()
+    assert "**a partial run**: it was interrupted before it finished" in (run_dir / "report.md").read_text()
+    assert "<strong>a partial run</strong>" in (run_dir / "report.html").read_text()
 
 
 def test_plot_refuses_a_directory_that_is_not_a_run(tmp_path, capsys):
@@ -127,3 +128,11 @@ def test_plot_refuses_a_directory_that_is_not_a_run(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "not a gpubench run directory" in err and "Traceback" not in err
     assert not (tmp_path / "figures").exists()
+
+
+def test_percentages_in_the_stories_are_written_as_everywhere_else(tmp_path):
+    manifest, _, summary = load_run(make_run(tmp_path / "r"))
+    spin = dict(next(r for r in summary if r["scenario"] == "spin-1thread"), sm_active_pct=99.96,
+                sm_occupancy_pct=0.004)
+    text = story(spin, manifest)
+    assert "SM activity read 100% and occupancy <0.01%" in text, text
