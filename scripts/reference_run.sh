@@ -2,7 +2,7 @@
 # Regenerate the reference results on a GPU machine: the suite's run directory with its figures and
 # report, the kernel speed table, and a pytest-benchmark baseline. Run from the repository root.
 set -euo pipefail
-slug=$(python3 -c "from gpubench import nvml; from gpubench.results import slug; print(slug(nvml.device_info(0)['name']))")
+slug=$(python3 -c "from gpubench import nvml; from gpubench.rundir import slug; print(slug(nvml.device_info(0)['name']))")
 stamp=$(date +%Y%m%d-%H%M%S)
 run=results/$slug-$stamp
 gpubench run --out "$run"
