@@ -169,11 +169,26 @@ def _inline(text: str) -> str:
     return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", text)
 
 
+NUMBER = re.compile(r"n/a|[<\d][\d.,e+\-–()% ]*")
+
+
+def _table(head, rows) -> str:
+    """Columns of numbers right-aligned so their digits line up; columns of words left-aligned."""
+    numeric = [bool(rows) and all(NUMBER.fullmatch(str(r[i])) for r in rows) for i in range(len(head))]
+
+    def cell(tag, i, text):
+        return f"<{tag}{' class=num' if numeric[i] else ''}>{_inline(str(text))}</{tag}>"
+
+    body = "".join("<tr>" + "".join(cell("td", i, c) for i, c in enumerate(row)) + "</tr>" for row in rows)
+    return "<table><tr>" + "".join(cell("th", i, h) for i, h in enumerate(head)) + f"</tr>{body}</table>"
+
+
 def to_html(bl, figures_dir: Path) -> str:
     parts = ["<!doctype html><html><head><meta charset='utf-8'><title>gpubench report</title><style>"
              "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;line-height:1.45;color:#222}"
-             "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
-             "td:first-child,th:first-child{text-align:left;white-space:nowrap}td:last-child{white-space:nowrap}"
+             "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}"
+             ".num{text-align:right}"
+             "td:first-child{white-space:nowrap}"
              "img{max-width:100%}code{background:#f3f3f3}</style>"
              "</head><body>"]
     for b in bl:
@@ -187,9 +202,7 @@ def to_html(bl, figures_dir: Path) -> str:
             parts.append(f"<figure><img alt='{html.escape(b[2])}' src='data:image/png;base64,{data}'>"
                          f"<figcaption>{html.escape(b[2])}</figcaption></figure>")
         elif kind == "table":
-            head = "".join(f"<th>{_inline(h)}</th>" for h in b[1])
-            body = "".join("<tr>" + "".join(f"<td>{_inline(str(c))}</td>" for c in row) + "</tr>" for row in b[2])
-            parts.append(f"<table><tr>{head}</tr>{body}</table>")
+            parts.append(_table(b[1], b[2]))
     parts.append("</body></html>")
     return "\n".join(parts)
 

@@ -136,3 +136,12 @@ def test_percentages_in_the_stories_are_written_as_everywhere_else(tmp_path):
                 sm_occupancy_pct=0.004)
     text = story(spin, manifest)
     assert "SM activity read 100% and occupancy <0.01%" in text, text
+
+
+def test_html_tables_align_numbers_right_and_words_left(tmp_path):
+    from gpubench.report import blocks, to_html
+
+    manifest, _, summary = load_run(make_run(tmp_path / "r"))
+    page = to_html(blocks(manifest, summary, set()), tmp_path)
+    assert "<td class=num>100%</td>" in page and "<th class=num>MFU</th>" in page
+    assert "<td>share of cycles the FP32 pipe was busy</td>" in page and "<th>meaning</th>" in page

@@ -156,7 +156,6 @@ def test_out_leaves_the_run_untouched_and_can_be_written_again(run_dir, tmp_path
     out = tmp_path / "explore"
     assert main(["report", str(run_dir), "--out", str(out)]) == 0
     assert main(["report", str(run_dir), "--out", str(out)]) == 0  # its own files may be replaced
-    assert main(["plot", str(run_dir), "--out", str(out / "figures")]) == 0
     assert snapshot(run_dir) == before
     assert {p.name for p in (out / "figures").glob("*.png")} == {f"{f.name}.png" for f in plots.FIGURES}
     assert "figures/headline.png" in (out / "report.md").read_text()
