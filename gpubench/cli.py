@@ -9,6 +9,7 @@ import argparse
 import math
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 DESCRIPTION = """\
@@ -29,6 +30,7 @@ examples:
                                       several GPUs, one process each; rank 0 writes one run directory
   gpubench plot results/<run>         figures from a run directory (no GPU needed)
   gpubench report results/<run>       report.md and report.html from a run directory
+  gpubench report results/<run> --out /tmp/r   the same, leaving the run directory untouched
 """
 
 
@@ -123,10 +125,16 @@ def parser() -> argparse.ArgumentParser:
     add_watch_parser(sub)
     sub.add_parser("list", help="list the scenarios and what each one demonstrates")
     sub.add_parser("doctor", help="show the GPUs and which metric sources work here, and why not")
-    for name, what in (("plot", "write the figures of a run directory"),
-                       ("report", "write report.md and report.html for a run directory")):
-        s = sub.add_parser(name, help=what, description=what[0].upper() + what[1:] + "; needs no GPU.")
+    for name, what, where in (
+            ("plot", "write the figures of a run directory", "RUN_DIR/figures"),
+            ("report", "write report.md and report.html (figures embedded) for a run directory", "RUN_DIR")):
+        s = sub.add_parser(name, help=what, description=what[0].upper() + what[1:] + "; needs no GPU. A "
+                           "partial run (interrupted or killed) works too, and says so.")
         s.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+        s.add_argument("--out", type=Path, metavar="DIR",
+                       help=f"write into DIR instead of {where}, leaving the run directory untouched (for a "
+                            "committed or read-only run); DIR must be new, empty, or hold only gpubench's figures "
+                            "and reports")
     return p
 
 
@@ -193,12 +201,16 @@ def cmd_doctor(args) -> int:
     return code
 
 
+EXPLORE_DIR = Path(tempfile.gettempdir()) / "gpubench-report"
+
+
 def reference_hint() -> str:
     roots = [Path.cwd() / "results", Path(__file__).resolve().parents[1] / "results"]
     runs = sorted({m.parent for root in roots if root.is_dir() for m in root.glob("*/manifest.json")})
     if runs:
-        return f"to explore a recorded run without a GPU: gpubench report {runs[-1]} --out /tmp/gpubench-report"
-    return "to explore a recorded run without a GPU, use the reference runs under results/ in the gpubench repository"
+        return f"to explore a recorded run without a GPU: gpubench report {runs[-1]} --out {EXPLORE_DIR}"
+    return (f"to explore a recorded run without a GPU: gpubench report RUN_DIR --out {EXPLORE_DIR}, with a reference "
+            "run from results/ in the gpubench repository")
 
 
 def check_out(out: Path | None) -> None:
@@ -228,9 +240,11 @@ def gpu_for(args):
 def need_cuda_torch() -> None:
     import torch
 
+    from gpubench.hints import TORCH_HINT
+
     if not torch.cuda.is_available():
         raise UsageError(f"PyTorch cannot use the GPU (torch {torch.__version__}, CUDA {torch.version.cuda}); "
-                         "install a CUDA build of PyTorch that your driver supports")
+                         f"{TORCH_HINT}")
 
 
 def torchrun_launch():
@@ -304,24 +318,55 @@ def _load(run_dir: Path):
         return load_run(run_dir)
     except RunDirError as err:
         raise UsageError(str(err)) from None
+    except OSError as err:  # unreadable: permissions, a file vanished mid-read
+        raise UsageError(f"cannot read {err.filename or run_dir}: {err.strerror or err}") from None
+
+
+def output_dir(args, default: Path) -> Path:
+    """Where plot or report writes: --out DIR, or default inside the run directory; UsageError, before
+    anything is written, where that cannot work."""
+    from gpubench.plots import FIGURES
+    from gpubench.rundir import check_writable
+
+    if args.out is not None:
+        own = {"figures", "report.md", "report.html"} | {f"{f.name}.{x}" for f in FIGURES for x in ("png", "svg")}
+        if problem := check_writable(args.out, may_hold=own):
+            raise UsageError(f"cannot write to --out: {problem}")
+        return args.out
+    figures = args.run_dir / "figures"
+    if figures.exists() and not figures.is_dir():
+        raise UsageError(f"{figures} is a file, not a folder of figures: move it away, or write elsewhere with --out DIR")
+    if args.run_dir.is_dir() and (problem := check_writable(default, may_hold=None)):
+        raise UsageError(f"cannot write into the run directory: {problem}; write elsewhere with --out DIR")
+    return default
+
+
+def _written(args, write) -> int:
+    """Run write() -> paths and print them; a refusal of the disk (read-only, full) is one sentence."""
+    try:
+        paths = write()
+    except OSError as err:
+        hint = "" if args.out else "; write elsewhere with --out DIR"
+        raise UsageError(f"cannot write {err.filename or 'the output'}: {err.strerror or err}{hint}") from None
+    for path in paths:
+        print(path)
+    return 0
 
 
 def cmd_plot(args) -> int:
     from gpubench.plots import plot_run
 
     manifest, samples, summary = _load(args.run_dir)
-    for path in plot_run(args.run_dir, manifest, samples, summary):
-        print(path)
-    return 0
+    out = output_dir(args, args.run_dir / "figures")
+    return _written(args, lambda: plot_run(args.run_dir, manifest, samples, summary, out))
 
 
 def cmd_report(args) -> int:
     from gpubench.report import write_report
 
     manifest, samples, summary = _load(args.run_dir)
-    for path in write_report(args.run_dir, manifest, samples, summary):
-        print(path)
-    return 0
+    out = output_dir(args, args.run_dir)
+    return _written(args, lambda: write_report(args.run_dir, manifest, samples, summary, out))
 
 
 COMMANDS = {"run": cmd_run, "watch": cmd_watch, "list": cmd_list, "doctor": cmd_doctor, "plot": cmd_plot,

@@ -7,7 +7,7 @@ from importlib import metadata
 
 from gpubench import nvml
 from gpubench.backend import cupy_version
-from gpubench.hints import CUPY_HINT, TORCH_HINT
+from gpubench.hints import CUPY_HINT, TORCH_HINT, TRITON_HINT
 from gpubench.sources import SourceUnavailable, source_class
 from gpubench.sources.policy import profiling_order
 
@@ -44,7 +44,7 @@ def _triton() -> tuple[bool, str]:
     try:
         return True, f"Triton {metadata.version('triton')}"
     except metadata.PackageNotFoundError:
-        return False, "Triton is not installed (it has wheels for Linux only)"
+        return False, TRITON_HINT
 
 
 def source_status(name: str, gpus: list[int], why_no_gpu: str) -> str:

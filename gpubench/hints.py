@@ -1,7 +1,12 @@
-"""Install hints, in one place: this project is installed from its checkout (its distribution name is
-gpubench-ladder; the unrelated `gpubench` on PyPI is another project)."""
+"""Install hints, in one place. This project installs from its checkout (the folder with pyproject.toml);
+its distribution is named gpubench-ladder, because `gpubench` on PyPI is an unrelated project."""
 
 DIST = "gpubench-ladder"
-CUPY_HINT = ("install this project's CuPy extra from its checkout: pip install -e '.[cu13]' "
-             "(or '.[cu12]' on a CUDA 12 driver)")
-TORCH_HINT = "install a CUDA build of PyTorch that your driver supports (see the README's set-up)"
+CHECKOUT = "in this project's checkout"
+TORCH_INDEX = "https://download.pytorch.org/whl"
+CUPY_HINT = f"{CHECKOUT}, install its CuPy extra: pip install -e '.[cu13]' (or '.[cu12]' on a CUDA 12 driver)"
+TORCH_HINT = (f"install a CUDA build of PyTorch that the driver supports from PyTorch's index (pip install torch "
+              f"--index-url {TORCH_INDEX}/cu130, or {TORCH_INDEX}/cu128 on a CUDA 12 driver), then, {CHECKOUT}: "
+              "pip install -e '.[cu13]' (or '.[cu12]')")
+TRITON_HINT = (f"Triton is not installed: on Linux, pip install -e . {CHECKOUT} installs it; it has no wheels for "
+               "macOS or Windows, where gpubench can list, plot and report but not run")

@@ -18,7 +18,7 @@ class Metric:
     column: str
     label: str  # for legends and prose
     header: str  # short, for tables
-    fmt: str  # one value
+    fmt: str  # one value; a pattern ending in % is shown through pct(), alike for every percentage
     meaning: str
     dcgm_id: int | None = None  # DCGM field id, for users' DCGM / Prometheus dashboards
     dcgm_name: str | None = None
@@ -124,6 +124,16 @@ def fmt(value, pattern: str, missing: str = "n/a") -> str:
     return pattern.format(value) if finite(value) else missing
 
 
+def pct(value, missing: str = "n/a") -> str:
+    """A percentage with the digits its size needs, alike everywhere: 100%, 89%, 3.1%, 0.76%, <0.01%, 0%."""
+    if not finite(value):
+        return missing
+    if value == 0 or abs(value) >= 9.5:
+        return f"{value:.0f}%"
+    return f"{value:.2g}%" if abs(value) >= 0.01 else "<0.01%"
+
+
 def fmt_value(column: str, value, missing: str = "n/a") -> str:
-    """value formatted as the table says for its column."""
-    return fmt(value, BY_COLUMN[column].fmt, missing)
+    """value formatted as the table says for its column; every percentage column through pct()."""
+    pattern = BY_COLUMN[column].fmt
+    return pct(value, missing) if pattern.endswith("%") else fmt(value, pattern, missing)

@@ -14,17 +14,28 @@ import re
 import string
 from pathlib import Path
 
-from gpubench.metrics import BY_COLUMN, GPU_UTIL_MEANING, TABLE, finite, fmt, fmt_value
+from gpubench.metrics import BY_COLUMN, GPU_UTIL_MEANING, TABLE, finite, fmt, fmt_value, pct
 from gpubench.plots import FIGURES, plot_run
+from gpubench.rundir import partial
 from gpubench.summary import row_label
 
 UNIT_NAMES = {"bf16_tensor": "bf16", "fp16_tensor": "fp16", "fp32": "FP32"}
 
 
+class _Percent(float):
+    """A percentage in a sentence: written as pct() writes it everywhere, whatever the sentence's format."""
+
+
 class _Filler(string.Formatter):
+    def get_value(self, key, args, kwargs):
+        value = super().get_value(key, args, kwargs)
+        return _Percent(value) if isinstance(key, str) and key.endswith("_pct") and finite(value) else value
+
     def format_field(self, value, spec):
         if value is None or (isinstance(value, float) and not math.isfinite(value)):
             return "n/a"
+        if isinstance(value, _Percent):
+            return pct(value).rstrip("%")  # the sentence writes the % sign itself
         return format(value, spec)
 
 
@@ -101,10 +112,12 @@ def _ranks_text(d: dict) -> str:
             f"Sample and window {d.get('clock', '')}.")
 
 
-def blocks(manifest, summary, figures_present) -> list[tuple]:
+def blocks(manifest, summary, figures_present, figures_empty: dict | None = None) -> list[tuple]:
+    """The report as blocks; figures_empty names the figures that had nothing to draw, and why."""
     gpu, versions = manifest.get("gpu", {}), manifest.get("versions", {})
     out = [("h1", f"gpubench report: {gpu.get('name', 'unknown GPU')}")]
-    status = "completed" if manifest.get("completed") else f"incomplete: {manifest.get('status')}, this is a partial run"
+    why = partial(manifest)
+    status = f"**a partial run**: it {why}, so it holds only what was recorded until then" if why else "completed"
     out.append(("p", f"Run of {manifest.get('start_wall', '?')}, {status}. {gpu.get('sm_count', '?')} SMs, "
                      f"{fmt((gpu.get('memory_mib') or math.nan) / 1024, '{:.0f}')} GiB, driver {gpu.get('driver', '?')}, "
                      f"CUDA {gpu.get('cuda_driver', '?')}. " + ", ".join(f"{k} {v}" for k, v in versions.items() if v) + "."))
@@ -123,11 +136,14 @@ def blocks(manifest, summary, figures_present) -> list[tuple]:
                      "memory-bound kernels and the link share for host-to-device copies."))
     head = ["scenario"] + [BY_COLUMN[c].header for c in TABLE] + ["kernel ms (p10–p90)"]
     rows = [[row_label(r)] + [fmt_value(c, r.get(c)) for c in TABLE] + [_kernel_ms(r)] for r in summary]
-    out.append(("table", head, rows))
+    out.append(("table", head, rows) if rows else ("p", "No scenario was summarized in this run."))
     out.append(("h2", "Figures"))
     for figure in FIGURES:
         if figure.name in figures_present:
             out.append(("img", f"figures/{figure.name}.png", figure.caption))
+    for why in sorted(set((figures_empty or {}).values())):
+        names = ", ".join(n for n, w in figures_empty.items() if w == why)
+        out.append(("p", f"Not drawn for this run ({why}): {names}."))
     out.append(("h2", "Scenario by scenario"))
     for r in summary:
         out.append(("h3", row_label(r)))
@@ -162,15 +178,32 @@ def to_markdown(bl) -> str:
 
 
 def _inline(text: str) -> str:
-    """Escape for HTML, with `code` spans as <code>."""
-    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+    """Escape for HTML, with `code` spans as <code> and **strong** as <strong>, as Markdown shows them."""
+    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+    return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", text)
+
+
+NUMBER = re.compile(r"n/a|[<\d][\d.,e+\-–()% ]*")
+
+
+def _table(head, rows) -> str:
+    """Columns of numbers right-aligned so their digits line up; columns of words left-aligned."""
+    numeric = [bool(rows) and all(NUMBER.fullmatch(str(r[i])) for r in rows) for i in range(len(head))]
+
+    def cell(tag, i, text):
+        return f"<{tag}{' class=num' if numeric[i] else ''}>{_inline(str(text))}</{tag}>"
+
+    body = "".join("<tr>" + "".join(cell("td", i, c) for i, c in enumerate(row)) + "</tr>" for row in rows)
+    return "<table><tr>" + "".join(cell("th", i, h) for i, h in enumerate(head)) + f"</tr>{body}</table>"
 
 
 def to_html(bl, figures_dir: Path) -> str:
     parts = ["<!doctype html><html><head><meta charset='utf-8'><title>gpubench report</title><style>"
              "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;line-height:1.45;color:#222}"
-             "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
-             "td:first-child,th:first-child{text-align:left}img{max-width:100%}code{background:#f3f3f3}</style>"
+             "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}"
+             ".num{text-align:right}"
+             "td:first-child{white-space:nowrap}"
+             "img{max-width:100%}code{background:#f3f3f3}</style>"
              "</head><body>"]
     for b in bl:
         kind = b[0]
@@ -183,24 +216,30 @@ def to_html(bl, figures_dir: Path) -> str:
             parts.append(f"<figure><img alt='{html.escape(b[2])}' src='data:image/png;base64,{data}'>"
                          f"<figcaption>{html.escape(b[2])}</figcaption></figure>")
         elif kind == "table":
-            head = "".join(f"<th>{_inline(h)}</th>" for h in b[1])
-            body = "".join("<tr>" + "".join(f"<td>{_inline(str(c))}</td>" for c in row) + "</tr>" for row in b[2])
-            parts.append(f"<table><tr>{head}</tr>{body}</table>")
+            parts.append(_table(b[1], b[2]))
     parts.append("</body></html>")
     return "\n".join(parts)
 
 
 def write_report(run_dir, manifest, samples, summary, out_dir=None) -> list[Path]:
-    """report.md and report.html into out_dir (default the run directory), figures beside them."""
+    """report.md and report.html into out_dir (default the run directory), the figures drawn anew beside them
+    (an unchanged run gives the same bytes); a figure with nothing to draw is named, not shown."""
     out = Path(out_dir) if out_dir is not None else Path(run_dir)
     figures_dir = out / "figures"
-    if not all((figures_dir / f"{f.name}.png").is_file() for f in FIGURES):
-        plot_run(run_dir, manifest, samples, summary, figures_dir)
-    present = {f.name for f in FIGURES if (figures_dir / f"{f.name}.png").is_file()}
-    bl = blocks(manifest, summary, present)
+    notes: dict = {}
+    plot_run(run_dir, manifest, samples, summary, figures_dir, notes=notes)  # the figures shown match the data
+    empty = {name: n["empty"] for name, n in notes.items() if isinstance(n, dict) and n.get("empty")}
+    present = {f.name for f in FIGURES if (figures_dir / f"{f.name}.png").is_file()} - set(empty)
+    bl = blocks(manifest, summary, present, empty)
     md, page = out / "report.md", out / "report.html"
-    for path, text in ((md, to_markdown(bl)), (page, to_html(bl, figures_dir))):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
+    staged = []
+    try:  # both written in full before either replaces the old one
+        for path, text in ((md, to_markdown(bl)), (page, to_html(bl, figures_dir))):
+            staged.append((path.with_name(f".{path.name}.tmp"), path))
+            staged[-1][0].write_text(text)
+        for tmp, path in staged:
+            tmp.replace(path)
+    finally:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
     return [md, page]

@@ -16,7 +16,7 @@ import re
 import time
 from pathlib import Path
 
-from gpubench.metrics import COLUMNS
+from gpubench.metrics import BY_COLUMN, COLUMNS
 
 SAMPLE_KEYS = ("t_start_s", "t_end_s", "t_wall", "gpu", "uuid", "phase")
 # Runs under torchrun: the rank using each GPU (empty for a GPU that --all-gpus samples but no rank uses).
@@ -24,6 +24,11 @@ RANKED_SAMPLE_KEYS = SAMPLE_KEYS[:4] + ("rank",) + SAMPLE_KEYS[4:]
 TIME_KEYS = frozenset({"t_start_s", "t_end_s", "t_wall", "t_start", "t_end"})
 FLOAT_KEYS = frozenset(COLUMNS) | {"t_start_s", "t_end_s", "t_wall"}
 INT_KEYS = frozenset({"gpu", "rank"})
+NUMERIC_SUMMARY_KEYS = frozenset({"t_start", "t_end", "gpu", "n_samples", "n_timings", "n_calls",
+                                  "speedup_vs_baseline", "link_gbps"})
+
+
+SUMMARY_MISSING = "summary.csv is missing: the run ended before it was written"
 
 
 class RunDirError(ValueError):
@@ -41,8 +46,12 @@ def default_run_dir(gpu_name: str, root: str | Path = "results", kind: str = "")
     return Path(root) / f"{prefix}{slug(gpu_name)}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def check_writable(path: Path) -> str | None:
-    """None if a run directory can be made at path, else why not (one sentence)."""
+def check_writable(path: Path, may_hold=()) -> str | None:
+    """None if a directory can be made (or written) at path, else why not (one sentence).
+
+    An existing directory must be empty or hold only entries named in may_hold (None: anything),
+    so that writing there never mixes with files that are not gpubench's.
+    """
     path = Path(path)
     resolved = path.resolve()
     if resolved.parts[1:2] in (("proc",), ("sys",), ("dev",)):
@@ -56,11 +65,25 @@ def check_writable(path: Path) -> str | None:
         return f"{path} exists and is not a directory"
     if probe != path and not probe.is_dir():
         return f"{probe} is a file, so {path} cannot be made under it"
-    if path.is_dir() and any(path.iterdir()):
-        return f"{path} already holds files; choose an empty or new directory"
+    if path.is_dir() and may_hold is not None:
+        foreign = sorted(p.name for p in path.iterdir() if p.name not in may_hold)
+        if foreign:
+            return f"{path} already holds files ({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}); " \
+                   "choose an empty or new directory"
     if not os.access(probe, os.W_OK | os.X_OK):
         return f"{probe} is not writable"
     return None
+
+
+def partial(manifest: dict) -> str | None:
+    """None for a completed run, else what happened to it, to follow "the run" or "it"."""
+    if manifest.get("completed") is True:
+        return None
+    status = manifest.get("status")
+    return {"interrupted": "was interrupted before it finished",
+            "failed": "failed before it finished",
+            "running": "did not finish (its manifest still says running: the process was killed, or still runs)",
+            }.get(status, f"did not complete (status {status!r})")
 
 
 class CsvSink:
@@ -158,36 +181,73 @@ def _sample(raw: dict) -> dict:
 def read_samples(path: str | Path, notes: list[str] | None = None) -> list[dict]:
     """samples.csv as dicts: metric columns as floats (empty cells NaN), the rest as written.
 
-    A torn last line (a crash mid-write) is skipped, with a note; a garbage row anywhere else is an
-    error naming the file and line.
+    Every row is written whole and flushed, so a last line without its newline was cut off by a crash:
+    it is skipped, with a note. A garbage row anywhere else is an error naming the file and line.
     """
     path = Path(path)
-    with open(path, newline="") as f:
-        text = f.read()
-    torn = bool(text) and not text.endswith("\n")
-    reader = csv.DictReader(text.splitlines())
-    rows, lines = [], text.count("\n") + (1 if torn else 0)
+    try:
+        with open(path, newline="") as f:
+            text = f.read()
+    except UnicodeDecodeError:
+        raise RunDirError(f"{path} is not text: it is not a samples file gpubench wrote") from None
+    lines = text.splitlines()
+    if text and not text.endswith("\n") and len(lines) > 1:
+        lines.pop()
+        if notes is not None:
+            notes.append(f"{path.name}: its last line was cut off mid-write (the run was killed) and is skipped")
+    reader = csv.DictReader(lines)
+    rows = []
     for raw in reader:
         try:
             rows.append(_sample(raw))
         except ValueError:
-            if torn and reader.line_num == lines:
-                if notes is not None:
-                    notes.append(f"{path.name}: the last line was cut off mid-write and is skipped")
-                continue
             raise RunDirError(f"{path} line {reader.line_num} is not a sample row") from None
     return rows
 
 
+def _numeric(key: str) -> bool:
+    """Summary columns that hold numbers (or nothing): metrics, their spread, times, work, counts."""
+    base = re.sub(r"_p(10|90)$", "", key)
+    return base in BY_COLUMN or base in NUMERIC_SUMMARY_KEYS or base.endswith(("_per_call", "_measured_pct"))
+
+
 def read_summary(path: Path) -> list[dict]:
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        rows = []
-        for raw in reader:
-            if None in raw or None in raw.values():
-                raise RunDirError(f"{path} line {reader.line_num} does not have the header's fields")
-            rows.append({k: _value(v) for k, v in raw.items()})
+    """summary.csv as dicts; a row with the wrong number of fields, or text where a number belongs, is an
+    error naming the file and line."""
+    try:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            rows = []
+            for raw in reader:
+                if None in raw or None in raw.values():
+                    raise RunDirError(f"{path} line {reader.line_num} does not have the header's fields")
+                row = {k: _value(v) for k, v in raw.items()}
+                bad = [k for k, v in row.items() if _numeric(k) and not isinstance(v, (int, float))]
+                if bad or not row.get("scenario"):
+                    raise RunDirError(f"{path} line {reader.line_num} is not a summary row "
+                                      f"({bad[0] + ' is not a number' if bad else 'it names no scenario'})")
+                rows.append(row)
+    except UnicodeDecodeError:
+        raise RunDirError(f"{path} is not text: it is not a summary gpubench wrote") from None
     return rows
+
+
+# Manifest entries that plot and report read, with the JSON type each must have where present.
+MANIFEST_TYPES = {"gpu": dict, "peaks": dict, "families": dict, "sources": dict, "options": dict,
+                  "versions": dict, "warnings": list, "errors": list, "completed": bool}
+
+
+def read_manifest(path: Path) -> dict:
+    try:
+        manifest = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise RunDirError(f"{path} is not valid JSON ({err})") from None
+    if not isinstance(manifest, dict):
+        raise RunDirError(f"{path} does not hold a gpubench manifest (a JSON object)")
+    for key, kind in MANIFEST_TYPES.items():
+        if manifest.get(key) is not None and not isinstance(manifest[key], kind):
+            raise RunDirError(f"{path} is damaged: its {key!r} is not a JSON {'object' if kind is dict else kind.__name__}")
+    return manifest
 
 
 def load_run(run_dir: str | Path) -> tuple[dict, list[dict], list[dict]]:
@@ -198,17 +258,12 @@ def load_run(run_dir: str | Path) -> tuple[dict, list[dict], list[dict]]:
     missing = [n for n in ("manifest.json", "samples.csv") if not (run_dir / n).is_file()]
     if missing:
         raise RunDirError(f"{run_dir} is not a gpubench run directory: {', '.join(missing)} missing")
-    try:
-        manifest = json.loads((run_dir / "manifest.json").read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise RunDirError(f"{run_dir / 'manifest.json'} is not valid JSON ({err})") from None
-    if not isinstance(manifest, dict):
-        raise RunDirError(f"{run_dir / 'manifest.json'} does not hold a gpubench manifest")
+    manifest = read_manifest(run_dir / "manifest.json")
     notes: list[str] = []
     samples = read_samples(run_dir / "samples.csv", notes)
     summary_path = run_dir / "summary.csv"
     summary = read_summary(summary_path) if summary_path.is_file() else []
     if not summary_path.is_file():
-        notes.append("summary.csv is missing: the run ended before it was written")
+        notes.append(SUMMARY_MISSING)
     manifest.setdefault("read_notes", []).extend(notes)
     return manifest, samples, summary

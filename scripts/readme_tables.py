@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gpubench.metrics import BY_COLUMN, fmt_value  # noqa: E402
-from gpubench.plots import pct, work_fraction  # noqa: E402
+from gpubench.metrics import pct  # noqa: E402
+from gpubench.plots import work_fraction  # noqa: E402
 from gpubench.rundir import load_run  # noqa: E402
 
 MARK = re.compile(r"(<!-- gpubench:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /gpubench:(?P=name) -->)", re.S)

@@ -52,6 +52,7 @@ def test_globs_select_in_suite_order():
     (["run", "--duration", "nan"], "--duration: must be a finite number of seconds"),
     (["run", "--duration", "0.5"], "--duration must be longer than the 0.5 s"),
     (["run", "--out", "/proc/gpubench-run"], "lies under /proc, a kernel file system"),
+    (["run", "--out", "/sys/gpubench-run"], "lies under /sys, a kernel file system"),
 ])
 def test_bad_input_is_one_sentence_and_exit_2(args, message):
     r = run(*args)

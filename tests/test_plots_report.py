@@ -82,8 +82,7 @@ def test_missing_metrics_are_marked_unavailable_not_zero(tmp_path):
     assert {"sm_active_pct", "tensor_active_pct", "dram_active_pct"} <= set(tl["missing"])
     _, lad = plots.ladder(summary, samples, manifest, out)
     assert not any(plots.finite(m["sm_active_pct"]) for m in lad.values())
-    assert main(["plot", str(run_dir)]) == 0
-    assert main(["report", str(run_dir)]) == 0
+    assert main(["report", str(run_dir)]) == 0  # draws the figures too
     text = (run_dir / "report.md").read_text()
     assert "gpm not used: GPU 0 does not support NVML GPM" in text
     assert "SM activity read n/a" in text  # a metric the machine cannot give reads n/a, never 0
@@ -100,7 +99,9 @@ def test_report_has_every_scenario_and_no_nan_where_a_value_exists(run_dir):
         if plots.finite(row.get("gbps")) and row["gbps"] > 1:
             assert f"{row['gbps']:.4g}" in md  # the table shows the measured value
     assert "nan" not in md.lower().replace("nanosecond", "")
-    assert page.count("data:image/png;base64,") == len(plots.FIGURES)  # one file to share
+    drawn = [f.name for f in plots.FIGURES if f"figures/{f.name}.png" in md]
+    assert page.count("data:image/png;base64,") == len(drawn) >= 5  # figures embedded: one file to share
+    assert "ranks" not in drawn and "no scenarios of this kind in this run): ranks." in md
     assert "`" not in page and "<code>" in page
     assert "DCGM_FI_PROF_SM_ACTIVE" in md
 
@@ -119,7 +120,8 @@ def test_stories_come_from_the_family_and_skip_facts_a_row_lacks(tmp_path):
 def test_a_partial_run_is_plotted_and_reported_as_partial(tmp_path):
     run_dir = make_run(tmp_path / "partial", completed=False)
     assert main(["report", str(run_dir)]) == 0
-    assert "this is a partial run" in (run_dir / "report.md").read_text()
+    assert "**a partial run**: it was interrupted before it finished" in (run_dir / "report.md").read_text()
+    assert "<strong>a partial run</strong>" in (run_dir / "report.html").read_text()
 
 
 def test_plot_refuses_a_directory_that_is_not_a_run(tmp_path, capsys):
@@ -127,3 +129,20 @@ def test_plot_refuses_a_directory_that_is_not_a_run(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "not a gpubench run directory" in err and "Traceback" not in err
     assert not (tmp_path / "figures").exists()
+
+
+def test_percentages_in_the_stories_are_written_as_everywhere_else(tmp_path):
+    manifest, _, summary = load_run(make_run(tmp_path / "r"))
+    spin = dict(next(r for r in summary if r["scenario"] == "spin-1thread"), sm_active_pct=99.96,
+                sm_occupancy_pct=0.004)
+    text = story(spin, manifest)
+    assert "SM activity read 100% and occupancy <0.01%" in text, text
+
+
+def test_html_tables_align_numbers_right_and_words_left(tmp_path):
+    from gpubench.report import blocks, to_html
+
+    manifest, _, summary = load_run(make_run(tmp_path / "r"))
+    page = to_html(blocks(manifest, summary, set()), tmp_path)
+    assert "<td class=num>100%</td>" in page and "<th class=num>MFU</th>" in page
+    assert "<td>share of cycles the FP32 pipe was busy</td>" in page and "<th>meaning</th>" in page

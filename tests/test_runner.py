@@ -144,3 +144,16 @@ def test_baselines_give_speedups(tmp_path):
     by = {r["scenario"]: r for r in summary}
     assert by["fast"]["speedup_vs_baseline"] == pytest.approx(4.0)
     assert "speedup_vs_baseline" not in by["slow"]
+
+
+def test_the_manifest_on_disk_names_the_gpu_before_the_first_kernel_runs(tmp_path):
+    """A run killed outright (kill -9) keeps only what is on disk: the GPU, versions and stories."""
+    seen = {}
+
+    def check():
+        seen.update(json.loads((tmp_path / "run" / "manifest.json").read_text()))
+        return {}
+
+    run_suite(_opts(tmp_path, [scenario("a", check=check)], [FakeSource()]), FakeBackend(), Recorder())
+    assert seen["status"] == "running" and seen["gpu"]["name"] == GPU.name
+    assert seen["versions"] and "fake" in seen["families"]

@@ -1,0 +1,129 @@
+"""What a reader sees in each figure: no legend over the data, no label outside its axes, no text too
+small to read where the README shows it, every percentage formatted alike, and each mark explained."""
+
+import re
+
+import pytest
+
+from gpubench import plots
+from gpubench.metrics import pct
+from gpubench.rundir import load_run
+
+from synthetic import make_run
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """Each figure as drawn, by name, instead of being saved."""
+    drawn = {}
+
+    def keep(fig, out_dir, name):
+        fig.canvas.draw()
+        drawn[name] = fig
+        return []
+
+    monkeypatch.setattr(plots, "save", keep)
+    yield drawn
+    for fig in drawn.values():
+        plots.plt.close(fig)
+
+
+@pytest.fixture(params=[True, False], ids=["gpm", "no-gpm"])
+def run(request, tmp_path):
+    return load_run(make_run(tmp_path / "run", profiling=request.param))
+
+
+def draw_all(run, out):
+    manifest, samples, summary = run
+    return {f.name: f.draw(summary, samples, manifest, out)[1] for f in plots.FIGURES}
+
+
+def texts(fig):
+    for ax in fig.axes:
+        yield from ((ax, t) for t in ax.texts)
+    yield from ((None, t) for t in fig.texts)
+
+
+def test_no_legend_covers_an_axes_and_no_label_leaves_its_axes(run, figures, tmp_path):
+    draw_all(run, tmp_path)
+    for name, fig in figures.items():
+        boxes = [ax.get_window_extent() for ax in fig.axes if ax.axison or ax.texts]
+        legends = [ax.get_legend() for ax in fig.axes if ax.get_legend()] + fig.legends
+        for legend in legends:
+            lb = legend.get_window_extent()
+            assert not any(lb.overlaps(b) for b in boxes), f"{name}: a legend covers an axes"
+        for ax, t in texts(fig):
+            if ax is None or not t.get_text().strip():
+                continue
+            tb, ab = t.get_window_extent(), ax.get_window_extent()
+            assert tb.x0 >= ab.x0 - 2 and tb.x1 <= ab.x1 + 2 and tb.y0 >= ab.y0 - 2 and tb.y1 <= ab.y1 + 2, \
+                f"{name}: {t.get_text()!r} runs out of its axes"
+
+
+def test_text_is_readable_and_percentages_are_formatted_alike(run, figures, tmp_path):
+    draw_all(run, tmp_path)
+    for name, fig in figures.items():
+        for ax, t in texts(fig):
+            assert t.get_fontsize() >= 8, f"{name}: {t.get_text()!r} at {t.get_fontsize()} pt"
+            value = re.search(r"\d%|^[\d.<]+$", t.get_text())  # a percentage, or a number alone
+            if ax is not None and value and t.get_fontsize() < plots.VALUE_PT:
+                pytest.fail(f"{name}: value label {t.get_text()!r} smaller than {plots.VALUE_PT} pt")
+            for number in re.findall(r"(<?[\d.]+)%", t.get_text()):
+                if not number.startswith("<"):
+                    assert pct(float(number)) == f"{number}%", f"{name}: {number}% is not how pct() writes it"
+
+
+def test_headline_labels_say_which_ground_truth(run, figures, tmp_path):
+    notes = draw_all(run, tmp_path)["headline"]
+    labels = [t.get_text() for _, t in texts(figures["headline"]) if "%" in t.get_text()]
+    truths = [lab for lab in labels if lab.split()[0] in ("MFU", "MBU", "link")]
+    assert len(truths) == sum("work" in marks for marks in notes.values()) > 0
+    assert all(lab.split()[0] in ("MFU", "MBU", "link") or re.fullmatch(r"[\d.]+%", lab) for lab in labels)
+    assert any(lab.startswith("link 143%") for lab in labels)  # past the axis: drawn inside the bar
+
+
+def test_timeline_shows_nvml_over_nvidia_smi_and_names_every_phase(tmp_path, figures):
+    manifest, samples, summary = load_run(make_run(tmp_path / "run"))
+    for i, row in enumerate(samples):
+        row["smi_gpu_util_pct"] = row["gpu_util_pct"]
+        if i < 3:
+            row["phase"] = "peaks"
+    _, notes = plots.timeline(summary, samples, manifest, tmp_path)
+    assert notes["phases"][:2] == ["peak measurement", "idle"]
+    assert set(notes["phases"]) >= {r["scenario"] for r in summary}
+    lines = {line.get_label(): line for ax in figures["timeline"].axes for line in ax.get_lines()}
+    nvml, smi = lines[plots.LINE_LABELS["gpu_util_pct"]], lines[plots.LINE_LABELS["smi_gpu_util_pct"]]
+    assert nvml.get_zorder() > smi.get_zorder() and smi.get_linewidth() > 2 * nvml.get_linewidth()
+
+
+def test_roofline_explains_its_colours_and_its_kernels_without_arithmetic(run, figures, tmp_path):
+    notes = draw_all(run, tmp_path)["roofline"]
+    fig = figures["roofline"]
+    ax = fig.axes[0]
+    named = {t.get_text().split(":")[0] for t in ax.texts if ": util" in t.get_text()}
+    assert named == {"softmax-naive-torch", "softmax-fused", "gemm-torch"}  # each dot with FLOPs, named
+    box = next(t.get_text() for t in ax.texts if t.get_text().startswith("No arithmetic"))
+    assert "copy-triton: " in box and "MBU" in box  # zero FLOPs: listed, not placed at a made-up x
+    assert notes["copy-triton"]["intensity"] == 0 and "h2d-copy" not in notes
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any("judged by MFU" in t for t in legend) and any("judged by MBU" in t for t in legend)
+
+
+def test_compare_never_puts_host_link_bytes_on_a_dram_axis(tmp_path, figures):
+    manifest, samples, summary = load_run(make_run(tmp_path / "run"))
+    h2d = next(r for r in summary if r["bound"] == "link")
+    pinned = dict(h2d, scenario="h2d-pinned", baseline="h2d-copy", speedup_vs_baseline=1.0)
+    plots.compare([h2d, pinned], samples, manifest, tmp_path)
+    titles = [ax.get_title() for ax in figures["compare"].axes if ax.axison]
+    assert titles and not any("DRAM" in t for t in titles) and "host link GB/s" in titles
+
+
+def test_a_figure_without_data_says_so(tmp_path, figures):
+    manifest, samples, summary = load_run(make_run(tmp_path / "run"))
+    idle_only = [r for r in summary if r["bound"] == "none" and not plots.finite(r.get("kernel_ms"))]
+    for figure in plots.FIGURES:
+        if figure.name != "timeline":
+            _, notes = figure.draw(idle_only, samples, manifest, tmp_path)
+            assert notes == {"empty": plots.NO_DATA}
+    shown = [t.get_text() for t in figures["headline"].axes[0].texts]
+    assert shown == [plots.NO_DATA]
