@@ -422,7 +422,7 @@ def _compare_row(axrow, rows, baselines, notes, measured):
             notes.setdefault(row_label(r), {})[col] = r.get(col)
         if col == "gbps" and measured.get("dram"):
             ax.axhline(measured["dram"] / 1e9, color="#444", ls="--", lw=1)
-            ax.text(-0.4, measured["dram"] / 1e9, "measured copy peak", fontsize=8, va="top", ha="left")
+            ax.text(len(rows) - 0.6, measured["dram"] / 1e9, "copy peak", fontsize=8, va="bottom", ha="right")
         if known:
             ax.set_ylim(0, max(max(known), measured.get("dram", 0) / 1e9 if col == "gbps" else 0) * 1.2 or 1)
         else:
