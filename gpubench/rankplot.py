@@ -88,13 +88,18 @@ def _delay_panel(ax, rows, name, notes):
         color = STRAGGLER if finite(straggler) and r["rank"] == straggler else WAITING
         ax.bar(i, v, color=color, yerr=[[max(v - lo, 0)], [max(hi - v, 0)]] if finite(lo) and finite(hi) else None,
                capsize=3)
-        ax.text(i, v, f"{v:.3g} ms", ha="center", va="bottom", fontsize=7)
+        ax.text(i, v, _ms(v), ha="center", va="bottom", fontsize=9)
         notes["delays"][(name, int(r["rank"]))] = v
     notes["straggler"][name] = straggler if finite(straggler) else None
     ax.set_xticks(range(len(rows)), [f"rank {int(r['rank'])}" for r in rows], fontsize=7)
     ax.set_ylabel("arrival after the first rank, ms\n(median, p10-p90 bars)", fontsize=7)
     who = f"straggler: rank {int(straggler)} (red)" if finite(straggler) else "no straggler"
     ax.set_title(f"{name}: {who}", fontsize=8)
+
+
+def _ms(v: float) -> str:
+    """1500 ms, 10.1 ms, 0.25 ms: never an exponent on a figure."""
+    return f"{v:.0f} ms" if v >= 100 else f"{v:.3g} ms"
 
 
 def _finding(rows) -> str:
@@ -113,6 +118,6 @@ def _finding(rows) -> str:
             f"at {fmt(power, '{:.0f} W', 'n/a W')}")
     if late:
         worst = max(late, key=lambda r: r["arrival_delay_ms"])
-        text += (f"; rank {int(worst['rank'])} reached the all-reduce {worst['arrival_delay_ms']:.3g} ms late "
+        text += (f"; rank {int(worst['rank'])} reached the all-reduce {_ms(worst['arrival_delay_ms'])} late "
                  f"({worst['scenario']})")
     return text

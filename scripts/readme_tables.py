@@ -127,7 +127,85 @@ def kernels_table(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-SECTIONS = {"ladder": ladder_table, "peaks": peaks_table, "kernels": kernels_table}
+WATCH = [("healthy", "healthy: bf16, batch 16 × 1024", "(defaults)"), ("fp32", "FP32, no tensor cores", "`--fp32`"),
+         ("slow-loader", "slow data loader", "`--loader-sleep-ms 100`"),
+         ("tiny-batch", "tiny batch: 1 × 128", "`--batch 1 --seq 128`")]
+
+
+def watch_table(results: Path) -> str:
+    """The train phase of each watched configuration, with the example's FLOP count and the watch's cost."""
+    cols = ["gpu_util_pct", "sm_active_pct", "tensor_active_pct"]
+    lines = ["| configuration | example flags | GPU-Util | SM active | tensor active | steps/s | TFLOP/s | MFU | verdict |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    gpu = None
+    for name, what, flags in WATCH:
+        runs = sorted(results.glob(f"watch-{name}-*/manifest.json"))
+        if not runs:
+            continue
+        gpu = runs[-1].parent.name.removeprefix(f"watch-{name}-")
+        _, _, summary = load_run(runs[-1].parent)
+        train = next(r for r in summary if r.get("phase") == "train")
+        cells = [what, flags] + [fmt_value(c, train.get(c)) for c in cols] + [
+            f"{train['steps_per_s']:.1f}", f"{train['tflops']:.0f}", pct(train["mfu_pct"]), f"`{train['verdict_rules']}`"]
+        lines.append("| " + " | ".join(cells) + " |")
+    log = (results / "logs" / f"watch-{gpu}.log").read_text() if gpu else ""
+    flops = re.search(r"FLOPs per training step: (\S+) counted by gpubench.count_flops, (\S+) analytic.*?: (\S+)", log)
+    cost = re.search(r"watch overhead: (\S+) of steps/s", log)
+    if flops and cost:
+        lines += ["", f"On an {GPUS.get(gpu, gpu)}: one healthy step counts {float(flops.group(1)):.3g} FLOPs "
+                  f"({flops.group(3)} against the analytic {float(flops.group(2)):.3g}); watched, the healthy loop "
+                  f"ran {cost.group(1).lstrip('+')} slower in steps/s (three runs with and three without, interleaved; "
+                  f"[log](results/logs/watch-{gpu}.log))."]
+    return "\n".join(lines) + "\n"
+
+
+def dist_list(results: Path) -> str:
+    runs = sorted(results.glob("h200-x2-*/manifest.json"))
+    if not runs:
+        return "(no two-GPU run committed yet)\n"
+    run = runs[-1].parent
+    _, _, summary = load_run(run)
+    by = {(r["scenario"], r["rank"]): r for r in summary}
+    a, b, s0, s1 = (by[k] for k in [("allreduce-1gib", 0), ("allreduce-8kib", 0), ("straggler", 0), ("straggler", 1)])
+    h0, h1 = by[("straggler-hang", 0)], by[("straggler-hang", 1)]
+    u = lambda r, c="gpu_util_pct": fmt_value(c, r.get(c))  # noqa: E731
+    w = lambda r: f"{r['power_w_energy']:.0f} W"  # noqa: E731
+    return "\n".join([
+        f"On two H200s ([`{run.relative_to(results.parent)}`]({run.relative_to(results.parent)}), NVML: "
+        f"{a['nvlink_links']:.0f} active NVLinks, {a['nvlink_gbps']:.0f} GB/s per direction in all):", "",
+        f"- `allreduce-1gib`: {a['kernel_ms'] * 1e3:.0f} µs a call, busbw {a['busbw_gbps']:.0f} GB/s, "
+        f"{pct(a['nvlink_pct'])} of the NVLinks' rate; GPU-Util {u(a)} while SM active read {u(a, 'sm_active_pct')}.",
+        f"- `allreduce-8kib`: {b['kernel_ms'] * 1e3:.1f} µs a call, busbw {b['busbw_gbps']:.2f} GB/s; GPU-Util "
+        f"{u(b)} on rank 0 and {u(by[('allreduce-8kib', 1)])} on rank 1.",
+        f"- `straggler`: rank 1 reached the all-reduce {s1['arrival_delay_ms']:.1f} ms after rank 0 (median), "
+        f"and was named; rank 0 waited {s0['wait_ms']:.1f} ms a step and read {u(s0)} GPU-Util, "
+        f"{u(s0, 'sm_active_pct')} SM active and {w(s0)}, while the straggler's own GPU read {u(s1)}. Both "
+        f"ranks' steps took {s0['kernel_ms']:.2f} and {s1['kernel_ms']:.2f} ms: the step time cannot name it.",
+        f"- `straggler-hang`: the waiting GPU read {u(h0)} GPU-Util at {w(h0)}, against {w(h1)} on the "
+        f"sleeping rank's idle GPU: the hang signature.", ""])
+
+
+def baselines_text(results: Path) -> str:
+    out = []
+    for slug, name in GPUS.items():
+        path = results / "logs" / f"bench-baseline-{slug}.log"
+        if not path.is_file():
+            continue
+        log = path.read_text().split("== verdicts against the baseline")[-1]
+        rows = re.findall(r"^(test_\S+)\s+(\S+) ms ->\s+(\S+) ms\s+(\S+)%\s+noise\s+(\S+)%\s+(\w+)", log, re.M)
+        slow, rerun = rows[0], rows[1:]
+        same = [r for r in rerun if r[5] == "same"]
+        changes = [abs(float(r[3])) for r in rerun]
+        noise = [float(r[4]) for r in rerun]
+        out.append(f"On the {name}, the slow copy reads `slower` ({slow[1]} -> {slow[2]} ms, {slow[3]}%) and fails "
+                   f"the run; an unchanged rerun reads `same` for {len(same)} of {len(rerun)} benchmarks (changes "
+                   f"of {min(changes):.1f} to {max(changes):.1f}% against a noise of {min(noise):.1f} to "
+                   f"{max(noise):.1f}%; [log](results/logs/bench-baseline-{slug}.log)).")
+    return "\n".join(out) + "\n"
+
+
+SECTIONS = {"ladder": ladder_table, "peaks": peaks_table, "kernels": kernels_table, "watch": watch_table,
+            "dist": dist_list, "baselines": baselines_text}
 
 
 def render(readme: str, results: Path) -> str:
