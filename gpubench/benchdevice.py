@@ -40,7 +40,7 @@ class CudaDevice:
         info = backend.device_info(self.gpu)
         self.fingerprint = fingerprint(info)
         self.l2_bytes = int(round(info["l2_cache_mib"] * 2**20))
-        self.peaks = {"datasheet": peaks.datasheet_for(info["name"], info["memory_mib"]), "measured": None}
+        self.peaks = {"datasheet": peaks.sheet_for(info), "measured": None}
         self.versions = backend.versions()
         self._flush_buffer = None
         self._flush_ms = None

@@ -220,19 +220,26 @@ def check_out(out: Path | None) -> None:
         raise UsageError(f"cannot write the run to --out: {problem}")
 
 
-def gpu_for(args):
-    """The GPU that --device names, and the GPUs to sample; UsageError where there is none."""
+def require_gpu(command: str) -> None:
+    """UsageError, with the way to explore a recorded run instead, where NVML finds no driver."""
     from gpubench import nvml
-    from gpubench.backend import CudaBackend
 
     try:
         nvml.device_count()
     except nvml.GpuUnavailable as err:
-        raise UsageError(f"gpubench {args.command} needs an NVIDIA GPU: {err}; {reference_hint()}") from None
+        raise UsageError(f"gpubench {command} needs an NVIDIA GPU: {err}; {reference_hint()}") from None
+
+
+def gpu_for(args):
+    """The GPU that --device names, and the GPUs to sample; UsageError where there is none."""
+    from gpubench.backend import CudaBackend
+    from gpubench.gpus import CudaUnavailable
+
+    require_gpu(args.command)
     backend = CudaBackend()
     try:
         gpu, sampled = backend.resolve(args.device, args.all_gpus)
-    except IndexError as err:
+    except (IndexError, CudaUnavailable) as err:
         raise UsageError(f"--device {args.device}: {err}") from None
     return backend, gpu, sampled
 

@@ -13,9 +13,8 @@ import statistics
 from dataclasses import dataclass
 
 from gpubench.metrics import finite
-from gpubench.peaks import datasheet_for, link_peak, nvlink_peak
-from gpubench.runner import _conditions
-from gpubench.summary import metric_stats, summarize
+from gpubench.peaks import sheet_for
+from gpubench.summary import metric_stats, peak_conditions, summarize
 
 # A rank that reaches the collective at least this long after the first one, as a median over steps, is
 # the straggler; below it the differences are the host's own jitter.
@@ -121,13 +120,11 @@ def _step_spread(results: list[dict]) -> None:
 def rank_peaks(payload: dict, rows: list[dict]) -> dict:
     """A rank's peaks: its GPU's datasheet, host link and NVLinks, what it measured, and the conditions seen."""
     info, gpu = payload["info"], payload["gpu"]
-    sheet = {**(datasheet_for(info["name"], info.get("memory_mib")) or {}), **link_peak(info.get("pcie")),
-             **nvlink_peak(info.get("nvlink"))}
     clock = Clock(**payload["clock"])
     mine = [r for r in rows if r["uuid"] == gpu["uuid"]]
-    conditions = {k: _conditions(mine, gpu["nvml_index"], clock.to_root(a), clock.to_root(b))
+    conditions = {k: peak_conditions(mine, gpu["nvml_index"], clock.to_root(a), clock.to_root(b))
                   for k, (a, b) in (payload.get("peak_windows") or {}).items()}
-    return {"datasheet": sheet or None, "measured": payload.get("peaks"), "conditions": conditions}
+    return {"datasheet": sheet_for(info), "measured": payload.get("peaks"), "conditions": conditions}
 
 
 def summarize_ranks(rows: list[dict], results: list[dict], peaks: dict[int, dict], columns,

@@ -77,10 +77,7 @@ def measure_copy(nbytes: int = COPY_BYTES, on_window=None) -> float:
 
     src = torch.rand(nbytes // 4, device="cuda")
     dst = torch.empty_like(src)
-    try:
-        return _sustained(lambda: dst.copy_(src), 2.0 * nbytes, on_window, "dram")
-    finally:
-        del src, dst
+    return _sustained(lambda: dst.copy_(src), 2.0 * nbytes, on_window, "dram")  # freed on return
 
 
 def measure_matmul(dtype, n: int = MATMUL_SIZE, on_window=None, key: str = "") -> float:
@@ -91,10 +88,7 @@ def measure_matmul(dtype, n: int = MATMUL_SIZE, on_window=None, key: str = "") -
     a = torch.randn(n, n, device="cuda", generator=g).to(dtype)
     b = torch.randn(n, n, device="cuda", generator=g).to(dtype)
     c = torch.empty(n, n, device="cuda", dtype=dtype)
-    try:
-        return _sustained(lambda: torch.matmul(a, b, out=c), 2.0 * n**3, on_window, key)
-    finally:
-        del a, b, c
+    return _sustained(lambda: torch.matmul(a, b, out=c), 2.0 * n**3, on_window, key)  # freed on return
 
 
 def measure(on_window=None) -> dict:
@@ -122,3 +116,10 @@ def nvlink_peak(nvlink: dict | None) -> dict:
     """The NVLinks' summed rate per direction as NVML reports it (see nvml.nvlink), where it reports one."""
     bw = (nvlink or {}).get("bytes_per_s")
     return {"nvlink": bw} if bw else {}
+
+
+def sheet_for(info: dict) -> dict | None:
+    """Every spec peak of a GPU described by nvml.device_info: its datasheet (if known), host link, NVLinks."""
+    sheet = {**(datasheet_for(info.get("name", ""), info.get("memory_mib")) or {}),
+             **link_peak(info.get("pcie")), **nvlink_peak(info.get("nvlink"))}
+    return sheet or None

@@ -28,7 +28,6 @@ from gpubench.sampler import Sampler
 from gpubench.sources.policy import DEFAULT_INTERVAL_S, describe, open_given, open_sources
 from gpubench.summary import TRIM_S
 
-KEEP_ROWS = 10_000  # rows kept in memory for live use; everything is on disk
 
 
 class Reporter:
@@ -59,7 +58,7 @@ def _now_wall() -> str:
 class Recording:
     def __init__(self, out_dir: Path, gpus: list[Gpu], *, kind: str = "run", command: list[str] | None = None,
                  interval_s: float = DEFAULT_INTERVAL_S, profiling: str = "auto", smi: bool = True,
-                 sources=None, reporter: Reporter | None = None, clock=time.monotonic, keep_rows: int = KEEP_ROWS):
+                 sources=None, reporter: Reporter | None = None, clock=time.monotonic):
         self.out_dir = Path(out_dir)
         self.gpus = list(gpus)
         self.reporter = reporter or Reporter()
@@ -67,7 +66,6 @@ class Recording:
         self._options = {"kind": kind, "command": list(command if command is not None else sys.argv),
                          "interval_s": interval_s, "profiling": profiling, "smi": smi}
         self._given_sources = sources
-        self._keep_rows = keep_rows
         self._finishers: list[Callable[[list[dict]], None]] = []
         self._signals: dict = {}
         self.manifest: dict = {}
@@ -96,9 +94,11 @@ class Recording:
             self.warn(note)
         for name, why in opened.unavailable.items():
             self.reporter.warn(f"source {name} not used: {why}")
+        # keep_rows=0: every row goes to samples.csv and none stays in memory, however long the recording;
+        # the finishers read them back from disk.
         self.sampler = Sampler(opened.sources, indices, opened.interval_s, clock=self.clock,
                                on_failure=lambda n, e: self.warn(f"source {n} failed mid-run: {e}"),
-                               keep_rows=self._keep_rows, uuids={g.nvml_index: g.uuid for g in self.gpus})
+                               keep_rows=0, uuids={g.nvml_index: g.uuid for g in self.gpus})
         self.sink = rundir.CsvSink(self.out_dir / "samples.csv", self.sampler.columns)
         self.sampler.sink = self.sink
         self.manifest["columns"] = list(self.sampler.columns)

@@ -15,12 +15,12 @@ from pathlib import Path
 
 from gpubench.kernels.common import CheckFailed, CupyMissing
 from gpubench.metrics import finite
-from gpubench.peaks import datasheet_for, link_peak
+from gpubench.peaks import sheet_for
 from gpubench.recorder import Recording, Reporter
 from gpubench.rundir import write_summary
 from gpubench.sources.policy import DEFAULT_INTERVAL_S
 from gpubench.suite import DURATION_S, GAP_S, Scenario
-from gpubench.summary import energy_power_w, metric_stats, summarize
+from gpubench.summary import peak_conditions, summarize
 
 @dataclass
 class RunOptions:
@@ -47,8 +47,7 @@ def run_suite(opts: RunOptions, backend, reporter: Reporter, clock=time.monotoni
     gpu, sampled = backend.resolve(opts.device, opts.all_gpus)
     others = backend.other_processes(gpu)  # before this process touches the GPU
     info = backend.device_info(gpu)
-    sheet = {**(datasheet_for(info["name"], info.get("memory_mib")) or {}), **link_peak(info.get("pcie"))}
-    peaks = {"datasheet": sheet or None, "measured": None, "conditions": {}}
+    peaks = {"datasheet": sheet_for(info), "measured": None, "conditions": {}}
     windows: dict[str, tuple[float, float]] = {}
     results: list[dict] = []
     summary: list[dict] = []
@@ -56,7 +55,7 @@ def run_suite(opts: RunOptions, backend, reporter: Reporter, clock=time.monotoni
                     profiling=opts.profiling, smi=opts.smi, sources=opts.sources, reporter=reporter, clock=clock)
 
     def finish(rows):
-        peaks["conditions"] = {k: _conditions(rows, gpu.nvml_index, *w) for k, w in windows.items()}
+        peaks["conditions"] = {k: peak_conditions(rows, gpu.nvml_index, *w) for k, w in windows.items()}
         summary[:] = summarize(rows, results, peaks, rec.sampler.columns)
         write_summary(opts.out_dir, summary)
         rec.manifest.update(peaks=peaks, scenarios_done=[r["scenario"] for r in results])
@@ -87,14 +86,6 @@ def _describe(rec: Recording, opts: RunOptions, backend, info: dict, peaks: dict
         rec.warn(f"other processes are using GPU {info['nvml_index']} (PIDs {', '.join(map(str, others))}): "
                  "their work shows up in every metric")
     rec.write_manifest()
-
-
-def _conditions(rows, gpu: int, t_start: float, t_end: float) -> dict:
-    """The SM clock and power seen while a peak was measured."""
-    window = [r for r in rows if r["gpu"] == gpu and r["t_start_s"] >= t_start and r["t_end_s"] <= t_end]
-    stats = metric_stats(window, ("sm_clock_mhz", "power_w"))
-    return {"sm_clock_mhz": stats["sm_clock_mhz"], "power_w": stats["power_w"],
-            "power_w_energy": energy_power_w(window), "n_samples": len(window), "t_start": t_start, "t_end": t_end}
 
 
 def _run_one(i, sc: Scenario, gpu, opts: RunOptions, backend, rec: Recording, reporter: Reporter):

@@ -44,6 +44,14 @@ def energy_power_w(window: list[dict]) -> float:
     return (pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0])
 
 
+def peak_conditions(rows: list[dict], gpu: int, t_start: float, t_end: float) -> dict:
+    """The SM clock and power seen while a peak was measured, over the rows inside its window."""
+    window = steady_rows(rows, gpu, t_start, t_end, trim_s=0.0)
+    stats = metric_stats(window, ("sm_clock_mhz", "power_w"))
+    return {"sm_clock_mhz": stats["sm_clock_mhz"], "power_w": stats["power_w"],
+            "power_w_energy": energy_power_w(window), "n_samples": len(window), "t_start": t_start, "t_end": t_end}
+
+
 def derive(result: dict, peaks: dict) -> dict:
     """Achieved rates and fractions of peak from a window's timing and work model.
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpubench import dist
-from gpubench.cli import UsageError, check_out, need_cuda_torch, reference_hint, say_error, without_distributed
+from gpubench.cli import UsageError, check_out, need_cuda_torch, require_gpu, say_error, without_distributed
 from gpubench.recorder import Reporter
 
 # The longest a rank waits for the others at one step (a scenario's warm-up and measurement on the slowest
@@ -42,12 +42,7 @@ def _problem(check) -> str | None:
 
 
 def _gpu_check() -> None:
-    from gpubench import nvml
-
-    try:
-        nvml.device_count()
-    except nvml.GpuUnavailable as err:
-        raise UsageError(f"gpubench run needs an NVIDIA GPU: {err}; {reference_hint()}") from None
+    require_gpu("run")
     need_cuda_torch()
 
 

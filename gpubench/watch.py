@@ -85,12 +85,11 @@ def _discard(out_dir: Path, existed: bool) -> None:
 
 
 def resolve_gpus(device: int | None, all_gpus: bool, env: dict) -> tuple[list, str | None]:
-    """The GPUs to sample and, where the mapping was guessed, a note; nvml.GpuUnavailable without a
-    driver, LookupError (one sentence) where there is no GPU to watch."""
+    """The GPUs to sample and, where the mapping was guessed, a note; LookupError (one sentence) where
+    there is no GPU to watch (the caller has made sure NVML has a driver)."""
     from gpubench import gpus
     from gpubench.backend import CudaBackend
 
-    nvml.device_count()
     if device is not None or all_gpus:
         try:
             return CudaBackend().resolve(device or 0, all_gpus)[1], None
@@ -105,7 +104,7 @@ def resolve_gpus(device: int | None, all_gpus: bool, env: dict) -> tuple[list, s
 
 def cmd(args) -> int:
     """`gpubench watch`, from its parsed arguments."""
-    from gpubench.cli import UsageError, check_out, reference_hint
+    from gpubench.cli import UsageError, check_out, require_gpu
     from gpubench.rundir import default_run_dir
     from gpubench.summary import TRIM_S
 
@@ -122,15 +121,15 @@ def cmd(args) -> int:
         print(f"gpubench watch: {problem[1]}", file=sys.stderr)
         return problem[0]
     check_out(args.out)
+    require_gpu("watch")
     try:
         gpus, note = resolve_gpus(args.device, args.all_gpus, env)
-    except nvml.GpuUnavailable as err:
-        raise UsageError(f"gpubench watch needs an NVIDIA GPU: {err}; {reference_hint()}") from None
     except LookupError as err:
         raise UsageError(str(err)) from None
     info = nvml.device_info(gpus[0].nvml_index)
     out = args.out or default_run_dir(info["name"], kind="watch")
-    check_out(out)
+    if args.out is None:
+        check_out(out)
     attach_marks = Path(env[marks.ENV]) if not argv and env.get(marks.ENV) else None
     opts = WatchOptions(out, gpus, info, dtype=args.dtype, interval_s=args.interval, profiling=args.profiling,
                         smi=not args.no_smi, measure_peaks=args.peaks, marks_path=attach_marks)

@@ -16,7 +16,6 @@ import platform
 import sys
 import tempfile
 import threading
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,12 +23,12 @@ from pathlib import Path
 from gpubench import child, marks
 from gpubench.backend import version
 from gpubench.gpus import Gpu
-from gpubench.peaks import datasheet_for
+from gpubench.peaks import sheet_for
 from gpubench.phases import FIRST_PHASE, STORY, UNITS, cut, summarize
-from gpubench.recorder import KEEP_ROWS, Recording, Reporter
+from gpubench.recorder import Recording, Reporter
 from gpubench.rundir import write_summary
 from gpubench.sources.policy import DEFAULT_INTERVAL_S
-from gpubench.summary import energy_power_w, metric_stats, steady_rows
+from gpubench.summary import peak_conditions
 
 MARKS_FILE = "marks.tsv"
 TAIL_S = 0.02  # how soon a mark labels the samples: a fifth of the default sampling interval
@@ -62,7 +61,6 @@ class WatchOptions:
     command: list[str] = field(default_factory=lambda: list(sys.argv))
     sources: list | None = None  # None: the source policy chooses
     marks_path: Path | None = None  # attach mode: a marks file the job already writes
-    keep_rows: int = KEEP_ROWS
 
 
 @dataclass
@@ -114,15 +112,6 @@ class Tail(threading.Thread):
         self.poll()
 
 
-def _conditions(rows, gpu: int, windows: dict) -> dict:
-    """The SM clock and power while each peak was measured."""
-    out = {}
-    for key, (a, b) in windows.items():
-        w = steady_rows(rows, gpu, a, b, trim_s=0.0)
-        out[key] = {**metric_stats(w, ("sm_clock_mhz", "power_w")), "power_w_energy": energy_power_w(w),
-                    "n_samples": len(w), "t_start": a, "t_end": b}
-    return out
-
 
 def _measure_peaks(gpu: Gpu, rec: Recording) -> tuple[dict | None, dict, bool]:
     """Sustained peaks of `gpu` measured in a child process, the windows they were measured in, and
@@ -149,17 +138,15 @@ def watching(opts: WatchOptions, reporter: Reporter | None = None):
     if opts.dtype not in UNITS:
         raise ValueError(f"dtype must be one of {', '.join(UNITS)}")
     rec = Recording(opts.out_dir, opts.gpus, kind="watch", command=opts.command, interval_s=opts.interval_s,
-                    profiling=opts.profiling, smi=opts.smi, sources=opts.sources, reporter=reporter,
-                    keep_rows=opts.keep_rows)
+                    profiling=opts.profiling, smi=opts.smi, sources=opts.sources, reporter=reporter)
     watch = Watch(opts.out_dir, opts.marks_path or opts.out_dir / MARKS_FILE, rec)
-    sheet = datasheet_for(opts.info.get("name", ""), opts.info.get("memory_mib"))
-    peaks = {"datasheet": sheet, "measured": None, "conditions": {}}
+    peaks = {"datasheet": sheet_for(opts.info), "measured": None, "conditions": {}}
     windows: dict = {}
 
     def finish(rows):
         events = marks.read_all(watch.marks_path)
         phases = cut(events, watch.t_start, watch.t_end)
-        peaks["conditions"] = _conditions(rows, opts.gpus[0].nvml_index, windows)
+        peaks["conditions"] = {k: peak_conditions(rows, opts.gpus[0].nvml_index, a, b) for k, (a, b) in windows.items()}
         watch.summary[:] = summarize(rows, events, phases, opts.gpus, peaks, opts.dtype, rec.sampler.columns)
         write_summary(opts.out_dir, watch.summary)
         rec.manifest.update(peaks=peaks, phases=[{"name": p.name, "spans": p.spans} for p in phases],

@@ -108,7 +108,7 @@ def _read_only(run_dir: Path, args: list[str]) -> subprocess.CompletedProcess:
             run_dir.chmod(0o755)
     if not shutil.which("unshare"):
         pytest.skip("no unshare to make a read-only mount as root")
-    script = f'mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" && shift && exec "$@"'
+    script = 'mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" && shift && exec "$@"'
     r = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", str(run_dir), *cmd], capture_output=True,
                        text=True, env=env, timeout=120)
     if "mount" in r.stderr and r.returncode != 2:
