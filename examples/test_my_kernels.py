@@ -1,7 +1,7 @@
 """Benchmark your own GPU kernels in your own test suite with gpubench's `gpu_benchmark` fixture: copy this
 file next to your tests and replace the kernels with yours.
 
-    pip install gpubench-ladder            # its pytest plugin registers itself (pytest11 entry point)
+    pip install -e /path/to/gpubench       # from its checkout; its pytest plugin registers itself (pytest11)
     pytest test_my_kernels.py                                        # GPU time per call, metrics in extra_info
     pytest test_my_kernels.py --gpu-save-baseline=benchmarks         # benchmarks/<this gpu>.json
     pytest test_my_kernels.py --gpu-baseline=benchmarks --benchmark-compare-fail=median:10%

@@ -12,6 +12,7 @@ import time
 from importlib import metadata
 
 from gpubench import gpus, nvml, peaks
+from gpubench.hints import DIST
 from gpubench.timing import Timings, calls_for, time_loop, warm_up
 
 
@@ -53,7 +54,7 @@ class CudaBackend:
     def versions(self) -> dict:
         import torch
 
-        return {"gpubench": version("gpubench-ladder"), "python": platform.python_version(),
+        return {"gpubench": version(DIST), "python": platform.python_version(),
                 "torch": torch.__version__, "torch_cuda": torch.version.cuda, "triton": version("triton"),
                 "cupy": cupy_version(), "nvidia-ml-py": version("nvidia-ml-py")}
 

@@ -58,7 +58,7 @@ def number(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds, got {text}")
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
     return value
 
 
@@ -303,7 +303,8 @@ def cmd_run(args) -> int:
     from gpubench.runner import RunOptions, run_suite
 
     out = args.out or default_run_dir(gpu.name)
-    check_out(out)
+    if args.out is None:  # --out was checked before the GPU was asked for
+        check_out(out)
     opts = RunOptions(scenarios=scenarios, out_dir=out, device=args.device, duration_s=args.duration,
                       gap_s=args.gap, interval_s=args.interval, profiling=args.profiling, smi=not args.no_smi,
                       all_gpus=args.all_gpus, measure_peaks=not args.no_peaks)

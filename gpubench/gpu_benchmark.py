@@ -23,6 +23,7 @@ from functools import partial
 
 from gpubench.benchclock import CLOCK
 from gpubench.metrics import finite
+from gpubench.rundir import json_safe
 from gpubench.summary import derive
 from gpubench.timing import GROUP_MS, calls_for
 
@@ -85,11 +86,6 @@ def work_facts(median_ms: float, flops, nbytes, unit, bound, peaks: dict) -> dic
               "mbu_pct": nbytes is not None, "link_gbps": True}
     facts.update({k: v for k, v in derived.items() if wanted.get(k) and finite(v)})
     return {k: v for k, v in facts.items() if v is not None}
-
-
-def json_safe(values: dict) -> dict:
-    """NaN becomes None: JSON has no NaN, and a missing value must not read as a number."""
-    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in values.items()}
 
 
 class GpuBenchmark:

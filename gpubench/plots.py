@@ -372,9 +372,13 @@ def baseline_of(row) -> str | None:
     return b if isinstance(b, str) and b else None
 
 
+def baselines_of(summary) -> set[str]:
+    return {baseline_of(r) for r in summary} - {None}
+
+
 def compare_groups(summary) -> list[list[dict]]:
     """Per family, the rows that are a baseline or name one, in suite order."""
-    baselines = {baseline_of(r) for r in summary} - {None}
+    baselines = baselines_of(summary)
     groups: dict[str, list[dict]] = {}
     for r in summary:
         if r["scenario"] in baselines or baseline_of(r):
@@ -386,7 +390,7 @@ def compare(summary, samples, manifest, out_dir):
     groups = compare_groups(summary)
     if not groups:
         return empty(out_dir, "compare", "Implementations against their baselines", manifest)
-    baselines = {baseline_of(r) for r in summary} - {None}
+    baselines = baselines_of(summary)
     fig, axes = plt.subplots(len(groups), 4, figsize=(12, 3.7 * len(groups)), squeeze=False)
     notes: dict = {}
     for axrow, rows in zip(axes, groups):

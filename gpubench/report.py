@@ -15,9 +15,10 @@ import string
 from pathlib import Path
 
 from gpubench.metrics import BY_COLUMN, GPU_UTIL_MEANING, TABLE, finite, fmt, fmt_value, pct
+from gpubench.peaks import SUSTAIN_S, WARM_S
 from gpubench.plots import FIGURES, plot_run
 from gpubench.rundir import partial
-from gpubench.summary import row_label
+from gpubench.summary import TRIM_S, row_label
 
 UNIT_NAMES = {"bf16_tensor": "bf16", "fp16_tensor": "fp16", "fp32": "FP32"}
 
@@ -91,7 +92,8 @@ def _peaks_text(manifest) -> str:
         return fmt((d.get(k) or math.nan) / scale, pattern)
 
     seen = cond.get("bf16_tensor") or {}
-    return ("Peaks. Measured at the start, sustained (median over 2 s after 1 s of the same work): "
+    return (f"Peaks. Measured at the start, sustained (median over {SUSTAIN_S:g} s after {WARM_S:g} s of the same "
+            "work): "
             f"device-to-device copy {t(meas, 'dram', 1e12, '{:.2f}')} TB/s (read + written), dense matmul "
             f"bf16 {t(meas, 'bf16_tensor', 1e12, '{:.0f}')} and fp16 {t(meas, 'fp16_tensor', 1e12, '{:.0f}')} "
             f"TFLOP/s (bf16 at {fmt(seen.get('sm_clock_mhz'), '{:.0f}')} MHz and "
@@ -130,7 +132,7 @@ def blocks(manifest, summary, figures_present, figures_empty: dict | None = None
     for w in manifest.get("warnings", []) + manifest.get("errors", []) + manifest.get("read_notes", []):
         out.append(("p", f"Note: {w}"))
     out.append(("h2", "Summary"))
-    out.append(("p", f"Medians over each scenario's steady window (its first {manifest.get('options', {}).get('trim_s', 0.5)} s "
+    out.append(("p", f"Medians over each scenario's steady window (its first {manifest.get('options', {}).get('trim_s', TRIM_S)} s "
                      "dropped); n/a where this run could not record the metric. GB/s counts useful bytes (each input "
                      "read once, each output written once); the ground truth is MFU for arithmetic, MBU for "
                      "memory-bound kernels and the link share for host-to-device copies."))

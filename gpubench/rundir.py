@@ -116,20 +116,22 @@ def cell(value, key: str = ""):
     return value
 
 
-def _json_safe(value):
+def json_safe(value):
+    """NaN and infinities become None, all the way down: JSON has no NaN, and a missing value must not read as
+    a number."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
 
 
 def write_json(path: Path, data) -> None:
     """Write through a temporary file and rename, so a reader never sees half a file."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(_json_safe(data), indent=2, sort_keys=False) + "\n")
+    tmp.write_text(json.dumps(json_safe(data), indent=2, sort_keys=False) + "\n")
     tmp.replace(path)
 
 

@@ -76,8 +76,9 @@ class Sampler:
         self._on_failure = on_failure
         self._failed: set[str] = set()
         self._lock = threading.Lock()
-        self._phases = PhaseLog(clock())
-        self._last_t = self._phases._log[0][0]  # the sources were opened just before: the first interval
+        t0 = clock()  # the sources were opened just before: the first row's interval starts here
+        self._phases = PhaseLog(t0)
+        self._last_t = t0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._wait = self._stop.wait  # tests swap in a fake that advances a fake clock

@@ -25,6 +25,7 @@ from gpubench.backend import version
 from gpubench.gpus import Gpu
 from gpubench.peaks import sheet_for
 from gpubench.phases import FIRST_PHASE, STORY, UNITS, cut, summarize
+from gpubench.hints import DIST
 from gpubench.recorder import Recording, Reporter
 from gpubench.rundir import write_summary
 from gpubench.sources.policy import DEFAULT_INTERVAL_S
@@ -157,7 +158,7 @@ def watching(opts: WatchOptions, reporter: Reporter | None = None):
 
     with rec:
         rec.manifest.update(gpu=opts.info, peaks=peaks, dtype=opts.dtype, families={"watch": {"story": STORY}},
-                            versions={"gpubench": version("gpubench-ladder"), "python": platform.python_version(),
+                            versions={"gpubench": version(DIST), "python": platform.python_version(),
                                       "torch": version("torch"), "nvidia-ml-py": version("nvidia-ml-py")})
         rec.on_finish(finish)
         if opts.marks_path is None:

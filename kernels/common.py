@@ -151,14 +151,18 @@ def gpu_name(device=None) -> str:
     return torch.cuda.get_device_name(device) if torch.cuda.is_available() else "cpu"
 
 
-def tuned(table: dict, key, device=None):
-    """A launch setting chosen for this GPU model: table[gpu name][key], else table["*"][key].
+def tuned_row(table: dict, device=None):
+    """The launch settings chosen for this GPU model: table[gpu name], else the fallback table["*"].
 
     Each row names the GPU it was measured on (scripts/tune_kernels.py; results/tune-*.csv); a GPU that
     is not in the table gets the fallback row, never another GPU's numbers.
     """
-    row = table.get(gpu_name(device), table["*"])
-    return row.get(key, table["*"].get(key))
+    return table.get(gpu_name(device), table["*"])
+
+
+def tuned(table: dict, key, device=None):
+    """One setting of tuned_row(table, device), or the fallback's where this GPU's row leaves it out."""
+    return tuned_row(table, device).get(key, table["*"].get(key))
 
 
 def count(n: int, word: str) -> str:

@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import DTYPES, Prepared, Work, check_close, count, cupy, generator, poison, sm_count
+from .common import DTYPES, Prepared, Work, check_close, count, cupy, generator, poison, sm_count, tuned_row
 
 IMPLS = ("triton", "cupy", "torch")
 SIZES = {"m": 8192, "n": 8192, "k": 8192, "dtype": "bfloat16"}
@@ -130,7 +130,7 @@ def triton_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = N
     (m, k), n = a.shape, b.shape[1]
     out = torch.empty((m, n), device=a.device, dtype=a.dtype) if out is None else out
     if config is None and a.is_cuda:
-        config = CONFIG.get(torch.cuda.get_device_name(a.device), CONFIG["*"])
+        config = tuned_row(CONFIG, a.device)
     tiles = lambda meta: triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])  # noqa: E731
     if tma and _tma_ok(a, b, out):
         from triton.tools.tensor_descriptor import TensorDescriptor

@@ -9,8 +9,9 @@ import pytest
 from gpubench import benchcompare as bc
 from gpubench import benchdevice, gpus
 from gpubench.gpu_benchmark import (FLUSH_MIN_BYTES, MAX_FLUSHED_ROUNDS, MIN_ROUNDS, UNITS, GpuBenchmark,
-                                    estimate_working_set, flush_bytes, json_safe, needs_flush, plan, work_facts)
+                                    estimate_working_set, flush_bytes, needs_flush, plan, work_facts)
 from gpubench.peaks import datasheet_for
+from gpubench.rundir import json_safe
 
 L2 = 50 * 2**20  # an H100's
 H100 = {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-1", "memory_mib": 81559, "driver": "580.65",

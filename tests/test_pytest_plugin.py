@@ -271,9 +271,9 @@ def test_a_baseline_measured_on_another_model_is_refused(suite, fake_gpu, tmp_pa
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     lines = [line for line in r.stderr.lines if line.strip()]
     assert lines == ["ERROR: the baseline h100-80gb-hbm3.json was measured on NVIDIA H200 but this GPU is "
-                     f"NVIDIA H100 80GB HBM3: timings of different GPU models are not comparable, so compare "
-                     f"against a baseline saved on NVIDIA H100 80GB HBM3 (--gpu-baseline=DIR picks "
-                     f"DIR/h100-80gb-hbm3.json)"]
+                     "NVIDIA H100 80GB HBM3: timings of different GPU models are not comparable, so compare "
+                     "against a baseline saved on NVIDIA H100 80GB HBM3 (--gpu-baseline=DIR picks "
+                     "DIR/h100-80gb-hbm3.json)"]
     assert "passed" not in r.stdout.str()  # refused before anything ran
 
 
