@@ -10,9 +10,10 @@ from gpubench.metrics import BY_COLUMN, TABLE, fmt_value
 from gpubench.recorder import Reporter
 
 
-def summary_table(summary: list[dict], title: str = "", key: str = "scenario", columns=TABLE) -> Table:
+def summary_table(summary: list[dict], title: str = "", key: str = "scenario", columns=TABLE,
+                  header: str | None = None) -> Table:
     table = Table(title=title, title_justify="left", header_style="bold")
-    table.add_column(key, no_wrap=True)
+    table.add_column(header or key, no_wrap=True)
     for col in columns:
         table.add_column(BY_COLUMN[col].header, justify="right")
     for row in summary:
@@ -20,11 +21,14 @@ def summary_table(summary: list[dict], title: str = "", key: str = "scenario", c
     return table
 
 
+def make_console(stderr: bool = False) -> Console:
+    """A rich console; a log file or a pipe gets whole tables, not ones cut to 80 columns."""
+    console = Console(stderr=stderr)
+    return console if console.is_terminal or console.is_jupyter else Console(stderr=stderr, width=180)
+
+
 def print_table(summary: list[dict], title: str, key: str = "scenario", columns=TABLE) -> None:
-    console = Console()
-    if not console.is_terminal:  # a log file gets the whole table, not one cut to 80 columns
-        console = Console(width=180)
-    console.print(summary_table(summary, title, key, columns))
+    make_console().print(summary_table(summary, title, key, columns))
 
 
 class ConsoleReporter(Reporter):

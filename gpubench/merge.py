@@ -12,7 +12,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from gpubench.metrics import finite
+from gpubench.metrics import finite, pct
 from gpubench.peaks import sheet_for
 from gpubench.summary import metric_stats, peak_conditions, summarize
 
@@ -169,6 +169,6 @@ def annotate(summary: list[dict]) -> None:
         if waiting and finite(mine):
             others = statistics.median(waiting)
             looks = "less busy than" if mine < others else "as busy as" if mine == others else "busier than"
-            row["straggler_note"] = (f"Rank {s}'s GPU idled while its host slept: it read {mine:.0f}% GPU-Util against "
-                                     f"a median {others:.0f}% on the ranks waiting for it, so the rank holding the "
+            row["straggler_note"] = (f"Rank {s}'s GPU idled while its host slept: it read {pct(mine)} GPU-Util against "
+                                     f"a median {pct(others)} on the ranks waiting for it, so the rank holding the "
                                      f"job back looks {looks} them.")

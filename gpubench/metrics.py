@@ -79,6 +79,8 @@ METRICS: tuple[Metric, ...] = (
 DERIVED: tuple[Metric, ...] = (
     Metric("kernel_ms", "GPU time per call", "kernel ms", "{:.4g}", "median GPU time per call (CUDA events)",
            sampled=False),
+    Metric("steps_per_s", "steps per second", "steps/s", "{:.3g}", "steps the job reported per second",
+           sampled=False),
     Metric("tflops", "achieved TFLOP/s", "TFLOP/s", "{:.3g}", "FLOPs of the work model per second", sampled=False),
     Metric("mfu_pct", "MFU", "MFU", "{:.2g}%", "achieved FLOP/s over the datasheet dense peak of the unit used",
            sampled=False),
@@ -109,9 +111,10 @@ COLUMNS = tuple(m.column for m in METRICS)
 # dcgmi reports profiling fields (1001-1008) as ratios in [0, 1]; the columns are percent.
 RATIO_FIELDS = frozenset(range(1001, 1009))
 
-# The columns of the summary table the console and the report print, in order.
-TABLE = ("gpu_util_pct", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct",
-         "tflops", "mfu_pct", "gbps", "mbu_pct", "link_pct")
+# The ladder's sampled rungs, bottom up; the summary tables the console and the report print, in order.
+LADDER = ("gpu_util_pct", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct")
+TABLE = LADDER + ("tflops", "mfu_pct", "gbps", "mbu_pct", "link_pct")
+WATCH_TABLE = LADDER + ("steps_per_s", "tflops", "mfu_pct")
 
 
 def finite(value) -> bool:

@@ -26,6 +26,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from gpubench import metrics  # noqa: E402
 from gpubench.metrics import BY_COLUMN, finite, fmt_value, pct  # noqa: E402
 from gpubench.rundir import SUMMARY_MISSING, partial  # noqa: E402
 from gpubench.summary import row_label  # noqa: E402
@@ -154,9 +155,8 @@ def _bar_label(ax, v, y, text, xmax):
 
 # --- 2. ladder -------------------------------------------------------------------------------------
 
-LADDER = [("nvidia-smi\nutil", "gpu_util_pct"), ("SM\nactive", "sm_active_pct"), ("SM\noccupancy", "sm_occupancy_pct"),
-          ("tensor\nactive", "tensor_active_pct"), ("DRAM\nactive", "dram_active_pct"),
-          ("work done\n(ground truth)", None)]
+# the ladder's sampled rungs (metrics.LADDER) under two-line headers, then the ground truth
+LADDER = [(BY_COLUMN[c].header.replace(" ", "\n", 1), c) for c in metrics.LADDER] + [("work done\n(ground truth)", None)]
 
 
 def ladder(summary, samples, manifest, out_dir):

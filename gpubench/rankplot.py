@@ -9,7 +9,7 @@ import statistics
 
 import matplotlib.pyplot as plt
 
-from gpubench.metrics import finite, fmt
+from gpubench.metrics import finite, fmt, pct
 
 MAX_RANKS = 8  # panels; a larger job shows its first ranks and says so
 TITLE = "Ranks of a torchrun job: who waits, and who is late"
@@ -114,7 +114,7 @@ def _finding(rows) -> str:
 
     util, sm, power = med("gpu_util_pct"), med("sm_active_pct"), med("power_w_energy")
     who = "waiting ranks" if waiting else "ranks"
-    text = (f"The {who} read {fmt(util, '{:.0f}%')} GPU-Util with SM activity {fmt(sm, '{:.1f}%')} "
+    text = (f"The {who} read {pct(util)} GPU-Util with SM activity {pct(sm)} "
             f"at {fmt(power, '{:.0f} W', 'n/a W')}")
     if late:
         worst = max(late, key=lambda r: r["arrival_delay_ms"])

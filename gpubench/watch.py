@@ -136,18 +136,10 @@ def cmd(args) -> int:
     return _run_and_show(opts, argv, args.duration, [note] if note else [])
 
 
-def _console(stderr: bool):
-    """A rich console; a log file or pipe gets whole tables, not ones cut to 80 columns."""
-    from rich.console import Console
-
-    console = Console(stderr=stderr)
-    return console if console.is_terminal or console.is_jupyter else Console(stderr=stderr, width=160)
-
-
 def _run_and_show(opts: WatchOptions, argv, duration_s, notes) -> int:
-    from gpubench.console import ConsoleReporter
+    from gpubench.console import ConsoleReporter, make_console
 
-    reporter = ConsoleReporter(_console(stderr=True))
+    reporter = ConsoleReporter(make_console(stderr=True))
     names = ", ".join(f"GPU {g.nvml_index} ({g.name})" for g in opts.gpus)
     what = " ".join(argv) if argv else f"{names} for {duration_s:g} s"
     reporter.console.print(f"gpubench watch: recording {names} into {opts.out_dir} while {what} runs"
@@ -163,22 +155,12 @@ def _run_and_show(opts: WatchOptions, argv, duration_s, notes) -> int:
 
 def show(watch: Watch, console=None) -> None:
     """The phases' ladder as a table, each phase's verdict, how the command ended and where the run is."""
-    from rich.table import Table
+    from gpubench.console import make_console, summary_table
+    from gpubench.metrics import WATCH_TABLE
 
-    from gpubench.metrics import fmt, fmt_value
-
-    console = console or _console(stderr=False)
-    table = Table(title=f"{watch.manifest.get('gpu', {}).get('name', 'GPU')} — medians over each phase",
-                  title_justify="left", header_style="bold")
-    columns = ("gpu_util_pct", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct")
-    for header in ("phase", "nvidia-smi util", "SM active", "occupancy", "tensor active", "DRAM active",
-                   "steps/s", "TFLOP/s", "MFU"):
-        table.add_column(header, justify="left" if header == "phase" else "right", no_wrap=header == "phase")
-    for r in watch.summary:
-        table.add_row(str(r["scenario"]), *(fmt_value(c, r.get(c), "–") for c in columns),
-                      fmt(r.get("steps_per_s"), "{:.3g}", "–"), fmt_value("tflops", r.get("tflops"), "–"),
-                      fmt_value("mfu_pct", r.get("mfu_pct"), "–"))
-    console.print(table)
+    console = console or make_console()
+    console.print(summary_table(watch.summary, f"{watch.manifest.get('gpu', {}).get('name', 'GPU')} — medians over "
+                                "each phase", columns=WATCH_TABLE, header="phase"))
     for r in watch.summary:
         console.print(f"[bold]{r['scenario']}[/]: {r['verdict']}", highlight=False)
     ended = watch.manifest.get("child") or {}

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gpubench.metrics import BY_COLUMN, fmt_value  # noqa: E402
-from gpubench.metrics import pct  # noqa: E402
+from gpubench.metrics import LADDER, pct  # noqa: E402
 from gpubench.plots import work_fraction  # noqa: E402
 from gpubench.rundir import load_run  # noqa: E402
 
@@ -47,7 +47,7 @@ def ladder_table(results: Path) -> str:
     runs = {s: load_run(p) for s, p in reference_runs(results).items()}
     if not runs:
         return "(no reference run committed yet)\n"
-    cols = ["gpu_util_pct", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct"]
+    cols = list(LADDER)
     head = ["scenario"] + [BY_COLUMN[c].header for c in cols] + ["work done (ground truth)"]
     by = {s: {r["scenario"]: r for r in summary} for s, (_, _, summary) in runs.items()}
     names = list(dict.fromkeys(n for s in by for n in by[s]))
