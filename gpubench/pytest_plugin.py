@@ -110,6 +110,12 @@ def gpu_device(pytestconfig):
     power limit, MIG mode), L2 size, datasheet peaks, and a sampler of its metrics for the session.
     Skips the test where there is no GPU."""
     device = open_device()
+    chosen = pytestconfig.stash.get(FINGERPRINT, None)  # the GPU a baseline was picked or saved for
+    if chosen is not None and chosen.get("uuid") != device.fingerprint.get("uuid"):
+        device.close()
+        pytest.fail(f"the benchmarks run on {device.fingerprint['name']} ({device.fingerprint['uuid']}), not on "
+                    f"the GPU the baseline was chosen for ({chosen['uuid']}): leave CUDA's current device at 0, or "
+                    "choose the GPU with CUDA_VISIBLE_DEVICES", pytrace=False)
     pytestconfig.stash[FINGERPRINT] = device.fingerprint
     yield device
     device.close()

@@ -254,6 +254,16 @@ def test_a_saved_baseline_is_named_for_the_gpu_and_holds_its_fingerprint(suite, 
     assert f"gpu baseline saved: {tmp_path / 'h100-80gb-hbm3.json'}" in r.stdout.str()
 
 
+@pytest.mark.filterwarnings("ignore:Not saving anything")  # the benchmark never ran: nothing to save
+def test_benchmarks_on_another_gpu_than_the_baseline_was_chosen_for_fail(suite, fake_gpu, monkeypatch, tmp_path):
+    """The baseline is chosen for CUDA device 0; a test that moved the current device elsewhere is refused."""
+    monkeypatch.setattr(pytest_plugin, "this_gpu", lambda: {**H100, "uuid": "GPU-another-h100"})
+    r = suite(f"--gpu-save-baseline={tmp_path}")
+    r.assert_outcomes(errors=1)
+    assert "not on the GPU the baseline was chosen for (GPU-another-h100)" in r.stdout.str()
+    assert "Traceback" not in r.stdout.str()
+
+
 def test_the_baseline_of_another_model_is_not_picked(suite, fake_gpu, tmp_path):
     baseline(tmp_path / "h200.json", H200)
     r = suite(f"--gpu-baseline={tmp_path}")
