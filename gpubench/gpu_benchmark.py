@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from gpubench.benchclock import CLOCK
+from gpubench import peaks
 from gpubench.metrics import finite
 from gpubench.rundir import json_safe
 from gpubench.summary import derive
@@ -32,7 +33,7 @@ MAX_FLUSHED_ROUNDS = 10_000  # each flushed round also costs ~0.1 ms of host tim
 FLUSH_MIN_BYTES = 256 * 2**20  # about 0.1 ms of writes on an H100
 MIN_TIME_S = 1.0
 TIMER = "CUDA events, GPU time per call"
-UNITS = ("bf16_tensor", "fp16_tensor", "fp32")  # the compute peaks of peaks.DATASHEET that MFU divides by
+UNITS = tuple(peaks.UNITS.values())  # the compute peaks of peaks.DATASHEET that MFU divides by
 TIMED_WINDOW = "the timed rounds"
 BACK_TO_BACK_WINDOW = "calls back to back after the timed rounds (L2 warm)"
 

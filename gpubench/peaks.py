@@ -14,6 +14,11 @@ from __future__ import annotations
 import time
 
 T = 1e12
+# The compute peaks MFU divides by, under the short names users give them (--dtype bf16), and the unit a
+# matrix product runs on by its input dtype.
+UNITS = {"bf16": "bf16_tensor", "fp16": "fp16_tensor", "fp32": "fp32"}
+UNIT_NAMES = {unit: "FP32" if name == "fp32" else name for name, unit in UNITS.items()}
+MATMUL_UNITS = {"bfloat16": "bf16_tensor", "float16": "fp16_tensor"}
 DENSE_HOPPER_SXM = {"bf16_tensor": 989.4 * T, "fp16_tensor": 989.4 * T, "fp32": 66.9 * T}
 DENSE_HOPPER_NVL = {"bf16_tensor": 835.5 * T, "fp16_tensor": 835.5 * T, "fp32": 60.0 * T}
 DENSE_A100 = {"bf16_tensor": 312 * T, "fp16_tensor": 312 * T, "fp32": 19.5 * T}

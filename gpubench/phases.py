@@ -20,12 +20,12 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from gpubench.metrics import finite
+from gpubench.peaks import UNITS
 from gpubench.summary import TRIM_S, derive, energy_power_w, metric_stats, steady_rows
 from gpubench.timing import quantile
 from gpubench.verdict import verdict
 
 FIRST_PHASE = "run"
-UNITS = {"bf16": "bf16_tensor", "fp16": "fp16_tensor", "fp32": "fp32"}
 
 # Report sentences for each phase, filled from its summary row (gpubench.report.story): a sentence whose
 # non-metric fields this row lacks (no steps, no FLOPs) is left out.

@@ -15,12 +15,11 @@ import string
 from pathlib import Path
 
 from gpubench.metrics import BY_COLUMN, GPU_UTIL_MEANING, TABLE, finite, fmt, fmt_value, pct
-from gpubench.peaks import SUSTAIN_S, WARM_S
+from gpubench.peaks import SUSTAIN_S, UNIT_NAMES, WARM_S
 from gpubench.plots import FIGURES, plot_run
 from gpubench.rundir import partial
 from gpubench.summary import TRIM_S, row_label
 
-UNIT_NAMES = {"bf16_tensor": "bf16", "fp16_tensor": "fp16", "fp32": "FP32"}
 
 
 class _Percent(float):

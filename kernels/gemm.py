@@ -9,6 +9,8 @@ import torch
 import triton
 import triton.language as tl
 
+from gpubench.peaks import MATMUL_UNITS
+
 from .common import DTYPES, Prepared, Work, check_close, count, cupy, generator, poison, sm_count, tuned_row
 
 IMPLS = ("triton", "cupy", "torch")
@@ -187,8 +189,8 @@ def work(m: int, n: int, k: int, itemsize: int = 2) -> Work:
 
 def prepare(impl: str, m: int = SIZES["m"], n: int = SIZES["n"], k: int = SIZES["k"], dtype: str = SIZES["dtype"],
             device="cuda", seed: int = 0) -> Prepared:
-    if dtype not in ("bfloat16", "float16"):
-        raise ValueError(f"gemm runs in bfloat16 or float16, not {dtype}")
+    if dtype not in MATMUL_UNITS:
+        raise ValueError(f"gemm runs in {' or '.join(MATMUL_UNITS)}, not {dtype}")
     tdtype = DTYPES[dtype]
     a, b = make_inputs(m, n, k, tdtype, device, seed)
     c = torch.empty(m, n, device=device, dtype=tdtype)
@@ -211,6 +213,6 @@ def prepare(impl: str, m: int = SIZES["m"], n: int = SIZES["n"], k: int = SIZES[
         run()
         return check_close(f"gemm[{impl}]", c, reference(a, b))
 
-    unit = "bf16_tensor" if dtype == "bfloat16" else "fp16_tensor"
+    unit = MATMUL_UNITS[dtype]
     return Prepared(run=run, check=check, work=work(m, n, k, tdtype.itemsize), unit=unit, bound="compute",
                     launch=launch, sizes={"m": m, "n": n, "k": k, "dtype": dtype})

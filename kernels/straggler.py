@@ -14,6 +14,8 @@ import time
 
 import torch
 
+from gpubench.peaks import MATMUL_UNITS
+
 from . import gemm
 from .allreduce import bytes_text, ranks
 from .common import DTYPES, Prepared, Work, check_close, poison
@@ -47,8 +49,8 @@ def prepare(impl: str, m: int = SIZES["m"], n: int = SIZES["n"], k: int = SIZES[
 
     if impl not in IMPLS:
         raise ValueError(f"unknown straggler implementation {impl!r}; choose from {', '.join(IMPLS)}")
-    if dtype not in ("bfloat16", "float16"):
-        raise ValueError(f"straggler's GEMMs run in bfloat16 or float16, not {dtype}")
+    if dtype not in MATMUL_UNITS:
+        raise ValueError(f"straggler's GEMMs run in {' or '.join(MATMUL_UNITS)}, not {dtype}")
     rank, world = ranks()
     if not -world <= slow_rank < world:
         raise ValueError(f"the slow rank {slow_rank} is not a rank of this job (0 to {world - 1})")
@@ -76,7 +78,7 @@ def prepare(impl: str, m: int = SIZES["m"], n: int = SIZES["n"], k: int = SIZES[
     size = bytes_text(c.numel() * c.element_size())
     launch = (f"{gemms} x torch.matmul {m}x{n}x{k}, then all_reduce of {size}; "
               f"rank {slow} sleeps {delay_ms:g} ms before each step")
-    unit = "bf16_tensor" if dtype == "bfloat16" else "fp16_tensor"
+    unit = MATMUL_UNITS[dtype]
     return Prepared(run=step, check=check, work=work(m, n, k, gemms, a.element_size()), unit=unit,
                     bound="compute", launch=launch, calls_per_timing=1, arrivals=arrivals,
                     info={"slow_rank": slow, "delay_ms": float(delay_ms), "world_size": world, "gemms": gemms},
