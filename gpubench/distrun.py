@@ -23,11 +23,10 @@ from pathlib import Path
 from gpubench import gpus, merge
 from gpubench.backend import CudaBackend
 from gpubench.dist import Comm, Launch, RankProblem
-from gpubench.kernels.common import CheckFailed, CupyMissing
 from gpubench.metrics import COLUMNS
 from gpubench.recorder import Recording, Reporter, Window
 from gpubench.rundir import RANKED_SAMPLE_KEYS, CsvSink, write_summary
-from gpubench.runner import RunOptions, estimate_s, scenario_result
+from gpubench.runner import RunOptions, checked, estimate_s, scenario_result
 from gpubench.timing import Timings, calls_for, time_loop, warm_up
 
 CHUNK_S = 0.5  # timed calls between two checks of rank 0's clock: the ranks stop together after --duration
@@ -209,23 +208,6 @@ def _run_all(opts: DistOptions, me: RankState, comm: Comm, backend, phases: Phas
         time.sleep(opts.gap_s)
 
 
-def _prepare(sc, slow_rank: int | None):
-    if slow_rank is None or "slow_rank" not in getattr(sc.module(), "SIZES", {}):
-        return sc.prepare()
-    return sc.module().prepare(sc.impl, **{**sc.sizes, "slow_rank": slow_rank})
-
-
-def _checked(sc, opts: DistOptions):
-    """(prepared, facts, problem): problem is (kind, sentence) where this rank cannot run the scenario."""
-    try:
-        prepared = _prepare(sc, opts.slow_rank)
-        return prepared, prepared.check() or {}, None
-    except CheckFailed as err:  # a wrong kernel is an error of the run, and is never timed
-        return None, {}, ("error", str(err))
-    except CupyMissing as err:  # a missing library is a property of the machine
-        return None, {}, ("warning", str(err))
-
-
 def _plan(prepared, comm: Comm, backend) -> tuple[int, int]:
     """Calls per timed group, and timed groups per chunk of about CHUNK_S, the same on every rank: the
     slowest rank's warm-up decides."""
@@ -250,7 +232,7 @@ def _run_one(i, sc, opts: DistOptions, me: RankState, comm: Comm, backend, phase
     """One scenario on every rank at once; a problem on any rank skips it on all."""
     me.reporter.step(i, sc, "check and warm-up")
     with phases.phase(f"setup:{sc.name}"):
-        prepared, facts, problem = _checked(sc, opts)
+        prepared, facts, problem = checked(lambda: sc.prepare(slow_rank=opts.slow_rank))
         problems = [(r, p) for r, p in enumerate(comm.all_gather(problem)) if p]
         if problems:
             note = f"{sc.name} skipped: " + "; ".join(f"rank {r}: {text}" for r, (_, text) in problems)

@@ -88,18 +88,26 @@ def _describe(rec: Recording, opts: RunOptions, backend, info: dict, peaks: dict
     rec.write_manifest()
 
 
+def checked(prepare) -> tuple:
+    """(prepared, facts, problem) of a scenario's prepare and check; problem is (kind, sentence) where it
+    cannot run: an "error" for a wrong kernel (never timed), a "warning" for a missing library."""
+    try:
+        prepared = prepare()
+        return prepared, prepared.check() or {}, None
+    except CheckFailed as err:
+        return None, {}, ("error", str(err))
+    except CupyMissing as err:
+        return None, {}, ("warning", str(err))
+
+
 def _run_one(i, sc: Scenario, gpu, opts: RunOptions, backend, rec: Recording, reporter: Reporter):
     reporter.step(i, sc, "check and warm-up")
     with rec.phase(f"setup:{sc.name}"):
-        try:
-            prepared = sc.prepare()
-            facts = prepared.check() or {}
-        except CheckFailed as err:  # a wrong kernel is an error of the run, and is never timed
-            rec.manifest["errors"].append(f"{sc.name} skipped: {err}")
-            reporter.warn(f"{sc.name} skipped: {err}")
-            return None
-        except CupyMissing as err:  # a missing library is a property of the machine
-            rec.warn(f"{sc.name} skipped: {err}")
+        prepared, facts, problem = checked(sc.prepare)
+        if problem:
+            kind, text = problem
+            rec.manifest["errors" if kind == "error" else "warnings"].append(f"{sc.name} skipped: {text}")
+            reporter.warn(f"{sc.name} skipped: {text}")
             return None
         calls = backend.warmup(prepared) if prepared.run is not None else None
     with rec.phase("gap"):

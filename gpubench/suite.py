@@ -31,8 +31,12 @@ class Scenario:
     def module(self):
         return importlib.import_module(f"gpubench.kernels.{self.family}")
 
-    def prepare(self):
-        return self.module().prepare(self.impl, **self.sizes)
+    def prepare(self, **overrides):
+        """The family's prepare() at this scenario's sizes; overrides (e.g. --slow-rank) apply where the
+        family has such a size axis and a value is given."""
+        module = self.module()
+        given = {k: v for k, v in overrides.items() if v is not None and k in getattr(module, "SIZES", {})}
+        return module.prepare(self.impl, **{**self.sizes, **given})
 
 
 S = Scenario

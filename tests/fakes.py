@@ -101,7 +101,7 @@ class FakeScenario(Scenario):
     def module(self):
         return SimpleNamespace(STORY=["{said} while {scenario} ran."])
 
-    def prepare(self):
+    def prepare(self, **overrides):
         return self.make()
 
 
