@@ -84,9 +84,18 @@ def pytest_configure(config):
         final = benchcompare.baseline_path(save_dir, gpu["name"])
         final.parent.mkdir(parents=True, exist_ok=True)
         partial = final.with_name(f".{final.name}.partial")
-        # what argparse makes of --benchmark-json=PATH; written in full, it replaces the baseline at the end
-        config.option.benchmark_json = argparse.FileType("wb")(str(partial))
+        # what --benchmark-json=PATH would have set; written in full, it replaces the baseline at the end
+        config.option.benchmark_json = benchmark_json_option(partial)
         config.stash[SAVE] = (partial, final)
+
+
+def benchmark_json_option(path: Path):
+    """The value pytest-benchmark's --benchmark-json=PATH parses to: a path from 5.3 on, a file opened for
+    writing before."""
+    from importlib.metadata import version
+
+    major, minor = (int(x) for x in version("pytest-benchmark").split(".")[:2])
+    return path if (major, minor) >= (5, 3) else argparse.FileType("wb")(str(path))
 
 
 def pytest_report_header(config):
@@ -198,12 +207,14 @@ def pytest_sessionfinish(session):
     if SAVE not in session.config.stash:
         return
     partial, final = session.config.stash[SAVE]
-    session.config.option.benchmark_json.close()
-    if partial.stat().st_size:
+    written = session.config.option.benchmark_json
+    if hasattr(written, "close"):
+        written.close()
+    if partial.is_file() and partial.stat().st_size:
         partial.replace(final)
         session.config.stash[SAVED] = str(final)
     else:
-        partial.unlink()
+        partial.unlink(missing_ok=True)  # no benchmark ran: nothing to save
 
 
 @pytest.hookimpl(wrapper=True)
