@@ -26,7 +26,7 @@ from gpubench.dist import Comm, Launch, RankProblem
 from gpubench.metrics import COLUMNS
 from gpubench.recorder import Recording, Reporter, Window
 from gpubench.rundir import RANKED_SAMPLE_KEYS, CsvSink, write_summary
-from gpubench.runner import RunOptions, checked, estimate_s, scenario_result
+from gpubench.runner import RunOptions, checked, estimate_s, scenario_result, shared_gpu
 from gpubench.timing import Timings, calls_for, time_loop, warm_up
 
 CHUNK_S = 0.5  # timed calls between two checks of rank 0's clock: the ranks stop together after --duration
@@ -174,8 +174,7 @@ def _introduce(launch: Launch, comm: Comm, backend, reporter: Reporter) -> tuple
     me.table = table
     others = [p for p in others if p not in {h["pid"] for h in table}]
     if others:
-        me.warn(f"other processes are using GPU {gpu.nvml_index} (PIDs {', '.join(map(str, others))}): their work "
-                "shows up in every metric")
+        me.warn(shared_gpu(gpu.nvml_index, others))
     return me, table
 
 

@@ -77,14 +77,19 @@ def run_suite(opts: RunOptions, backend, reporter: Reporter, clock=time.monotoni
     return opts.out_dir, summary
 
 
+def shared_gpu(nvml_index: int, pids: list[int]) -> str:
+    """The warning for a GPU that other processes use while it is measured."""
+    return (f"other processes are using GPU {nvml_index} (PIDs {', '.join(map(str, pids))}): "
+            "their work shows up in every metric")
+
+
 def _describe(rec: Recording, opts: RunOptions, backend, info: dict, peaks: dict, others: list[int]) -> None:
     """What the manifest says about the run before anything is measured."""
     rec.manifest.update(gpu=info, versions=backend.versions(), peaks=peaks,
                         families={sc.family: {"story": sc.module().STORY} for sc in opts.scenarios})
     rec.manifest["options"].update(duration_s=opts.duration_s, gap_s=opts.gap_s)
     if others:
-        rec.warn(f"other processes are using GPU {info['nvml_index']} (PIDs {', '.join(map(str, others))}): "
-                 "their work shows up in every metric")
+        rec.warn(shared_gpu(info["nvml_index"], others))
     rec.write_manifest()
 
 
