@@ -1,14 +1,14 @@
 """gpubench: what nvidia-smi's GPU-Util says, beside what the GPU really did.
 
 For the user's own code (each loaded on first use, so `import gpubench` stays cheap and loads no torch):
-`gpubench.mark(name)` and `gpubench.step(flops=None)` (gpubench.marks), `gpubench.count_flops(fn, ...)`
-(gpubench.flops), and `with gpubench.recording(...) as rec:` (gpubench.watch.recording).
+`gpubench.mark(name)` and `gpubench.step(flops=None)` (gpubench.job.marks), `gpubench.count_flops(fn, ...)`
+(gpubench.truth.flops), and `with gpubench.recording(...) as rec:` (gpubench.job.watch.recording).
 """
 
 __version__ = "0.2.0"
 
-_LAZY = {"mark": "gpubench.marks", "step": "gpubench.marks", "count_flops": "gpubench.flops",
-         "recording": "gpubench.watch"}
+_LAZY = {"mark": "gpubench.job.marks", "step": "gpubench.job.marks", "count_flops": "gpubench.truth.flops",
+         "recording": "gpubench.job.watch"}
 
 
 def __getattr__(name: str):

@@ -1,16 +1,15 @@
-"""The gpubench command line: run, watch, list, doctor, plot, report.
-
-Imports are deferred to the command that needs them: `gpubench list` and `--help` load no GPU library.
-"""
+"""The gpubench command line: the parser of run, watch, list, doctor, plot and report, and the dispatch to
+each command, which lives with its part. Imports are deferred to the command that needs them: `gpubench
+list` and `--help` load no GPU library."""
 
 from __future__ import annotations
 
 import argparse
-import math
+import importlib
 import os
-import sys
-import tempfile
 from pathlib import Path
+
+from gpubench.usage import UsageError, non_negative, positive, say_error
 
 DESCRIPTION = """\
 gpubench runs small, honest GPU kernels that each fool one utilization metric, records every metric a
@@ -44,42 +43,10 @@ several GPUs:
 """
 
 
-class UsageError(Exception):
-    """Bad input: one sentence for the user, exit code 2."""
-
-
-def say_error(command: str, err) -> None:
-    print(f"gpubench {command}: error: {err}", file=sys.stderr)
-
-
-def number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
-    return value
-
-
-def positive(text: str) -> float:
-    value = number(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
-    return value
-
-
-def non_negative(text: str) -> float:
-    value = number(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return value
-
-
 def add_recording_options(p: argparse.ArgumentParser, device_default: int | None = 0,
                           out_default: str = "results/<gpu>-<YYYYmmdd-HHMMSS>") -> None:
     """Options every recording verb shares, with one meaning."""
-    from gpubench.sources.policy import DEFAULT_INTERVAL_S, PROFILING_CHOICES
+    from gpubench.record.sources.policy import DEFAULT_INTERVAL_S, PROFILING_CHOICES
 
     device_note = (f"default {device_default}" if device_default is not None else
                    "default: the GPUs the command sees under its CUDA_VISIBLE_DEVICES, else every GPU")
@@ -99,8 +66,8 @@ def add_recording_options(p: argparse.ArgumentParser, device_default: int | None
 
 def parser() -> argparse.ArgumentParser:
     from gpubench import __version__
-    from gpubench.suite import DURATION_S, GAP_S
-    from gpubench.summary import TRIM_S
+    from gpubench.read.summary import TRIM_S
+    from gpubench.suite.scenarios import DURATION_S, GAP_S
 
     p = argparse.ArgumentParser(prog="gpubench", description=DESCRIPTION, epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -145,7 +112,7 @@ Ctrl-C reaches it first, and gpubench exits with its exit code (128+N where sign
 where it is not found, 126 where it cannot be run). In your code, gpubench.mark("eval") starts a phase
 and gpubench.step(flops=...) records a step and its FLOPs (gpubench.count_flops counts them); outside
 a watch both cost nothing. The summary has one row per phase: the metric ladder, steps/s, TFLOP/s,
-MFU, and a verdict from the rules in gpubench/verdict.py.
+MFU, and a verdict from the rules in gpubench/read/verdict.py.
 """
 
 WATCH_EPILOG = """\
@@ -158,7 +125,7 @@ examples:
 
 
 def add_watch_parser(sub) -> None:
-    from gpubench.phases import UNITS
+    from gpubench.job.phases import UNITS
 
     w = sub.add_parser("watch", help="run your own command and record the metric ladder per phase, with a verdict",
                        usage="gpubench watch [options] -- CMD [ARG ...]\n       gpubench watch [options] --duration S",
@@ -175,210 +142,27 @@ def add_watch_parser(sub) -> None:
     add_recording_options(w, device_default=None, out_default="results/watch-<gpu>-<YYYYmmdd-HHMMSS>")
 
 
-def cmd_watch(args) -> int:
-    from gpubench.watch import cmd
-
-    return cmd(args)
-
-
-def cmd_list(args) -> int:
-    from gpubench.suite import SCENARIOS, torchrun_hint
-
-    width = max(len(s.name) for s in SCENARIOS)
-    for s in SCENARIOS:
-        mark = "*" if s.distributed else " " if s.default else "+"
-        print(f"{mark} {s.name:<{width}}  {s.family:<9} {s.impl:<12} {s.story}")
-    print("\n+ not in the default suite; run it by name")
-    print(f"* {torchrun_hint([s for s in SCENARIOS if s.distributed])}")
-    return 0
+# Each command lives with its part, imported on use so that `gpubench list` and --help load no GPU library.
+COMMANDS = {"watch": ("gpubench.job.watch", "cmd"), "list": ("gpubench.suite.run", "list_scenarios"),
+            "doctor": ("gpubench.record.doctor", "cmd"), "plot": ("gpubench.show.render", "plot"),
+            "report": ("gpubench.show.render", "report")}
 
 
-def cmd_doctor(args) -> int:
-    from gpubench.doctor import diagnose
+def dispatch(args) -> int:
+    """The command's function; `run` goes to the distributed run where torchrun started this process."""
+    if args.command == "run":
+        from gpubench.ranks.launch import from_env
 
-    code, lines = diagnose()
-    print("\n".join(lines))
-    return code
+        launch = from_env()
+        if launch is not None:
+            from gpubench.ranks.torchrun import run
 
+            return run(args, launch)
+        from gpubench.suite.run import run
 
-EXPLORE_DIR = Path(tempfile.gettempdir()) / "gpubench-report"
-
-
-def reference_hint() -> str:
-    roots = [Path.cwd() / "results", Path(__file__).resolve().parents[1] / "results"]
-    runs = sorted({m.parent for root in roots if root.is_dir() for m in root.glob("*/manifest.json")})
-    if runs:
-        return f"to explore a recorded run without a GPU: gpubench report {runs[-1]} --out {EXPLORE_DIR}"
-    return (f"to explore a recorded run without a GPU: gpubench report RUN_DIR --out {EXPLORE_DIR}, with a reference "
-            "run from results/ in the gpubench repository")
-
-
-def check_out(out: Path | None) -> None:
-    from gpubench.rundir import check_writable
-
-    if out is not None and (problem := check_writable(out)):
-        raise UsageError(f"cannot write the run to --out: {problem}")
-
-
-def require_gpu(command: str) -> None:
-    """UsageError, with the way to explore a recorded run instead, where NVML finds no driver."""
-    from gpubench import nvml
-
-    try:
-        nvml.device_count()
-    except nvml.GpuUnavailable as err:
-        raise UsageError(f"gpubench {command} needs an NVIDIA GPU: {err}; {reference_hint()}") from None
-
-
-def gpu_for(args):
-    """The GPU that --device names, and the GPUs to sample; UsageError where there is none."""
-    from gpubench.backend import CudaBackend
-    from gpubench.gpus import CudaUnavailable
-
-    require_gpu(args.command)
-    backend = CudaBackend()
-    try:
-        gpu, sampled = backend.resolve(args.device, args.all_gpus)
-    except (IndexError, CudaUnavailable) as err:
-        raise UsageError(f"--device {args.device}: {err}") from None
-    return backend, gpu, sampled
-
-
-def need_cuda_torch() -> None:
-    import torch
-
-    from gpubench.hints import TORCH_HINT
-
-    if not torch.cuda.is_available():
-        raise UsageError(f"PyTorch cannot use the GPU (torch {torch.__version__}, CUDA {torch.version.cuda}); "
-                         f"{TORCH_HINT}")
-
-
-def torchrun_launch():
-    """The torchrun launch this process belongs to, or None."""
-    from gpubench.dist import LaunchError, launch_from
-
-    try:
-        return launch_from(os.environ)
-    except LaunchError as err:
-        raise UsageError(str(err)) from None
-
-
-def without_distributed(scenarios: list) -> list:
-    """Outside torchrun the distributed scenarios are skipped, with the command that runs them."""
-    from gpubench.suite import torchrun_hint
-
-    skipped = [s for s in scenarios if s.distributed]
-    rest = [s for s in scenarios if not s.distributed]
-    if skipped and not rest:
-        raise UsageError(torchrun_hint(skipped))
-    if skipped:
-        print(f"gpubench run: skipped: {torchrun_hint(skipped)}", file=sys.stderr)
-    return rest
-
-
-def cmd_run(args) -> int:
-    from gpubench.suite import UnknownScenario, select
-    from gpubench.summary import TRIM_S
-
-    launch = torchrun_launch()
-    try:
-        scenarios = select(args.names, distributed=launch is not None)
-    except UnknownScenario as err:
-        raise UsageError(str(err)) from None
-    if args.duration <= TRIM_S:
-        raise UsageError(f"--duration must be longer than the {TRIM_S:g} s that each scenario's summary leaves out")
-    if launch is not None:
-        from gpubench.torchrun import run_under_torchrun
-
-        return run_under_torchrun(args, launch, scenarios)
-    scenarios = without_distributed(scenarios)
-    if args.slow_rank is not None:
-        print("gpubench run: --slow-rank applies only under torchrun, and is ignored", file=sys.stderr)
-    check_out(args.out)
-    backend, gpu, _ = gpu_for(args)
-    need_cuda_torch()
-    from gpubench.console import ConsoleReporter, print_table
-    from gpubench.rundir import default_run_dir
-    from gpubench.runner import RunOptions, run_suite
-
-    out = args.out or default_run_dir(gpu.name)
-    if args.out is None:  # --out was checked before the GPU was asked for
-        check_out(out)
-    opts = RunOptions(scenarios=scenarios, out_dir=out, device=args.device, duration_s=args.duration,
-                      gap_s=args.gap, interval_s=args.interval, profiling=args.profiling, smi=not args.no_smi,
-                      all_gpus=args.all_gpus, measure_peaks=not args.no_peaks)
-    reporter = ConsoleReporter()
-    try:
-        run_dir, summary = run_suite(opts, backend, reporter)
-    except KeyboardInterrupt:
-        reporter.console.print(f"interrupted: what was recorded is in {out} (manifest says incomplete)")
-        return 130
-    print_table(summary, f"{gpu.name} — medians over each scenario's steady window")
-    print(f"run directory: {run_dir}\nnext: gpubench plot {run_dir} && gpubench report {run_dir}")
-    return 0
-
-
-def _load(run_dir: Path):
-    from gpubench.rundir import RunDirError, load_run
-
-    try:
-        return load_run(run_dir)
-    except RunDirError as err:
-        raise UsageError(str(err)) from None
-    except OSError as err:  # unreadable: permissions, a file vanished mid-read
-        raise UsageError(f"cannot read {err.filename or run_dir}: {err.strerror or err}") from None
-
-
-def output_dir(args, default: Path) -> Path:
-    """Where plot or report writes: --out DIR, or default inside the run directory; UsageError, before
-    anything is written, where that cannot work."""
-    from gpubench.plots import FIGURES
-    from gpubench.rundir import check_writable
-
-    if args.out is not None:
-        own = {"figures", "report.md", "report.html"} | {f"{f.name}.{x}" for f in FIGURES for x in ("png", "svg")}
-        if problem := check_writable(args.out, may_hold=own):
-            raise UsageError(f"cannot write to --out: {problem}")
-        return args.out
-    figures = args.run_dir / "figures"
-    if figures.exists() and not figures.is_dir():
-        raise UsageError(f"{figures} is a file, not a folder of figures: move it away, or write elsewhere with --out DIR")
-    if args.run_dir.is_dir() and (problem := check_writable(default, may_hold=None)):
-        raise UsageError(f"cannot write into the run directory: {problem}; write elsewhere with --out DIR")
-    return default
-
-
-def _written(args, write) -> int:
-    """Run write() -> paths and print them; a refusal of the disk (read-only, full) is one sentence."""
-    try:
-        paths = write()
-    except OSError as err:
-        hint = "" if args.out else "; write elsewhere with --out DIR"
-        raise UsageError(f"cannot write {err.filename or 'the output'}: {err.strerror or err}{hint}") from None
-    for path in paths:
-        print(path)
-    return 0
-
-
-def cmd_plot(args) -> int:
-    from gpubench.plots import plot_run
-
-    manifest, samples, summary = _load(args.run_dir)
-    out = output_dir(args, args.run_dir / "figures")
-    return _written(args, lambda: plot_run(args.run_dir, manifest, samples, summary, out))
-
-
-def cmd_report(args) -> int:
-    from gpubench.report import write_report
-
-    manifest, samples, summary = _load(args.run_dir)
-    out = output_dir(args, args.run_dir)
-    return _written(args, lambda: write_report(args.run_dir, manifest, samples, summary, out))
-
-
-COMMANDS = {"run": cmd_run, "watch": cmd_watch, "list": cmd_list, "doctor": cmd_doctor, "plot": cmd_plot,
-            "report": cmd_report}
+        return run(args)
+    module, function = COMMANDS[args.command]
+    return getattr(importlib.import_module(module), function)(args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -388,9 +172,9 @@ def main(argv: list[str] | None = None) -> int:
         p.print_help()
         return 2
     try:
-        return COMMANDS[args.command](args)
+        return dispatch(args)
     except UsageError as err:
-        from gpubench.dist import is_quiet_rank
+        from gpubench.ranks.launch import is_quiet_rank
 
         if not is_quiet_rank(os.environ):  # under torchrun rank 0 speaks for every rank
             say_error(args.command, err)

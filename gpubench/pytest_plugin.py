@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from gpubench import benchcompare
-from gpubench.benchclock import CLOCK
-from gpubench.cli import non_negative, positive
-from gpubench.gpu_benchmark import MIN_TIME_S, GpuBenchmark
+from gpubench.gate import compare as benchcompare
+from gpubench.gate.clock import CLOCK
+from gpubench.gate.fixture import MIN_TIME_S, GpuBenchmark
+from gpubench.usage import non_negative, positive
 
 FINGERPRINT = pytest.StashKey[dict]()  # the GPU this session benchmarks on
 NOTES = pytest.StashKey[list]()  # lines for the report header
@@ -50,7 +50,7 @@ def pytest_addoption(parser):
 
 def this_gpu() -> dict:
     """The fingerprint of the GPU this process's benchmarks run on, before any runs (raises NoGpu)."""
-    from gpubench.benchdevice import identify
+    from gpubench.gate.device import identify
 
     return identify()
 
@@ -65,7 +65,7 @@ def pytest_configure(config):
         raise pytest.UsageError("give --gpu-baseline or --benchmark-compare, not both")
     if save_dir and config.getoption("benchmark_json", None):
         raise pytest.UsageError("give --gpu-save-baseline or --benchmark-json, not both")
-    from gpubench.benchdevice import NoGpu
+    from gpubench.gate.device import NoGpu
 
     try:
         gpu = this_gpu()
@@ -138,7 +138,7 @@ def open_device():
         pytest.skip("gpu_benchmark needs PyTorch and an NVIDIA GPU: torch is not installed")
     if not torch.cuda.is_available():
         pytest.skip("gpu_benchmark needs an NVIDIA GPU: torch.cuda.is_available() is False")
-    from gpubench.benchdevice import CudaDevice
+    from gpubench.gate.device import CudaDevice
 
     return CudaDevice(torch.cuda.current_device())
 
@@ -175,7 +175,7 @@ def pytest_benchmark_compare_machine_info(config, benchmarksession, machine_info
         return  # not a GPU baseline
     current = config.stash.get(FINGERPRINT, None)
     if current is None:
-        from gpubench.benchdevice import NoGpu
+        from gpubench.gate.device import NoGpu
 
         try:
             current = config.stash[FINGERPRINT] = this_gpu()

@@ -9,7 +9,7 @@ from typing import Callable
 
 import torch
 
-from gpubench.hints import CUPY_HINT
+from gpubench.install import CUPY_HINT
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,18 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import Prepared, Work, check_equal, count, cupy, generator, poison, powers_of_two, raw_kernel, tuned
+from .common import (
+    Prepared,
+    Work,
+    check_equal,
+    count,
+    cupy,
+    generator,
+    poison,
+    powers_of_two,
+    raw_kernel,
+    tuned,
+)
 
 IMPLS = ("triton", "cupy", "cupy-memcpy", "torch")
 SIZES = {"n": 2**28}  # float32 elements: 1 GiB each way, far larger than any L2

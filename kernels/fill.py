@@ -1,7 +1,7 @@
 """fill: write one value everywhere, read nothing. The smallest family: Triton, CuPy and torch's fill_.
 
 It exists as the worked example of adding a family (README, "Add a kernel family"): this file, its
-CPU test, and one line in gpubench/suite.py.
+CPU test, and one line in gpubench/suite/scenarios.py.
 """
 
 from __future__ import annotations

@@ -9,9 +9,20 @@ import torch
 import triton
 import triton.language as tl
 
-from gpubench.peaks import MATMUL_UNITS
+from gpubench.truth.peaks import MATMUL_UNITS
 
-from .common import DTYPES, Prepared, Work, check_close, count, cupy, generator, poison, sm_count, tuned_row
+from .common import (
+    DTYPES,
+    Prepared,
+    Work,
+    check_close,
+    count,
+    cupy,
+    generator,
+    poison,
+    sm_count,
+    tuned_row,
+)
 
 IMPLS = ("triton", "cupy", "torch")
 SIZES = {"m": 8192, "n": 8192, "k": 8192, "dtype": "bfloat16"}

@@ -11,7 +11,17 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import CheckFailed, Prepared, Work, as_torch, count, cupy, poison, raw_kernel, sm_count
+from .common import (
+    CheckFailed,
+    Prepared,
+    Work,
+    as_torch,
+    count,
+    cupy,
+    poison,
+    raw_kernel,
+    sm_count,
+)
 
 IMPLS = ("cupy", "triton")
 SIZES = {"shape": "1thread", "ns": 10_000_000}  # 10 ms per launch

@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from gpubench.peaks import MATMUL_UNITS
+from gpubench.truth.peaks import MATMUL_UNITS
 
 from . import gemm
 from .allreduce import bytes_text, ranks

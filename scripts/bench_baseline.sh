@@ -31,8 +31,8 @@ step() {
 
 python3 -m pip install --no-deps --no-build-isolation -e . >>"$log" 2>&1 || say "pip install -e . failed (see above)"
 nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv >>"$log" 2>&1
-slug=$(python3 -c "from gpubench.benchdevice import identify; from gpubench.rundir import slug; print(slug(identify()['name']))")
-other=$(python3 -c "from gpubench.benchdevice import identify; print('NVIDIA H100 80GB HBM3' if 'H200' in identify()['name'] else 'NVIDIA H200')")
+slug=$(python3 -c "from gpubench.gate.device import identify; from gpubench.record.rundir import slug; print(slug(identify()['name']))")
+other=$(python3 -c "from gpubench.gate.device import identify; print('NVIDIA H100 80GB HBM3' if 'H200' in identify()['name'] else 'NVIDIA H200')")
 say "GPU model: $slug"
 
 step "1 baseline" 0 python3 -m pytest tests/benchmarks -p no:cacheprovider --gpu-save-baseline="$OUT"

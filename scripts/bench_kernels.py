@@ -1,7 +1,7 @@
 """Kernel speed on one GPU, in one run: the numbers behind the kernels' performance targets.
 
 Every implementation comes from its family's prepare() (the suite's own buffers, checked before
-timing). Implementations of one family are timed interleaved at sustained clocks (gpubench.timing.
+timing). Implementations of one family are timed interleaved at sustained clocks (gpubench.truth.timing.
 interleaved: settle, then windows in turns ABC, CBA, ...), and each ratio is the median of the
 window-by-window ratios, with p10 and p90: a ratio never compares a cool GPU with a hot one.
 
@@ -15,10 +15,11 @@ import csv
 import sys
 
 import torch
-
 from gpubench.kernels import copy, gemm, softmax, spin
 from gpubench.kernels.common import CupyMissing, cupy
-from gpubench.timing import interleaved, quantile, time_loop, warm_up
+
+from gpubench.stats import quantile
+from gpubench.truth.timing import interleaved, time_loop, warm_up
 
 ROWS: list[dict] = []
 

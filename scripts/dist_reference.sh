@@ -25,7 +25,7 @@ nvidia-smi -L
 nvidia-smi topo -m
 nvidia-smi nvlink -s -i 0 | head -20
 python3 - <<'EOF'
-from gpubench import nvml
+from gpubench.record import nvml
 for i in range(nvml.device_count()):
     link = nvml.nvlink(nvml.handle(i))
     speeds = sorted({x["speed_mbps"] for x in link["links"] if x["active"]})
@@ -35,7 +35,7 @@ for i in range(nvml.device_count()):
 EOF
 
 stamp=$(date +%Y%m%d-%H%M%S)
-slug=$(python3 -c "from gpubench import nvml; from gpubench.rundir import slug; print(slug(nvml.device_info(0)['name']))")
+slug=$(python3 -c "from gpubench import nvml; from gpubench.record.rundir import slug; print(slug(nvml.device_info(0)['name']))")
 runs=$PWD/results
 dist_run=$runs/$slug-x2-$stamp
 visible_run=$runs/$slug-visible1-$stamp
@@ -49,7 +49,7 @@ check gpubench report "$dist_run"
 step "2. busbw beside nccl-tests' formula"
 python3 - "$dist_run" <<'EOF'
 import sys
-from gpubench.rundir import load_run
+from gpubench.record.rundir import load_run
 
 manifest, samples, summary = load_run(sys.argv[1])
 bad = 0
@@ -88,7 +88,7 @@ check env CUDA_VISIBLE_DEVICES=1 timeout 120 gpubench run copy-triton --duration
 python3 - "$visible_run" <<'EOF'
 import statistics
 import sys
-from gpubench.rundir import load_run
+from gpubench.record.rundir import load_run
 
 manifest, samples, summary = load_run(sys.argv[1])
 util = {g: statistics.median(r["gpu_util_pct"] for r in samples if r["gpu"] == g and r["phase"] == "copy-triton")

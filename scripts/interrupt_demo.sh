@@ -21,7 +21,7 @@ inspect() {  # inspect RUN_DIR SIGNAL_WALL: what the run left on disk
     python3 - "$1" "$2" <<'EOF'
 import json, sys
 from pathlib import Path
-from gpubench.rundir import load_run, partial
+from gpubench.record.rundir import load_run, partial
 run, signal_wall = Path(sys.argv[1]), float(sys.argv[2])
 text = (run / "samples.csv").read_text()
 lines = text.splitlines()

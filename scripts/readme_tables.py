@@ -20,10 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpubench.metrics import BY_COLUMN, fmt_value  # noqa: E402
-from gpubench.metrics import LADDER, pct  # noqa: E402
-from gpubench.plots import work_fraction  # noqa: E402
-from gpubench.rundir import load_run  # noqa: E402
+from gpubench.metrics import BY_COLUMN, LADDER, fmt_value, pct  # noqa: E402  # noqa: E402
+from gpubench.record.rundir import load_run  # noqa: E402
+from gpubench.show.figures.common import work_fraction  # noqa: E402
 
 MARK = re.compile(r"(<!-- gpubench:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /gpubench:(?P=name) -->)", re.S)
 GPUS = {"h100-80gb-hbm3": "H100", "h200": "H200"}

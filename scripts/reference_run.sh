@@ -7,7 +7,7 @@ set -euo pipefail
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-slug=$(python3 -c "import torch; from gpubench.rundir import slug; print(slug(torch.cuda.get_device_name(0)))")
+slug=$(python3 -c "import torch; from gpubench.record.rundir import slug; print(slug(torch.cuda.get_device_name(0)))")
 stamp=$(date +%Y%m%d-%H%M%S)
 run="$slug-$stamp"
 start=$(date +%s.%N)

@@ -19,9 +19,10 @@ import time
 import torch
 import triton
 import triton.language as tl
-
 from gpubench.kernels.gemm import _tile
-from gpubench.timing import quantile, time_loop
+
+from gpubench.stats import quantile
+from gpubench.truth.timing import time_loop
 
 ROWS: list[dict] = []
 

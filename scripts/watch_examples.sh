@@ -36,7 +36,7 @@ show_ladders() {
   python3 - "$@" <<'EOF'
 import math, sys
 from pathlib import Path
-from gpubench.rundir import load_run
+from gpubench.record.rundir import load_run
 for run in sys.argv[1:]:
     if not (Path(run) / "summary.csv").is_file():
         print(f"{run}: no summary"); continue
@@ -85,7 +85,7 @@ main() {
   start=$(date +%s)
   python3 -c "import gpubench" || { echo "gpubench is not importable: pip install --no-deps --no-build-isolation -e ."; return 2; }
   nvidia-smi -L
-  gpu=$(python3 -c "from gpubench import nvml; from gpubench.rundir import slug; print(slug(nvml.device_info(0)['name']))")
+  gpu=$(python3 -c "from gpubench import nvml; from gpubench.record.rundir import slug; print(slug(nvml.device_info(0)['name']))")
   watch_configs "$gpu"
   for config in "${configs[@]}"; do
     [[ -d results/watch-${config%%|*}-$gpu ]] && runs+=("results/watch-${config%%|*}-$gpu")

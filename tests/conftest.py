@@ -39,7 +39,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True)
 def _fresh_nvml():
     """NVML's init state is a module singleton: on a machine without it, every test starts from scratch."""
-    from gpubench import nvml
+    from gpubench.record import nvml
 
     if not HAS_CUDA:
         nvml.reset_for_tests()

@@ -9,10 +9,10 @@ import time
 
 import torch.multiprocessing as mp
 
-from gpubench import dist
-from gpubench.gpus import Gpu
-from gpubench.sources import Source
-from gpubench.timing import Timings
+from gpubench.ranks import launch as dist
+from gpubench.record.gpus import Gpu
+from gpubench.record.sources import Source
+from gpubench.truth.timing import Timings
 
 NVLINK_BYTES_PER_S = 18 * 26_562e6  # what NVML reports for an H100 or H200 SXM: 18 links at 26562 MB/s
 

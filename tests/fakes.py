@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Callable
 
-from gpubench.gpus import Gpu
 from gpubench.kernels.common import Prepared, Work
-from gpubench.sources import Source
-from gpubench.suite import Scenario
-from gpubench.timing import Timings
+
+from gpubench.record.gpus import Gpu
+from gpubench.record.sources import Source
+from gpubench.suite.scenarios import Scenario
+from gpubench.truth.timing import Timings
 
 GPU = Gpu(nvml_index=0, uuid="GPU-00000000-1111-2222-3333-444444444444", name="NVIDIA H100 80GB HBM3", cuda_index=0)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 import math
 
-from gpubench.rundir import CsvSink, write_json, write_summary
-from gpubench.summary import summarize
+from gpubench.read.summary import summarize
+from gpubench.record.rundir import CsvSink, write_json, write_summary
 
 SCENARIOS = [  # name, family, flops, bytes, traffic, unit, bound, util, sm_active, tensor, baseline
     ("idle", "idle", 0, 0, 0, None, "none", 0, 0, 0, ""),
@@ -66,3 +66,12 @@ def make_run(run_dir, profiling=True, completed=True):
     write_json(run_dir / "manifest.json", manifest)
     write_summary(run_dir, summarize(rows, results, peaks, columns))
     return run_dir
+
+
+def drawing_modules() -> list:
+    """Every module that saves a figure (each figure's own, and common's empty figure): tests replace save there."""
+    import sys
+
+    from gpubench.show.figures import FIGURES, common
+
+    return [common] + [sys.modules[f.draw.__module__] for f in FIGURES]

@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from gpubench import benchclock
+from gpubench.gate import clock as benchclock
 
 
 class FakeEvent:

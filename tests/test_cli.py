@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from gpubench.cli import main
-from gpubench.suite import SCENARIOS, select, UnknownScenario
+from gpubench.suite.scenarios import SCENARIOS, UnknownScenario, select
 
 
 def run(*args):
@@ -98,7 +98,7 @@ def test_doctor_on_a_machine_without_gpm(fake_bin, monkeypatch, capsys):
     """An older GPU: NVML works, GPM does not; doctor still reports and exits 0."""
     from unittest import mock
 
-    from gpubench import doctor, nvml
+    from gpubench.record import doctor, nvml
 
     info = {"nvml_index": 0, "name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-a100", "memory_mib": 81920,
             "driver": "550.54", "cuda_driver": "12.4", "architecture": 8, "gpm_supported": False}
@@ -132,7 +132,7 @@ def test_torch_built_for_a_newer_cuda_than_the_driver_is_named():
 
     import torch
 
-    from gpubench import doctor
+    from gpubench.record import doctor
 
     with mock.patch.object(torch.version, "cuda", "13.0"):
         ok, note = doctor.torch_cuda("12.4")

@@ -7,17 +7,16 @@ import subprocess
 import sys
 
 import pytest
-
-from gpubench import dist
-from gpubench.distrun import DistOptions, run_distributed
-from gpubench.kernels.common import CheckFailed
-from gpubench.metrics import finite
-from gpubench.merge import Clock, arrival_stats, merge_results, merge_rows
-from gpubench.rundir import load_run
-from gpubench.suite import Scenario
-
 from distfakes import NVLINK_BYTES_PER_S, CpuBackend, RankSource, spawn
 from fakes import scenario
+from gpubench.kernels.common import CheckFailed
+
+from gpubench.metrics import finite
+from gpubench.ranks import launch as dist
+from gpubench.ranks.loop import DistOptions, run_distributed
+from gpubench.ranks.merge import Clock, arrival_stats, merge_results, merge_rows
+from gpubench.record.rundir import load_run
+from gpubench.suite.scenarios import Scenario
 
 TORCHRUN_ENV = {"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "0"}
 
@@ -183,11 +182,11 @@ def test_allreduce_is_checked_and_reported_as_nccl_tests_defines_it(two_ranks):
 
 
 def test_the_ranks_figure_and_report_tell_the_straggler_story(two_ranks, tmp_path):
-    from gpubench import plots
-    from gpubench.report import write_report
+    from gpubench.show import figures
+    from gpubench.show.report import write_report
 
     manifest, samples, summary = load_run(two_ranks)
-    _, notes = plots.ranks(summary, samples, manifest, tmp_path)
+    _, notes = figures.ranks.draw(summary, samples, manifest, tmp_path)
     assert notes["ranks"] == [0, 1] and notes["straggler"] == {"straggler": 1}
     by = {(r["scenario"], r["rank"]): r for r in summary}
     assert notes["delays"][("straggler", 1)] == pytest.approx(by[("straggler", 1)]["arrival_delay_ms"])
@@ -225,7 +224,6 @@ def test_ctrl_c_on_every_rank_leaves_rank_0s_part_of_the_run(tmp_path):
 
 def _broken_collective(launch, comm):
     import torch.distributed as d
-
     from gpubench.kernels import allreduce
 
     allreduce.prepare("nccl", size_bytes=2**12, device="cpu").check()  # the real all-reduce passes
@@ -280,7 +278,7 @@ def test_under_torchrun_a_problem_is_said_once_by_rank_0_and_every_rank_exits_2(
 
 
 def test_a_run_directory_reads_back_a_gpu_that_no_rank_used(tmp_path):
-    from gpubench.rundir import RANKED_SAMPLE_KEYS, CsvSink, read_samples
+    from gpubench.record.rundir import RANKED_SAMPLE_KEYS, CsvSink, read_samples
 
     sink = CsvSink(tmp_path / "samples.csv", ["gpu_util_pct"], keys=RANKED_SAMPLE_KEYS)
     for rank in (0, None):
@@ -299,7 +297,7 @@ def test_nvlink_peak_is_what_nvml_reports_for_the_active_links():
 
     import pynvml
 
-    from gpubench import nvml
+    from gpubench.record import nvml
 
     def field(value, ok=True):
         return SimpleNamespace(nvmlReturn=pynvml.NVML_SUCCESS if ok else pynvml.NVML_ERROR_NOT_SUPPORTED,
@@ -310,7 +308,7 @@ def test_nvlink_peak_is_what_nvml_reports_for_the_active_links():
             return [field(4)]
         return [field(26562), field(26562), field(26562), field(0, ok=False)]
 
-    with mock.patch("gpubench.nvml.pynvml", autospec=True) as m:
+    with mock.patch("gpubench.record.nvml.pynvml", autospec=True) as m:
         for name in ("NVML_SUCCESS", "NVML_FEATURE_ENABLED", "NVML_FI_DEV_NVLINK_LINK_COUNT",
                      "NVML_FI_DEV_NVLINK_GET_SPEED"):
             setattr(m, name, getattr(pynvml, name))
@@ -324,15 +322,15 @@ def test_nvlink_peak_is_what_nvml_reports_for_the_active_links():
 
 
 def test_a_gpu_without_nvlink_has_no_nvlink_peak():
-    from gpubench.peaks import nvlink_peak
+    from gpubench.truth.peaks import nvlink_peak
 
     assert nvlink_peak({"links": [], "active_links": 0, "bytes_per_s": None}) == {}
     assert nvlink_peak(None) == {}
 
 
 def test_busbw_is_algbw_times_the_all_reduce_factor_and_only_for_collectives():
-    from gpubench.plots import work_fraction
-    from gpubench.summary import derive
+    from gpubench.read.summary import derive
+    from gpubench.show.figures.common import work_fraction
 
     peaks = {"datasheet": {"nvlink": 450e9}}
     res = {"kernel_ms": 4.0, "link_bytes_per_call": 2**30, "bus_factor": 2 * 7 / 8, "bound": "interconnect"}

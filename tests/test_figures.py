@@ -4,12 +4,11 @@ small to read where the README shows it, every percentage formatted alike, and e
 import re
 
 import pytest
+from synthetic import drawing_modules, make_run
 
-from gpubench import plots
 from gpubench.metrics import pct
-from gpubench.rundir import load_run
-
-from synthetic import make_run
+from gpubench.record.rundir import load_run
+from gpubench.show.figures import FIGURES, common, compare, timeline
 
 
 @pytest.fixture
@@ -22,10 +21,11 @@ def figures(monkeypatch):
         drawn[name] = fig
         return []
 
-    monkeypatch.setattr(plots, "save", keep)
+    for module in drawing_modules():
+        monkeypatch.setattr(module, "save", keep)
     yield drawn
     for fig in drawn.values():
-        plots.plt.close(fig)
+        common.plt.close(fig)
 
 
 @pytest.fixture(params=[True, False], ids=["gpm", "no-gpm"])
@@ -35,7 +35,7 @@ def run(request, tmp_path):
 
 def draw_all(run, out):
     manifest, samples, summary = run
-    return {f.name: f.draw(summary, samples, manifest, out)[1] for f in plots.FIGURES}
+    return {f.name: f.draw(summary, samples, manifest, out)[1] for f in FIGURES}
 
 
 def texts(fig):
@@ -66,8 +66,8 @@ def test_text_is_readable_and_percentages_are_formatted_alike(run, figures, tmp_
         for ax, t in texts(fig):
             assert t.get_fontsize() >= 8, f"{name}: {t.get_text()!r} at {t.get_fontsize()} pt"
             value = re.search(r"\d%|^[\d.<]+$", t.get_text())  # a percentage, or a number alone
-            if ax is not None and value and t.get_fontsize() < plots.VALUE_PT:
-                pytest.fail(f"{name}: value label {t.get_text()!r} smaller than {plots.VALUE_PT} pt")
+            if ax is not None and value and t.get_fontsize() < common.VALUE_PT:
+                pytest.fail(f"{name}: value label {t.get_text()!r} smaller than {common.VALUE_PT} pt")
             for number in re.findall(r"(<?[\d.]+)%", t.get_text()):
                 if not number.startswith("<"):
                     assert pct(float(number)) == f"{number}%", f"{name}: {number}% is not how pct() writes it"
@@ -88,11 +88,11 @@ def test_timeline_shows_nvml_over_nvidia_smi_and_names_every_phase(tmp_path, fig
         row["smi_gpu_util_pct"] = row["gpu_util_pct"]
         if i < 3:
             row["phase"] = "peaks"
-    _, notes = plots.timeline(summary, samples, manifest, tmp_path)
+    _, notes = timeline.draw(summary, samples, manifest, tmp_path)
     assert notes["phases"][:2] == ["peak measurement", "idle"]
     assert set(notes["phases"]) >= {r["scenario"] for r in summary}
     lines = {line.get_label(): line for ax in figures["timeline"].axes for line in ax.get_lines()}
-    nvml, smi = lines[plots.LINE_LABELS["gpu_util_pct"]], lines[plots.LINE_LABELS["smi_gpu_util_pct"]]
+    nvml, smi = lines[timeline.LINE_LABELS["gpu_util_pct"]], lines[timeline.LINE_LABELS["smi_gpu_util_pct"]]
     assert nvml.get_zorder() > smi.get_zorder() and smi.get_linewidth() > 2 * nvml.get_linewidth()
 
 
@@ -113,17 +113,17 @@ def test_compare_never_puts_host_link_bytes_on_a_dram_axis(tmp_path, figures):
     manifest, samples, summary = load_run(make_run(tmp_path / "run"))
     h2d = next(r for r in summary if r["bound"] == "link")
     pinned = dict(h2d, scenario="h2d-pinned", baseline="h2d-copy", speedup_vs_baseline=1.0)
-    plots.compare([h2d, pinned], samples, manifest, tmp_path)
+    compare.draw([h2d, pinned], samples, manifest, tmp_path)
     titles = [ax.get_title() for ax in figures["compare"].axes if ax.axison]
     assert titles and not any("DRAM" in t for t in titles) and "host link GB/s" in titles
 
 
 def test_a_figure_without_data_says_so(tmp_path, figures):
     manifest, samples, summary = load_run(make_run(tmp_path / "run"))
-    idle_only = [r for r in summary if r["bound"] == "none" and not plots.finite(r.get("kernel_ms"))]
-    for figure in plots.FIGURES:
+    idle_only = [r for r in summary if r["bound"] == "none" and not common.finite(r.get("kernel_ms"))]
+    for figure in FIGURES:
         if figure.name != "timeline":
             _, notes = figure.draw(idle_only, samples, manifest, tmp_path)
-            assert notes == {"empty": plots.NO_DATA}
+            assert notes == {"empty": common.NO_DATA}
     shown = [t.get_text() for t in figures["headline"].axes[0].texts]
-    assert shown == [plots.NO_DATA]
+    assert shown == [common.NO_DATA]

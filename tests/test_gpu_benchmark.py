@@ -6,12 +6,23 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpubench import benchcompare as bc
-from gpubench import benchdevice, gpus
-from gpubench.gpu_benchmark import (FLUSH_MIN_BYTES, MAX_FLUSHED_ROUNDS, MIN_ROUNDS, UNITS, GpuBenchmark,
-                                    estimate_working_set, flush_bytes, needs_flush, plan, work_facts)
-from gpubench.peaks import datasheet_for
-from gpubench.rundir import json_safe
+from gpubench.gate import compare as bc
+from gpubench.gate import device as benchdevice
+from gpubench.gate.fixture import (
+    FLUSH_MIN_BYTES,
+    MAX_FLUSHED_ROUNDS,
+    MIN_ROUNDS,
+    UNITS,
+    GpuBenchmark,
+    estimate_working_set,
+    flush_bytes,
+    needs_flush,
+    plan,
+    work_facts,
+)
+from gpubench.record import gpus
+from gpubench.record.rundir import json_safe
+from gpubench.truth.peaks import datasheet_for
 
 L2 = 50 * 2**20  # an H100's
 H100 = {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-1", "memory_mib": 81559, "driver": "580.65",

@@ -4,10 +4,10 @@ an irregular size that catches masking bugs."""
 import importlib
 
 import pytest
-
 from gpubench.kernels import spin
 from gpubench.kernels.common import CupyMissing, cupy
-from gpubench.suite import SCENARIOS
+
+from gpubench.suite.scenarios import SCENARIOS
 
 pytestmark = pytest.mark.gpu
 
@@ -45,7 +45,7 @@ def test_spin_shapes_spread_over_distinct_sms(shape):
 
 
 def test_spin_duration_within_one_percent():
-    from gpubench.timing import time_loop
+    from gpubench.truth.timing import time_loop
 
     p = _prepare("spin", "triton", shape="1thread", ns=10_000_000)
     p.run()

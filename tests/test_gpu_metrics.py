@@ -5,16 +5,16 @@ import time
 
 import pytest
 import torch
-
 from gpubench.kernels import spin
-from gpubench.sampler import Sampler
-from gpubench.sources.policy import open_sources
+
+from gpubench.record.sampler import Sampler
+from gpubench.record.sources.policy import open_sources
 
 pytestmark = pytest.mark.gpu
 
 
 def _gpu():
-    from gpubench.backend import CudaBackend
+    from gpubench.suite.backend import CudaBackend
 
     return CudaBackend().resolve(torch.cuda.current_device(), False)[0]
 
@@ -69,7 +69,8 @@ def test_idle_reads_near_zero():
 
 def test_sampler_overhead_on_gemm_under_one_percent():
     from gpubench.kernels import gemm
-    from gpubench.timing import time_loop
+
+    from gpubench.truth.timing import time_loop
 
     p = gemm.prepare("torch")
     time_loop(p.run, calls_per_timing=10, groups=3)

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from gpubench.cli import main
-from gpubench.rundir import load_run
+from gpubench.record.rundir import load_run
 
 pytestmark = pytest.mark.gpu
 
@@ -28,7 +28,7 @@ def test_short_real_run(tmp_path):
 
 def test_the_sampled_gpu_is_the_gpu_that_runs_the_kernels(tmp_path):
     """Under CUDA_VISIBLE_DEVICES=<last GPU>, CUDA's device 0 is NVML's last GPU, and that GPU is busy."""
-    from gpubench import nvml
+    from gpubench.record import nvml
 
     last = nvml.device_count() - 1
     out = tmp_path / "visible"

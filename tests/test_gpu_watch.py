@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gpubench.metrics import finite
-from gpubench.rundir import load_run
+from gpubench.record.rundir import load_run
 
 pytestmark = pytest.mark.gpu
 

@@ -4,7 +4,7 @@ from unittest import mock
 
 import pytest
 
-from gpubench import gpus, nvml
+from gpubench.record import gpus, nvml
 
 UUIDS = ["GPU-aaaaaaaa-0000-0000-0000-000000000000", "GPU-bbbbbbbb-0000-0000-0000-000000000000"]
 NAMES = {UUIDS[0]: "NVIDIA H200", UUIDS[1]: "NVIDIA H200"}

@@ -7,10 +7,16 @@ import pytest
 import torch
 import triton
 import triton.language as tl
-
 from gpubench.kernels import copy, fill, gemm, h2d, softmax
-from gpubench.kernels.common import CheckFailed, Prepared, check_close, check_equal, poison
-from gpubench.suite import SCENARIOS
+from gpubench.kernels.common import (
+    CheckFailed,
+    Prepared,
+    check_close,
+    check_equal,
+    poison,
+)
+
+from gpubench.suite.scenarios import SCENARIOS
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 FAMILIES = sorted({s.family for s in SCENARIOS})

@@ -9,16 +9,17 @@ from pathlib import Path
 import pytest
 
 import gpubench
-from gpubench import marks, verdict
-from gpubench.phases import cut, step_stats
-from gpubench.marks import Event
+from gpubench.job import marks
+from gpubench.job.marks import Event
+from gpubench.job.phases import cut, step_stats
+from gpubench.read import verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_import_is_cheap_and_the_api_is_lazy():
     code = ("import sys, gpubench; gpubench.mark('x'); gpubench.step(flops=1.0); gpubench.count_flops; "
-            "assert 'torch' not in sys.modules and 'gpubench.recorder' not in sys.modules, sorted(sys.modules)")
+            "assert 'torch' not in sys.modules and 'gpubench.record.recording' not in sys.modules, sorted(sys.modules)")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop(marks.ENV, None)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
@@ -139,8 +140,8 @@ def test_the_readme_shows_the_rules_the_code_applies():
 
 def test_rows_go_to_phases_by_interval_and_recurring_spans_gather():
     """Two GPUs, train in [2, 4) and [6, 8), eval between: labels are ignored, intervals decide."""
-    from gpubench.gpus import Gpu
-    from gpubench.phases import Phase, summarize
+    from gpubench.job.phases import Phase, summarize
+    from gpubench.record.gpus import Gpu
 
     gpus = [Gpu(0, "GPU-a", "NVIDIA H100 80GB HBM3"), Gpu(1, "GPU-b", "NVIDIA H100 80GB HBM3")]
     rows, energy = [], {0: 0.0, 1: 0.0}

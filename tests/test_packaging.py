@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpubench import hints
+from gpubench import install as hints
 
 ROOT = Path(__file__).resolve().parents[1]
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
@@ -66,7 +66,9 @@ from gpubench.cli import main
 
 def test_list_plot_and_report_work_without_torch_or_triton(tmp_path):
     sys.path.insert(0, str(ROOT / "tests"))
-    from synthetic import make_run  # needs torch to read each family's story; the laptop only reads files
+    from synthetic import (
+        make_run,  # needs torch to read each family's story; the laptop only reads files
+    )
 
     run = make_run(tmp_path / "run")
     code = BLOCK_GPU_LIBRARIES + (f"assert main(['list']) == 0\n"

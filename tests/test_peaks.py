@@ -2,7 +2,7 @@
 
 import pytest
 
-from gpubench.peaks import datasheet_for
+from gpubench.truth.peaks import datasheet_for
 
 T = 1e12
 

@@ -5,14 +5,14 @@ import struct
 from pathlib import Path
 
 import pytest
-
-from gpubench import plots
-from gpubench.cli import main
-from gpubench.report import story
-from gpubench.rundir import load_run
-from gpubench.summary import row_label
-
 from synthetic import make_run
+
+from gpubench.cli import main
+from gpubench.read.summary import row_label
+from gpubench.record.rundir import load_run
+from gpubench.show import figures
+from gpubench.show.figures import common, compare
+from gpubench.show.report import story
 
 REFERENCE = sorted(p.parent for p in (Path(__file__).parents[1] / "results").glob("*/manifest.json"))
 
@@ -35,7 +35,7 @@ def run_dir(request, tmp_path):
 
 def test_every_figure_is_written_as_a_sensible_image(run_dir):
     assert main(["plot", str(run_dir)]) == 0
-    for figure in plots.FIGURES:
+    for figure in figures.FIGURES:
         w, h = png_size(run_dir / "figures" / f"{figure.name}.png")
         assert 600 <= w <= 2600 and 200 <= h <= 2600, (figure.name, w, h)
         assert (run_dir / "figures" / f"{figure.name}.svg").read_text().lstrip().startswith("<?xml")
@@ -47,24 +47,24 @@ def test_annotated_numbers_match_the_summary(run_dir, tmp_path):
     out = tmp_path / "figs"
     out.mkdir()
     by = {row_label(r): r for r in summary}
-    _, head = plots.headline(summary, samples, manifest, out)
+    _, head = figures.headline.draw(summary, samples, manifest, out)
     for name, marks in head.items():
         if "gpu_util_pct" in marks:  # a phase too short for a steady sample has none to mark
             assert marks["gpu_util_pct"] == pytest.approx(by[name]["gpu_util_pct"])
         if "work" in marks:  # a phase without FLOPs has no work to mark
-            assert marks["work"] == pytest.approx(plots.work_fraction(by[name])[1])
-    _, lad = plots.ladder(summary, samples, manifest, out)
+            assert marks["work"] == pytest.approx(common.work_fraction(by[name])[1])
+    _, lad = figures.ladder.draw(summary, samples, manifest, out)
     for name, marks in lad.items():
-        assert marks["work"] == pytest.approx(plots.work_fraction(by[name])[1], nan_ok=True)
+        assert marks["work"] == pytest.approx(common.work_fraction(by[name])[1], nan_ok=True)
         for col in ("gpu_util_pct", "sm_active_pct"):
             assert marks[col] == pytest.approx(by[name][col], nan_ok=True)
-    _, roof = plots.roofline(summary, samples, manifest, out)
+    _, roof = figures.roofline.draw(summary, samples, manifest, out)
     for name, mark in ({} if "empty" in roof else roof).items():
         assert mark["tflops"] == pytest.approx(by[name]["tflops"])
         assert by[name]["bound"] != "link"  # a host copy is not drawn on a DRAM roof
-    _, cmp = plots.compare(summary, samples, manifest, out)
+    _, cmp = figures.compare.draw(summary, samples, manifest, out)
     if "empty" in cmp:  # a run without baselines (a watch, a one-scenario run) says so instead
-        assert not any(plots.baseline_of(r) for r in summary)
+        assert not any(compare.baseline_of(r) for r in summary)
     else:
         assert all(m["kernel_ms"] == pytest.approx(by[n]["kernel_ms"]) for n, m in cmp.items())
 
@@ -72,10 +72,10 @@ def test_annotated_numbers_match_the_summary(run_dir, tmp_path):
 def test_the_ground_truth_rung_follows_each_rows_bound(tmp_path):
     _, _, summary = load_run(make_run(tmp_path / "r"))
     by = {r["scenario"]: r for r in summary}
-    assert plots.work_fraction(by["h2d-copy"])[0] == "link"
-    assert plots.work_fraction(by["copy-triton"])[0] == "MBU"
-    assert plots.work_fraction(by["gemm-torch"])[0] == "MFU"
-    assert plots.work_fraction(by["spin-1thread"]) == ("MFU", 0.0)
+    assert common.work_fraction(by["h2d-copy"])[0] == "link"
+    assert common.work_fraction(by["copy-triton"])[0] == "MBU"
+    assert common.work_fraction(by["gemm-torch"])[0] == "MFU"
+    assert common.work_fraction(by["spin-1thread"]) == ("MFU", 0.0)
 
 
 def test_missing_metrics_are_marked_unavailable_not_zero(tmp_path):
@@ -84,10 +84,10 @@ def test_missing_metrics_are_marked_unavailable_not_zero(tmp_path):
     assert "sm_active_pct" not in summary[0]
     out = tmp_path / "figs"
     out.mkdir()
-    _, tl = plots.timeline(summary, samples, manifest, out)
+    _, tl = figures.timeline.draw(summary, samples, manifest, out)
     assert {"sm_active_pct", "tensor_active_pct", "dram_active_pct"} <= set(tl["missing"])
-    _, lad = plots.ladder(summary, samples, manifest, out)
-    assert not any(plots.finite(m["sm_active_pct"]) for m in lad.values())
+    _, lad = figures.ladder.draw(summary, samples, manifest, out)
+    assert not any(common.finite(m["sm_active_pct"]) for m in lad.values())
     assert main(["report", str(run_dir)]) == 0  # draws the figures too
     text = (run_dir / "report.md").read_text()
     assert "gpm not used: GPU 0 does not support NVML GPM" in text
@@ -106,10 +106,10 @@ def test_report_has_every_scenario_and_no_nan_where_a_value_exists(run_dir):
     for row in summary:
         assert f"### {row_label(row)}" in md
         assert f"<h3>{row_label(row)}</h3>" in page
-        if plots.finite(row.get("gbps")) and row["gbps"] > 1:
+        if common.finite(row.get("gbps")) and row["gbps"] > 1:
             assert f"{row['gbps']:.4g}" in md  # the table shows the measured value
     assert "nan" not in md.lower().replace("nanosecond", "")
-    drawn = [f.name for f in plots.FIGURES if f"figures/{f.name}.png" in md]
+    drawn = [f.name for f in figures.FIGURES if f"figures/{f.name}.png" in md]
     assert page.count("data:image/png;base64,") == len(drawn) >= 3  # figures embedded: one file to share
     assert {"headline", "ladder", "timeline"} <= set(drawn)
     if not manifest_of(run_dir).get("distributed"):
@@ -152,7 +152,7 @@ def test_percentages_in_the_stories_are_written_as_everywhere_else(tmp_path):
 
 
 def test_html_tables_align_numbers_right_and_words_left(tmp_path):
-    from gpubench.report import blocks, to_html
+    from gpubench.show.report import blocks, to_html
 
     manifest, _, summary = load_run(make_run(tmp_path / "r"))
     page = to_html(blocks(manifest, summary, set()), tmp_path)

@@ -4,12 +4,11 @@ from unittest import mock
 
 import pytest
 
-from gpubench.sources import SourceUnavailable
-from gpubench.sources import policy
-from gpubench.sources.dcgm import DcgmSource
-from gpubench.sources.gpm import GpmSource
-from gpubench.sources.nvml_source import NvmlSource
-from gpubench.sources.smi import SmiSource
+from gpubench.record.sources import SourceUnavailable, policy
+from gpubench.record.sources.dcgm import DcgmSource
+from gpubench.record.sources.gpm import GpmSource
+from gpubench.record.sources.nvml_source import NvmlSource
+from gpubench.record.sources.smi import SmiSource
 
 
 @pytest.fixture

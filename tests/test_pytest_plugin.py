@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpubench import pytest_plugin
-from gpubench.benchdevice import NoGpu
+from gpubench.gate.device import NoGpu
 
 pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parents[1]

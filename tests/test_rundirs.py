@@ -10,13 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from synthetic import drawing_modules, make_run
 
-from gpubench import cli, plots
 from gpubench.cli import main
-from gpubench.report import blocks, to_markdown
-from gpubench.rundir import load_run
-
-from synthetic import make_run
+from gpubench.record import preflight
+from gpubench.record.rundir import load_run
+from gpubench.show import figures
+from gpubench.show.figures import common
+from gpubench.show.report import blocks, to_markdown
 
 
 def snapshot(root: Path) -> dict:
@@ -132,22 +133,22 @@ def test_a_disk_that_refuses_mid_write_is_one_sentence_and_leaves_no_figures(run
     def full(*a, **k):
         raise OSError(28, "No space left on device", str(run_dir / "figures"))
 
-    monkeypatch.setattr(plots.tempfile, "mkdtemp", full)
+    monkeypatch.setattr(figures.tempfile, "mkdtemp", full)
     refused(capsys, ["plot", str(run_dir)], "No space left on device; write elsewhere with --out DIR")
     assert not (run_dir / "figures").exists()
 
 
 def test_a_figure_that_fails_leaves_the_old_figures_as_they_were(run_dir, monkeypatch):
-    monkeypatch.setattr(plots, "FIGURES", plots.FIGURES[:2])
+    monkeypatch.setattr(figures, "FIGURES", figures.FIGURES[:2])
     assert main(["plot", str(run_dir)]) == 0
     before = snapshot(run_dir)
 
     def broken(summary, samples, manifest, out_dir):
         raise RuntimeError("a bug in a figure")
 
-    monkeypatch.setattr(plots, "FIGURES", plots.FIGURES[:2] + (plots.Figure("broken", "", broken),))
+    monkeypatch.setattr(figures, "FIGURES", figures.FIGURES[:2] + (figures.Figure("broken", "", broken),))
     with pytest.raises(RuntimeError):
-        plots.plot_run(run_dir, *load_run(run_dir))
+        figures.plot_run(run_dir, *load_run(run_dir))
     assert snapshot(run_dir) == before  # no figure replaced, no hidden folder left
 
 
@@ -157,7 +158,7 @@ def test_out_leaves_the_run_untouched_and_can_be_written_again(run_dir, tmp_path
     assert main(["report", str(run_dir), "--out", str(out)]) == 0
     assert main(["report", str(run_dir), "--out", str(out)]) == 0  # its own files may be replaced
     assert snapshot(run_dir) == before
-    assert {p.name for p in (out / "figures").glob("*.png")} == {f"{f.name}.png" for f in plots.FIGURES}
+    assert {p.name for p in (out / "figures").glob("*.png")} == {f"{f.name}.png" for f in figures.FIGURES}
     assert "figures/headline.png" in (out / "report.md").read_text()
 
 
@@ -174,9 +175,9 @@ def test_out_refuses_a_folder_with_other_files_or_a_kernel_file_system(run_dir, 
 def test_the_no_gpu_hint_names_a_command_that_works(tmp_path, monkeypatch):
     run = make_run(tmp_path / "results" / "h200-20261121-114933")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli, "__file__", str(tmp_path / "gpubench" / "cli.py"))  # no runs of the checkout
-    monkeypatch.setattr(cli, "EXPLORE_DIR", tmp_path / "explore")
-    hint = cli.reference_hint()
+    monkeypatch.setattr(preflight, "__file__", str(tmp_path / "gpubench" / "record" / "preflight.py"))  # no runs of the checkout
+    monkeypatch.setattr(preflight, "EXPLORE_DIR", tmp_path / "explore")
+    hint = preflight.reference_hint()
     assert hint.endswith(f"gpubench report {run.resolve()} --out {tmp_path / 'explore'}"), hint
     before = snapshot(run)
     assert main(hint.split("gpubench ", 1)[1].split()) == 0
@@ -199,10 +200,11 @@ def _stamps(monkeypatch) -> list[str]:
 
     def keep(fig, out_dir, name):
         texts.extend(t.get_text() for t in fig.texts if "gpubench" in t.get_text())
-        plots.plt.close(fig)
+        common.plt.close(fig)
         return []
 
-    monkeypatch.setattr(plots, "save", keep)
+    for module in drawing_modules():
+        monkeypatch.setattr(module, "save", keep)
     return texts
 
 
@@ -217,7 +219,7 @@ def test_a_killed_run_is_plotted_and_reported_as_partial(tmp_path, monkeypatch):
     stamps = _stamps(monkeypatch)
     out = tmp_path / "out"
     assert main(["plot", str(run_dir), "--out", str(out)]) == 0
-    assert len(stamps) == len(plots.FIGURES)
+    assert len(stamps) == len(figures.FIGURES)
     assert all("PARTIAL RUN: it did not finish (its manifest still says running" in s for s in stamps)
     monkeypatch.undo()
     assert main(["report", str(run_dir), "--out", str(out)]) == 0
@@ -225,12 +227,12 @@ def test_a_killed_run_is_plotted_and_reported_as_partial(tmp_path, monkeypatch):
     assert "**a partial run**: it did not finish" in md
     assert "Note: summary.csv is missing: the run ended before it was written" in md
     assert "figures/timeline.png" in md and "figures/headline.png" not in md  # only figures with data
-    assert f"Not drawn for this run ({plots.NO_SUMMARY}): headline, ladder, roofline, compare, ranks." in md
+    assert f"Not drawn for this run ({common.NO_SUMMARY}): headline, ladder, roofline, compare, ranks." in md
 
 
 def test_an_interrupted_run_says_so_on_every_figure(tmp_path, monkeypatch):
     run_dir = make_run(tmp_path / "interrupted", completed=False)
     stamps = _stamps(monkeypatch)
     assert main(["plot", str(run_dir)]) == 0
-    assert len(stamps) == len(plots.FIGURES)
+    assert len(stamps) == len(figures.FIGURES)
     assert all("PARTIAL RUN: it was interrupted before it finished" in s for s in stamps)

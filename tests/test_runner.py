@@ -4,13 +4,12 @@ import json
 import math
 
 import pytest
-
-from gpubench.kernels.common import CheckFailed
-from gpubench.recorder import Reporter
-from gpubench.rundir import load_run
-from gpubench.runner import RunOptions, run_suite
-
 from fakes import GPU, FakeBackend, FakeSource, scenario
+from gpubench.kernels.common import CheckFailed
+
+from gpubench.record.recording import Reporter
+from gpubench.record.rundir import load_run
+from gpubench.suite.runner import RunOptions, run_suite
 
 
 class Recorder(Reporter):
@@ -44,7 +43,7 @@ def phase_source():
 
 def test_run_writes_labelled_samples_and_summary(tmp_path, monkeypatch):
     src, holder = phase_source()
-    import gpubench.recorder as recording
+    import gpubench.record.recording as recording
 
     real = recording.Sampler
 

@@ -5,12 +5,11 @@ import math
 import threading
 
 import pytest
-
-from gpubench.sampler import Sampler
-from gpubench.sources.policy import open_given
-from gpubench.sources import NullSource, SourceUnavailable
-
 from fakes import FakeSource
+
+from gpubench.record.sampler import Sampler
+from gpubench.record.sources import NullSource, SourceUnavailable
+from gpubench.record.sources.policy import open_given
 
 
 class FakeTime:

@@ -7,13 +7,13 @@ from unittest import mock
 import pynvml
 import pytest
 
-from gpubench import nvml
-from gpubench.sources import SourceUnavailable
-from gpubench.sources.dcgm import DcgmSource, DmonParser
-from gpubench.sources.gpm import GpmSource
-from gpubench.sources.nvml_source import NvmlSource
-from gpubench.sources.replay import ReplaySource
-from gpubench.sources.smi import SmiParser, SmiSource
+from gpubench.record import nvml
+from gpubench.record.sources import SourceUnavailable
+from gpubench.record.sources.dcgm import DcgmSource, DmonParser
+from gpubench.record.sources.gpm import GpmSource
+from gpubench.record.sources.nvml_source import NvmlSource
+from gpubench.record.sources.replay import ReplaySource
+from gpubench.record.sources.smi import SmiParser, SmiSource
 
 
 def nvml_error(code):
@@ -23,7 +23,7 @@ def nvml_error(code):
 @pytest.fixture
 def fake_nvml():
     nvml.reset_for_tests()  # a real NVML may already be initialised (GPU machines): start from scratch
-    with mock.patch("gpubench.nvml.pynvml", autospec=True) as m:
+    with mock.patch("gpubench.record.nvml.pynvml", autospec=True) as m:
         m.NVML_CLOCK_SM = pynvml.NVML_CLOCK_SM
         m.NVML_SUCCESS = pynvml.NVML_SUCCESS
         m.nvmlDeviceGetCount.return_value = 1

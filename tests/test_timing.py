@@ -4,8 +4,8 @@ from unittest import mock
 
 import pytest
 
-from gpubench import timing
-from gpubench.timing import Comparison, Timings
+from gpubench.truth import timing
+from gpubench.truth.timing import Comparison, Timings
 
 
 def test_implementations_take_turns_and_ratios_pair_windows():

@@ -7,13 +7,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from fakes import GPU, FakeSource
 
 import gpubench
-from gpubench import watch
-from gpubench.rundir import load_run
-from gpubench.watching import WatchOptions
-
-from fakes import GPU, FakeSource
+from gpubench.job import watch
+from gpubench.job.watching import WatchOptions
+from gpubench.record.rundir import load_run
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "train_gpt.py"

@@ -12,14 +12,13 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from fakes import GPU, FakeSource
 
 import gpubench
-from gpubench import marks, watch
 from gpubench.cli import main
-from gpubench.rundir import load_run
-from gpubench.watching import WatchOptions
-
-from fakes import GPU, FakeSource
+from gpubench.job import marks, watch
+from gpubench.job.watching import WatchOptions
+from gpubench.record.rundir import load_run
 
 ROOT = Path(__file__).resolve().parents[1]
 INFO = {"nvml_index": 0, "name": GPU.name, "uuid": GPU.uuid, "memory_mib": 81559, "driver": "580.0",
@@ -45,7 +44,7 @@ class LadderSource(FakeSource):
 @pytest.fixture
 def ladder(monkeypatch):
     """A LadderSource that sees the sampler of the recording it is given to."""
-    import gpubench.recorder as recording
+    import gpubench.record.recording as recording
 
     source = LadderSource()
 
@@ -134,8 +133,8 @@ import sys
 sys.path.insert(0, {tests!r})
 from pathlib import Path
 from fakes import GPU, FakeSource
-from gpubench import watch
-from gpubench.watching import WatchOptions
+from gpubench.job import watch
+from gpubench.job.watching import WatchOptions
 opts = WatchOptions(Path(sys.argv[1]), [GPU], {{"name": GPU.name}}, interval_s=0.05, sources=[FakeSource()])
 argv = sys.argv[2:]
 code, w = watch.run(opts, argv, duration_s=None if argv else 30.0)

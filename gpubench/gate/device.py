@@ -1,0 +1,88 @@
+"""The CUDA device gpu_benchmark times on: which GPU it is (CUDA device -> NVML by UUID, never "GPU 0"),
+its fingerprint, L2 size and datasheet peaks, the L2 flush, and one sampler that records its metrics for
+the whole session, from which each benchmark takes the rows of its own window."""
+
+from __future__ import annotations
+
+import time
+
+from gpubench.gate.compare import fingerprint
+from gpubench.gate.fixture import flush_bytes
+from gpubench.read.summary import metric_stats, steady_rows
+from gpubench.record import gpus, nvml
+from gpubench.record.sampler import Sampler
+from gpubench.record.sources.policy import open_sources
+from gpubench.suite.backend import CudaBackend
+from gpubench.truth import peaks
+from gpubench.truth.timing import calls_for, time_loop, warm_up
+
+KEEP_ROWS = 6000  # ten minutes at 0.1 s: a benchmark's window is seconds long
+NOT_MEDIANS = ("energy_j",)  # a counter: its median says nothing
+
+
+class NoGpu(RuntimeError):
+    """No GPU to benchmark on; the message is one sentence."""
+
+
+def identify(cuda_index: int = 0) -> dict:
+    """The fingerprint of this process's CUDA device `cuda_index`, asked of the CUDA driver and NVML (no torch)."""
+    try:
+        return fingerprint(nvml.device_info(gpus.by_cuda_index(cuda_index).nvml_index))
+    except IndexError:
+        raise NoGpu("CUDA sees no GPU in this process") from None
+    except (gpus.CudaUnavailable, nvml.GpuUnavailable, nvml.NVMLError) as err:
+        raise NoGpu(str(err)) from None
+
+
+class CudaDevice:
+    def __init__(self, cuda_index: int):
+        backend = CudaBackend()
+        self.gpu, _ = backend.resolve(cuda_index, all_gpus=False)
+        info = backend.device_info(self.gpu)
+        self.fingerprint = fingerprint(info)
+        self.l2_bytes = int(round(info["l2_cache_mib"] * 2**20))
+        self.peaks = {"datasheet": peaks.sheet_for(info), "measured": None}
+        self.versions = backend.versions()
+        self._flush_buffer = None
+        self._flush_ms = None
+        index = self.gpu.nvml_index
+        opened = open_sources([index], smi=False)
+        self.sources = opened.sources
+        self.sampler = Sampler(opened.sources, [index], opened.interval_s, keep_rows=KEEP_ROWS,
+                               uuids={index: self.gpu.uuid}).start()
+
+    def warm_up(self, run) -> float:
+        return warm_up(run)
+
+    def flush_l2(self) -> None:
+        """Write a buffer of twice L2 (or more): whatever the next call reads comes from device memory."""
+        import torch
+
+        if self._flush_buffer is None:
+            self._flush_buffer = torch.empty(flush_bytes(self.l2_bytes), dtype=torch.uint8,
+                                             device=f"cuda:{self.gpu.cuda_index}")
+        self._flush_buffer.zero_()
+
+    def flush_ms(self) -> float:
+        if self._flush_ms is None:
+            self._flush_ms = warm_up(self.flush_l2)
+        return self._flush_ms
+
+    def back_to_back(self, run, call_ms: float, duration_s: float) -> tuple[float, float]:
+        """Calls back to back for duration_s (a window for the metrics); its start and end on the monotonic clock."""
+        t0 = time.monotonic()
+        time_loop(run, calls_per_timing=calls_for(call_ms), duration_s=duration_s)
+        return t0, time.monotonic()
+
+    def metrics(self, t_start: float, t_end: float) -> dict:
+        """Medians of every sampled metric over the window's steady rows, and how many rows there were."""
+        rows = steady_rows(self.sampler.rows_snapshot(), self.gpu.nvml_index, t_start, t_end)
+        columns = [c for c in self.sampler.columns if c not in NOT_MEDIANS]
+        stats = metric_stats(rows, columns)
+        return {**{c: stats[c] for c in columns}, "n_samples": len(rows)}
+
+    def close(self) -> None:
+        self.sampler.stop()
+        for source in self.sources:
+            source.close()
+        self._flush_buffer = None

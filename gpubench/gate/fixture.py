@@ -1,0 +1,140 @@
+"""What the gpu_benchmark fixture does with a call: warm it up, decide on the L2 flush, time it in GPU time
+through pytest-benchmark's pedantic mode, and record beside the timing what the GPU did meanwhile.
+
+A call whose working set fits in L2 finds its data there when it runs again at once, so back-to-back
+calls would time the cache, not the memory a real workload reads. With the flush, each round is one call
+after a write of at least twice the L2 size, outside the timed events (pytest-benchmark runs `setup`
+before every round, and only with one call per round). The write is at least FLUSH_MIN_BYTES long so the
+host has queued the timed call before the GPU reaches it: a launch gap is never timed. Without the flush
+(a working set larger than L2, or --gpu-no-flush-l2) a round is about 20 ms of calls back to back.
+
+The metrics sampled while single calls alternate with flushes would describe the flush, so with the
+flush on they come from a second window of back-to-back calls.
+
+Nothing here imports torch or NVML: the device (gpubench.gate.device, or a fake in tests) does the GPU work.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from functools import partial
+
+from gpubench.gate.clock import CLOCK
+from gpubench.metrics import finite
+from gpubench.read.summary import derive
+from gpubench.record.rundir import json_safe
+from gpubench.truth import peaks
+from gpubench.truth.timing import GROUP_MS, calls_for
+
+MIN_ROUNDS = 10
+MAX_FLUSHED_ROUNDS = 10_000  # each flushed round also costs ~0.1 ms of host time and a synchronize
+FLUSH_MIN_BYTES = 256 * 2**20  # about 0.1 ms of writes on an H100
+MIN_TIME_S = 1.0
+TIMER = "CUDA events, GPU time per call"
+UNITS = tuple(peaks.UNITS.values())  # the compute peaks of peaks.DATASHEET that MFU divides by
+TIMED_WINDOW = "the timed rounds"
+BACK_TO_BACK_WINDOW = "calls back to back after the timed rounds (L2 warm)"
+
+
+def estimate_working_set(args: tuple, kwargs: dict, work_bytes: float | None = None) -> int | None:
+    """The bytes a call touches, at least: its array arguments (anything with an integer .nbytes) and its
+    useful bytes; None where neither is known."""
+    arrays = [a.nbytes for a in (*args, *kwargs.values()) if isinstance(getattr(a, "nbytes", None), int)]
+    known = ([sum(arrays)] if arrays else []) + ([int(work_bytes)] if finite(work_bytes) else [])
+    return max(known) if known else None
+
+
+def needs_flush(working_set: int | None, l2_bytes: int, enabled: bool = True) -> bool:
+    """Flush L2 between rounds when it is on, L2's size is known and the working set may fit in it
+    (an unknown working set may)."""
+    return enabled and l2_bytes > 0 and (working_set is None or working_set < l2_bytes)
+
+
+def flush_bytes(l2_bytes: int) -> int:
+    """How much the flush writes: twice L2, and at least FLUSH_MIN_BYTES."""
+    return max(2 * l2_bytes, FLUSH_MIN_BYTES)
+
+
+@dataclass(frozen=True)
+class Plan:
+    rounds: int
+    iterations: int  # calls per round
+    flush: bool
+
+
+def plan(call_ms: float, min_time_s: float, flush: bool, flush_ms: float = 0.0) -> Plan:
+    """Rounds and calls per round for about min_time_s of GPU time (and never fewer than MIN_ROUNDS rounds)."""
+    call_ms = max(call_ms, 1e-6)
+    if flush:
+        rounds = math.ceil(min_time_s * 1e3 / (call_ms + flush_ms))
+        return Plan(min(max(rounds, MIN_ROUNDS), MAX_FLUSHED_ROUNDS), 1, True)
+    iterations = calls_for(call_ms, GROUP_MS)
+    return Plan(max(MIN_ROUNDS, math.ceil(min_time_s * 1e3 / (iterations * call_ms))), iterations, False)
+
+
+def work_facts(median_ms: float, flops, nbytes, unit, bound, peaks: dict) -> dict:
+    """Work per call and what it achieved (TFLOP/s, GB/s, MFU, MBU): only the numbers that exist."""
+    # summary.derive gives MBU for DRAM-bound work only: work with bytes counts as such, so a caller who
+    # gives both FLOPs and bytes gets MFU and MBU
+    bound = bound or ("dram" if nbytes else "compute")
+    result = {"kernel_ms": median_ms, "flops_per_call": flops or 0.0, "bytes_per_call": nbytes or 0.0,
+              "link_bytes_per_call": 0.0, "unit": unit, "bound": bound}
+    facts = {"flops_per_call": flops, "bytes_per_call": nbytes, "unit": unit}
+    derived = derive(result, peaks)
+    wanted = {"tflops": flops is not None, "mfu_pct": flops is not None, "gbps": nbytes is not None,
+              "mbu_pct": nbytes is not None, "link_gbps": True}
+    facts.update({k: v for k, v in derived.items() if wanted.get(k) and finite(v)})
+    return {k: v for k, v in facts.items() if v is not None}
+
+
+class GpuBenchmark:
+    """gpu_benchmark(fn, *args, flops=None, bytes=None, unit=None, ...): see the fixture's docstring."""
+
+    def __init__(self, benchmark, device, min_time_s: float = MIN_TIME_S, flush_l2: bool = True):
+        self.benchmark = benchmark
+        self.device = device
+        self.min_time_s = min_time_s
+        self.flush_l2 = flush_l2
+
+    @property
+    def extra_info(self) -> dict:
+        return self.benchmark.extra_info
+
+    @property
+    def stats(self):
+        return self.benchmark.stats
+
+    def __call__(self, fn, *args, flops: float | None = None, bytes: float | None = None,  # noqa: A002
+                 unit: str | None = None, bound: str | None = None, flush_l2: bool | None = None,
+                 working_set_bytes: int | None = None, **kwargs):
+        if unit is not None and unit not in UNITS:
+            raise ValueError(f"gpu_benchmark: unit must be one of {', '.join(UNITS)}, got {unit!r}")
+        if not self.benchmark.enabled:  # --benchmark-disable: run once, as pytest-benchmark does
+            return fn(*args, **kwargs)
+        dev = self.device
+        run = partial(fn, *args, **kwargs)
+        call_ms = dev.warm_up(run)
+        ws = working_set_bytes if working_set_bytes is not None else estimate_working_set(args, kwargs, bytes)
+        flush = needs_flush(ws, dev.l2_bytes, self.flush_l2 if flush_l2 is None else flush_l2)
+        p = plan(call_ms, self.min_time_s, flush, dev.flush_ms() if flush else 0.0)
+        CLOCK.reset()
+        t0 = time.monotonic()
+        result = self.benchmark.pedantic(fn, args=args, kwargs=kwargs, setup=dev.flush_l2 if flush else None,
+                                         rounds=p.rounds, iterations=p.iterations, warmup_rounds=1)
+        t1 = time.monotonic()
+        window = TIMED_WINDOW
+        if flush:
+            t0, t1 = dev.back_to_back(run, call_ms, self.min_time_s)
+            window = BACK_TO_BACK_WINDOW
+        median_ms = self.benchmark.stats["median"] * 1e3
+        info = {"kernel_ms": median_ms, "timer": TIMER, "calls_per_round": p.iterations, "rounds": p.rounds,
+                "l2_flush": flush, "working_set_bytes": ws, "l2_bytes": dev.l2_bytes}
+        info.update(work_facts(median_ms, flops, bytes, unit, bound, dev.peaks))
+        info.update(dev.metrics(t0, t1), metrics_window=window)
+        fp = dev.fingerprint
+        info.update(gpu=fp["name"], gpu_uuid=fp["uuid"], driver=fp["driver"], cuda_driver=fp["cuda_driver"],
+                    power_limit_w=fp["power_limit_w"], mig_mode=fp["mig_mode"], **dev.versions)
+        self.extra_info.update(json_safe(info))
+        return result

@@ -1,0 +1,226 @@
+"""`gpubench watch`: the metric ladder of the user's own job, one row per phase, with a verdict.
+
+    gpubench watch -- python train.py --batch 16    # run the command as a child; stop when it exits
+    gpubench watch --duration 60                    # attach: whatever runs on the GPUs for 60 s
+    with gpubench.recording() as rec: ...           # the same around a block of Python (notebooks)
+
+Which GPUs: --device N or --all-gpus as in `gpubench run`; else those the command sees under its
+CUDA_VISIBLE_DEVICES, mapped to NVML by UUID; else every GPU. The command's output passes through
+untouched (gpubench writes only to stderr) and gpubench ends with the command's exit code.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+from gpubench.job import child, marks
+from gpubench.job.watching import MARKS_FILE, Watch, WatchOptions, watching
+from gpubench.record import nvml
+from gpubench.record.recording import Reporter
+
+
+class CannotStart(Exception):
+    """The command cannot be started; the message is one sentence, `code` the shell's (126 or 127)."""
+
+    def __init__(self, code: int, sentence: str):
+        super().__init__(sentence)
+        self.code = code
+
+
+def run(opts: WatchOptions, argv: list[str], duration_s: float | None = None,
+        reporter: Reporter | None = None, notes=()) -> tuple[int, Watch]:
+    """Watch `argv` as a child until it exits (or, with no argv, the GPUs for duration_s); return the
+    exit code gpubench should end with, and the watch. CannotStart where argv cannot be started: then
+    nothing is left on disk."""
+    existed = opts.out_dir.exists()
+    env = dict(os.environ)
+    interrupted = False
+    outcome = child.Outcome(None)
+    try:
+        with child.held_signals(), watching(opts, reporter) as watch:
+            for note in notes:
+                watch.rec.warn(note)
+            outcome = _attend(watch, argv, env, duration_s)
+            if outcome.interrupted:
+                raise KeyboardInterrupt  # the manifest says so; the summary is written all the same
+    except KeyboardInterrupt:
+        interrupted = True
+    except CannotStart:
+        _discard(opts.out_dir, existed)
+        raise
+    if argv and outcome.exit_code is not None:
+        return outcome.exit_code, watch
+    return (130 if interrupted else 0), watch
+
+
+def _attend(watch: Watch, argv: list[str], env: dict, duration_s: float | None) -> child.Outcome:
+    if not argv:
+        return child.Outcome(None, interrupted=True) if watch.interrupted else child.wait(None, duration_s)
+    record = watch.manifest["child"] = {"argv": argv, "pid": None, "exit_code": None, "signal": None,
+                                        "still_running": False}
+    if watch.interrupted:  # while the peaks were measured: the command is not started
+        return child.Outcome(None, interrupted=True)
+    env[marks.ENV] = str(watch.marks_path.resolve())
+    try:
+        pid = child.spawn(argv, env)
+    except OSError as err:
+        raise CannotStart(127 if isinstance(err, FileNotFoundError) else 126,
+                          f"{argv[0]} could not be started: {err.strerror or err}") from None
+    record["pid"] = pid
+    outcome = child.wait(pid)
+    record.update(exit_code=outcome.exit_code, signal=outcome.signal_name, still_running=outcome.exit_code is None)
+    return outcome
+
+
+def _discard(out_dir: Path, existed: bool) -> None:
+    """Remove what a watch wrote into out_dir (new, or empty before it: check_writable saw to that)."""
+    if not existed:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        return
+    for path in out_dir.iterdir():
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
+def resolve_gpus(device: int | None, all_gpus: bool, env: dict) -> tuple[list, str | None]:
+    """The GPUs to sample and, where the mapping was guessed, a note; LookupError (one sentence) where
+    there is no GPU to watch (the caller has made sure NVML has a driver)."""
+    from gpubench.record import gpus
+
+    if device is not None or all_gpus:
+        try:
+            return gpus.resolve(device or 0, all_gpus)[1], None
+        except (IndexError, gpus.CudaUnavailable) as err:
+            raise LookupError(f"--device {device or 0}: {err}") from None
+    found, note = gpus.visible_under(env)
+    if not found:
+        visible = env.get("CUDA_VISIBLE_DEVICES")
+        raise LookupError(f"CUDA_VISIBLE_DEVICES={visible!r} leaves the command no GPU to watch")
+    return found, note
+
+
+def cmd(args) -> int:
+    """`gpubench watch`, from its parsed arguments."""
+    from gpubench.read.summary import TRIM_S
+    from gpubench.record.preflight import check_out, require_gpu
+    from gpubench.record.rundir import default_run_dir
+    from gpubench.usage import UsageError
+
+    argv = list(args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd)
+    if argv and args.duration is not None:
+        raise UsageError("--duration is for watching without a command; a command is watched until it exits")
+    if not argv and args.duration is None:
+        raise UsageError("give the command to watch after --, as in `gpubench watch -- python train.py`, "
+                         "or --duration S to record whatever runs on the GPUs for S seconds")
+    if args.duration is not None and args.duration <= TRIM_S:
+        raise UsageError(f"--duration must be longer than the {TRIM_S:g} s that each phase's summary leaves out")
+    env = dict(os.environ)
+    if argv and (problem := child.cannot_start(argv, env)):
+        print(f"gpubench watch: {problem[1]}", file=sys.stderr)
+        return problem[0]
+    check_out(args.out)
+    require_gpu("watch")
+    try:
+        gpus, note = resolve_gpus(args.device, args.all_gpus, env)
+    except LookupError as err:
+        raise UsageError(str(err)) from None
+    info = nvml.device_info(gpus[0].nvml_index)
+    out = args.out or default_run_dir(info["name"], kind="watch")
+    if args.out is None:
+        check_out(out)
+    attach_marks = Path(env[marks.ENV]) if not argv and env.get(marks.ENV) else None
+    opts = WatchOptions(out, gpus, info, dtype=args.dtype, interval_s=args.interval, profiling=args.profiling,
+                        smi=not args.no_smi, measure_peaks=args.peaks, marks_path=attach_marks)
+    return _run_and_show(opts, argv, args.duration, [note] if note else [])
+
+
+def _run_and_show(opts: WatchOptions, argv, duration_s, notes) -> int:
+    from gpubench.show.console import ConsoleReporter, make_console
+
+    reporter = ConsoleReporter(make_console(stderr=True))
+    names = ", ".join(f"GPU {g.nvml_index} ({g.name})" for g in opts.gpus)
+    what = " ".join(argv) if argv else f"{names} for {duration_s:g} s"
+    reporter.console.print(f"gpubench watch: recording {names} into {opts.out_dir} while {what} runs"
+                           if argv else f"gpubench watch: recording {what} into {opts.out_dir}")
+    try:
+        code, watch = run(opts, argv, duration_s, reporter, notes)
+    except CannotStart as err:
+        print(f"gpubench watch: {err}", file=sys.stderr)
+        return err.code
+    show(watch, reporter.console)
+    return code
+
+
+def show(watch: Watch, console=None) -> None:
+    """The phases' ladder as a table, each phase's verdict, how the command ended and where the run is."""
+    from gpubench.metrics import WATCH_TABLE
+    from gpubench.show.console import make_console, summary_table
+
+    console = console or make_console()
+    console.print(summary_table(watch.summary, f"{watch.manifest.get('gpu', {}).get('name', 'GPU')} — medians over "
+                                "each phase", columns=WATCH_TABLE, header="phase"))
+    for r in watch.summary:
+        console.print(f"[bold]{r['scenario']}[/]: {r['verdict']}", highlight=False)
+    ended = watch.manifest.get("child") or {}
+    if ended.get("signal"):
+        console.print(f"the command was ended by {ended['signal']} (exit code {ended['exit_code']})")
+    elif ended and ended.get("pid") is None:
+        console.print("the command was not started")
+    elif ended.get("still_running"):
+        console.print(f"the command (pid {ended['pid']}) is still running; gpubench stopped watching it")
+    elif ended:
+        console.print(f"the command exited with code {ended['exit_code']}")
+    status = "" if watch.manifest.get("completed") else f" ({watch.manifest.get('status')})"
+    console.print(f"run directory{status}: {watch.out_dir}\nnext: gpubench plot {watch.out_dir} && "
+                  f"gpubench report {watch.out_dir}", highlight=False)
+
+
+@contextmanager
+def recording(out=None, *, device: int | None = None, all_gpus: bool = False, dtype: str = "bf16",
+              interval_s: float | None = None, profiling: str = "auto", smi: bool = True, peaks: bool = False,
+              quiet: bool = False, gpus=None, info: dict | None = None, sources=None):
+    """Record the GPUs while a block of Python runs: a notebook cell, a loop inside a script.
+
+        with gpubench.recording() as rec:
+            gpubench.mark("train")
+            for batch in data:
+                train_step(batch)
+                gpubench.step(flops=step_flops)
+        rec.summary  # one row per phase: the metric ladder, steps/s, TFLOP/s, MFU, verdict
+
+    The same run directory as `gpubench watch` (default results/watch-<gpu>-<time>), and the same
+    options; marks from this process, and from processes it starts, go to it. The table and the
+    verdicts are printed at the end unless quiet. `gpus`, `info` and `sources` replace the GPUs, their
+    facts and the metric sources (tests, replays).
+    """
+    from gpubench.record.rundir import check_writable, default_run_dir
+    from gpubench.record.sources.policy import DEFAULT_INTERVAL_S
+
+    if gpus is None:
+        gpus, _ = resolve_gpus(device, all_gpus, dict(os.environ))
+    info = info if info is not None else nvml.device_info(gpus[0].nvml_index)
+    out_dir = Path(out) if out is not None else default_run_dir(info["name"], kind="watch")
+    if problem := check_writable(out_dir):
+        raise ValueError(f"cannot write the run to {out_dir}: {problem}")
+    opts = WatchOptions(out_dir, gpus, info, dtype=dtype, interval_s=interval_s or DEFAULT_INTERVAL_S,
+                        profiling=profiling, smi=smi, measure_peaks=peaks, sources=sources,
+                        command=[sys.executable, *sys.argv])
+    path = str((out_dir / MARKS_FILE).resolve())
+    previous, previous_env = marks.target(path), os.environ.get(marks.ENV)
+    os.environ[marks.ENV] = path
+    try:
+        with watching(opts) as watch:
+            if watch.interrupted:
+                raise KeyboardInterrupt
+            yield watch
+    finally:
+        marks.target(previous)
+        if previous_env is None:
+            os.environ.pop(marks.ENV, None)
+        else:
+            os.environ[marks.ENV] = previous_env
+    if not quiet:
+        show(watch)

@@ -1,0 +1,180 @@
+"""A watch: one Recording while the user's own job runs, and one summary row per phase with a verdict.
+
+A watch is a Recording of kind "watch": the run directory of `gpubench run` (manifest, samples.csv,
+summary.csv/json), so `plot` and `report` work on it. The job's gpubench.mark() and step() calls append
+to marks.tsv in the run directory (named to the child in GPUBENCH_MARKS). Samples are labelled live:
+a thread reads the new lines of that file every TAIL_S seconds and sets the sampler's phase, so an
+interrupted watch keeps its labels; the summary does not rely on those labels but assigns rows to
+phases by the marks' own timestamps (gpubench.job.phases).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import tempfile
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpubench.install import DIST, version
+from gpubench.job import child, marks
+from gpubench.job.phases import FIRST_PHASE, STORY, UNITS, cut, summarize
+from gpubench.read.summary import peak_conditions
+from gpubench.record.gpus import Gpu
+from gpubench.record.recording import Recording, Reporter
+from gpubench.record.rundir import write_summary
+from gpubench.record.sources.policy import DEFAULT_INTERVAL_S
+from gpubench.truth.peaks import sheet_for
+
+MARKS_FILE = "marks.tsv"
+TAIL_S = 0.02  # how soon a mark labels the samples: a fifth of the default sampling interval
+
+# Peaks are measured in a child process, so the watcher holds no CUDA context (and no GPU memory)
+# while the job runs; it reports the windows it measured in, to record the clock and power meanwhile.
+PEAKS_CODE = """\
+import json, sys
+from gpubench.truth import peaks
+windows = {}
+try:
+    measured = peaks.measure(lambda key, a, b: windows.__setitem__(key, (a, b)))
+except KeyboardInterrupt:
+    sys.exit(130)
+with open(sys.argv[1], "w") as f:
+    json.dump({"measured": measured, "windows": windows}, f)
+"""
+
+
+@dataclass
+class WatchOptions:
+    out_dir: Path
+    gpus: list[Gpu]
+    info: dict  # the first sampled GPU's facts (nvml.device_info), the manifest's "gpu"
+    dtype: str = "bf16"  # the precision whose datasheet peak MFU divides by
+    interval_s: float = DEFAULT_INTERVAL_S
+    profiling: str = "auto"
+    smi: bool = True
+    measure_peaks: bool = False
+    command: list[str] = field(default_factory=lambda: list(sys.argv))
+    sources: list | None = None  # None: the source policy chooses
+    marks_path: Path | None = None  # attach mode: a marks file the job already writes
+
+
+@dataclass
+class Watch:
+    """A watch in progress, and what it left once finished: the manifest and one summary row per phase."""
+
+    out_dir: Path
+    marks_path: Path
+    rec: Recording
+    summary: list[dict] = field(default_factory=list)
+    t_start: float = 0.0
+    t_end: float = 0.0
+    interrupted: bool = False  # a Ctrl-C or SIGTERM came while the peaks were measured
+
+    @property
+    def manifest(self) -> dict:
+        return self.rec.manifest
+
+
+class Tail(threading.Thread):
+    """Sets the sampler's phase from the lowest rank's marks as they are written."""
+
+    def __init__(self, path: Path, set_phase):
+        super().__init__(name="gpubench-marks", daemon=True)
+        self.reader = marks.Reader(path)
+        self.set_phase = set_phase
+        self.rank: int | None = None
+        self.current: str | None = None
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(TAIL_S):
+            self.poll()
+
+    def poll(self) -> None:
+        for e in self.reader.poll():  # steps pass by unkept: memory stays flat however long the job
+            if e.kind != "mark":
+                continue
+            if self.rank is None or e.rank < self.rank:
+                self.rank = e.rank
+            if e.rank == self.rank and e.value != self.current:
+                self.current = e.value
+                self.set_phase(e.value)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        if self.is_alive():
+            self.join()
+        self.poll()
+
+
+
+def _measure_peaks(gpu: Gpu, rec: Recording) -> tuple[dict | None, dict, bool]:
+    """Sustained peaks of `gpu` measured in a child process, the windows they were measured in, and
+    whether a signal interrupted them; (None, {}, ...) with a warning where the measuring failed."""
+    with tempfile.TemporaryDirectory(prefix="gpubench-peaks-") as tmp:
+        result, errors = Path(tmp) / "peaks.json", Path(tmp) / "stderr"
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES=gpu.uuid)
+        pid = child.spawn([sys.executable, "-c", PEAKS_CODE, str(result)], env, stderr_path=str(errors))
+        outcome = child.wait(pid)
+        if outcome.interrupted:
+            return None, {}, True
+        if outcome.exit_code != 0 or not result.is_file():
+            lines = errors.read_text(errors="replace").strip().splitlines() if errors.is_file() else []
+            rec.warn(f"the peaks could not be measured ({lines[-1] if lines else f'exit code {outcome.exit_code}'}); "
+                     "MFU uses the datasheet only")
+            return None, {}, False
+        data = json.loads(result.read_text())
+    return data["measured"], {k: tuple(v) for k, v in data["windows"].items()}, False
+
+
+@contextmanager
+def watching(opts: WatchOptions, reporter: Reporter | None = None):
+    """Record while the block runs; on exit, summarize its phases into the run directory."""
+    if opts.dtype not in UNITS:
+        raise ValueError(f"dtype must be one of {', '.join(UNITS)}")
+    rec = Recording(opts.out_dir, opts.gpus, kind="watch", command=opts.command, interval_s=opts.interval_s,
+                    profiling=opts.profiling, smi=opts.smi, sources=opts.sources, reporter=reporter)
+    watch = Watch(opts.out_dir, opts.marks_path or opts.out_dir / MARKS_FILE, rec)
+    peaks = {"datasheet": sheet_for(opts.info), "measured": None, "conditions": {}}
+    windows: dict = {}
+
+    def finish(rows):
+        events = marks.read_all(watch.marks_path)
+        phases = cut(events, watch.t_start, watch.t_end)
+        peaks["conditions"] = {k: peak_conditions(rows, opts.gpus[0].nvml_index, a, b) for k, (a, b) in windows.items()}
+        watch.summary[:] = summarize(rows, events, phases, opts.gpus, peaks, opts.dtype, rec.sampler.columns)
+        write_summary(opts.out_dir, watch.summary)
+        rec.manifest.update(peaks=peaks, phases=[{"name": p.name, "spans": p.spans} for p in phases],
+                            marks={"file": watch.marks_path.name if opts.marks_path is None else str(watch.marks_path),
+                                   "marks": sum(e.kind == "mark" for e in events),
+                                   "steps": sum(e.kind == "step" for e in events),
+                                   "ranks": sorted({e.rank for e in events})})
+
+    with rec:
+        rec.manifest.update(gpu=opts.info, peaks=peaks, dtype=opts.dtype, families={"watch": {"story": STORY}},
+                            versions={"gpubench": version(DIST), "python": platform.python_version(),
+                                      "torch": version("torch"), "nvidia-ml-py": version("nvidia-ml-py")})
+        rec.on_finish(finish)
+        if opts.marks_path is None:
+            watch.marks_path.touch()
+        if opts.measure_peaks:
+            with rec.phase("peaks"):
+                peaks["measured"], measured_in, watch.interrupted = _measure_peaks(opts.gpus[0], rec)
+                windows.update(measured_in)
+            rec.write_manifest()
+        rec.set_phase(FIRST_PHASE)
+        tail = Tail(watch.marks_path, rec.set_phase)
+        tail.start()
+        watch.t_start = rec.clock()
+        try:
+            yield watch
+        finally:
+            watch.t_end = rec.clock()
+            tail.stop()
+
+

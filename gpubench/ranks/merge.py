@@ -1,0 +1,174 @@
+"""One run from a torchrun job's ranks: every time on rank 0's clock, the rank using each GPU on every sample
+row, one summary row per scenario and rank, and each rank's arrival at the collective, which names the
+straggler.
+
+Pure functions over what the ranks sent (their payloads, see gpubench.ranks.loop), so the merge is tested
+without processes or GPUs.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+from gpubench.metrics import finite, pct
+from gpubench.read.summary import metric_stats, peak_conditions, summarize
+from gpubench.truth.peaks import sheet_for
+
+# A rank that reaches the collective at least this long after the first one, as a median over steps, is
+# the straggler; below it the differences are the host's own jitter.
+STRAGGLER_MIN_MS = 1.0
+
+
+@dataclass
+class Clock:
+    """A rank's monotonic clock against rank 0's: the offsets measured at the start and, where the run got
+    there, at the end (hosts' clocks drift apart by a few µs per second), linear in between."""
+
+    t_start: float = 0.0
+    offset_start: float = 0.0
+    error_s: float = 0.0
+    t_end: float | None = None
+    offset_end: float | None = None
+
+    def to_root(self, t: float) -> float:
+        if self.t_end is None or self.offset_end is None or not self.t_end > self.t_start:
+            return t + self.offset_start
+        share = (t - self.t_start) / (self.t_end - self.t_start)
+        return t + self.offset_start + (self.offset_end - self.offset_start) * share
+
+
+def _shifted(row: dict, clock: Clock, keys) -> dict:
+    return {**row, **{k: clock.to_root(row[k]) for k in keys if finite(row.get(k))}}
+
+
+def merge_rows(root_rows: list[dict], payloads: list[dict], rank_of: dict[str, int]) -> list[dict]:
+    """Every node's samples on rank 0's clock, each with the rank using its GPU (rank_of: by UUID; None for
+    a GPU no rank used)."""
+    rows = [{**r, "rank": rank_of.get(r["uuid"])} for r in root_rows]
+    for p in payloads:
+        clock = Clock(**p["clock"])
+        rows += [{**_shifted(r, clock, ("t_start_s", "t_end_s")), "rank": rank_of.get(r["uuid"])}
+                 for r in p.get("rows") or []]
+    return sorted(rows, key=lambda r: (r["t_end_s"], r["gpu"]))
+
+
+def merge_results(payloads: list[dict]) -> list[dict]:
+    """Every rank's results on rank 0's clock, with its rank and node, arrival statistics and NVLink facts."""
+    results, stamps = [], {}
+    for p in payloads:
+        clock = Clock(**p["clock"])
+        link = (p["info"].get("nvlink") or {})
+        for res in p["results"]:
+            row = {**_shifted(res, clock, ("t_start", "t_end")), "rank": p["rank"], "local_rank": p["local_rank"],
+                   "node": p["node"]}
+            if res.get("bound") == "interconnect" and link.get("bytes_per_s"):
+                row.update(nvlink_gbps=link["bytes_per_s"] / 1e9, nvlink_links=link["active_links"])
+            results.append(row)
+        for name, times in (p.get("arrivals") or {}).items():
+            stamps.setdefault(name, {})[p["rank"]] = [clock.to_root(t) for t in times]
+    for name, by_rank in stamps.items():
+        stats = arrival_stats(by_rank)
+        for row in results:
+            if row["scenario"] == name and row["rank"] in stats:
+                row.update(stats[row["rank"]])
+    _step_spread(results)
+    return results
+
+
+def arrival_stats(stamps: dict[int, list[float]]) -> dict[int, dict]:
+    """Per rank, over the steps every rank recorded: how long after the first rank it reached the collective
+    (arrival_delay_ms: median, p10, p90, max) and how long it then waited there for the last one (wait_ms);
+    and the straggler, the rank with the largest median delay where that is STRAGGLER_MIN_MS or more."""
+    n = min((len(v) for v in stamps.values()), default=0)
+    if len(stamps) < 2 or n == 0:
+        return {}
+    first = [min(v[k] for v in stamps.values()) for k in range(n)]
+    last = [max(v[k] for v in stamps.values()) for k in range(n)]
+    out = {}
+    for rank, times in stamps.items():
+        steps = [{"arrival_delay_ms": 1e3 * (times[k] - first[k]), "wait_ms": 1e3 * (last[k] - times[k])}
+                 for k in range(n)]
+        stats = metric_stats(steps, ("arrival_delay_ms",))
+        stats.update(arrival_delay_ms_max=max(s["arrival_delay_ms"] for s in steps),
+                     wait_ms=metric_stats(steps, ("wait_ms",))["wait_ms"], n_steps=n)
+        out[rank] = stats
+    late = max(out, key=lambda r: out[r]["arrival_delay_ms"])
+    straggler = late if out[late]["arrival_delay_ms"] >= STRAGGLER_MIN_MS else None
+    text = (f"the arrival times name rank {straggler} as the straggler" if straggler is not None else
+            f"no rank came a median {STRAGGLER_MIN_MS:g} ms or more after the first, so the arrival times "
+            "name no straggler")
+    for stats in out.values():
+        stats.update(straggler_rank=straggler, straggler_text=text)
+    return out
+
+
+def _step_spread(results: list[dict]) -> None:
+    """How far apart the ranks' times per call were, per scenario: (max - min) / median, in percent."""
+    by: dict[str, list[dict]] = {}
+    for row in results:
+        if finite(row.get("kernel_ms")):
+            by.setdefault(row["scenario"], []).append(row)
+    for rows in by.values():
+        times = [r["kernel_ms"] for r in rows]
+        if len(times) > 1:
+            for r in rows:
+                r["step_spread_pct"] = 100.0 * (max(times) - min(times)) / statistics.median(times)
+
+
+def rank_peaks(payload: dict, rows: list[dict]) -> dict:
+    """A rank's peaks: its GPU's datasheet, host link and NVLinks, what it measured, and the conditions seen."""
+    info, gpu = payload["info"], payload["gpu"]
+    clock = Clock(**payload["clock"])
+    mine = [r for r in rows if r["uuid"] == gpu["uuid"]]
+    conditions = {k: peak_conditions(mine, gpu["nvml_index"], clock.to_root(a), clock.to_root(b))
+                  for k, (a, b) in (payload.get("peak_windows") or {}).items()}
+    return {"datasheet": sheet_for(info), "measured": payload.get("peaks"), "conditions": conditions}
+
+
+def summarize_ranks(rows: list[dict], results: list[dict], peaks: dict[int, dict], columns,
+                    order: dict[str, int]) -> list[dict]:
+    """One summary row per scenario and rank, each from the samples of that rank's GPU, in suite order."""
+    summary = []
+    for rank in sorted({r["rank"] for r in results}):
+        mine = [r for r in results if r["rank"] == rank]
+        uuid = mine[0]["uuid"]
+        summary += summarize([r for r in rows if r["uuid"] == uuid], mine, peaks[rank], columns)
+    summary.sort(key=lambda r: (order.get(r["scenario"], len(order)), r["rank"]))
+    annotate(summary)
+    return summary
+
+
+# What a waiting rank's GPU looked like, as data: the first (test, sentence) that holds.
+SIGNATURES = (
+    (lambda util, sm: util >= 90 and finite(sm) and sm <= 25,
+     "busy by GPU-Util, nearly idle by SM activity: what a GPU waiting on its peers looks like"),
+    (lambda util, sm: util >= 90 and not finite(sm), "busy by GPU-Util; this run could not record SM activity"),
+    (lambda util, sm: util >= 90, "busy by GPU-Util and by SM activity alike"),
+    (lambda util, sm: True, "GPU-Util did not read it as busy through the wait"),
+)
+
+
+def annotate(summary: list[dict]) -> None:
+    """Facts the straggler's prose needs: on waiting ranks how long they waited and what their GPU looked
+    like meanwhile; on the straggler how busy its GPU read against the ranks waiting for it."""
+    for row in summary:
+        s = row.get("straggler_rank")
+        if s is None or (isinstance(s, float) and math.isnan(s)):
+            continue
+        if row["rank"] != s:
+            util, sm = row.get("gpu_util_pct"), row.get("sm_active_pct")
+            row["waited_ms"] = row.get("wait_ms")
+            if finite(util):
+                row["wait_signature"] = next(text for test, text in SIGNATURES if test(util, sm))
+            continue
+        waiting = [r["gpu_util_pct"] for r in summary if r["scenario"] == row["scenario"] and r["rank"] != s
+                   and finite(r.get("gpu_util_pct"))]
+        mine = row.get("gpu_util_pct")
+        if waiting and finite(mine):
+            others = statistics.median(waiting)
+            looks = "less busy than" if mine < others else "as busy as" if mine == others else "busier than"
+            row["straggler_note"] = (f"Rank {s}'s GPU idled while its host slept: it read {pct(mine)} GPU-Util against "
+                                     f"a median {pct(others)} on the ranks waiting for it, so the rank holding the "
+                                     f"job back looks {looks} them.")

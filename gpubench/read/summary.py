@@ -1,0 +1,119 @@
+"""Per-window summary: medians and spread of every sampled metric over a window's steady rows, beside
+the ground truth (achieved TFLOP/s and useful GB/s, MFU, MBU, link share) and the mean power that the
+energy counter gives."""
+
+from __future__ import annotations
+
+import math
+
+from gpubench.metrics import COLUMNS, finite
+from gpubench.stats import quantile
+
+# NVML's utilization and power average over a window of up to a second: the first half second of each
+# window still carries what ran before it.
+TRIM_S = 0.5
+
+
+def row_label(row: dict) -> str:
+    """A summary row's name: its scenario, and its rank in a run under torchrun."""
+    rank = row.get("rank")
+    ranked = isinstance(rank, int) and not isinstance(rank, bool)
+    return f"{row['scenario']} · rank {rank}" if ranked else row["scenario"]
+
+
+def metric_stats(rows: list[dict], columns) -> dict:
+    """median, p10, p90 of each column over rows; NaN where no finite value exists."""
+    out = {}
+    for c in columns:
+        vals = [v for v in (r.get(c) for r in rows) if finite(v)]
+        for suffix, q in (("", 0.5), ("_p10", 0.1), ("_p90", 0.9)):
+            out[f"{c}{suffix}"] = quantile(vals, q) if vals else math.nan
+    return out
+
+
+def steady_rows(rows: list[dict], gpu: int, t_start: float, t_end: float, trim_s: float = TRIM_S) -> list[dict]:
+    """Rows of `gpu` whose whole interval lies inside [t_start + trim_s, t_end]."""
+    return [r for r in rows if r["gpu"] == gpu and r["t_start_s"] >= t_start + trim_s and r["t_end_s"] <= t_end]
+
+
+def energy_power_w(window: list[dict]) -> float:
+    """Mean power over the window from the energy counter: exact where the sampled power trails by a second."""
+    pts = [(r["t_end_s"], r["energy_j"]) for r in window if finite(r.get("energy_j"))]
+    if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
+        return math.nan
+    return (pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0])
+
+
+def peak_conditions(rows: list[dict], gpu: int, t_start: float, t_end: float) -> dict:
+    """The SM clock and power seen while a peak was measured, over the rows inside its window."""
+    window = steady_rows(rows, gpu, t_start, t_end, trim_s=0.0)
+    stats = metric_stats(window, ("sm_clock_mhz", "power_w"))
+    return {"sm_clock_mhz": stats["sm_clock_mhz"], "power_w": stats["power_w"],
+            "power_w_energy": energy_power_w(window), "n_samples": len(window), "t_start": t_start, "t_end": t_end}
+
+
+def derive(result: dict, peaks: dict) -> dict:
+    """Achieved rates and fractions of peak from a window's timing and work model.
+
+    peaks: {"datasheet": {...} | None, "measured": {...} | None} with bf16_tensor / fp16_tensor / fp32
+    FLOP/s, dram, link and nvlink bytes/s. A fraction whose peak or whose bound does not apply is NaN.
+    """
+    nan = math.nan
+    ms = result.get("kernel_ms", nan)
+    seconds = ms / 1e3 if finite(ms) and ms > 0 else nan
+
+    def per_s(amount):
+        return amount / seconds if finite(amount) and finite(seconds) else nan
+
+    def frac(achieved_per_s, key, which):
+        peak = (peaks.get(which) or {}).get(key) if key else None
+        return 100.0 * achieved_per_s / peak if peak and finite(achieved_per_s) else nan
+
+    flops, nbytes, link = (per_s(result.get(k, 0.0)) for k in ("flops_per_call", "bytes_per_call", "link_bytes_per_call"))
+    traffic = per_s(result.get("traffic_per_call", nan))
+    bound = result.get("bound")
+    unit = result.get("unit") or None
+    # A collective as nccl-tests measures it (NVIDIA/nccl-tests doc/PERFORMANCE.md): algbw = size / time,
+    # busbw = algbw x the collective's factor (2(n-1)/n for all-reduce), comparable with the links' rate.
+    coll = bound == "interconnect"
+    busbw = link * result.get("bus_factor", nan) if coll else nan
+    return {
+        "tflops": flops / 1e12,
+        "gbps": nbytes / 1e9,
+        "traffic_gbps": traffic / 1e9,
+        "link_gbps": link / 1e9 if bound == "link" else nan,
+        "mfu_pct": frac(flops, unit, "datasheet") if bound != "link" else nan,
+        "mfu_measured_pct": frac(flops, unit, "measured") if bound != "link" else nan,
+        "mbu_pct": frac(nbytes, "dram" if bound == "dram" else None, "datasheet"),
+        "mbu_measured_pct": frac(nbytes, "dram" if bound == "dram" else None, "measured"),
+        "link_pct": frac(link, "link" if bound == "link" else None, "datasheet"),
+        "algbw_gbps": link / 1e9 if coll else nan,
+        "busbw_gbps": busbw / 1e9,
+        "nvlink_pct": frac(busbw, "nvlink" if coll else None, "datasheet"),
+    }
+
+
+def compare_to_baselines(summary: list[dict]) -> None:
+    """Each row that names a baseline gets how many times faster it ran than that baseline."""
+    by_name = {r["scenario"]: r for r in summary if "scenario" in r}
+    for row in summary:
+        base = by_name.get(row.get("baseline") or "")
+        if base and finite(base.get("kernel_ms")) and finite(row.get("kernel_ms")):
+            row["speedup_vs_baseline"] = base["kernel_ms"] / row["kernel_ms"]
+
+
+def summarize(rows: list[dict], results: list[dict], peaks: dict, columns=COLUMNS,
+              trim_s: float = TRIM_S) -> list[dict]:
+    """One row per result (a scenario or a phase on one GPU): its facts, metric statistics, achievements."""
+    present = [c for c in columns if any(c in r for r in rows)]
+    summary = []
+    for res in results:
+        window = steady_rows(rows, res["gpu"], res["t_start"], res["t_end"], trim_s)
+        row = dict(res)
+        row["n_samples"] = len(window)
+        row.update(metric_stats(window, present))
+        row["power_w_energy"] = energy_power_w(window)
+        row.update(derive(res, peaks))
+        summary.append(row)
+    compare_to_baselines(summary)
+    return summary

@@ -1,0 +1,46 @@
+"""What must hold before a recording starts: a GPU and its driver, a run directory that can be written,
+a PyTorch that can use the GPU. Each failure is a UsageError of one sentence, raised before anything
+runs or is written; without a GPU the sentence says how to explore a recorded run instead."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from gpubench.record import nvml
+from gpubench.record.rundir import check_writable
+from gpubench.usage import UsageError
+
+EXPLORE_DIR = Path(tempfile.gettempdir()) / "gpubench-report"
+
+
+def reference_hint() -> str:
+    roots = [Path.cwd() / "results", Path(__file__).resolve().parents[2] / "results"]
+    runs = sorted({m.parent for root in roots if root.is_dir() for m in root.glob("*/manifest.json")})
+    if runs:
+        return f"to explore a recorded run without a GPU: gpubench report {runs[-1]} --out {EXPLORE_DIR}"
+    return (f"to explore a recorded run without a GPU: gpubench report RUN_DIR --out {EXPLORE_DIR}, with a reference "
+            "run from results/ in the gpubench repository")
+
+
+def check_out(out: Path | None) -> None:
+    if out is not None and (problem := check_writable(out)):
+        raise UsageError(f"cannot write the run to --out: {problem}")
+
+
+def require_gpu(command: str) -> None:
+    """UsageError, with the way to explore a recorded run instead, where NVML finds no driver."""
+    try:
+        nvml.device_count()
+    except nvml.GpuUnavailable as err:
+        raise UsageError(f"gpubench {command} needs an NVIDIA GPU: {err}; {reference_hint()}") from None
+
+
+def need_cuda_torch() -> None:
+    import torch
+
+    from gpubench.install import TORCH_HINT
+
+    if not torch.cuda.is_available():
+        raise UsageError(f"PyTorch cannot use the GPU (torch {torch.__version__}, CUDA {torch.version.cuda}); "
+                         f"{TORCH_HINT}")

@@ -1,0 +1,79 @@
+"""DCGM's profiling metrics (SM active, occupancy, pipes, DRAM) through NVML GPM, Hopper and newer.
+
+GPM values are differences of counters between two samples. Each read takes one new sample and pairs
+it with the previous one, so consecutive intervals chain with no gap and every row is a fresh interval:
+the sampler never reads faster than `min_interval_s`, the driver's refresh period of about 100 ms.
+"""
+
+from __future__ import annotations
+
+import pynvml
+
+from gpubench.record import nvml
+
+from . import Source, SourceUnavailable
+
+METRIC_IDS = {
+    "graphics_active_pct": pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL,
+    "sm_active_pct": pynvml.NVML_GPM_METRIC_SM_UTIL,
+    "sm_occupancy_pct": pynvml.NVML_GPM_METRIC_SM_OCCUPANCY,
+    "tensor_active_pct": pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL,
+    "dram_active_pct": pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL,
+    "fp64_active_pct": pynvml.NVML_GPM_METRIC_FP64_UTIL,
+    "fp32_active_pct": pynvml.NVML_GPM_METRIC_FP32_UTIL,
+    "fp16_active_pct": pynvml.NVML_GPM_METRIC_FP16_UTIL,
+}
+UNSUPPORTED = ("does not support NVML GPM, which needs a Hopper or newer data-centre GPU; "
+               "install DCGM to read these metrics")
+
+
+class GpmSource(Source):
+    name = "gpm"
+    columns = tuple(METRIC_IDS)
+    min_interval_s = 0.1
+    resolution = {c: "continuous (counter differences over the row's interval)" for c in METRIC_IDS}
+
+    def __init__(self):
+        self._state: dict[int, dict] = {}
+
+    @staticmethod
+    def supported(gpus: list[int]) -> bool:
+        try:
+            return all(nvml.gpm_supported(nvml.handle(g)) for g in gpus)
+        except (nvml.GpuUnavailable, nvml.NVMLError):
+            return False
+
+    def open(self, gpus):
+        try:
+            for g in gpus:
+                h = nvml.handle(g)
+                if not nvml.gpm_supported(h):
+                    raise SourceUnavailable(f"GPU {g} {UNSUPPORTED}")
+                prev, spare = nvml.gpm_sample_alloc(), nvml.gpm_sample_alloc()
+                self._state[g] = {"handle": h, "prev": prev, "spare": spare}
+                nvml.gpm_sample_get(h, prev)
+        except nvml.GpuUnavailable as err:
+            self.close()
+            raise SourceUnavailable(str(err)) from None
+        except nvml.NVMLError as err:
+            self.close()
+            raise SourceUnavailable(f"NVML GPM could not start: {err}") from None
+        except SourceUnavailable:
+            self.close()
+            raise
+
+    def read(self):
+        out = {}
+        ids = list(METRIC_IDS.values())
+        for g, st in self._state.items():
+            nvml.gpm_sample_get(st["handle"], st["spare"])
+            out[g] = dict(zip(self.columns, nvml.gpm_metrics(st["prev"], st["spare"], ids)))
+            # The new sample starts the next interval: no gap between intervals.
+            st["prev"], st["spare"] = st["spare"], st["prev"]
+        return out
+
+    def close(self):
+        for st in self._state.values():
+            nvml.gpm_sample_free(st["prev"])
+            nvml.gpm_sample_free(st["spare"])
+        self._state = {}

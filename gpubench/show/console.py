@@ -1,0 +1,59 @@
+"""What the terminal shows: a progress bar while the suite runs, then the table that makes the point."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from gpubench.metrics import BY_COLUMN, TABLE, fmt_value
+from gpubench.record.recording import Reporter
+
+
+def summary_table(summary: list[dict], title: str = "", key: str = "scenario", columns=TABLE,
+                  header: str | None = None) -> Table:
+    table = Table(title=title, title_justify="left", header_style="bold")
+    table.add_column(header or key, no_wrap=True)
+    for col in columns:
+        table.add_column(BY_COLUMN[col].header, justify="right")
+    for row in summary:
+        table.add_row(str(row.get(key, "")), *(fmt_value(col, row.get(col), "–") for col in columns))
+    return table
+
+
+def make_console(stderr: bool = False) -> Console:
+    """A rich console; a log file or a pipe gets whole tables, not ones cut to 80 columns."""
+    console = Console(stderr=stderr)
+    return console if console.is_terminal or console.is_jupyter else Console(stderr=stderr, width=180)
+
+
+def print_table(summary: list[dict], title: str, key: str = "scenario", columns=TABLE) -> None:
+    make_console().print(summary_table(summary, title, key, columns))
+
+
+class ConsoleReporter(Reporter):
+    def __init__(self, console: Console | None = None):
+        self.console = console or Console(stderr=True)
+        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                                 TextColumn("{task.completed}/{task.total}"), TimeRemainingColumn(),
+                                 console=self.console, transient=True)
+        self.task = None
+        self.n = 0
+
+    def start(self, scenarios, estimate_s):
+        self.n = len(scenarios)
+        self.console.print(f"running {self.n} scenarios, about {estimate_s:.0f} s")
+        self.progress.start()
+        self.task = self.progress.add_task("measuring peaks", total=self.n)
+
+    def step(self, index, scenario, what):
+        self.progress.update(self.task, description=f"{index + 1}/{self.n} {scenario.name}: {what}")
+
+    def advance(self):
+        self.progress.advance(self.task)
+
+    def warn(self, message):
+        self.console.print(f"[yellow]warning:[/] {message}")
+
+    def finish(self):
+        self.progress.stop()

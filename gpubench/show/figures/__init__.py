@@ -1,0 +1,77 @@
+"""Teaching figures from a run directory's files alone: headline, ladder, timeline, roofline, compare.
+
+Every figure states its finding in the title, carries the GPU and date in a corner (and PARTIAL RUN
+where the run did not complete), labels its axes with units, and marks a metric the run could not
+record as unavailable instead of drawing it as 0. Legends sit outside the data, labels inside their
+axes, value labels at VALUE_PT or more, and every percentage is written by metrics.pct. Which row is a
+baseline, and which ground truth a kernel has (MFU, MBU, link), comes from the summary's own columns: no
+scenario name is written here. Each draw function returns the numbers it annotated, so tests can hold
+them against summary.csv. plot_run draws every figure into a hidden folder and moves them into place
+only when all succeeded; files carry no date and no library version, so re-plotting an unchanged run
+changes no byte.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import matplotlib
+
+matplotlib.use("Agg")  # before any figure module imports pyplot: no display is ever needed
+
+from . import compare, headline, ladder, ranks, roofline, timeline  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    caption: str
+    draw: Callable
+
+
+FIGURES = (
+    Figure("headline", "What nvidia-smi said, against the work done", headline.draw),
+    Figure("ladder", "Which metric each kernel fools", ladder.draw),
+    Figure("timeline", "The whole run over time", timeline.draw),
+    Figure("roofline", "Each kernel against this GPU's roofs", roofline.draw),
+    Figure("compare", "Implementations against their baselines", compare.draw),
+    Figure("ranks", "Under torchrun: each rank's GPU-Util, SM activity and power, and its arrival at the collective",
+           ranks.draw),
+)
+
+def plot_run(run_dir, manifest, samples, summary, out_dir=None, notes: dict | None = None) -> list[Path]:
+    """Every figure of the registry into out_dir (default RUN_DIR/figures); notes, where given, receives
+    what each figure's draw returned, by figure name.
+
+    All are drawn into a hidden folder first and moved into place only when every one succeeded, so a
+    failure leaves out_dir as it was. OSError (a read-only or full disk) reaches the caller.
+    """
+    out = Path(out_dir) if out_dir is not None else Path(run_dir) / "figures"
+    made = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    stage = None
+    try:
+        stage = Path(tempfile.mkdtemp(prefix=".gpubench-", dir=out))
+        drawn = []
+        for figure in FIGURES:
+            files, marks = figure.draw(summary, samples, manifest, stage)
+            drawn += files
+            if notes is not None:
+                notes[figure.name] = marks
+        paths = []
+        for f in drawn:
+            os.replace(f, out / f.name)
+            paths.append(out / f.name)
+        return paths
+    except BaseException:
+        if made:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+    finally:
+        if stage is not None:
+            shutil.rmtree(stage, ignore_errors=True)

@@ -1,0 +1,85 @@
+"""What every figure shares: colours, sizes, the corner stamp, saving with fixed metadata, the empty figure,
+and which ground truth a row is judged by."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import matplotlib
+import matplotlib.pyplot as plt
+
+from gpubench.metrics import finite
+from gpubench.record.rundir import SUMMARY_MISSING, partial
+
+matplotlib.rcParams.update({"svg.hashsalt": "gpubench", "font.size": 10})
+BYTES_NOTE = "useful bytes: each input read once, each output written once"
+C = {"gpu_util_pct": "#d62728", "smi_gpu_util_pct": "#ff9896", "sm_active_pct": "#ff7f0e",
+     "sm_occupancy_pct": "#bcbd22", "tensor_active_pct": "#9467bd", "dram_active_pct": "#1f77b4",
+     "fp32_active_pct": "#8c564b", "work": "#2ca02c", "baseline": "#d62728", "candidate": "#2ca02c"}
+NO_DATA = "no scenarios of this kind in this run"
+# A watch run (gpubench watch) is one job's phases, not the suite's kernels: its figures say so.
+WATCH_TITLES = {
+    "headline": "What nvidia-smi said in each phase of the job, against the work done (MFU)",
+    "ladder": "The metric ladder of each phase of the job; only the last column measures work done",
+    "timeline": "The job over time: GPU-Util beside SM activity, the pipes and each phase's TFLOP/s",
+}
+
+
+def title(manifest, figure: str, suite_title: str) -> str:
+    return WATCH_TITLES[figure] if manifest.get("kind") == "watch" else suite_title
+
+
+NO_SUMMARY = "no summary: the run stopped before it wrote summary.csv"
+VALUE_PT = 9  # value labels: readable where the README shows a figure about 900 pixels wide
+# Fixed metadata: no date, no library version, so re-plotting an unchanged run changes no byte.
+METADATA = {"png": {"Software": "gpubench"}, "svg": {"Date": None, "Creator": "gpubench"}}
+
+
+def stamp(fig, manifest):
+    gpu = manifest.get("gpu", {}).get("name", "unknown GPU")
+    date = (manifest.get("start_wall") or "")[:10]
+    why = partial(manifest)
+    text = f"{gpu} · {date} · gpubench" + (f" · PARTIAL RUN: it {why}" if why else "")
+    fig.text(0.995, 0.005, text, ha="right", va="bottom", fontsize=8, color="#b22222" if why else "#666")
+
+
+def save(fig, out_dir: Path, name: str) -> list[Path]:
+    """PNG and SVG, each written to a temporary name and renamed into place."""
+    paths = []
+    for ext, kw in (("png", {"dpi": 130}), ("svg", {})):
+        final = out_dir / f"{name}.{ext}"
+        tmp = out_dir / f".{name}.tmp.{ext}"
+        fig.savefig(tmp, bbox_inches="tight", metadata=METADATA[ext], **kw)
+        os.replace(tmp, final)
+        paths.append(final)
+    plt.close(fig)
+    return paths
+
+
+def work_fraction(row) -> tuple[str, float]:
+    """The rung that tells the truth for this row: link share, NVLink share, MBU, or MFU, by its bound."""
+    bound = row.get("bound")
+    if bound == "link":
+        return "link", row.get("link_pct", math.nan)
+    if bound == "interconnect":
+        return "NVLink", row.get("nvlink_pct", math.nan)
+    if bound == "dram":
+        return "MBU", row.get("mbu_pct", math.nan)
+    return "MFU", row.get("mfu_pct", math.nan)
+
+
+def kernel_rows(summary):
+    return [r for r in summary if r.get("bound") != "none" or finite(r.get("kernel_ms"))]
+
+
+def empty(out_dir, name, title, manifest):
+    """A figure with nothing to draw says why, instead of a confident title over empty axes."""
+    fig, ax = plt.subplots(figsize=(7, 2))
+    ax.axis("off")
+    message = NO_SUMMARY if SUMMARY_MISSING in manifest.get("read_notes", []) else NO_DATA
+    ax.text(0.5, 0.5, message, ha="center", va="center", fontsize=11, color="#666")
+    ax.set_title(title, fontsize=10, loc="left")
+    stamp(fig, manifest)
+    return save(fig, out_dir, name), {"empty": message}

@@ -1,0 +1,92 @@
+"""The compare figure: each implementation against its baseline."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+
+from gpubench.metrics import finite, fmt_value, pct
+from gpubench.read.summary import row_label
+
+from .common import VALUE_PT, C, empty, save, stamp
+
+# The panels of a group, by the bound of its rows: (title, column, scale, format of one value).
+# Bytes over the host link are never drawn on a DRAM axis.
+TIME = ("time per call, ms", "kernel_ms", 1.0, "{:.3g}")
+UTIL = ("nvidia-smi GPU util", "gpu_util_pct", 1.0, pct)
+COMPARE = {"dram": [TIME, ("DRAM traffic per call, GB", "traffic_per_call", 1e-9, "{:.3g}"),
+                    ("useful GB/s", "gbps", 1.0, "{:.0f}"), UTIL],
+           "compute": [TIME, ("achieved TFLOP/s", "tflops", 1.0, "{:.0f}"), ("MFU (of the datasheet peak)", "mfu_pct", 1.0, pct), UTIL],
+           "link": [TIME, ("host link GB/s", "link_gbps", 1.0, "{:.3g}"), ("link share", "link_pct", 1.0, pct), UTIL]}
+
+
+def baseline_of(row) -> str | None:
+    b = row.get("baseline")
+    return b if isinstance(b, str) and b else None
+
+
+def baselines_of(summary) -> set[str]:
+    return {baseline_of(r) for r in summary} - {None}
+
+
+def compare_groups(summary) -> list[list[dict]]:
+    """Per family, the rows that are a baseline or name one, in suite order."""
+    baselines = baselines_of(summary)
+    groups: dict[str, list[dict]] = {}
+    for r in summary:
+        if r["scenario"] in baselines or baseline_of(r):
+            groups.setdefault(r["family"], []).append(r)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def draw(summary, samples, manifest, out_dir):
+    groups = compare_groups(summary)
+    if not groups:
+        return empty(out_dir, "compare", "Implementations against their baselines", manifest)
+    baselines = baselines_of(summary)
+    fig, axes = plt.subplots(len(groups), 4, figsize=(12, 3.7 * len(groups)), squeeze=False)
+    notes: dict = {}
+    for axrow, rows in zip(axes, groups):
+        _compare_row(axrow, rows, baselines, notes, (manifest.get("peaks") or {}).get("measured") or {})
+    best = max((r for g in groups for r in g if finite(r.get("speedup_vs_baseline"))),
+               key=lambda r: r["speedup_vs_baseline"], default=None)
+    finding = "Same utilization, different speed"
+    if best:
+        x = best["speedup_vs_baseline"]
+        pace = f"runs {x:.1f}x faster than" if x >= 1 else f"takes {1 / x:.1f}x as long as"
+        finding = (f"Every variant reads ~{fmt_value('gpu_util_pct', best.get('gpu_util_pct'))} busy, yet "
+                   f"{best['scenario']} {pace} {best['baseline']}")
+    fig.suptitle(finding, fontsize=11, x=0.01, ha="left")
+    fig.tight_layout()
+    stamp(fig, manifest)
+    return save(fig, out_dir, "compare"), notes
+
+
+def _compare_row(axrow, rows, baselines, notes, measured):
+    panels = COMPARE.get(rows[0].get("bound"), [TIME, UTIL])
+    for ax in axrow[len(panels):]:
+        ax.axis("off")
+    for ax, (title, col, scale, form) in zip(axrow, panels):
+        vals = [r.get(col) * scale if finite(r.get(col)) else math.nan for r in rows]
+        colors = [C["baseline"] if r["scenario"] in baselines else C["candidate"] for r in rows]
+        known = [v for v in vals if finite(v)]
+        bars = ax.bar(range(len(rows)), [v if finite(v) else 0 for v in vals], color=colors)
+        for b, v, r in zip(bars, vals, rows):
+            text = (form(v) if callable(form) else form.format(v)) if finite(v) else "n/a"
+            if known:
+                ax.text(b.get_x() + b.get_width() / 2, b.get_height(), text, ha="center", va="bottom",
+                        fontsize=VALUE_PT)
+            notes.setdefault(row_label(r), {})[col] = r.get(col)
+        if col == "gbps" and measured.get("dram"):
+            ax.axhline(measured["dram"] / 1e9, color="#444", ls="--", lw=1)
+            ax.text(len(rows) - 0.6, measured["dram"] / 1e9, "copy peak", fontsize=8, va="bottom", ha="right")
+        if known:
+            ax.set_ylim(0, max(max(known), measured.get("dram", 0) / 1e9 if col == "gbps" else 0) * 1.2 or 1)
+        else:
+            ax.set_yticks([])
+            ax.text(0.5, 0.6, "not known for these\nimplementations", transform=ax.transAxes, ha="center",
+                    fontsize=VALUE_PT, color="#777")
+        ax.set_xticks(range(len(rows)), [row_label(r) for r in rows], rotation=25, ha="right", fontsize=8.5)
+        ax.set_title(title, fontsize=10)
+    axrow[0].set_ylabel(f"{rows[0]['family']}\n(red: baseline)", fontsize=10)

@@ -1,0 +1,85 @@
+"""The roofline figure: each kernel against this GPU's roofs."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+
+from gpubench.metrics import finite, fmt_value, pct
+from gpubench.read.summary import row_label
+
+from .common import BYTES_NOTE, VALUE_PT, C, empty, kernel_rows, save, stamp
+
+# A dot's colour says which ground truth judges the kernel.
+DOTS = {"compute": (C["tensor_active_pct"], "compute-bound kernel, judged by MFU"),
+        "dram": (C["dram_active_pct"], "memory-bound kernel, judged by MBU")}
+
+
+def draw(summary, samples, manifest, out_dir):
+    peaks = manifest.get("peaks") or {}
+    measured, sheet = peaks.get("measured") or {}, peaks.get("datasheet") or {}
+    rows = [r for r in kernel_rows(summary) if r.get("bound") in DOTS and r.get("bytes_per_call")
+            and finite(r.get("tflops"))]
+    if not rows:
+        return empty(out_dir, "roofline", "Each kernel against this GPU's roofs", manifest)
+    dots = [r for r in rows if r.get("flops_per_call")]
+    flat = [r for r in rows if not r.get("flops_per_call")]  # intensity 0: no place on log axes
+    fig, ax = plt.subplots(figsize=(9.5, 6.5))
+    bw = measured.get("dram") or sheet.get("dram")
+    xs = [10 ** (i / 10) for i in range(-40, 51)]
+    top = 1.0
+    for key, label, style in (("bf16_tensor", "bf16 tensor", "-"), ("fp32", "FP32, no tensor cores", "--")):
+        peak = measured.get(key) or sheet.get(key)
+        if peak and bw:
+            src = "measured" if measured.get(key) else "datasheet"
+            ax.plot(xs, [min(peak, bw * x) / 1e12 for x in xs], style, color="#444", lw=1,
+                    label=f"roof: {label} {peak / 1e12:.0f} TFLOP/s ({src}), DRAM {bw / 1e12:.2f} TB/s")
+            top = max(top, peak / 1e12)
+    intensity = [r["flops_per_call"] / r["bytes_per_call"] for r in dots]
+    ax.set(xscale="log", yscale="log", xlim=(min([*intensity, 1e-2]) / 3, 1e5),
+           ylim=(min([r["tflops"] for r in dots] + [1e-2]) / 5, top * 4))
+    for bound, (color, label) in DOTS.items():
+        mine = [(x, r["tflops"]) for x, r in zip(intensity, dots) if r["bound"] == bound]
+        if mine:
+            ax.scatter(*zip(*mine), s=34, color=color, zorder=3, label=label)
+    _label_dots(ax, intensity, dots)
+    notes = {row_label(r): {"intensity": r["flops_per_call"] / r["bytes_per_call"], "tflops": r["tflops"],
+                             "gpu_util_pct": r.get("gpu_util_pct")} for r in rows}
+    if flat:
+        ax.text(0.985, 0.025, "No arithmetic (0 FLOP per byte), so no point on log axes:\n" + "\n".join(
+            f"{row_label(r)}: {fmt_value('gbps', r.get('gbps'))} GB/s useful, MBU {pct(r.get('mbu_pct'))}, "
+            f"nvidia-smi {pct(r.get('gpu_util_pct'))}" for r in flat), transform=ax.transAxes, ha="right",
+            va="bottom", fontsize=VALUE_PT, bbox={"fc": "white", "ec": "#bbb", "alpha": 0.9})
+    ax.set_xlabel(f"arithmetic intensity, FLOP per byte ({BYTES_NOTE}; a GEMM's bytes are its minimum traffic)",
+                  fontsize=9)
+    ax.set_ylabel("achieved TFLOP/s")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=2, fontsize=8.5, frameon=False)
+    ax.set_title("Each kernel against this GPU's roofs; a host-to-device copy is judged by the host link, "
+                 "so it is not here", fontsize=10, loc="left")
+    ax.minorticks_off()  # over ten decades a grid line per decade reads best
+    ax.grid(alpha=0.25)
+    stamp(fig, manifest)
+    return save(fig, out_dir, "roofline"), notes
+
+
+def _label_dots(ax, intensity, dots):
+    """Name each dot beside it: labels that would overlap move down a line, with a thin leader; labels in
+    the right part of the axes go to the left of their dot, so none runs out of the axes."""
+    dpi = ax.figure.dpi
+    box = ax.get_window_extent()
+    line = (VALUE_PT + 3) * dpi / 72
+    placed: list[tuple[float, float, float]] = []  # x0, x1, y of each label, in pixels
+    pts = ax.transData.transform(list(zip(intensity, [r["tflops"] for r in dots])))
+    for i in sorted(range(len(dots)), key=lambda i: -pts[i][1]):
+        r, (px, py) = dots[i], pts[i]
+        text = f"{row_label(r)}: util {pct(r.get('gpu_util_pct'))}"
+        width = len(text) * VALUE_PT * 0.55 * dpi / 72
+        left = px > box.x0 + 0.62 * box.width
+        x0, x1 = (px - 8 - width, px - 8) if left else (px + 8, px + 8 + width)
+        y = min(py, box.y1 - line)
+        while any(a < x1 and x0 < b and abs(y - c) < line for a, b, c in placed):
+            y -= line
+        placed.append((x0, x1, y))
+        offset = (((x1 if left else x0) - px) * 72 / dpi, (y - py) * 72 / dpi)
+        ax.annotate(text, (intensity[i], r["tflops"]), xytext=offset, textcoords="offset points",
+                    ha="right" if left else "left", va="center", fontsize=VALUE_PT,
+                    arrowprops={"arrowstyle": "-", "color": "#999", "lw": 0.6} if abs(y - py) > 3 else None)

@@ -1,0 +1,66 @@
+"""`gpubench plot` and `gpubench report`: a run directory read once, where the output goes (the run directory,
+or --out DIR, checked before anything is written), and the files written, each printed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpubench.usage import UsageError
+
+
+def _load(run_dir: Path):
+    from gpubench.record.rundir import RunDirError, load_run
+
+    try:
+        return load_run(run_dir)
+    except RunDirError as err:
+        raise UsageError(str(err)) from None
+    except OSError as err:  # unreadable: permissions, a file vanished mid-read
+        raise UsageError(f"cannot read {err.filename or run_dir}: {err.strerror or err}") from None
+
+
+def output_dir(args, default: Path) -> Path:
+    """Where plot or report writes: --out DIR, or default inside the run directory; UsageError, before
+    anything is written, where that cannot work."""
+    from gpubench.record.rundir import check_writable
+    from gpubench.show.figures import FIGURES
+
+    if args.out is not None:
+        own = {"figures", "report.md", "report.html"} | {f"{f.name}.{x}" for f in FIGURES for x in ("png", "svg")}
+        if problem := check_writable(args.out, may_hold=own):
+            raise UsageError(f"cannot write to --out: {problem}")
+        return args.out
+    figures = args.run_dir / "figures"
+    if figures.exists() and not figures.is_dir():
+        raise UsageError(f"{figures} is a file, not a folder of figures: move it away, or write elsewhere with --out DIR")
+    if args.run_dir.is_dir() and (problem := check_writable(default, may_hold=None)):
+        raise UsageError(f"cannot write into the run directory: {problem}; write elsewhere with --out DIR")
+    return default
+
+
+def _written(args, write) -> int:
+    """Run write() -> paths and print them; a refusal of the disk (read-only, full) is one sentence."""
+    try:
+        paths = write()
+    except OSError as err:
+        hint = "" if args.out else "; write elsewhere with --out DIR"
+        raise UsageError(f"cannot write {err.filename or 'the output'}: {err.strerror or err}{hint}") from None
+    for path in paths:
+        print(path)
+    return 0
+
+
+def plot(args) -> int:
+    from gpubench.show.figures import plot_run
+
+    manifest, samples, summary = _load(args.run_dir)
+    out = output_dir(args, args.run_dir / "figures")
+    return _written(args, lambda: plot_run(args.run_dir, manifest, samples, summary, out))
+
+
+def report(args) -> int:
+    from gpubench.show.report import write_report
+
+    manifest, samples, summary = _load(args.run_dir)
+    out = output_dir(args, args.run_dir)
+    return _written(args, lambda: write_report(args.run_dir, manifest, samples, summary, out))

@@ -1,0 +1,253 @@
+"""report.md and a self-contained report.html for a run: what nvidia-smi said, what really happened, and why.
+
+The text is built from the run's own numbers. Each family's sentences travel in the manifest (the
+family's STORY, filled from its summary row), so a report needs no kernel code and names no scenario.
+Both files come from one list of blocks; the HTML embeds the figures, so it is one file to share.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+import re
+import string
+from pathlib import Path
+
+from gpubench.metrics import (
+    BY_COLUMN,
+    GPU_UTIL_MEANING,
+    TABLE,
+    finite,
+    fmt,
+    fmt_value,
+    pct,
+)
+from gpubench.read.summary import TRIM_S, row_label
+from gpubench.record.rundir import partial
+from gpubench.show.figures import FIGURES, plot_run
+from gpubench.truth.peaks import SUSTAIN_S, UNIT_NAMES, WARM_S
+
+
+class _Percent(float):
+    """A percentage in a sentence: written as pct() writes it everywhere, whatever the sentence's format."""
+
+
+class _Filler(string.Formatter):
+    def get_value(self, key, args, kwargs):
+        value = super().get_value(key, args, kwargs)
+        return _Percent(value) if isinstance(key, str) and key.endswith("_pct") and finite(value) else value
+
+    def format_field(self, value, spec):
+        if value is None or (isinstance(value, float) and not math.isfinite(value)):
+            return "n/a"
+        if isinstance(value, _Percent):
+            return pct(value).rstrip("%")  # the sentence writes the % sign itself
+        return format(value, spec)
+
+
+FILLER = _Filler()
+
+
+class _Facts(dict):
+    def __missing__(self, key):
+        return math.nan  # a metric column this run could not record at all
+
+
+def _is_metric(field: str) -> bool:
+    """Metrics may be missing on a machine (shown n/a); other facts decide whether a sentence applies."""
+    return field in BY_COLUMN or field.endswith("_measured_pct")
+
+
+def context(row: dict, manifest: dict) -> dict:
+    ctx = dict(row)
+    ctx.update(said=f"nvidia-smi said {fmt_value('gpu_util_pct', row.get('gpu_util_pct'))} busy",
+               sm_count=manifest.get("gpu", {}).get("sm_count", "?"),
+               useful_gb=(row.get("bytes_per_call") or math.nan) / 1e9,
+               traffic_gb=(row.get("traffic_per_call") if finite(row.get("traffic_per_call")) else math.nan) / 1e9,
+               kernel_us=(row.get("kernel_ms") or math.nan) * 1e3,
+               dtype=UNIT_NAMES.get(row.get("unit"), str(row.get("unit"))))
+    return ctx
+
+
+def story(row: dict, manifest: dict) -> str:
+    """The family's sentences filled from the row; a sentence about a fact this row lacks is left out."""
+    sentences = ((manifest.get("families") or {}).get(row.get("family")) or {}).get("story") or []
+    ctx = context(row, manifest)
+    out = []
+    for sentence in sentences:
+        fields = [f for _, f, _, _ in string.Formatter().parse(sentence) if f]
+        lacking = [f for f in fields if not _is_metric(f) and (ctx.get(f) in (None, "") or
+                                                               (isinstance(ctx.get(f), float) and math.isnan(ctx[f])))]
+        if not lacking:
+            out.append(FILLER.vformat(sentence, (), _Facts(ctx)))
+    return " ".join(out) or f"{ctx['said']}."
+
+
+def _kernel_ms(row) -> str:
+    if not finite(row.get("kernel_ms")):
+        return "n/a"
+    return f"{row['kernel_ms']:.4g} ({row['kernel_ms_p10']:.4g}–{row['kernel_ms_p90']:.4g})"
+
+
+def _peaks_text(manifest) -> str:
+    peaks = manifest.get("peaks") or {}
+    meas, sheet, cond = peaks.get("measured") or {}, peaks.get("datasheet") or {}, peaks.get("conditions") or {}
+
+    def t(d, k, scale, pattern):
+        return fmt((d.get(k) or math.nan) / scale, pattern)
+
+    seen = cond.get("bf16_tensor") or {}
+    return (f"Peaks. Measured at the start, sustained (median over {SUSTAIN_S:g} s after {WARM_S:g} s of the same "
+            "work): "
+            f"device-to-device copy {t(meas, 'dram', 1e12, '{:.2f}')} TB/s (read + written), dense matmul "
+            f"bf16 {t(meas, 'bf16_tensor', 1e12, '{:.0f}')} and fp16 {t(meas, 'fp16_tensor', 1e12, '{:.0f}')} "
+            f"TFLOP/s (bf16 at {fmt(seen.get('sm_clock_mhz'), '{:.0f}')} MHz and "
+            f"{fmt(seen.get('power_w_energy'), '{:.0f}')} W). Datasheet: DRAM {t(sheet, 'dram', 1e12, '{:.2f}')} "
+            f"TB/s, bf16 {t(sheet, 'bf16_tensor', 1e12, '{:.0f}')} TFLOP/s, FP32 {t(sheet, 'fp32', 1e12, '{:.1f}')} "
+            f"TFLOP/s; host link {t(sheet, 'link', 1e9, '{:.0f}')} GB/s per direction. MFU, MBU and link share "
+            "divide by the datasheet; the `_measured_pct` columns of summary.csv divide by the measured peaks.")
+
+
+def _ranks_text(d: dict) -> str:
+    """Who ran where, in a run under torchrun."""
+    ranks = d.get("ranks") or []
+    nodes = sorted({r["node"] for r in ranks})
+    each = "; ".join(f"rank {r['rank']} on {r['node']}: GPU {r['gpu']['nvml_index']} ({r['gpu']['uuid']})"
+                     for r in ranks)
+    return (f"Run under torchrun: {d.get('world_size')} ranks on {len(nodes)} node(s), one GPU each ({each}). "
+            f"Each scenario ran on every rank at once; one process per node sampled that node's GPUs. "
+            f"Sample and window {d.get('clock', '')}.")
+
+
+def blocks(manifest, summary, figures_present, figures_empty: dict | None = None) -> list[tuple]:
+    """The report as blocks; figures_empty names the figures that had nothing to draw, and why."""
+    gpu, versions = manifest.get("gpu", {}), manifest.get("versions", {})
+    out = [("h1", f"gpubench report: {gpu.get('name', 'unknown GPU')}")]
+    why = partial(manifest)
+    status = f"**a partial run**: it {why}, so it holds only what was recorded until then" if why else "completed"
+    out.append(("p", f"Run of {manifest.get('start_wall', '?')}, {status}. {gpu.get('sm_count', '?')} SMs, "
+                     f"{fmt((gpu.get('memory_mib') or math.nan) / 1024, '{:.0f}')} GiB, driver {gpu.get('driver', '?')}, "
+                     f"CUDA {gpu.get('cuda_driver', '?')}. " + ", ".join(f"{k} {v}" for k, v in versions.items() if v) + "."))
+    out.append(("p", _peaks_text(manifest)))
+    sources = manifest.get("sources", {})
+    out.append(("p", f"Metric sources used: {', '.join(sources.get('used', [])) or 'none'}. " + " ".join(
+        f"{name} not used: {why}." for name, why in sources.get("unavailable", {}).items())))
+    if manifest.get("distributed"):
+        out.append(("p", _ranks_text(manifest["distributed"])))
+    for w in manifest.get("warnings", []) + manifest.get("errors", []) + manifest.get("read_notes", []):
+        out.append(("p", f"Note: {w}"))
+    out.append(("h2", "Summary"))
+    out.append(("p", f"Medians over each scenario's steady window (its first {manifest.get('options', {}).get('trim_s', TRIM_S)} s "
+                     "dropped); n/a where this run could not record the metric. GB/s counts useful bytes (each input "
+                     "read once, each output written once); the ground truth is MFU for arithmetic, MBU for "
+                     "memory-bound kernels and the link share for host-to-device copies."))
+    head = ["scenario"] + [BY_COLUMN[c].header for c in TABLE] + ["kernel ms (p10–p90)"]
+    rows = [[row_label(r)] + [fmt_value(c, r.get(c)) for c in TABLE] + [_kernel_ms(r)] for r in summary]
+    out.append(("table", head, rows) if rows else ("p", "No scenario was summarized in this run."))
+    out.append(("h2", "Figures"))
+    for figure in FIGURES:
+        if figure.name in figures_present:
+            out.append(("img", f"figures/{figure.name}.png", figure.caption))
+    for why in sorted(set((figures_empty or {}).values())):
+        names = ", ".join(n for n, w in figures_empty.items() if w == why)
+        out.append(("p", f"Not drawn for this run ({why}): {names}."))
+    out.append(("h2", "Scenario by scenario"))
+    for r in summary:
+        out.append(("h3", row_label(r)))
+        out.append(("p", story(r, manifest)))
+    out.append(("h2", "The metrics, and where to find them in DCGM"))
+    out.append(("p", f"GPU-Util (DCGM field 203) is the {GPU_UTIL_MEANING}. Add SM active (1002) and SM occupancy "
+                     "(1003) to see how much of the chip is in use, tensor active (1004) to see matrix work, and DRAM "
+                     "active (1005) to see memory traffic. None of them is the work done: for that, count FLOPs and "
+                     "bytes and divide by the peaks (MFU, MBU)."))
+    metric_rows = [[m.column, m.label, str(m.dcgm_id), m.dcgm_name or "", m.meaning] for m in BY_COLUMN.values()
+                   if m.sampled and not m.column.startswith(("smi_", "dcgm_"))]
+    out.append(("table", ["column", "what", "DCGM id", "DCGM field", "meaning"], metric_rows))
+    return out
+
+
+def to_markdown(bl) -> str:
+    lines = []
+    for b in bl:
+        kind = b[0]
+        if kind in ("h1", "h2", "h3"):
+            lines += ["#" * int(kind[1]) + " " + b[1], ""]
+        elif kind == "p":
+            lines += [b[1], ""]
+        elif kind == "img":
+            lines += [f"![{b[2]}]({b[1]})", ""]
+        elif kind == "table":
+            lines.append("| " + " | ".join(b[1]) + " |")
+            lines.append("|" + "---|" * len(b[1]))
+            lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in b[2]]
+            lines.append("")
+    return "\n".join(lines)
+
+
+def _inline(text: str) -> str:
+    """Escape for HTML, with `code` spans as <code> and **strong** as <strong>, as Markdown shows them."""
+    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+    return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", text)
+
+
+NUMBER = re.compile(r"n/a|[<\d][\d.,e+\-–()% ]*")
+
+
+def _table(head, rows) -> str:
+    """Columns of numbers right-aligned so their digits line up; columns of words left-aligned."""
+    numeric = [bool(rows) and all(NUMBER.fullmatch(str(r[i])) for r in rows) for i in range(len(head))]
+
+    def cell(tag, i, text):
+        return f"<{tag}{' class=num' if numeric[i] else ''}>{_inline(str(text))}</{tag}>"
+
+    body = "".join("<tr>" + "".join(cell("td", i, c) for i, c in enumerate(row)) + "</tr>" for row in rows)
+    return "<table><tr>" + "".join(cell("th", i, h) for i, h in enumerate(head)) + f"</tr>{body}</table>"
+
+
+def to_html(bl, figures_dir: Path) -> str:
+    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>gpubench report</title><style>"
+             "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;line-height:1.45;color:#222}"
+             "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}"
+             ".num{text-align:right}"
+             "td:first-child{white-space:nowrap}"
+             "img{max-width:100%}code{background:#f3f3f3}</style>"
+             "</head><body>"]
+    for b in bl:
+        kind = b[0]
+        if kind in ("h1", "h2", "h3"):
+            parts.append(f"<{kind}>{_inline(b[1])}</{kind}>")
+        elif kind == "p":
+            parts.append(f"<p>{_inline(b[1])}</p>")
+        elif kind == "img":
+            data = base64.b64encode((figures_dir / Path(b[1]).name).read_bytes()).decode()
+            parts.append(f"<figure><img alt='{html.escape(b[2])}' src='data:image/png;base64,{data}'>"
+                         f"<figcaption>{html.escape(b[2])}</figcaption></figure>")
+        elif kind == "table":
+            parts.append(_table(b[1], b[2]))
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def write_report(run_dir, manifest, samples, summary, out_dir=None) -> list[Path]:
+    """report.md and report.html into out_dir (default the run directory), the figures drawn anew beside them
+    (an unchanged run gives the same bytes); a figure with nothing to draw is named, not shown."""
+    out = Path(out_dir) if out_dir is not None else Path(run_dir)
+    figures_dir = out / "figures"
+    notes: dict = {}
+    plot_run(run_dir, manifest, samples, summary, figures_dir, notes=notes)  # the figures shown match the data
+    empty = {name: n["empty"] for name, n in notes.items() if isinstance(n, dict) and n.get("empty")}
+    present = {f.name for f in FIGURES if (figures_dir / f"{f.name}.png").is_file()} - set(empty)
+    bl = blocks(manifest, summary, present, empty)
+    md, page = out / "report.md", out / "report.html"
+    staged = []
+    try:  # both written in full before either replaces the old one
+        for path, text in ((md, to_markdown(bl)), (page, to_html(bl, figures_dir))):
+            staged.append((path.with_name(f".{path.name}.tmp"), path))
+            staged[-1][0].write_text(text)
+        for tmp, path in staged:
+            tmp.replace(path)
+    finally:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+    return [md, page]

@@ -1,0 +1,92 @@
+"""`gpubench run` on one GPU and `gpubench list`: the scenarios chosen, the checks before anything runs, the
+suite inside a Recording, and the table at the end. (Under torchrun, gpubench.ranks.torchrun runs them.)"""
+
+from __future__ import annotations
+
+import sys
+
+from gpubench.record.preflight import check_out, need_cuda_torch, require_gpu
+from gpubench.usage import UsageError
+
+
+def chosen(args, distributed: bool) -> list:
+    """The scenarios `gpubench run` names (or the default suite), and a --duration that leaves a window."""
+    from gpubench.read.summary import TRIM_S
+    from gpubench.suite.scenarios import UnknownScenario, select
+
+    try:
+        scenarios = select(args.names, distributed=distributed)
+    except UnknownScenario as err:
+        raise UsageError(str(err)) from None
+    if args.duration <= TRIM_S:
+        raise UsageError(f"--duration must be longer than the {TRIM_S:g} s that each scenario's summary leaves out")
+    return scenarios
+
+
+def without_distributed(scenarios: list) -> list:
+    """Outside torchrun the distributed scenarios are skipped, with the command that runs them."""
+    from gpubench.suite.scenarios import torchrun_hint
+
+    skipped = [s for s in scenarios if s.distributed]
+    rest = [s for s in scenarios if not s.distributed]
+    if skipped and not rest:
+        raise UsageError(torchrun_hint(skipped))
+    if skipped:
+        print(f"gpubench run: skipped: {torchrun_hint(skipped)}", file=sys.stderr)
+    return rest
+
+
+def gpu_for(args):
+    """The GPU that --device names, and the GPUs to sample; UsageError where there is none."""
+    from gpubench.record.gpus import CudaUnavailable
+    from gpubench.suite.backend import CudaBackend
+
+    require_gpu(args.command)
+    backend = CudaBackend()
+    try:
+        gpu, sampled = backend.resolve(args.device, args.all_gpus)
+    except (IndexError, CudaUnavailable) as err:
+        raise UsageError(f"--device {args.device}: {err}") from None
+    return backend, gpu, sampled
+
+
+def run(args) -> int:
+    """`gpubench run` on this process's GPU."""
+    scenarios = without_distributed(chosen(args, distributed=False))
+    if args.slow_rank is not None:
+        print("gpubench run: --slow-rank applies only under torchrun, and is ignored", file=sys.stderr)
+    check_out(args.out)
+    backend, gpu, _ = gpu_for(args)
+    need_cuda_torch()
+    from gpubench.record.rundir import default_run_dir
+    from gpubench.show.console import ConsoleReporter, print_table
+    from gpubench.suite.runner import RunOptions, run_suite
+
+    out = args.out or default_run_dir(gpu.name)
+    if args.out is None:  # --out was checked before the GPU was asked for
+        check_out(out)
+    opts = RunOptions(scenarios=scenarios, out_dir=out, device=args.device, duration_s=args.duration,
+                      gap_s=args.gap, interval_s=args.interval, profiling=args.profiling, smi=not args.no_smi,
+                      all_gpus=args.all_gpus, measure_peaks=not args.no_peaks)
+    reporter = ConsoleReporter()
+    try:
+        run_dir, summary = run_suite(opts, backend, reporter)
+    except KeyboardInterrupt:
+        reporter.console.print(f"interrupted: what was recorded is in {out} (manifest says incomplete)")
+        return 130
+    print_table(summary, f"{gpu.name} — medians over each scenario's steady window")
+    print(f"run directory: {run_dir}\nnext: gpubench plot {run_dir} && gpubench report {run_dir}")
+    return 0
+
+
+def list_scenarios(args) -> int:
+    """`gpubench list`: every scenario and the one sentence it demonstrates."""
+    from gpubench.suite.scenarios import SCENARIOS, torchrun_hint
+
+    width = max(len(s.name) for s in SCENARIOS)
+    for s in SCENARIOS:
+        mark = "*" if s.distributed else " " if s.default else "+"
+        print(f"{mark} {s.name:<{width}}  {s.family:<9} {s.impl:<12} {s.story}")
+    print("\n+ not in the default suite; run it by name")
+    print(f"* {torchrun_hint([s for s in SCENARIOS if s.distributed])}")
+    return 0

@@ -1,0 +1,149 @@
+"""The suite's loop over a Recording: for each scenario, prepare and check once, warm up, then run it for
+--duration seconds inside its own phase; an idle gap between scenarios lets each one's metrics settle.
+
+The GPU is reached only through a backend (gpubench.suite.backend.CudaBackend), so the loop is tested end to
+end on a CPU with a fake backend and fake sources.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpubench.kernels.common import CheckFailed, CupyMissing
+from gpubench.metrics import finite
+from gpubench.read.summary import peak_conditions, summarize
+from gpubench.record.recording import Recording, Reporter
+from gpubench.record.rundir import write_summary
+from gpubench.record.sources.policy import DEFAULT_INTERVAL_S
+from gpubench.suite.scenarios import DURATION_S, GAP_S, Scenario
+from gpubench.truth.peaks import sheet_for
+
+
+@dataclass
+class RunOptions:
+    scenarios: list[Scenario]
+    out_dir: Path
+    device: int = 0  # CUDA's numbering, as the process sees it
+    duration_s: float = DURATION_S
+    gap_s: float = GAP_S
+    interval_s: float = DEFAULT_INTERVAL_S
+    profiling: str = "auto"  # auto | gpm | dcgm | none
+    smi: bool = True
+    all_gpus: bool = False
+    measure_peaks: bool = True
+    command: list[str] = field(default_factory=lambda: list(sys.argv))
+    sources: list | None = None  # None: the source policy chooses
+
+
+def estimate_s(opts: RunOptions) -> float:
+    return len(opts.scenarios) * (opts.duration_s + opts.gap_s + 1.0) + (12.0 if opts.measure_peaks else 0.0)
+
+
+def run_suite(opts: RunOptions, backend, reporter: Reporter, clock=time.monotonic) -> tuple[Path, list[dict]]:
+    """Run the scenarios and write the run directory; return it and the summary rows."""
+    gpu, sampled = backend.resolve(opts.device, opts.all_gpus)
+    others = backend.other_processes(gpu)  # before this process touches the GPU
+    info = backend.device_info(gpu)
+    peaks = {"datasheet": sheet_for(info), "measured": None, "conditions": {}}
+    windows: dict[str, tuple[float, float]] = {}
+    results: list[dict] = []
+    summary: list[dict] = []
+    rec = Recording(opts.out_dir, sampled, kind="run", command=opts.command, interval_s=opts.interval_s,
+                    profiling=opts.profiling, smi=opts.smi, sources=opts.sources, reporter=reporter, clock=clock)
+
+    def finish(rows):
+        peaks["conditions"] = {k: peak_conditions(rows, gpu.nvml_index, *w) for k, w in windows.items()}
+        summary[:] = summarize(rows, results, peaks, rec.sampler.columns)
+        write_summary(opts.out_dir, summary)
+        rec.manifest.update(peaks=peaks, scenarios_done=[r["scenario"] for r in results])
+
+    with rec:
+        rec.on_finish(finish)
+        _describe(rec, opts, backend, info, peaks, others)
+        reporter.start(opts.scenarios, estimate_s(opts))
+        backend.prepare(gpu)
+        if opts.measure_peaks:
+            with rec.phase("peaks"):
+                peaks["measured"] = backend.measure_peaks(lambda k, a, b: windows.__setitem__(k, (a, b)))
+            rec.write_manifest()
+        for i, sc in enumerate(opts.scenarios):
+            results += filter(None, [_run_one(i, sc, gpu, opts, backend, rec, reporter)])
+            reporter.advance()
+        with rec.phase("gap"):
+            time.sleep(opts.gap_s)
+    return opts.out_dir, summary
+
+
+def shared_gpu(nvml_index: int, pids: list[int]) -> str:
+    """The warning for a GPU that other processes use while it is measured."""
+    return (f"other processes are using GPU {nvml_index} (PIDs {', '.join(map(str, pids))}): "
+            "their work shows up in every metric")
+
+
+def _describe(rec: Recording, opts: RunOptions, backend, info: dict, peaks: dict, others: list[int]) -> None:
+    """What the manifest says about the run before anything is measured."""
+    rec.manifest.update(gpu=info, versions=backend.versions(), peaks=peaks,
+                        families={sc.family: {"story": sc.module().STORY} for sc in opts.scenarios})
+    rec.manifest["options"].update(duration_s=opts.duration_s, gap_s=opts.gap_s)
+    if others:
+        rec.warn(shared_gpu(info["nvml_index"], others))
+    rec.write_manifest()
+
+
+def checked(prepare) -> tuple:
+    """(prepared, facts, problem) of a scenario's prepare and check; problem is (kind, sentence) where it
+    cannot run: an "error" for a wrong kernel (never timed), a "warning" for a missing library."""
+    try:
+        prepared = prepare()
+        return prepared, prepared.check() or {}, None
+    except CheckFailed as err:
+        return None, {}, ("error", str(err))
+    except CupyMissing as err:
+        return None, {}, ("warning", str(err))
+
+
+def _run_one(i, sc: Scenario, gpu, opts: RunOptions, backend, rec: Recording, reporter: Reporter):
+    reporter.step(i, sc, "check and warm-up")
+    with rec.phase(f"setup:{sc.name}"):
+        prepared, facts, problem = checked(sc.prepare)
+        if problem:
+            kind, text = problem
+            rec.manifest["errors" if kind == "error" else "warnings"].append(f"{sc.name} skipped: {text}")
+            reporter.warn(f"{sc.name} skipped: {text}")
+            return None
+        calls = backend.warmup(prepared) if prepared.run is not None else None
+    with rec.phase("gap"):
+        time.sleep(opts.gap_s)
+    reporter.step(i, sc, "measuring")
+    with rec.phase(sc.name) as window:
+        if prepared.run is not None:
+            timings = backend.time(prepared, opts.duration_s, calls)
+        else:
+            timings = backend.idle(opts.duration_s)
+    rec.set_phase("gap")
+    result = scenario_result(sc, gpu, prepared, facts, window, timings)
+    del prepared
+    backend.release()
+    return result
+
+
+def scenario_result(sc: Scenario, gpu, prepared, facts: dict, window, timings) -> dict:
+    nan = math.nan
+    timed = bool(timings and timings.per_call_ms)
+    w = prepared.work
+    return {
+        "scenario": sc.name, "family": sc.family, "impl": sc.impl, "baseline": sc.baseline or "",
+        "launch": prepared.launch, "sizes": prepared.sizes_text, "gpu": gpu.nvml_index, "uuid": gpu.uuid,
+        "t_start": window.t_start, "t_end": window.t_end,
+        "kernel_ms": timings.median_ms if timed else nan,
+        "kernel_ms_p10": timings.p10_ms if timed else nan,
+        "kernel_ms_p90": timings.p90_ms if timed else nan,
+        "n_timings": len(timings.per_call_ms) if timings else 0, "n_calls": timings.calls if timings else 0,
+        "flops_per_call": w.flops, "bytes_per_call": w.bytes,
+        "traffic_per_call": w.traffic if finite(w.traffic) else nan, "link_bytes_per_call": w.link_bytes,
+        "unit": prepared.unit or "", "bound": prepared.bound, **facts, **prepared.info,
+    }

@@ -1,0 +1,130 @@
+"""Peaks: the vendor's datasheet numbers for known GPUs, and the ones measured on this GPU, sustained.
+
+MFU (PaLM's model FLOPs utilization) divides achieved FLOP/s by the dense peak of the unit and precision
+the kernel uses; MBU divides useful bytes/s by the DRAM bandwidth. A peak that is not known stays
+missing: a GPU is matched by its exact NVML name (and memory size where one name covers several
+parts), never by a neighbour's name.
+
+Measured peaks are sustained figures: a GPU at its power limit lowers its clock within a tenth of a
+second, so each peak is the median over SUSTAIN_S seconds after WARM_S seconds of the same work.
+"""
+
+from __future__ import annotations
+
+import time
+
+T = 1e12
+# The compute peaks MFU divides by, under the short names users give them (--dtype bf16), and the unit a
+# matrix product runs on by its input dtype.
+UNITS = {"bf16": "bf16_tensor", "fp16": "fp16_tensor", "fp32": "fp32"}
+UNIT_NAMES = {unit: "FP32" if name == "fp32" else name for name, unit in UNITS.items()}
+MATMUL_UNITS = {"bfloat16": "bf16_tensor", "float16": "fp16_tensor"}
+DENSE_HOPPER_SXM = {"bf16_tensor": 989.4 * T, "fp16_tensor": 989.4 * T, "fp32": 66.9 * T}
+DENSE_HOPPER_NVL = {"bf16_tensor": 835.5 * T, "fp16_tensor": 835.5 * T, "fp32": 60.0 * T}
+DENSE_A100 = {"bf16_tensor": 312 * T, "fp16_tensor": 312 * T, "fp32": 19.5 * T}
+
+# (exact NVML name, (least, most) memory in GiB or None, peaks). Dense (no sparsity) figures from the
+# vendors' datasheets: bf16_tensor / fp16_tensor / fp32 (plain FP32, no tensor cores) in FLOP/s, dram
+# in bytes/s.
+DATASHEET: list[tuple[str, tuple[float, float] | None, dict]] = [
+    ("NVIDIA H100 80GB HBM3", None, {**DENSE_HOPPER_SXM, "dram": 3.35e12}),
+    ("NVIDIA H100 PCIe", None, {"bf16_tensor": 756.5 * T, "fp16_tensor": 756.5 * T, "fp32": 51.2 * T, "dram": 2.0e12}),
+    ("NVIDIA H100 NVL", None, {**DENSE_HOPPER_NVL, "dram": 3.9e12}),
+    ("NVIDIA H200", None, {**DENSE_HOPPER_SXM, "dram": 4.8e12}),
+    ("NVIDIA H200 NVL", None, {**DENSE_HOPPER_NVL, "dram": 4.8e12}),
+    ("NVIDIA GH200 480GB", (90, 100), {**DENSE_HOPPER_SXM, "dram": 4.0e12}),  # 96 GB HBM3
+    ("NVIDIA GH200 480GB", (135, 150), {**DENSE_HOPPER_SXM, "dram": 4.9e12}),  # 144 GB HBM3e
+    ("NVIDIA GH200 144G HBM3e", None, {**DENSE_HOPPER_SXM, "dram": 4.9e12}),
+    ("NVIDIA A100-SXM4-80GB", None, {**DENSE_A100, "dram": 2.039e12}),
+    ("NVIDIA A100-SXM4-40GB", None, {**DENSE_A100, "dram": 1.555e12}),
+    ("NVIDIA A100 80GB PCIe", None, {**DENSE_A100, "dram": 1.935e12}),
+    ("NVIDIA A100-PCIE-40GB", None, {**DENSE_A100, "dram": 1.555e12}),
+    ("NVIDIA L40S", None, {"bf16_tensor": 362.05 * T, "fp16_tensor": 362.05 * T, "fp32": 91.6 * T, "dram": 0.864e12}),
+    ("NVIDIA L40", None, {"bf16_tensor": 181.05 * T, "fp16_tensor": 181.05 * T, "fp32": 90.5 * T, "dram": 0.864e12}),
+    ("NVIDIA L4", None, {"bf16_tensor": 121 * T, "fp16_tensor": 121 * T, "fp32": 30.3 * T, "dram": 0.3e12}),
+    ("NVIDIA A10", None, {"bf16_tensor": 125 * T, "fp16_tensor": 125 * T, "fp32": 31.2 * T, "dram": 0.6e12}),
+]
+
+
+def datasheet_for(name: str, memory_mib: float | None = None) -> dict | None:
+    """The datasheet peaks of the GPU NVML calls `name`; None for a GPU not in the table."""
+    gib = memory_mib / 1024 if memory_mib else None
+    for entry, mem_range, peaks in DATASHEET:
+        if entry != name.strip():
+            continue
+        if mem_range is None or (gib is not None and mem_range[0] <= gib <= mem_range[1]):
+            return dict(peaks)
+    return None
+
+
+COPY_BYTES = 2**30  # 1 GiB each way, as copy-torch: far beyond any L2
+MATMUL_SIZE = 8192
+WARM_S = 1.0
+SUSTAIN_S = 2.0
+
+
+def _sustained(run, nbytes_or_flops: float, on_window=None, key: str = "") -> float:
+    """Units per second of `run`, median over SUSTAIN_S after WARM_S of the same work."""
+    from gpubench.truth.timing import calls_for, time_loop, warm_up
+
+    calls = calls_for(warm_up(run))
+    time_loop(run, calls_per_timing=calls, duration_s=WARM_S)
+    t0 = time.monotonic()
+    t = time_loop(run, calls_per_timing=calls, duration_s=SUSTAIN_S)
+    if on_window:
+        on_window(key, t0, time.monotonic())
+    return nbytes_or_flops / (t.median_ms / 1e3)
+
+
+def measure_copy(nbytes: int = COPY_BYTES, on_window=None) -> float:
+    """Device-to-device copy bandwidth in bytes/s, counting bytes read plus bytes written."""
+    import torch
+
+    src = torch.rand(nbytes // 4, device="cuda")
+    dst = torch.empty_like(src)
+    return _sustained(lambda: dst.copy_(src), 2.0 * nbytes, on_window, "dram")  # freed on return
+
+
+def measure_matmul(dtype, n: int = MATMUL_SIZE, on_window=None, key: str = "") -> float:
+    """Dense matmul FLOP/s at n x n x n on random (never zero) data."""
+    import torch
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(n, n, device="cuda", generator=g).to(dtype)
+    b = torch.randn(n, n, device="cuda", generator=g).to(dtype)
+    c = torch.empty(n, n, device="cuda", dtype=dtype)
+    return _sustained(lambda: torch.matmul(a, b, out=c), 2.0 * n**3, on_window, key)  # freed on return
+
+
+def measure(on_window=None) -> dict:
+    """Sustained peaks: the operations gemm-torch and copy-torch run, at their sizes.
+
+    on_window(key, t_start, t_end) is told when each peak's measured window ran, so the clock and
+    power seen meanwhile can be recorded beside it.
+    """
+    import torch
+
+    return {
+        "dram": measure_copy(on_window=on_window),
+        "bf16_tensor": measure_matmul(torch.bfloat16, on_window=on_window, key="bf16_tensor"),
+        "fp16_tensor": measure_matmul(torch.float16, on_window=on_window, key="fp16_tensor"),
+    }
+
+
+def link_peak(pcie: dict | None) -> dict:
+    """The host link's theoretical bandwidth per direction, where NVML reports the link."""
+    bw = (pcie or {}).get("bytes_per_s")
+    return {"link": bw} if bw else {}
+
+
+def nvlink_peak(nvlink: dict | None) -> dict:
+    """The NVLinks' summed rate per direction as NVML reports it (see nvml.nvlink), where it reports one."""
+    bw = (nvlink or {}).get("bytes_per_s")
+    return {"nvlink": bw} if bw else {}
+
+
+def sheet_for(info: dict) -> dict | None:
+    """Every spec peak of a GPU described by nvml.device_info: its datasheet (if known), host link, NVLinks."""
+    sheet = {**(datasheet_for(info.get("name", ""), info.get("memory_mib")) or {}),
+             **link_peak(info.get("pcie")), **nvlink_peak(info.get("nvlink"))}
+    return sheet or None
