@@ -127,3 +127,41 @@ def test_a_figure_without_data_says_so(tmp_path, figures):
             assert notes == {"empty": common.NO_DATA}
     shown = [t.get_text() for t in figures["headline"].axes[0].texts]
     assert shown == [common.NO_DATA]
+
+
+def test_the_stamp_overlaps_nothing_else_in_the_figure(run, figures, tmp_path):
+    """The corner stamp (GPU, date, gpubench) lies clear of axis labels, tick labels and legends."""
+    from matplotlib.text import Text
+
+    draw_all(run, tmp_path)
+    for name, fig in figures.items():
+        renderer = fig.canvas.get_renderer()
+        stamp = next(t for t in fig.texts if "gpubench" in t.get_text())
+        box = stamp.get_window_extent(renderer)
+        others = [t for t in fig.findobj(Text) if t is not stamp and t.get_visible() and t.get_text().strip()]
+        hits = [t.get_text() for t in others if t.get_window_extent(renderer).overlaps(box)]
+        assert hits == [], f"{name}: the stamp overlaps {hits}"
+
+
+def test_the_phase_names_take_only_the_room_they_need(tmp_path, figures):
+    """A watched job of a few phases names them across, in a band of a few lines: no tall empty band."""
+    manifest, samples, summary = load_run(make_run(tmp_path / "run"))
+    names = ["warmup", "train", "eval"]
+    t0, t1 = samples[0]["t_start_s"], samples[-1]["t_end_s"]
+    for i, row in enumerate(samples):
+        row["phase"] = names[min(int(3 * (row["t_start_s"] - t0) / (t1 - t0)), 2)]
+    _, notes = timeline.draw(summary, samples, dict(manifest, kind="watch"), tmp_path)
+    fig = figures["timeline"]
+    band, first = fig.axes[0].get_window_extent(), fig.axes[1].get_window_extent()
+    assert notes["phases"] == names
+    assert band.height < 0.1 * fig.bbox.height and band.height < 0.25 * first.height
+    assert all(t.get_rotation() == 0 for t in fig.axes[0].texts)  # written across, not upright
+
+
+def test_a_phase_that_recurs_is_named_at_least_once_however_many_times_it_recurs(tmp_path):
+    spans = []
+    for k in range(400):  # a day of train and eval, alternating
+        spans.append(("train" if k % 2 == 0 else "eval", 100.0 * k, 100.0 * k + (90 if k % 2 == 0 else 10)))
+    way, band_in, placed = timeline.label_layout(spans, 0.0, 40_000.0, 8.5)
+    assert way == "across" and {label for label, _, _ in placed} == {"train", "eval"}
+    assert band_in < 0.7 and len(placed) < 40  # a name where it fits, not one per span

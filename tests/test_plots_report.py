@@ -35,7 +35,12 @@ def run_dir(request, tmp_path):
 
 def test_every_figure_is_written_as_a_sensible_image(run_dir):
     assert main(["plot", str(run_dir)]) == 0
-    for figure in figures.FIGURES:
+    manifest = manifest_of(run_dir)
+    drawn = figures.figures_for(manifest)
+    assert {p.stem for p in (run_dir / "figures").glob("*.png")} == {f.name for f in drawn}
+    assert ("ranks" in {f.name for f in drawn}) == bool(manifest.get("distributed"))  # one GPU: no ranks figure
+    assert ("roofline" in {f.name for f in drawn}) == (manifest.get("kind") != "watch")  # a job: no roofline
+    for figure in drawn:
         w, h = png_size(run_dir / "figures" / f"{figure.name}.png")
         assert 600 <= w <= 2600 and 200 <= h <= 2600, (figure.name, w, h)
         assert (run_dir / "figures" / f"{figure.name}.svg").read_text().lstrip().startswith("<?xml")
@@ -113,7 +118,7 @@ def test_report_has_every_scenario_and_no_nan_where_a_value_exists(run_dir):
     assert page.count("data:image/png;base64,") == len(drawn) >= 3  # figures embedded: one file to share
     assert {"headline", "ladder", "timeline"} <= set(drawn)
     if not manifest_of(run_dir).get("distributed"):
-        assert "ranks" not in drawn and "ranks." in md  # named as not drawn, with the reason
+        assert "ranks" not in drawn and "ranks." not in md  # a run on one GPU has no ranks figure to speak of
     assert "`" not in page and "<code>" in page
     assert "DCGM_FI_PROF_SM_ACTIVE" in md
 

@@ -25,7 +25,7 @@ from gpubench.metrics import (
 )
 from gpubench.read.summary import TRIM_S, row_label
 from gpubench.record.rundir import partial
-from gpubench.show.figures import FIGURES, plot_run
+from gpubench.show.figures import FIGURES, figures_for, plot_run
 from gpubench.truth.peaks import SUSTAIN_S, UNIT_NAMES, WARM_S
 
 
@@ -237,7 +237,7 @@ def write_report(run_dir, manifest, samples, summary, out_dir=None) -> list[Path
     notes: dict = {}
     plot_run(run_dir, manifest, samples, summary, figures_dir, notes=notes)  # the figures shown match the data
     empty = {name: n["empty"] for name, n in notes.items() if isinstance(n, dict) and n.get("empty")}
-    present = {f.name for f in FIGURES if (figures_dir / f"{f.name}.png").is_file()} - set(empty)
+    present = {f.name for f in figures_for(manifest) if (figures_dir / f"{f.name}.png").is_file()} - set(empty)
     bl = blocks(manifest, summary, present, empty)
     md, page = out / "report.md", out / "report.html"
     staged = []

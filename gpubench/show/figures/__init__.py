@@ -27,25 +27,46 @@ matplotlib.use("Agg")  # before any figure module imports pyplot: no display is 
 from . import compare, headline, ladder, ranks, roofline, timeline  # noqa: E402
 
 
+def every_run(manifest: dict) -> bool:
+    return True
+
+
+def suite_run(manifest: dict) -> bool:
+    """A run of the suite's kernels (gpubench run, alone or under torchrun), not a watched job."""
+    return manifest.get("kind") != "watch"
+
+
+def ranked_run(manifest: dict) -> bool:
+    """A run under torchrun: several ranks to draw."""
+    return bool(manifest.get("distributed"))
+
+
 @dataclass(frozen=True)
 class Figure:
     name: str
     caption: str
     draw: Callable
+    drawn_for: Callable[[dict], bool] = every_run  # the kinds of run this figure says something about
 
 
 FIGURES = (
     Figure("headline", "What nvidia-smi said, against the work done", headline.draw),
     Figure("ladder", "Which metric each kernel fools", ladder.draw),
     Figure("timeline", "The whole run over time", timeline.draw),
-    Figure("roofline", "Each kernel against this GPU's roofs", roofline.draw),
-    Figure("compare", "Implementations against their baselines", compare.draw),
+    Figure("roofline", "Each kernel against this GPU's roofs", roofline.draw, suite_run),
+    Figure("compare", "Implementations against their baselines", compare.draw, suite_run),
     Figure("ranks", "Under torchrun: each rank's GPU-Util, SM activity and power, and its arrival at the collective",
-           ranks.draw),
+           ranks.draw, ranked_run),
 )
 
+
+def figures_for(manifest: dict) -> list[Figure]:
+    """The figures a run of this kind gets: a watched job has no roofline, a run on one GPU no ranks."""
+    return [f for f in FIGURES if f.drawn_for(manifest)]
+
+
 def plot_run(run_dir, manifest, samples, summary, out_dir=None, notes: dict | None = None) -> list[Path]:
-    """Every figure of the registry into out_dir (default RUN_DIR/figures); notes, where given, receives
+    """Every figure this kind of run gets (figures_for) into out_dir (default RUN_DIR/figures); notes, where given, receives
     what each figure's draw returned, by figure name.
 
     All are drawn into a hidden folder first and moved into place only when every one succeeded, so a
@@ -58,7 +79,7 @@ def plot_run(run_dir, manifest, samples, summary, out_dir=None, notes: dict | No
     try:
         stage = Path(tempfile.mkdtemp(prefix=".gpubench-", dir=out))
         drawn = []
-        for figure in FIGURES:
+        for figure in figures_for(manifest):
             files, marks = figure.draw(summary, samples, manifest, stage)
             drawn += files
             if notes is not None:

@@ -42,7 +42,11 @@ def stamp(fig, manifest):
     date = (manifest.get("start_wall") or "")[:10]
     why = partial(manifest)
     text = f"{gpu} · {date} · gpubench" + (f" · PARTIAL RUN: it {why}" if why else "")
-    fig.text(0.995, 0.005, text, ha="right", va="bottom", fontsize=8, color="#b22222" if why else "#666")
+    # below everything drawn so far, axis labels and legends included, right-aligned with it: it can overlap none
+    box = fig.get_tightbbox(fig.canvas.get_renderer())
+    width, height = fig.get_size_inches()
+    fig.text(box.x1 / width, (box.y0 - 0.06) / height, text, ha="right", va="top", fontsize=8,
+             color="#b22222" if why else "#666")
 
 
 def save(fig, out_dir: Path, name: str) -> list[Path]:

@@ -16,6 +16,9 @@ PANELS = [("utilization, %", ["gpu_util_pct", "smi_gpu_util_pct"]), ("SM, %", ["
 LINE_LABELS = {"gpu_util_pct": "GPU util, through NVML",
                "smi_gpu_util_pct": "GPU util, nvidia-smi process\n(wide light line)"}
 PHASE_LABELS = {"start": "start-up", "peaks": "peak measurement"}
+LABEL_ROWS, LABEL_PT = 3, 8.5
+PANEL_IN = 2.05  # each panel's height
+PANEL_WIDTH_IN = 11 * 0.775  # the panels' width: matplotlib's default margins of an 11-inch figure
 
 
 def draw(summary, samples, manifest, out_dir):
@@ -26,9 +29,13 @@ def draw(summary, samples, manifest, out_dir):
         return empty(out_dir, "timeline", "The run over time", manifest)
     t0 = rows[0]["t_start_s"]
     t = [r["t_end_s"] - t0 for r in rows]
-    fig, axes = plt.subplots(5, 1, figsize=(11, 10.5), sharex=True,
-                             gridspec_kw={"hspace": 0.12, "height_ratios": [0.75, 1, 1, 1, 1]})
-    fig.subplots_adjust(top=0.95, bottom=0.06)
+    span_s = max(t) * 1.005
+    named = [s for s in phase_spans(rows) if s[0] != "gap" and not s[0].startswith("setup:")]
+    way, band_in, placed = label_layout(named, t0, span_s, PANEL_WIDTH_IN)
+    # the top row holds the phases' names: as tall as they need, no taller
+    fig, axes = plt.subplots(5, 1, figsize=(11, band_in + 4 * PANEL_IN + 1.2), sharex=True,
+                             gridspec_kw={"hspace": 0.12, "height_ratios": [band_in] + [PANEL_IN] * 4})
+    fig.subplots_adjust(top=1 - 0.55 / (band_in + 4 * PANEL_IN + 1.2), bottom=0.6 / (band_in + 4 * PANEL_IN + 1.2))
     names, panels = axes[0], axes[1:]
     missing = []
     for ax, (ylabel, cols) in zip(panels, PANELS):
@@ -49,10 +56,11 @@ def draw(summary, samples, manifest, out_dir):
     for r in summary:
         if finite(r.get("tflops")) and finite(r.get("t_start")):
             ax.hlines(r["tflops"], r["t_start"] - t0, r["t_end"] - t0, color=C["work"], lw=2.5)
+    ax.set_ylim(bottom=0)  # a rate read against zero, not against the narrow band it moved in
     ax.set_ylabel("achieved TFLOP/s", fontsize=9)
     ax.set_xlabel("time since the recording started, s")
-    ax.set_xlim(0, max(t) * 1.005)
-    labelled = _shade_phases(panels, names, rows, t0)
+    ax.set_xlim(0, span_s)
+    labelled = _shade_phases(panels, names, named, t0, way, placed)
     fig.suptitle(title(manifest, "timeline", "GPU-Util sits at 100% through almost every phase; SM activity, "
                                              "pipes and TFLOP/s tell them apart"),
                  fontsize=11, x=0.01, ha="left", y=0.995)
@@ -71,22 +79,52 @@ def phase_spans(rows) -> list[tuple[str, float, float]]:
     return [tuple(s) for s in spans]
 
 
-def _shade_phases(panels, names, rows, t0) -> list[str]:
-    """Shade each named phase across the panels and write its name, upright, in the row above them;
-    a name too close to the one before moves right so that none overlaps."""
-    named = [s for s in phase_spans(rows) if s[0] != "gap" and not s[0].startswith("setup:")]
+def label_layout(named, t0: float, span_s: float, width_in: float):
+    """Where each phase's name goes: across, in up to LABEL_ROWS lines, where every phase can be named so;
+    else upright, one line of names side by side. The longest span of each phase is named first, then the
+    others by length, each where it overlaps no name already placed; a span with no room keeps its shade
+    without a name (a name written again must fit inside its span). Returns the way, the names' band height in inches, and (label, x, line) in time order."""
+    longest: dict = {}
+    for span in sorted(named, key=lambda s: s[1] - s[2]):
+        longest.setdefault(span[0], span)
+    first = set(longest.values())
+    order = list(longest.values()) + sorted((s for s in named if s not in first), key=lambda s: s[1] - s[2])
+    per_in = span_s / width_in
+    char_in = LABEL_PT * 0.55 / 72
+    for way, lines, size in (("across", LABEL_ROWS, lambda text: len(text) * char_in + 0.12),
+                             ("upright", 1, lambda text: LABEL_PT * 1.35 / 72)):
+        used: list[list[tuple[float, float]]] = [[] for _ in range(lines)]
+        placed = []
+        for phase, a, b in order:
+            label = PHASE_LABELS.get(phase, phase)
+            half = size(label) * per_in / 2
+            if (phase, a, b) not in first and 2 * half > b - a:
+                continue  # a phase named once already is named again only inside a span wide enough
+            x = min(max((a + b) / 2 - t0, half), span_s - half)
+            line = next((k for k, taken in enumerate(used) if all(x + half <= u0 or x - half >= u1 for u0, u1 in taken)),
+                        None)
+            if line is not None:
+                used[line].append((x - half, x + half))
+                placed.append((a, label, x, line))
+        if {p[1] for p in placed} == {PHASE_LABELS.get(s[0], s[0]) for s in named} or way == "upright":
+            break
+    rows = 1 + max((p[3] for p in placed), default=0)
+    band = (0.1 + rows * LABEL_PT * 1.6 / 72 if way == "across" else
+            0.15 + max((len(p[1]) for p in placed), default=0) * char_in)
+    return way, band, [p[1:] for p in sorted(placed)]
+
+
+def _shade_phases(panels, names, named, t0, way, placed) -> list[str]:
+    """Shade each named phase across the panels and write the names label_layout placed in the band above."""
     names.axis("off")
     names.set_ylim(0, 1)
-    lo, hi = panels[0].get_xlim()
-    width_pt = names.get_position().width * names.figure.get_figwidth() * 72
-    step = 11.5 / width_pt * (hi - lo)  # one line of 8.5 pt text, in seconds
-    last, labels = -math.inf, []
     for k, (phase, a, b) in enumerate(named):
         for ax in panels:
             ax.axvspan(a - t0, b - t0, color="#000", alpha=0.07 if k % 2 else 0.035, lw=0)
-        x = max((a + b) / 2 - t0, last + step)
-        label = PHASE_LABELS.get(phase, phase)
-        names.text(x, 0.02, label, rotation=90, ha="center", va="bottom", fontsize=8.5)
-        last = x
-        labels.append(label)
-    return labels
+    lines = 1 + max((line for _, _, line in placed), default=0)
+    for label, x, line in placed:
+        if way == "across":
+            names.text(x, (line + 0.2) / lines, label, ha="center", va="bottom", fontsize=LABEL_PT)
+        else:
+            names.text(x, 0.02, label, rotation=90, ha="center", va="bottom", fontsize=LABEL_PT)
+    return list(dict.fromkeys(label for label, _, _ in placed))
