@@ -42,7 +42,8 @@ def test_count_flops_agrees_with_the_analytic_count(train):
     with torch.set_grad_enabled(train):
         counted = gpubench.count_flops(step)
     expected = gpt.analytic_flops(model, 2, 128, train=train)
-    assert counted == pytest.approx(expected, rel=0.10)
+    assert counted == pytest.approx(expected, rel=0.03)  # model FLOPs, PaLM's convention, as the formula
+    assert counted.hardware >= counted
     # attention is counted on the CPU too: without it the count would fall short by its share
     attention = (12 if train else 4) * 2 * 128 * 128 * (2 * 128)
     assert counted > expected - attention / 2
@@ -59,5 +60,10 @@ def test_the_example_runs_two_steps_under_a_watch(tmp_path, monkeypatch, capfd):
     manifest, _, summary = load_run(tmp_path / "run")
     assert [p["name"] for p in manifest["phases"]] == ["run", "warmup", "train", "eval"]
     assert manifest["marks"]["steps"] == 6
-    steps = {r["phase"]: r["steps"] for r in summary}
-    assert steps.get("train") == 2 and steps.get("eval") == 2
+    phases = {r["phase"]: r for r in summary}
+    assert {"warmup", "train", "eval"} <= set(phases)
+    for name in ("warmup", "train", "eval"):  # two steps each: a rate from them, or too short to measure
+        row = phases[name]
+        assert row["steps_reported"] == 2
+        rules = row["verdict_rules"]
+        assert rules == "too-short" or rules.endswith("one-step") or (row["steps_per_s"] > 0 and row["n_samples"] > 0)
