@@ -1,5 +1,6 @@
-"""count_flops: the FLOPs one call of a function does, by PaLM's convention (model FLOPs) and as they ran
-(hardware FLOPs), from PyTorch's FLOP counter."""
+"""The work of a step, counted: count_flops, the FLOPs one call of a function does, by PaLM's convention
+(model FLOPs) and as they ran (hardware FLOPs), from PyTorch's FLOP counter; weight_bytes, the bytes of a
+model's weights, which every decode step reads once."""
 
 from __future__ import annotations
 
@@ -75,3 +76,14 @@ def count_flops(fn, *args, **kwargs) -> FlopCount:
     forward, backward = split["forward"], split["backward"]
     model = forward + min(backward, 2 * forward)
     return FlopCount(model, hardware)
+
+
+def weight_bytes(model) -> int:
+    """The bytes of a module's parameters, each counted once (tied weights too), as they lie in memory.
+
+    A decode step reads them all once, so they are most of what it must move: its bytes for
+    gpubench.step(bytes=...) are these, plus the KV cache it reads (the positions written so far), plus
+    what it writes (the new keys and values, the logits); at batch 1 the step can go no faster than these
+    bytes over the memory bandwidth.
+    """
+    return sum(p.numel() * p.element_size() for p in model.parameters())
