@@ -141,6 +141,13 @@ def libcupti_info() -> dict:
     return out
 
 
+def cuda_init() -> int:
+    """cuInit in this process: CUPTI cannot name a device's chip before it (the first try of this probe, on an
+    H100 with driver 580, got ERROR_INVALID_PARAMETER from libcupti 13.4 and ERROR_UNKNOWN from 13.0)."""
+    import ctypes
+    return ctypes.CDLL("libcuda.so.1").cuInit(0)
+
+
 def patch_host_struct(size: int | None):
     """libcupti 13.0's cuptiProfilerHostInitialize takes a 48-byte struct; cupti-python 13.4 passes 56."""
     if size:
@@ -176,7 +183,7 @@ def decode(col, out: list, t_decode: list):
 # --- steps (each runs in its own process) -----------------------------------------------------------
 
 def step_query(args) -> dict:
-    res = {"errors": {}}
+    res = {"errors": {}, "cuinit": cuda_init()}
     patch_host_struct(args.patch_host_struct)
     import cupti.cupti as C
     from cupti import pm_sampling as pm
@@ -321,7 +328,7 @@ def step_query(args) -> dict:
 def step_collect(args) -> dict:
     """A CUPTI reader: waits until --start-at, samples for --seconds, logs every error with its stage."""
     from cupti import pm_sampling as pm
-    res = {"nvml": [nvml_state()], "pid": os.getpid(), "events": []}
+    res = {"nvml": [nvml_state()], "pid": os.getpid(), "events": [], "cuinit": cuda_init()}
     if args.start_at:
         time.sleep(max(0.0, args.start_at - time.monotonic()))
     metrics = args.metrics.split(",")
