@@ -58,6 +58,8 @@ class Sample:
 class World:
     chips: dict[int, str] = field(default_factory=lambda: {0: "GH100"})  # CUDA index -> chip
     offered: set[str] = field(default_factory=set)  # metric names PM sampling offers
+    host_errors: set[str] = field(default_factory=set)  # metrics the host API answers with a CUPTI error
+    enable_error: Exception | None = None  # what enable raises besides the cases below
     per_pass: int = 64  # metrics that fit one pass
     supported_chips: tuple[str, ...] = ("TU102", "GA100", "GA102", "GH100", "AD102", "GB202")
     busy: bool = False  # another reader holds the counters
@@ -83,8 +85,10 @@ class World:
                 Sample(start, start + 10_000_000, [values.get(m, math.nan) for m in names]))
 
     def modules(self):
-        """(bindings, pm_sampling, profiler_host) as cupti-python would give them."""
-        return make_bindings(self), make_pm_sampling(self), make_profiler_host(self)
+        """(bindings, pm_sampling, profiler_host) as cupti-python would give them: made once, like modules."""
+        if not hasattr(self, "_modules"):
+            self._modules = make_bindings(self), make_pm_sampling(self), make_profiler_host(self)
+        return self._modules
 
 
 _structs: dict[int, object] = {}
@@ -155,6 +159,8 @@ def make_pm_sampling(world: World):
             if world.needs_context and not world.context:
                 Collector._profiler_deinitialize()
                 raise cuptiError(Result.ERROR_UNKNOWN)
+            if world.enable_error is not None:
+                raise world.enable_error
             if self.index in world.enabled:
                 raise RuntimeError("PM sampling is already enabled on this device.")
             self.on = True
@@ -215,6 +221,8 @@ def make_profiler_host(world: World):
 
         def create_config_image(self, metrics):
             assert self.ready
+            if world.host_errors & set(metrics):
+                raise cuptiError(Result.ERROR_INVALID_PARAMETER)
             bad = [m for m in metrics if m not in world.offered]
             if bad:
                 raise ValueError(f"One or more metrics in {bad!r} are invalid or not supported on {self.chip}")

@@ -198,3 +198,22 @@ def test_check_libcupti_compares_major_and_minor():
     cupti.check_libcupti({"a": 120800}, None)  # unknown cupti-python version: nothing to compare
     with pytest.raises(SourceUnavailable, match="libcupti 13.3"):
         cupti.check_libcupti({"a": 130300}, "13.4.0")
+
+
+def test_a_candidate_the_host_api_answers_with_an_error_is_skipped_not_fatal(world):
+    world.offered |= {"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"}
+    world.host_errors = {TENSOR}
+    src = cupti.CuptiSource()
+    src.open([0])
+    assert "sm__pipe_tensor_cycles_active.avg.pct" in src.resolution["tensor_active_pct"]
+    src.close()
+    # cupti-python's own teardown is back in place, as the staticmethod it was
+    pm = world.modules()[1]
+    assert isinstance(pm.Collector.__dict__["_profiler_deinitialize"], staticmethod)
+
+
+def test_an_error_without_a_cupti_status_creates_no_context(world, monkeypatch):
+    world.enable_error = RuntimeError("CUPTI could not load the nvperf* libraries required for profiling.")
+    monkeypatch.setattr(cupti, "_Cuda", lambda: pytest.fail("no context should be made for this"))
+    with pytest.raises(SourceUnavailable, match="could not start on GPU 0: RuntimeError: CUPTI could not load"):
+        cupti.CuptiSource().open([0])

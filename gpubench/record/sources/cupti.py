@@ -219,7 +219,7 @@ class CuptiSource(Source):
         if chip not in chips:
             raise SourceUnavailable(f"this CUPTI does not know GPU {g}'s chip ({chip}): a newer cupti-python may")
         if chip not in self._choices:
-            self._choices[chip] = choose(ph, chip)
+            self._choices[chip] = choose(ph, chip, (ValueError, bindings.cuptiError))
         readings = self._choices[chip]
         if "sm_active_pct" not in readings:
             raise SourceUnavailable(f"PM sampling on GPU {g} ({chip}) offers none of the metrics gpubench reads "
@@ -231,7 +231,7 @@ class CuptiSource(Source):
                 col.enable()
             except Exception as err:  # noqa: BLE001
                 why = self._why(err, "start", g)
-                if isinstance(why, CountersBusy) or ADMIN_ONLY in str(why):
+                if getattr(err, "status", None) is None or isinstance(why, CountersBusy) or ADMIN_ONLY in str(why):
                     raise why from None
                 # Without a CUDA context some drivers refuse; make one (device memory) and try once more.
                 self._cuda = self._cuda or _Cuda()
@@ -304,7 +304,7 @@ class CuptiSource(Source):
         profiler. Within this block a collector's teardown leaves the profiler up; close() takes it
         down once, after the last collector."""
         pm = self._mods[1]
-        saved = getattr(pm.Collector, "_profiler_deinitialize", None)
+        saved = pm.Collector.__dict__.get("_profiler_deinitialize")  # the staticmethod itself, to put back as is
         if saved is None:
             yield
             return
@@ -364,26 +364,27 @@ def _chip_name(bindings, index: int) -> str:
     return p.p_chip_name
 
 
-def passes(ph, chip: str, metrics: list[str]) -> int | None:
-    """Passes PM sampling needs for these metrics on this chip; None where one of them is not offered."""
+def passes(ph, chip: str, metrics: list[str], refusals=(ValueError,)) -> int | None:
+    """Passes PM sampling needs for these metrics on this chip; None where the host API refuses them
+    (cupti-python raises ValueError for a metric the chip does not offer)."""
     host = ph.ProfilerHost(chip, ph.ProfilerType.PM_SAMPLING)
     try:
         host.initialize()
         return int(ph.get_num_of_passes(host.create_config_image(metrics)))
-    except ValueError:  # cupti-python's answer for a metric the chip does not offer
+    except refusals:
         return None
     finally:
         host.deinitialize()
 
 
-def choose(ph, chip: str) -> dict[str, Reading]:
+def choose(ph, chip: str, refusals=(ValueError,)) -> dict[str, Reading]:
     """Column -> reading: for each column in order, its first candidate this chip offers and that still
     fits one pass with the columns already chosen (PM sampling collects in one pass only)."""
     chosen: dict[str, Reading] = {}
     for column, candidates in CANDIDATES.items():
         taken = [m for r in chosen.values() for m in r.metrics]
         for reading in candidates:
-            if passes(ph, chip, list(dict.fromkeys(taken + list(reading.metrics)))) == 1:
+            if passes(ph, chip, list(dict.fromkeys(taken + list(reading.metrics))), refusals) == 1:
                 chosen[column] = reading
                 break
     return chosen
