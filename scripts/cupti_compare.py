@@ -234,6 +234,13 @@ class Compare:
         code, text = sh([PY, "-c", SELFCHECK], timeout=60)
         self.found["selfcheck"] = check = last_json(text, "SELFCHECK")
         log(f"== the source alone: {json.dumps({k: v for k, v in check.items() if k != 'idle_reads'})}")
+        # the same as an ordinary user (nobody): what the profiling permission means here
+        code, text = sh(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", "HOME=/tmp",
+                         PY, "-c", SELFCHECK], timeout=60)
+        nobody = last_json(text, "SELFCHECK")
+        self.found["selfcheck_nobody"] = {k: nobody.get(k) for k in ("used", "unavailable")} if nobody else \
+            {"error": text.strip().splitlines()[-1:] or ["no answer"]}
+        log(f"== the source as user nobody: {json.dumps(self.found['selfcheck_nobody'])}")
         return "cupti" in (check.get("used") or [])
 
     def suite(self):

@@ -277,6 +277,15 @@ def cupti_costs(found: dict, gpu: str, slug: str) -> str:
     if _finite(ctx.get("process_mib")):
         parts.append(f"a gpubench process without PyTorch holds {ctx['process_mib']:.0f} MiB of device memory once "
                      f"CUPTI samples ({'a CUDA context' if ctx.get('in_compute_processes') else 'no CUDA context'})")
+    nobody = found.get("selfcheck_nobody") or {}
+    if nobody.get("used") is not None:
+        parts.append("an ordinary user (nobody) " + ("reads them too" if "cupti" in nobody["used"] else
+                                                     f"is refused: {(nobody.get('unavailable') or {}).get('cupti')}"))
+    watch = ((found.get("watch") or {}).get("summary") or [{}])[0]
+    if _finite(watch.get("tensor_active_pct")):
+        parts.append(f"`gpubench watch --profiling cupti` beside another process's bf16 GEMM read SM active "
+                     f"{pct(watch.get('sm_active_pct'))} and tensor active {pct(watch['tensor_active_pct'])}: the "
+                     "watched job's kernels are seen from outside it")
     ovh = found.get("overhead") or {}
     if _finite(ovh.get("cupti_pct")):
         parts.append(f"a bf16 GEMM ran {ovh['cupti_pct']:+.2f}% slower with the CUPTI source sampling ("

@@ -131,6 +131,7 @@ def test_doctor_says_cupti_works_and_who_holds_the_counters_when_it_cannot(fake_
     from unittest import mock
 
     from fakecupti import World
+
     from gpubench.record import doctor, nvml
     from gpubench.record.sources import cupti, holders
 

@@ -4,8 +4,8 @@ import math
 from unittest import mock
 
 import pytest
-
 from fakecupti import World
+
 from gpubench.record import nvml
 from gpubench.record.sources import SourceUnavailable, cupti, holders
 from gpubench.record.sources.holders import CountersBusy

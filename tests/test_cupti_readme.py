@@ -51,6 +51,8 @@ def test_side_by_side_with_a_verdict_per_column(tables, tmp_path, monkeypatch):
                         [row("spin-1thread", 0.80, 0.012), row("copy-torch", 99.0, 78.0, 0.0, 45.0),
                          row("gemm-torch", 96.0, 14.5, 91.0, 25.0)],
                         costs={"selfcheck": {"process_mib": 512.0, "in_compute_processes": True},
+                               "selfcheck_nobody": {"used": ["nvml"], "unavailable": {"cupti": "the driver lets only"}},
+                               "watch": {"summary": [{"phase": "run", "sm_active_pct": 97.0, "tensor_active_pct": 92.0}]},
                                "overhead": {"cupti_pct": 0.4, "gpm_pct": 0.1, "pairs": 6, "clock_off_mhz": 1755,
                                             "clock_cupti_mhz": 1755},
                                "two_readers": [{"case": "gpm then cupti", "said": "the second used cupti"}]})
@@ -61,6 +63,8 @@ def test_side_by_side_with_a_verdict_per_column(tables, tmp_path, monkeypatch):
     assert "DRAM active does not match GPM (`copy-torch`;" in text
     assert "FP32 active: not offered by PM sampling here, so not recorded" in text
     assert "512 MiB of device memory once CUPTI samples (a CUDA context)" in text
+    assert "an ordinary user (nobody) is refused: the driver lets only" in text
+    assert "read SM active 97% and tensor active 92%: the watched job's kernels are seen from outside it" in text
     assert "+0.40% slower with the CUPTI source" in text and "gpm then cupti: the second used cupti" in text
 
 

@@ -5,8 +5,8 @@ from unittest import mock
 
 import pynvml
 import pytest
-
 from fakecupti import World
+
 from gpubench.record import nvml
 from gpubench.record.gpus import Gpu
 from gpubench.record.recording import Recording, Reporter
