@@ -1,6 +1,12 @@
-"""CUPTI PM sampling beside NVML GPM on this GPU, and what CUPTI costs: one command, about four minutes.
+"""CUPTI PM sampling beside NVML GPM on this GPU, and what CUPTI costs: one command, under six minutes.
 
     python scripts/cupti_compare.py --out DIR [--wheels DIR]
+
+Where the GPU machine has no network, fetch the wheels on one that has (Python 3.12 there):
+
+    python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_25_x86_64 -d WHEELS \
+        cupti-python==13.4.0 nvidia-cuda-cupti==13.4.92 pyelftools==0.33
 
 On a Hopper GPU, where both sources work. --wheels: a folder with cupti-python, nvidia-cuda-cupti (13.4 or
 newer), pyelftools (and cuda-pathfinder, cuda-bindings where this machine's are older than cupti-python
@@ -13,10 +19,11 @@ each with a deadline so one failure costs only itself:
 3. the suite's scenarios with --profiling cupti, then with --profiling gpm;
 4. `gpubench watch --profiling cupti` attached while ANOTHER process runs a bf16 GEMM: the watched job's
    kernels, seen from outside;
-5. a bf16 GEMM timed with CUDA events in windows with no source, the CUPTI source and the GPM source in
+5. two readers at once, a GEMM running meanwhile: GPM then CUPTI, CUPTI then GPM, CUPTI then CUPTI,
+   `gpubench doctor` while CUPTI samples, Nsight Compute while CUPTI samples;
+6. a bf16 GEMM timed with CUDA events in windows with no source, the CUPTI source and the GPM source in
    turns (as tests/test_gpu_metrics.py measures the sampler's overhead), with the SM clock in each;
-6. two readers at once, a GEMM running meanwhile: GPM then CUPTI, CUPTI then GPM, CUPTI then CUPTI,
-   `gpubench doctor` while CUPTI samples, Nsight Compute while CUPTI samples.
+7. tests/test_gpu_cupti.py, as time allows.
 
 Writes under --out: cupti-<gpu>.log (everything), cupti-<gpu>.json (the findings the README is made
 from), cupti-runs-<gpu>.tar.gz (run directories profiling-gpm-<gpu>, profiling-cupti-<gpu>,
@@ -199,8 +206,12 @@ class Compare:
     def left(self) -> float:
         return self.deadline - time.monotonic()
 
+    def t(self, timeout: float) -> float:
+        """A step's deadline, never past the whole comparison's."""
+        return max(5.0, min(timeout, self.left()))
+
     def gpubench(self, *args: str, timeout: float) -> tuple[int | None, str]:
-        return sh([PY, "-m", "gpubench", *args], timeout=min(timeout, max(5.0, self.left())))
+        return sh([PY, "-m", "gpubench", *args], timeout=self.t(timeout))
 
     def setup(self):
         sys.path.insert(0, str(HERE))
@@ -222,7 +233,7 @@ class Compare:
     def discover(self):
         self.gpubench("doctor", timeout=60)
         result = self.work / "query.json"
-        sh([PY, str(HERE / "cupti_probe.py"), "--step", "query", "--result", str(result)], timeout=90)
+        sh([PY, str(HERE / "cupti_probe.py"), "--step", "query", "--result", str(result)], timeout=self.t(90))
         q = json.loads(result.read_text()) if result.exists() else {}
         self.found["libcupti"] = q.get("libcupti")
         self.found["chip"] = chip = q.get("chip")
@@ -230,13 +241,13 @@ class Compare:
             import cupti_probe
             probe = cupti_probe.Driver(self.work, self.wheels or self.work, 60)
             probe.write_metrics(q)
-            (self.work / "metrics.txt").rename(self.out / f"cupti-metrics-{chip}.txt")
-        code, text = sh([PY, "-c", SELFCHECK], timeout=60)
+            shutil.move(self.work / "metrics.txt", self.out / f"cupti-metrics-{chip}.txt")
+        code, text = sh([PY, "-c", SELFCHECK], timeout=self.t(60))
         self.found["selfcheck"] = check = last_json(text, "SELFCHECK")
         log(f"== the source alone: {json.dumps({k: v for k, v in check.items() if k != 'idle_reads'})}")
         # the same as an ordinary user (nobody): what the profiling permission means here
         code, text = sh(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", "HOME=/tmp",
-                         PY, "-c", SELFCHECK], timeout=60)
+                         PY, "-c", SELFCHECK], timeout=self.t(60))
         nobody = last_json(text, "SELFCHECK")
         self.found["selfcheck_nobody"] = {k: nobody.get(k) for k in ("used", "unavailable")} if nobody else \
             {"error": text.strip().splitlines()[-1:] or ["no answer"]}
@@ -272,7 +283,7 @@ class Compare:
         log(f"== watch of another process's GEMM through CUPTI: {json.dumps(self.found['watch'])}")
 
     def overhead(self):
-        code, text = sh([PY, "-c", OVERHEAD], timeout=120)
+        code, text = sh([PY, "-c", OVERHEAD], timeout=self.t(120))
         self.found["overhead"] = found = last_json(text, "OVERHEAD")
         log(f"== overhead: {json.dumps({k: v for k, v in found.items() if k != 'windows'})}")
 
@@ -368,7 +379,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--wheels", type=Path)
-    ap.add_argument("--budget", type=float, default=330.0, help="seconds the whole comparison may take")
+    ap.add_argument("--budget", type=float, default=340.0, help="seconds the whole comparison may take")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ["PYTHONUNBUFFERED"] = "1"
@@ -396,8 +407,10 @@ def main() -> int:
             return 1
         step("3. the suite with --profiling cupti, then gpm", c.suite)
         step("4. a watch through CUPTI of another process's GEMM", c.watch_another_process)
-        step("5. overhead on a bf16 GEMM: no source, CUPTI, GPM in turns", c.overhead)
-        step("6. two readers at once", c.two_readers)
+        step("5. two readers at once", c.two_readers)
+        step("6. overhead on a bf16 GEMM: no source, CUPTI, GPM in turns", c.overhead)
+        step("7. the GPU tests of the CUPTI source", lambda: sh([PY, "-m", "pytest", "-q", "-rs", "-s",
+                                                                "tests/test_gpu_cupti.py"], timeout=c.t(90)))
     finally:
         log(f"== done in {time.monotonic() - t0:.0f} s")
         step("packing", c.pack)
