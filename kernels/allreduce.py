@@ -21,7 +21,9 @@ STORY = [
     "A call took {kernel_us:.1f} µs (median of {n_timings} timed groups): algbw {algbw_gbps:.1f} GB/s (size / time) "
     "and busbw {busbw_gbps:.1f} GB/s (algbw x 2(n-1)/n), as nccl-tests reports them.",
     "busbw is {nvlink_pct:.1f}% of the {nvlink_gbps:.0f} GB/s per direction that NVML reports for this GPU's "
-    "{nvlink_links} active NVLinks (their raw rate, protocol overhead included).",
+    "{nvlink_links} active NVLinks it can use (those to an NVSwitch or to a GPU of the job; their raw rate, "
+    "protocol overhead included).",
+    "Its busbw is not held against NVLink: {nvlink_note}.",
     "{regime_text}",
 ]
 

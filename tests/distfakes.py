@@ -67,7 +67,9 @@ class CpuBackend:
     def device_info(self, gpu):
         return {"nvml_index": gpu.nvml_index, "uuid": gpu.uuid, "name": gpu.name, "memory_mib": 143771,
                 "sm_count": 132, "pcie": {"bytes_per_s": 63e9},
-                "nvlink": {"links": [], "active_links": 18, "bytes_per_s": NVLINK_BYTES_PER_S}}
+                "nvlink": {"links": [{"link": i, "active": True, "version": 5, "speed_mbps": NVLINK_BYTES_PER_S / 18e6,
+                                      "peer_bus": None, "peer": None} for i in range(18)],
+                           "active_links": 18, "bytes_per_s": NVLINK_BYTES_PER_S}}
 
     def versions(self):
         return {"gpubench": "test"}

@@ -5,6 +5,7 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from distfakes import NVLINK_BYTES_PER_S, CpuBackend, RankSource, spawn
@@ -197,6 +198,21 @@ def test_the_ranks_figure_and_report_tell_the_straggler_story(two_ranks, tmp_pat
     assert "Run under torchrun: 2 ranks on 1 node(s)" in md and "algbw" in md
 
 
+def test_the_ranks_figure_says_each_scenario_apart(tmp_path):
+    """Its title took medians over the waiting rows of two scenarios together: a state no scenario was in."""
+    from gpubench.show.figures import ranks
+
+    run = Path(__file__).resolve().parents[1] / "results" / "h200-x2-20261122-132845"
+    manifest, samples, summary = load_run(run)
+    _, notes = ranks.draw(summary, samples, manifest, tmp_path)
+    by = {(r["scenario"], r["rank"]): r for r in summary}
+    for name in ("straggler", "straggler-hang", "allreduce-1gib"):
+        [line] = [x for x in notes["findings"] if x.startswith(name + ":")]
+        waiting = by[(name, 0)]  # rank 1 is the straggler; in an all-reduce nobody is
+        if name != "allreduce-1gib":
+            assert f"at {waiting['power_w_energy']:.0f} W" in line and "rank 1 reached the all-reduce" in line
+
+
 def test_four_ranks_on_two_nodes_send_every_nodes_samples_to_rank_0(tmp_path):
     out = tmp_path / "run"
     spawn(_job, 4, out, ["straggler"], 1, True, nodes=2)
@@ -315,10 +331,30 @@ def test_nvlink_peak_is_what_nvml_reports_for_the_active_links():
         m.nvmlDeviceGetFieldValues.side_effect = fields
         m.nvmlDeviceGetNvLinkState.side_effect = lambda h, link: 0 if link == 2 else 1  # link 2 is down
         m.nvmlDeviceGetNvLinkVersion.return_value = 6
+        m.nvmlDeviceGetNvLinkRemotePciInfo.side_effect = lambda h, link: SimpleNamespace(busId=f"0000:{link:02X}:00.0".encode())
+        m.nvmlDeviceGetNvLinkRemoteDeviceType.side_effect = lambda h, link: (
+            pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH if link == 0 else pynvml.NVML_NVLINK_DEVICE_TYPE_GPU)
         info = nvml.nvlink("h0")
     assert info["active_links"] == 3 and info["bytes_per_s"] == 2 * 26562e6  # link 3 gave no speed
     assert [x["active"] for x in info["links"]] == [True, True, False, True]
-    assert info["links"][0] == {"link": 0, "active": True, "version": 6, "speed_mbps": 26562}
+    assert info["links"][0] == {"link": 0, "active": True, "version": 6, "speed_mbps": 26562, "peer_bus": "0000:00:00.0",
+                                "peer": "switch"}
+    assert info["links"][1]["peer"] == "gpu"
+
+
+def test_a_collective_is_held_against_the_links_it_can_use_and_across_nodes_against_none():
+    from gpubench.ranks.merge import CROSS_NODE, job_nvlink, usable_links
+
+    def link(i, bus, peer="gpu"):
+        return {"link": i, "active": True, "speed_mbps": 25000.0, "peer_bus": bus, "peer": peer}
+
+    info = {"nvlink": {"links": [link(i, "0000:1B:00.0") for i in range(4)] +  # to a GPU of the job
+                                 [link(i, "0000:2C:00.0") for i in range(4, 8)] +  # to a GPU the job does not use
+                                 [link(i, "0000:9A:00.0", "switch") for i in range(8, 10)]}}  # through a switch
+    job = {"nodes": 1, "buses": {"0000:1A:00.0", "0000:1B:00.0"}}
+    assert [x["link"] for x in usable_links(info, job)] == [0, 1, 2, 3, 8, 9]
+    assert job_nvlink(info, job) == 6 * 25000e6
+    assert usable_links(info, {"nodes": 2, "buses": job["buses"]}) == [] and "2 nodes" in CROSS_NODE.format(nodes=2)
 
 
 def test_a_gpu_without_nvlink_has_no_nvlink_peak():

@@ -277,7 +277,8 @@ def _write_run(rows: list[dict], rec: Recording, opts: DistOptions, me: RankStat
     merged = merge.merge_rows(rows, payloads, {h["uuid"]: h["rank"] for h in me.table})
     present = set(rec.sampler.columns).union(*(p.get("columns") or () for p in reports.values()))
     columns = [c for c in COLUMNS if c in present]
-    peaks = {p["rank"]: merge.rank_peaks(p, merged) for p in payloads}
+    job = merge.job_links(payloads)
+    peaks = {p["rank"]: merge.rank_peaks(p, merged, job) for p in payloads}
     order = {sc.name: i for i, sc in enumerate(opts.scenarios)}
     summary = merge.summarize_ranks(merged, merge.merge_results(payloads), peaks, columns, order)
     tmp = opts.out_dir / "samples.csv.tmp"

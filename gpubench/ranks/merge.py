@@ -57,14 +57,16 @@ def merge_rows(root_rows: list[dict], payloads: list[dict], rank_of: dict[str, i
 def merge_results(payloads: list[dict]) -> list[dict]:
     """Every rank's results on rank 0's clock, with its rank and node, arrival statistics and NVLink facts."""
     results, stamps = [], {}
+    job = job_links(payloads)
     for p in payloads:
         clock = Clock(**p["clock"])
-        link = (p["info"].get("nvlink") or {})
         for res in p["results"]:
             row = {**_shifted(res, clock, ("t_start", "t_end")), "rank": p["rank"], "local_rank": p["local_rank"],
                    "node": p["node"]}
-            if res.get("bound") == "interconnect" and link.get("bytes_per_s"):
-                row.update(nvlink_gbps=link["bytes_per_s"] / 1e9, nvlink_links=link["active_links"])
+            if res.get("bound") == "interconnect" and job["nodes"] > 1:
+                row["nvlink_note"] = CROSS_NODE.format(nodes=job["nodes"])
+            elif res.get("bound") == "interconnect" and (links := usable_links(p["info"], job)):
+                row.update(nvlink_gbps=sum(x["speed_mbps"] for x in links) / 1e3, nvlink_links=len(links))
             results.append(row)
         for name, times in (p.get("arrivals") or {}).items():
             stamps.setdefault(name, {})[p["rank"]] = [clock.to_root(t) for t in times]
@@ -117,14 +119,48 @@ def _step_spread(results: list[dict]) -> None:
                 r["step_spread_pct"] = 100.0 * (max(times) - min(times)) / statistics.median(times)
 
 
-def rank_peaks(payload: dict, rows: list[dict]) -> dict:
-    """A rank's peaks: its GPU's datasheet, host link and NVLinks, what it measured, and the conditions seen."""
+def rank_peaks(payload: dict, rows: list[dict], job: dict | None = None) -> dict:
+    """A rank's peaks: its GPU's datasheet, host link and NVLinks, what it measured, and the conditions seen.
+
+    The NVLink rate a collective is held against counts only the links it can use (job_nvlink); a job on
+    several nodes gets none: its collectives cross the network."""
     info, gpu = payload["info"], payload["gpu"]
     clock = Clock(**payload["clock"])
     mine = [r for r in rows if r["uuid"] == gpu["uuid"]]
     conditions = {k: peak_conditions(mine, gpu["nvml_index"], clock.to_root(a), clock.to_root(b))
                   for k, (a, b) in (payload.get("peak_windows") or {}).items()}
-    return {"datasheet": sheet_for(info), "measured": payload.get("peaks"), "conditions": conditions}
+    sheet = dict(sheet_for(info) or {})
+    sheet.pop("nvlink", None)
+    rate = job_nvlink(info, job or {})
+    if rate:
+        sheet["nvlink"] = rate
+    return {"datasheet": sheet or None, "measured": payload.get("peaks"), "conditions": conditions}
+
+
+CROSS_NODE = ("the job spans {nodes} nodes, so its collectives cross the network, whose rate NVML does not give: "
+              "no NVLink share is given")
+
+
+def usable_links(info: dict, job: dict) -> list[dict]:
+    """The active NVLinks a collective of this job can use: those that lead to an NVSwitch or to a GPU the
+    job uses on this node (a link to a GPU outside the job carries none of its traffic); none where the job
+    spans several nodes (its collectives cross the network)."""
+    if job.get("nodes", 1) > 1:
+        return []
+    buses = job.get("buses")
+    return [x for x in (info.get("nvlink") or {}).get("links") or [] if x.get("active") and x.get("speed_mbps")
+            and (buses is None or x.get("peer") == "switch" or x.get("peer_bus") is None or x["peer_bus"] in buses)]
+
+
+def job_nvlink(info: dict, job: dict) -> float | None:
+    """The rate per direction of the usable links, as NVML reports it; None where there is none."""
+    return sum(x["speed_mbps"] for x in usable_links(info, job)) * 1e6 or None
+
+
+def job_links(payloads: list[dict]) -> dict:
+    """What the NVLink rate needs to know of the job: how many nodes, and the PCI bus ids of its GPUs."""
+    buses = {(p.get("info") or {}).get("pci_bus_id") for p in payloads}
+    return {"nodes": len({p["node"] for p in payloads}), "buses": None if None in buses else buses}
 
 
 def summarize_ranks(rows: list[dict], results: list[dict], peaks: dict[int, dict], columns,

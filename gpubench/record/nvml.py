@@ -194,10 +194,27 @@ def nvlink(h) -> dict:
     for link, speed_mbps in enumerate(speeds):
         state = call(pynvml.nvmlDeviceGetNvLinkState, h, link)
         links.append({"link": link, "active": None if state is None else state == pynvml.NVML_FEATURE_ENABLED,
-                      "version": call(pynvml.nvmlDeviceGetNvLinkVersion, h, link), "speed_mbps": speed_mbps})
+                      "version": call(pynvml.nvmlDeviceGetNvLinkVersion, h, link), "speed_mbps": speed_mbps,
+                      **_peer(h, link)})
     active = [x for x in links if x["active"]]
     total = sum(x["speed_mbps"] or 0 for x in active) * 1e6
     return {"links": links, "active_links": len(active), "bytes_per_s": total or None}
+
+
+# nvmlNvLinkDeviceType_t: what is at the other end of a link
+PEER_TYPES = {getattr(pynvml, f"NVML_NVLINK_DEVICE_TYPE_{n}", None): n.lower() for n in ("GPU", "IBMNPU", "SWITCH")}
+
+
+def _peer(h, link: int) -> dict:
+    """What a link leads to: the peer's PCI bus id and kind (a GPU, an NVSwitch), where NVML says."""
+    pci = call(pynvml.nvmlDeviceGetNvLinkRemotePciInfo, h, link)
+    kind = call(getattr(pynvml, "nvmlDeviceGetNvLinkRemoteDeviceType", lambda *a: None), h, link)
+    return {"peer_bus": _text(pci.busId) if pci is not None else None, "peer": PEER_TYPES.get(kind)}
+
+
+def pci_bus_id(h) -> str | None:
+    pci = call(pynvml.nvmlDeviceGetPciInfo, h)
+    return _text(pci.busId) if pci is not None else None
 
 
 def device_info(index: int) -> dict:
@@ -211,6 +228,7 @@ def device_info(index: int) -> dict:
     return {
         "nvml_index": index,
         "name": name_of(h),
+        "pci_bus_id": pci_bus_id(h),
         "uuid": uuid_of(h),
         "memory_mib": mem.total / 2**20 if mem is not None else None,
         "driver": _text(call(pynvml.nvmlSystemGetDriverVersion, default="")),

@@ -51,11 +51,12 @@ def draw(summary, samples, manifest, out_dir):
         axes.append(ax)
     axes[-1].tick_params(labelbottom=True)
     axes[-1].set_xlabel("time since the first distributed scenario began, s (shaded: each scenario's window)")
-    notes = {"ranks": shown, "delays": {}, "straggler": {}}
+    notes = {"ranks": shown, "delays": {}, "straggler": {}, "findings": _findings(rows)}
     for j, name in enumerate(late):
         _delay_panel(fig.add_subplot(grid[len(shown) + 1, j]), [r for r in rows if r["scenario"] == name], name, notes)
-    fig.suptitle(_finding(rows) + ("" if len(shown) == len(ranks) else f" (first {len(shown)} of {len(ranks)} ranks)"),
-                 fontsize=10, x=0.01, ha="left", y=0.995)
+    lines = notes["findings"] + ([] if len(shown) == len(ranks) else [f"(the first {len(shown)} of {len(ranks)} ranks)"])
+    fig.suptitle("\n".join(lines), fontsize=10, x=0.01, ha="left", va="bottom",
+                 y=axes[0].get_position().y1 + 0.2 / fig.get_figheight())
     stamp(fig, manifest)
     return save(fig, out_dir, "ranks"), notes
 
@@ -102,8 +103,15 @@ def _ms(v: float) -> str:
     return f"{v:.0f} ms" if v >= 100 else f"{v:.3g} ms"
 
 
-def _finding(rows) -> str:
-    """The title, from the numbers: what the waiting ranks' GPUs read, and who was late."""
+def _findings(rows) -> list[str]:
+    """The title, one line per distributed scenario (never a median across scenarios, which would describe a
+    state no scenario was in): what the waiting ranks' GPUs read, and who was late."""
+    names = dict.fromkeys(r["scenario"] for r in rows if finite(r.get("arrival_delay_ms"))
+                          or r.get("bound") == "interconnect")
+    return [_finding(name, [r for r in rows if r["scenario"] == name]) for name in names] or [TITLE]
+
+
+def _finding(name: str, rows) -> str:
     waiting = [r for r in rows if finite(r.get("straggler_rank")) and r["rank"] != r["straggler_rank"]]
     late = [r for r in rows if finite(r.get("straggler_rank")) and r["rank"] == r["straggler_rank"]]
     pool = waiting or rows
@@ -113,11 +121,9 @@ def _finding(rows) -> str:
         return statistics.median(vals) if vals else math.nan
 
     util, sm, power = med("gpu_util_pct"), med("sm_active_pct"), med("power_w_energy")
-    who = "waiting ranks" if waiting else "ranks"
-    text = (f"The {who} read {pct(util)} GPU-Util with SM activity {pct(sm)} "
-            f"at {fmt(power, '{:.0f} W', 'n/a W')}")
+    who = "the waiting ranks" if waiting else "the ranks"
+    text = f"{name}: {who} read {pct(util)} GPU-Util with SM activity {pct(sm)} at {fmt(power, '{:.0f} W', 'n/a W')}"
     if late:
         worst = max(late, key=lambda r: r["arrival_delay_ms"])
-        text += (f"; rank {int(worst['rank'])} reached the all-reduce {_ms(worst['arrival_delay_ms'])} late "
-                 f"({worst['scenario']})")
+        text += f"; rank {int(worst['rank'])} reached the all-reduce {_ms(worst['arrival_delay_ms'])} late"
     return text
