@@ -6,7 +6,7 @@
 #   a. every call of the torch GEMM and copy does 5% more work     -> slower or unsure, never same
 #   b. 40% of their calls, in whole rounds, do 30% more work        -> slower (the median hardly moves)
 #   c. three unchanged reruns                                       -> same or unsure for every benchmark, none fails
-#   d. test_tiny, a one-element add shorter than its launch         -> its time per call is the GPU's (as in a
+#   d. test_tiny, a 2 us spin shorter than its launch               -> its time per call is the GPU's (as in a
 #      CUDA graph), not the host's launch rate
 #   e. as before: the --slow-copy Triton copy -> slower and fails; a baseline claiming another GPU model ->
 #      refused in one sentence (exit 4); examples/test_my_kernels.py -> passes

@@ -120,7 +120,7 @@ def check(work: Path, baseline_path: Path) -> tuple[Checks, dict]:
         k, g, h = info["kernel_us"], info["graph_us"], info["launch_us"]
         numbers["d"].append({"step": step, "kernel_us": k, "graph_us": g, "launch_us": h})
         got = f"{k:.2f} us a call; {g:.2f} us in a CUDA graph; the host launches one every {h:.2f} us"
-        if h > 1.5 * g:
+        if h > 2 * g:
             c.add("d", f"{TINY} in {step}", "nearer the CUDA graph's time than the launch rate", got, k < (g + h) / 2)
         else:
             c.add("d", f"{TINY} in {step}", "nearer the CUDA graph's time than the launch rate",

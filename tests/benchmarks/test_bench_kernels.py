@@ -124,21 +124,20 @@ def graph_us_per_call(run, calls: int = 1000, replays: int = 10) -> float:
 
 @pytest.mark.benchmark(group="tiny")
 def test_tiny(gpu_benchmark):
-    """A one-element add, a few microseconds of GPU time that the host takes longer to launch, timed back to
-    back: its time per call must be the GPU's, as a CUDA graph of the same calls runs them, not the host's
-    launch rate."""
-    import torch
+    """A 2 us spin, launched through Triton's Python launcher, which takes the host longer than the GPU takes
+    to run it, timed back to back: its time per call must be the GPU's, as a CUDA graph of the same calls
+    runs them, not the host's launch rate."""
+    from gpubench.kernels import spin
 
-    x = torch.zeros(1, device="cuda")
-    run = lambda: x.add_(1.0)  # noqa: E731
-    for _ in range(3):
-        run()
-    assert x.item() == 3.0  # small integers are exact in float32
-    # one FLOP; read and write 4 bytes
-    gpu_benchmark(run, flops=1.0, bytes=8.0, unit="fp32", flush_l2=False)
+    ns = 2000
+    prepared = spin.prepare("triton", "1thread", ns=ns)
+    prepared.check()
+    # no work: a spin computes nothing and moves nothing; flush_l2=False, for calls back to back
+    gpu_benchmark(prepared.run, flops=0.0, bytes=0.0, unit="fp32", bound="none", flush_l2=False)
     info = gpu_benchmark.extra_info
-    graph_us, kernel_us, launch_us = graph_us_per_call(run), info["kernel_ms"] * 1e3, info["launch_us"]
-    info.update(graph_us=graph_us, kernel_us=kernel_us)
-    if launch_us > 1.5 * graph_us:  # the host launches slower than the GPU runs it: the case at stake
+    graph_us, kernel_us, launch_us = graph_us_per_call(prepared.run), info["kernel_ms"] * 1e3, info["launch_us"]
+    info.update(graph_us=graph_us, kernel_us=kernel_us, spin_ns=ns)
+    assert kernel_us >= ns / 1e3  # no call spins for less than it was asked
+    if launch_us > 2 * graph_us:  # the host launches slower than the GPU runs it: the case at stake
         assert kernel_us < (graph_us + launch_us) / 2, f"{kernel_us:.2f} us a call: nearer the launch rate " \
             f"({launch_us:.2f} us) than the GPU time in a CUDA graph ({graph_us:.2f} us)"
