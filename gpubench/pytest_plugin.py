@@ -140,6 +140,10 @@ def pytest_configure(config):
     _exclusive(config, "--gpu-save-baseline", "--gpu-measure-floor")
     _exclusive(config, "--gpu-save-baseline", "--benchmark-json")
     check_compare_file(config.getoption("benchmark_compare", None))
+    compared = base_dir or floor_dir or config.getoption("benchmark_compare", None)
+    if config.getoption("gpu_fail_slower") and not compared:
+        raise pytest.UsageError("--gpu-fail-slower needs a baseline to compare with: give --gpu-baseline=DIR (or "
+                                "--benchmark-compare=FILE)")
     if config.getoption("gpu_verdict_json"):
         check_writable(Path(config.getoption("gpu_verdict_json")), "cannot write the verdicts to")
     if save_dir:

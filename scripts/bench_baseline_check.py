@@ -86,7 +86,8 @@ def check(work: Path, baseline_path: Path) -> tuple[Checks, dict]:
     c.exit("a-uniform-5pct", (1,) if any(v.get("word") == "slower" for v in a.values()) else (0,))
     for name in (GEMM, COPY):
         v = a.get(name)
-        c.add("a-uniform-5pct", name, "slower or unsure, never same", said(v), bool(v) and v["word"] in ("slower", "unsure"))
+        c.add("a-uniform-5pct", name, "slower or unsure, never same", said(v),
+              bool(v) and v["word"] in ("slower", "unsure"))
     numbers["a"] = {n: {"word": v["word"], "median": median_of(v)} for n, v in a.items() if v.get("word")}
 
     # b. 30% more work in 40% of the calls: slower
@@ -153,8 +154,9 @@ def main(argv: list[str]) -> int:
     print(f"{failed} of {len(c.rows)} checks failed")
     baseline = load(baseline_path) or {}
     gpu = ((baseline.get("machine_info") or {}).get("gpu") or {})
-    summary.write_text(json.dumps({"gpu": gpu.get("name"), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                                   "failed": failed, "checks": c.rows, "numbers": numbers}, indent=2))
+    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    summary.write_text(json.dumps({"gpu": gpu.get("name"), "date": when, "failed": failed, "checks": c.rows,
+                                   "numbers": numbers}, indent=2))
     return 1 if failed else 0
 
 

@@ -2,8 +2,8 @@
 
 Each generated part of README.md sits between `<!-- gpubench:NAME -->` and `<!-- /gpubench:NAME -->`;
 this script rewrites those parts from results/ (the newest reference run of each GPU, the kernel bench
-CSVs, the watch runs, the regression gate's checks). `--check` exits 1 if the README differs from what the results say (a CPU test
-runs it).
+CSVs, the watch runs, the regression gate's checks). `--check` exits 1 if the README differs from what
+the results say (a CPU test runs it).
 
     python scripts/readme_tables.py          # rewrite README.md
     python scripts/readme_tables.py --check  # compare only

@@ -542,7 +542,8 @@ def test_each_round_records_the_sm_clock_and_clock_events_and_a_verdict_says_whe
 DAMAGED = {"empty": "", "truncated": '{"machine_info": {}, "benchmarks": [', "not an object": "[]",
            "no benchmarks": '{"machine_info": {}, "benchmarks": []}',
            "no median": '{"machine_info": {}, "benchmarks": [{"fullname": "t", "stats": {"median": "x"}}]}',
-           "bad rounds": '{"machine_info": {}, "benchmarks": [{"fullname": "t", "stats": {"median": 1, "data": [-1]}}]}'}
+           "bad rounds": '{"machine_info": {}, "benchmarks": [{"fullname": "t", '
+                         '"stats": {"median": 1, "data": [-1]}}]}'}
 
 
 @pytest.mark.parametrize("damage", DAMAGED)
@@ -585,6 +586,11 @@ def test_saving_where_a_baseline_cannot_go_is_a_usage_error(suite, tmp_path, req
         (line,) = [line for line in r.stderr.lines if line.strip()]
         assert line.startswith("ERROR: cannot ") and "INTERNALERROR" not in r.stdout.str() + r.stderr.str(), what
         assert "passed" not in r.stdout.str()
+
+
+def test_failing_on_a_slowdown_without_a_baseline_is_a_usage_error(suite):
+    r = suite("--gpu-fail-slower")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR and "--gpu-fail-slower needs a baseline" in r.stderr.str()
 
 
 def test_a_verdict_file_that_cannot_be_written_is_a_usage_error(suite, tmp_path):
