@@ -2,8 +2,8 @@
 
 Each generated part of README.md sits between `<!-- gpubench:NAME -->` and `<!-- /gpubench:NAME -->`;
 this script rewrites those parts from results/ (the newest reference run of each GPU, the kernel bench
-CSVs, the watch runs). `--check` exits 1 if the README differs from what the results say (a CPU test
-runs it).
+CSVs, the watch runs, the regression gate's checks). `--check` exits 1 if the README differs from what
+the results say (a CPU test runs it).
 
     python scripts/readme_tables.py          # rewrite README.md
     python scripts/readme_tables.py --check  # compare only
@@ -21,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from gpubench.gate.verdict import RULES  # noqa: E402
 from gpubench.metrics import BY_COLUMN, LADDER, fmt_value, pct  # noqa: E402  # noqa: E402
 from gpubench.record.rundir import load_run  # noqa: E402
 from gpubench.show.figures.common import work_fraction  # noqa: E402
@@ -104,25 +105,50 @@ def bench_rows(path: Path) -> dict:
         return {(r["group"], r["name"]): r for r in csv.DictReader(f)}
 
 
-def ratio(rows: dict, group: str, name: str, reference: str) -> tuple[float, float, float] | None:
-    """name's speed over reference's, from their medians (both timed interleaved in one run)."""
+def _paired(row: dict) -> tuple[float, float, float] | None:
+    """A row's speed over its CSV reference, paired window by window (median, p10, p90), or None."""
+    try:
+        got = tuple(float(row[k]) for k in ("speed_vs_reference", "speed_p10", "speed_p90"))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return got if all(v > 0 for v in got) else None
+
+
+def ratio(rows: dict, group: str, name: str, reference: str) -> tuple[float, float | None, float | None] | None:
+    """name's speed over reference's, with its p10 and p90, from the windows in which both ran in turn (paired,
+    so the clock's drift cancels). Against the CSV's own reference, the paired ratios as measured; against
+    another row of the group, the ratio of the two paired medians, and the widest p10-p90 the two allow;
+    without paired columns, the ratio of medians and no interval."""
     a, b = rows.get((group, name)), rows.get((group, reference))
     if not a or not b:
         return None
-    return float(b["median_ms"]) / float(a["median_ms"]), float(a["speed_p10"]), float(a["speed_p90"])
+    pa, pb = _paired(a), _paired(b)
+    if pa and a.get("reference") == reference:
+        return pa
+    if pa and pb and a.get("reference") == b.get("reference"):
+        return pa[0] / pb[0], pa[1] / pb[2], pa[2] / pb[1]
+    return float(b["median_ms"]) / float(a["median_ms"]), None, None
+
+
+def _mark(got, target) -> str:
+    """Met where even p10 reaches the target, missed where even p90 falls short, within noise between."""
+    if not target or not got:
+        return ""
+    lo, hi = (got[1], got[2]) if got[1] is not None else (got[0], got[0])
+    return " ✓" if lo >= target else (" ✗" if hi < target else " ~")
 
 
 def kernels_table(results: Path) -> str:
     benches = {s: sorted(results.glob(f"bench-kernels-{s}-*.csv")) for s in GPUS}
     benches = {s: bench_rows(p[-1]) for s, p in benches.items() if p}
-    head = ["ratio (speed, higher is faster)", "target"] + [GPUS[s] for s in benches]
+    head = ["ratio (speed, higher is faster)", "target"] + [f"{GPUS[s]} (p10–p90)" for s in benches]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for group, name, ref, what, target in TARGETS:
         cells = [what, f"≥ {target:g}x" if target else "–"]
         for rows in benches.values():
             got = ratio(rows, group, name, ref)
-            mark = "" if not target or not got else (" ✓" if got[0] >= target else " ✗")
-            cells.append(f"{got[0]:.3f}x{mark}" if got else "n/a")
+            spread = f" ({got[1]:.3f}–{got[2]:.3f})" if got and got[1] is not None else ""
+            cells.append(f"{got[0]:.3f}x{spread}{_mark(got, target)}" if got else "n/a")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -185,23 +211,71 @@ def dist_list(results: Path) -> str:
         f"sleeping rank's idle GPU: the hang signature.", ""])
 
 
+def _change(c: dict) -> str:
+    return f"{c['pct']:+.1f}% [{c['lo']:+.1f}, {c['hi']:+.1f}]" if c else "n/a"
+
+
+def gate_sentence(name: str, slug: str, summary: dict) -> str:
+    """What scripts/bench_baseline.sh showed on one GPU, from its checks (results/logs/bench-gate-<slug>.json)."""
+    n, checks = summary["numbers"], summary["checks"]
+    passed = sum(c["ok"] is True for c in checks)
+    na = sum(c["ok"] is None for c in checks)
+    floors = list(n["floor"]["median_pct"].values())
+    parts = [f"On the {name} ([log](results/logs/bench-baseline-{slug}.log), "
+             f"[checks](results/logs/bench-gate-{slug}.json)), {passed} of {len(checks)} checks passed"
+             + (f" and {na} could not be told apart on this machine" if na else "") + ":"]
+    if floors:
+        parts.append(f"{n['floor']['reruns']} unchanged reruns put the median's floor at {min(floors):.1f}–"
+                     f"{max(floors):.1f}% ({len(floors)} benchmarks);")
+    a = "; ".join(f"`{v['word']}` for `{k}` (median {_change(v['median'])})" for k, v in n["a"].items())
+    b = "; ".join(f"`{v['word']}` for `{k}` ({v['why'].split(':')[0]}; median {_change(v['median'])})"
+                  for k, v in n["b"].items())
+    c = n["c"]
+    parts += [f"(a) 5% more work in every call reads {a};" if a else "",
+              f"(b) 30% more work in 40% of the calls reads {b};" if b else "",
+              f"(c) three unchanged reruns read `same` {c['same']} and `unsure` {c['unsure']} times "
+              f"(`slower` {c['slower']}, `faster` {c['faster']}) and {c['failed']} of them failed;"]
+    if n["d"]:
+        d = n["d"][0]
+        parts.append(f"(d) the 2 µs spin took {d['kernel_us']:.2f} µs a call, against {d['graph_us']:.2f} µs "
+                     f"in a CUDA graph, while the host launched one every {d['launch_us']:.2f} µs;")
+    slow = n.get("e_slow_copy") or {}
+    parts.append(f"(e) the slow copy reads `{slow.get('word')}` (median {_change(slow.get('median'))}).")
+    return " ".join(p for p in parts if p)
+
+
+def old_gate_sentence(name: str, slug: str, log: str) -> str | None:
+    """The previous gate's log: medians against the wider IQR of the two runs (None for a log of today's)."""
+    rows = re.findall(r"^(test_\S+)\s+(\S+) ms ->\s+(\S+) ms\s+(\S+)%\s+noise\s+(\S+)%\s+(\w+)", log, re.M)
+    if len(rows) < 2:
+        return None
+    slow, rerun = rows[0], rows[1:]
+    same = [r for r in rerun if r[5] == "same"]
+    changes = [abs(float(r[3])) for r in rerun]
+    noise = [float(r[4]) for r in rerun]
+    return (f"On the {name}, with the previous gate (medians against the wider IQR of the two runs), the slow "
+            f"copy read `slower` ({slow[1]} -> {slow[2]} ms, {slow[3]}%) and failed the run; an unchanged rerun "
+            f"read `same` for {len(same)} of {len(rerun)} benchmarks (changes of {min(changes):.1f} to "
+            f"{max(changes):.1f}% against a noise of {min(noise):.1f} to {max(noise):.1f}%; "
+            f"[log](results/logs/bench-baseline-{slug}.log)).")
+
+
 def baselines_text(results: Path) -> str:
     out = []
     for slug, name in GPUS.items():
-        path = results / "logs" / f"bench-baseline-{slug}.log"
-        if not path.is_file():
-            continue
-        log = path.read_text().split("== verdicts against the baseline")[-1]
-        rows = re.findall(r"^(test_\S+)\s+(\S+) ms ->\s+(\S+) ms\s+(\S+)%\s+noise\s+(\S+)%\s+(\w+)", log, re.M)
-        slow, rerun = rows[0], rows[1:]
-        same = [r for r in rerun if r[5] == "same"]
-        changes = [abs(float(r[3])) for r in rerun]
-        noise = [float(r[4]) for r in rerun]
-        out.append(f"On the {name}, the slow copy reads `slower` ({slow[1]} -> {slow[2]} ms, {slow[3]}%) and fails "
-                   f"the run; an unchanged rerun reads `same` for {len(same)} of {len(rerun)} benchmarks (changes "
-                   f"of {min(changes):.1f} to {max(changes):.1f}% against a noise of {min(noise):.1f} to "
-                   f"{max(noise):.1f}%; [log](results/logs/bench-baseline-{slug}.log)).")
-    return "\n".join(out) + "\n"
+        summary, log = results / "logs" / f"bench-gate-{slug}.json", results / "logs" / f"bench-baseline-{slug}.log"
+        if summary.is_file():
+            out.append(gate_sentence(name, slug, json.loads(summary.read_text())))
+        elif log.is_file():
+            out.append(old_gate_sentence(name, slug, log.read_text().split("== verdicts against the baseline")[-1]))
+    return "\n".join(o for o in out if o) + "\n"
+
+
+def gate_rules(results: Path) -> str:
+    """The verdict's rules, as gpubench.gate.verdict holds them."""
+    lines = ["| verdict | when |", "| --- | --- |"]
+    lines += [f"| `{word}` | {when} |" for word, when, _, _ in RULES]
+    return "\n".join(lines) + "\n"
 
 
 CUPTI_COLUMNS = ("sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct", "fp32_active_pct")
@@ -300,7 +374,7 @@ def cupti_costs(found: dict, gpu: str, slug: str) -> str:
 
 
 SECTIONS = {"ladder": ladder_table, "peaks": peaks_table, "kernels": kernels_table, "watch": watch_table,
-            "dist": dist_list, "baselines": baselines_text, "cupti": cupti_table}
+            "dist": dist_list, "baselines": baselines_text, "gate-rules": gate_rules, "cupti": cupti_table}
 
 
 def render(readme: str, results: Path) -> str:

@@ -1,7 +1,10 @@
+import argparse
 import os
 import shutil
 
 import pytest
+
+from gpubench.usage import non_negative, positive
 
 # The gpu_benchmark fixture, also where gpubench was installed before its pytest11 entry point existed.
 pytest_plugins = ["gpubench.pytest_plugin"]
@@ -21,10 +24,23 @@ if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
+def _share(text: str) -> float:
+    value = positive(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"a share of the calls is at most 1, got {text}")
+    return value
+
+
 def pytest_addoption(parser):
     parser.addoption("--slow-copy", action="store_true",
                      help="benchmarks: run the Triton copy with a tiny block size, a deliberate slowdown that "
                           "--benchmark-compare-fail must catch")
+    parser.addoption("--slow-calls", metavar="PCT", type=non_negative, default=0.0,
+                     help="benchmarks: each copy and GEMM call also runs its own kernel on PCT%% of its size, "
+                          "real work that slows it by about PCT%%, which the gate must never read as same")
+    parser.addoption("--slow-share", metavar="F", type=_share, default=1.0,
+                     help="benchmarks: with --slow-calls, slow only a share F of the calls, in bursts that slow "
+                          "whole rounds (default 1: every call)")
 
 
 def pytest_collection_modifyitems(config, items):

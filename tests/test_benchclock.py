@@ -1,4 +1,5 @@
-"""The CUDA-event clock of the benchmarks, with a fake event: a failed round must not poison the next."""
+"""The CUDA-event clock of the benchmarks, with a fake event: a failed round must not poison the next, the
+blocking kernel goes ahead of the start event, and the clocks are read once the round is over."""
 
 import itertools
 
@@ -50,3 +51,25 @@ def test_a_zero_time_round_is_an_error(clock, monkeypatch):
     monkeypatch.setattr(FakeEvent, "now", itertools.repeat(5.0))
     with pytest.raises(benchclock.ClockError, match="no round takes none"):
         round_of(clock)
+
+
+def test_the_lead_kernel_goes_ahead_of_the_start_event_and_the_clocks_are_read_after_the_round(clock, monkeypatch):
+    order = []
+    real_record = FakeEvent.record
+
+    def record(self):
+        order.append("event")
+        real_record(self)
+
+    monkeypatch.setattr(FakeEvent, "record", record)
+    clock.attach(lead=lambda: order.append("lead"), on_round=lambda: order.append("read") or (1980.0, 4))
+    round_of(clock)
+    round_of(clock)
+    assert order == ["lead", "event", "event", "read"] * 2
+    assert clock.detach() == [(1980.0, 4), (1980.0, 4)]
+    assert clock.lead is None and clock.on_round is None
+    order.clear()
+    round_of(clock)  # detached: no lead, nothing read
+    assert order == ["event", "event"] and clock.rounds == [(1980.0, 4), (1980.0, 4)]
+    clock.attach()
+    assert clock.rounds == []  # the next benchmark starts with no rounds of the last

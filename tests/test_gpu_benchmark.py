@@ -1,26 +1,35 @@
-"""What gpu_benchmark decides without a GPU: the L2 flush, the rounds, the work it reports, and how a run
-reads against a baseline (the file for this GPU model, the refusal across models, same/slower/faster)."""
+"""What gpu_benchmark decides without a GPU: the L2 flush, the rounds and the blocking kernel ahead of them,
+the clocks of the rounds, the work it reports, and which baseline a run may be compared with (the file for
+this GPU model, the refusal across models, parts, MIG modes and speed settings). The verdict itself is in
+test_gate_verdict.py."""
 
+import json
 import math
 from types import SimpleNamespace
+from unittest import mock
 
+import pynvml
 import pytest
 
 from gpubench.gate import compare as bc
 from gpubench.gate import device as benchdevice
 from gpubench.gate.fixture import (
     FLUSH_MIN_BYTES,
+    LEAD_MARGIN_US,
     MAX_FLUSHED_ROUNDS,
+    MAX_LEAD_US,
     MIN_ROUNDS,
+    QUEUE_CALLS,
     UNITS,
     GpuBenchmark,
     estimate_working_set,
     flush_bytes,
     needs_flush,
     plan,
+    round_facts,
     work_facts,
 )
-from gpubench.record import gpus
+from gpubench.record import gpus, nvml
 from gpubench.record.rundir import json_safe
 from gpubench.truth.peaks import datasheet_for
 
@@ -76,6 +85,32 @@ def test_rounds_stay_between_the_floor_and_the_ceiling():
     assert plan(call_ms=500.0, min_time_s=1.0, flush=False).rounds == MIN_ROUNDS
     assert plan(call_ms=500.0, min_time_s=1.0, flush=True).rounds == MIN_ROUNDS
     assert plan(call_ms=0.001, min_time_s=1.0, flush=True).rounds == MAX_FLUSHED_ROUNDS
+
+
+def test_a_round_of_tiny_calls_fits_in_the_launch_queue_behind_a_kernel_that_covers_its_launches():
+    p = plan(call_ms=0.0026, min_time_s=1.0, flush=False, launch_us=7.0)
+    assert p.iterations == QUEUE_CALLS  # not the 7692 calls of 20 ms: the host would wait for a queue slot
+    assert p.lead_us == pytest.approx(2 * QUEUE_CALLS * 7.0 + LEAD_MARGIN_US)
+    assert p.rounds == pytest.approx(1e3 / (QUEUE_CALLS * 0.0026), abs=1)
+
+
+def test_the_blocking_kernel_is_bounded_and_none_sits_ahead_of_a_flushed_round():
+    assert plan(call_ms=1.0, min_time_s=1.0, flush=False, launch_us=1e6).lead_us == MAX_LEAD_US
+    assert plan(call_ms=1.0, min_time_s=1.0, flush=True, launch_us=7.0).lead_us == 0.0
+
+
+# --- clocks round by round -------------------------------------------------------------------------
+
+def test_each_rounds_clock_and_reasons_are_kept_with_their_median_and_shares():
+    names = {1: ["idle"], 4: ["power cap"], 5: ["idle", "power cap"], 64: ["thermal (hardware)"]}
+    states = [(1980.0, 1), (1755.0, 5), (1740.0, 4), (math.nan, 64), (1800.0, None)]
+    facts = round_facts(states, lambda m: names.get(m, []))
+    assert facts["rounds_sm_clock_mhz"][:3] == [1980.0, 1755.0, 1740.0] and facts["rounds_clock_events"][4] is None
+    assert facts["sm_clock_mhz_rounds"] == pytest.approx(1777.5)  # the median of the clocks NVML gave
+    # shares of the rounds whose reasons NVML gave; idle is the GPU right after a round, not a reason of it
+    assert facts["clock_events_rounds"] == {"power cap": 0.5, "thermal (hardware)": 0.25}
+    assert round_facts([(math.nan, None)], lambda m: []) == {"rounds_sm_clock_mhz": [math.nan],
+                                                          "rounds_clock_events": [None]}
 
 
 # --- work ------------------------------------------------------------------------------------------
@@ -135,38 +170,44 @@ def test_another_gpu_model_is_refused_in_one_sentence():
     assert "h100-80gb-hbm3.json" in msg and msg.count(". ") == 0
 
 
-def test_the_same_model_with_another_driver_or_power_limit_is_noted():
-    changed = bc.differences(H100, {**H100, "driver": "590.1", "power_limit_w": 650.0})
-    assert changed == ["driver 580.65 -> 590.1", "power limit (W) 700.0 -> 650.0"]
+def test_the_same_model_with_another_driver_is_noted_and_other_speed_settings_are_named():
+    other = {**H100, "driver": "590.1", "power_limit_w": 650.0, "app_sm_clock_mhz": 1500, "ecc": False}
+    assert bc.differences(H100, other) == ["driver 580.65 -> 590.1"]
+    assert bc.limits_changed({**H100, "app_sm_clock_mhz": 1980, "ecc": True}, other) == [
+        "power limit (W) 700.0 -> 650.0", "application SM clock (MHz) 1980 -> 1500", "ECC True -> False"]
+    # a baseline saved before the settings were fingerprinted is compared on what it has
+    assert bc.limits_changed(H100, {**H100, "app_sm_clock_mhz": 1980, "ecc": True}) == []
+    msg = bc.limits_refusal(["power limit (W) 700.0 -> 650.0"], "the baseline h100-80gb-hbm3.json")
+    assert "--gpu-allow-different-limits" in msg and msg.count(". ") == 0
 
 
-# --- noise -----------------------------------------------------------------------------------------
-
-def test_a_change_within_the_wider_iqr_reads_same():
-    v = bc.verdict(now_median=1.04, now_iqr=0.01, base_median=1.0, base_iqr=0.05, floor_pct=0.0)
-    assert v.word == "same" and v.change_pct == pytest.approx(4.0) and v.noise_pct == pytest.approx(5.0)
-
-
-def test_a_change_beyond_the_noise_reads_slower_or_faster():
-    assert bc.verdict(1.06, 0.01, 1.0, 0.05, floor_pct=0.0).word == "slower"
-    assert bc.verdict(0.94, 0.01, 1.0, 0.05, floor_pct=0.0).word == "faster"
+def test_another_memory_size_or_mig_mode_is_refused_in_one_sentence():
+    gh200 = {**H100, "name": "NVIDIA GH200 480GB", "memory_mib": 97871.0}
+    msg = bc.part_mismatch(gh200, {**gh200, "memory_mib": 146944.0})
+    assert "with 97871 MiB of memory but this one has 146944 MiB" in msg and msg.count(". ") == 0
+    assert bc.part_mismatch(H100, {**H100, "memory_mib": 81559.0 + 300}) is None  # a driver's reserve
+    assert "MIG on but MIG is off" in bc.part_mismatch({**H100, "mig_mode": True}, H100)
+    assert bc.part_mismatch({**H100, "mig_mode": None}, H100) is None
 
 
-def test_the_floor_covers_drift_that_a_tight_iqr_cannot_show():
-    assert bc.verdict(1.015, 0.001, 1.0, 0.001, floor_pct=2.0).word == "same"
-    assert bc.verdict(1.015, 0.001, 1.0, 0.001, floor_pct=0.0).word == "slower"
-
-
-def test_a_verdict_needs_a_baseline_median():
-    with pytest.raises(ValueError):
-        bc.verdict(1.0, 0.0, 0.0, 0.0)
-
-
-def test_pairs_match_each_saved_row_with_this_runs_row():
-    now = {"fullname": "t.py::a", "name": "a", "path": None, "median": 1.0, "iqr": 0.0}
-    rows = [now, {**now, "path": "b.json", "source": "b"}, {"fullname": "t.py::c", "path": "b.json"}]
-    assert bc.pairs(rows) == [(rows[1], now)]
-    assert bc.pairs(rows, keep=lambda b: False) == []
+def test_a_baseline_file_is_checked_whole_before_use(tmp_path):
+    path = tmp_path / "b.json"
+    good = {"machine_info": {}, "benchmarks": [{"fullname": "t", "stats": {"median": 1e-3, "data": [1e-3]}}]}
+    path.write_text(json.dumps(good))
+    assert bc.load_baseline(path) == good
+    for text, said in [("", "is empty"), ("{", "is not valid JSON"), ("[" * 100_000, "is not valid JSON"),
+                       ('{"benchmarks": []}', "has no machine_info"),
+                       ('{"machine_info": {}, "benchmarks": {}}', "holds no benchmarks"),
+                       ('{"machine_info": {}, "benchmarks": [1]}', "without a name or statistics"),
+                       ('{"machine_info": {}, "benchmarks": [{"fullname": "t", "stats": {"median": 0}}]}',
+                        "has no positive median for t"),
+                       (json.dumps({**good, "gpubench": []}), "damaged gpubench section")]:
+        path.write_text(text)
+        with pytest.raises(bc.BaselineError, match=said):
+            bc.load_baseline(path)
+    path.write_bytes(b"\xff\xfe")
+    with pytest.raises(bc.BaselineError, match="cannot be read"):
+        bc.load_baseline(path)
 
 
 # --- the device's own pieces that need no GPU -------------------------------------------------------
@@ -189,3 +230,39 @@ def test_a_window_gets_the_medians_of_its_steady_rows_of_its_gpu():
                                      rows_snapshot=lambda: rows)
     # rows starting in the first half second are NVML's trailing average of what ran before
     assert device.metrics(2.0, 6.5) == {"gpu_util_pct": 100.0, "sm_active_pct": 4.5, "n_samples": 4}
+
+
+# --- what the gate asks of NVML ---------------------------------------------------------------------
+
+@pytest.fixture
+def fake_nvml():
+    nvml.reset_for_tests()  # a real NVML may already be initialised (GPU machines): start from scratch
+    with mock.patch("gpubench.record.nvml.pynvml", autospec=True) as m:
+        m.NVML_CLOCK_SM, m.NVML_CLOCK_MEM = pynvml.NVML_CLOCK_SM, pynvml.NVML_CLOCK_MEM
+        m.nvmlDeviceGetHandleByIndex.side_effect = lambda i: f"h{i}"
+        yield m
+    nvml.reset_for_tests()
+
+
+def test_a_rounds_clock_and_reasons_come_from_nvml_and_what_it_cannot_give_stays_missing(fake_nvml):
+    fake_nvml.nvmlDeviceGetClockInfo.return_value = 1755
+    fake_nvml.nvmlDeviceGetCurrentClocksEventReasons.return_value = 4 | 1
+    assert nvml.clock_now("h0") == (1755.0, 5)
+    assert nvml.clock_event_names(5) == ["idle", "power cap"] and nvml.clock_event_names(None) == []
+    del fake_nvml.nvmlDeviceGetCurrentClocksEventReasons  # an nvidia-ml-py from before the rename
+    fake_nvml.nvmlDeviceGetCurrentClocksThrottleReasons.return_value = 64
+    assert nvml.clock_now("h0") == (1755.0, 64)
+    fake_nvml.nvmlDeviceGetClockInfo.side_effect = pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+    fake_nvml.nvmlDeviceGetCurrentClocksThrottleReasons.side_effect = pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+    clock, mask = nvml.clock_now("h0")
+    assert math.isnan(clock) and mask is None
+
+
+def test_the_speed_settings_are_the_application_clocks_and_ecc(fake_nvml):
+    sm, mem = pynvml.NVML_CLOCK_SM, pynvml.NVML_CLOCK_MEM
+    fake_nvml.nvmlDeviceGetApplicationsClock.side_effect = lambda h, clock: {sm: 1980, mem: 2619}[clock]
+    fake_nvml.nvmlDeviceGetEccMode.return_value = [1, 1]
+    assert nvml.speed_settings(0) == {"app_sm_clock_mhz": 1980, "app_mem_clock_mhz": 2619, "ecc": True}
+    fake_nvml.nvmlDeviceGetApplicationsClock.side_effect = pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+    fake_nvml.nvmlDeviceGetEccMode.side_effect = pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+    assert nvml.speed_settings(0) == {"app_sm_clock_mhz": None, "app_mem_clock_mhz": None, "ecc": None}

@@ -1,6 +1,7 @@
 """gpubench's pytest plugin in real pytest sessions (pytester), on a CPU: its registration, options, the skip
-without a GPU, baselines per GPU model, and the noise-aware comparison, with a fake GPU whose clock the
-benchmarked call advances."""
+without a GPU, what a run records (settled clocks, calls shorter than their launch, clocks per round),
+baselines per GPU, the verdict and its between-run floor, and a gate that never quietly passes, with a
+fake GPU and host whose clocks the benchmarked calls advance."""
 
 import itertools
 import json
@@ -23,28 +24,49 @@ H100 = {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-0a1b", "memory_mib": 81559
         "cuda_driver": "13.0", "power_limit_w": 700.0, "mig_mode": False}
 H200 = {**H100, "name": "NVIDIA H200", "uuid": "GPU-9f8e", "memory_mib": 143771.0}
 
-# A test as a user writes it: the fake device's kernel takes KERNEL_MS of GPU time per call.
+# A test as a user writes it: the fake device's kernel takes KERNEL_MS of GPU time per call; a second,
+# tiny one (a few microseconds, far shorter than its launch) runs back to back.
 TEST_KERNEL = """
 import os
 
 def test_kernel(gpu_benchmark, gpu_device):
     gpu_benchmark(gpu_device.kernel, float(os.environ["KERNEL_MS"]), flops=2e9, bytes=1e6, unit="fp32")
 """
+TEST_TINY = """
+import os
+
+def test_tiny(gpu_benchmark, gpu_device):
+    gpu_benchmark(gpu_device.kernel, float(os.environ["TINY_MS"]), flush_l2=False)
+"""
 
 
 class GpuClock:
-    """The fake GPU's time in ms: only the benchmarked kernel advances it, by its time times a jitter of +-2%."""
+    """A fake GPU and its host, in ms. A launch costs the host launch_ms and queues a kernel, which the GPU
+    starts once it is free and the launch has happened; an event completes when the GPU reaches it, and
+    synchronizing brings the host there. Kernels run jitter x their time, and boost x that while the GPU
+    has been busy for less than boost_ms (a clock that falls as the GPU reaches its power limit)."""
 
-    def __init__(self):
-        self.ms = 0.0
-        self.jitter = itertools.cycle([1.0, 0.98, 1.02, 0.99, 1.01])
+    def __init__(self, launch_ms=0.0):
+        self.host = self.gpu = self.busy = 0.0
+        self.launch_ms = launch_ms
+        self.jitter = itertools.cycle([1.0, 0.998, 1.002, 0.999, 1.001])
+        self.boost, self.boost_ms = 1.0, 0.0
 
     def run(self, ms):
-        self.ms += ms * next(self.jitter)
+        ms *= next(self.jitter) * (self.boost if self.busy < self.boost_ms else 1.0)
+        self.host += self.launch_ms
+        self.gpu = max(self.gpu, self.host) + ms
+        self.busy += ms
+
+    def event(self):
+        return max(self.gpu, self.host)
+
+    def sync(self):
+        self.host = max(self.host, self.gpu)
 
 
 class FakeDevice:
-    """What gpu_benchmark needs of a device, with an H100's fingerprint and L2."""
+    """What gpu_benchmark needs of a device, with an H100's fingerprint and L2, on the fake GPU."""
 
     fingerprint = H100
     l2_bytes = 50 * 2**20
@@ -53,16 +75,41 @@ class FakeDevice:
 
     def __init__(self, clock):
         self.clock = clock
-        self.flushes = 0
+        self.flushes = self.settled_ms = 0
         self.closed = False
+        self.sm_clock_mhz, self.clock_events = 1980.0, 0
 
     def kernel(self, ms):
         self.clock.run(ms)
 
     def warm_up(self, run):
-        t = self.clock.ms
+        t = self.clock.event()
         run()
-        return self.clock.ms - t
+        self.clock.sync()
+        return self.clock.event() - t
+
+    def launch_us(self, run):
+        t = self.clock.host
+        for _ in range(20):
+            run()
+        host_ms = self.clock.host - t
+        self.clock.sync()
+        return host_ms / 20 * 1e3
+
+    def hold(self, us):
+        self.clock.run(us / 1e3)
+
+    def settle(self, run, call_ms, settle_s):
+        t = self.clock.gpu
+        while self.clock.gpu - t < settle_s * 1e3:
+            run()
+        self.settled_ms = self.clock.gpu - t
+
+    def round_state(self):
+        return self.sm_clock_mhz, self.clock_events
+
+    def event_names(self, mask):
+        return [name for bit, name in ((1, "idle"), (4, "power cap")) if mask and mask & bit]
 
     def flush_l2(self):
         self.flushes += 1
@@ -91,10 +138,10 @@ def fake_gpu(monkeypatch):
             self.ms = None
 
         def record(self):
-            self.ms = clock.ms
+            self.ms = clock.event()
 
         def synchronize(self):
-            pass
+            clock.sync()
 
         def elapsed_time(self, end):
             return end.ms - self.ms
@@ -120,7 +167,7 @@ def suite(pytester, monkeypatch):
 
     def run(*args, kernel_ms=1.0):
         monkeypatch.setenv("KERNEL_MS", str(kernel_ms))
-        return pytester.runpytest(*PLUGINS, "--gpu-min-time=0.05", *args)
+        return pytester.runpytest(*PLUGINS, "--gpu-min-time=0.05", "--gpu-settle=0.05", *args)
 
     return run
 
@@ -177,12 +224,13 @@ def test_importing_the_plugin_loads_no_gpu_library():
 def test_options_are_one_group_in_help(pytester):
     out = pytester.runpytest(*PLUGINS, "--help").stdout.str()
     assert "gpu_benchmark (GPU time per call" in out
-    for option in ("--gpu-min-time", "--gpu-no-flush-l2", "--gpu-baseline", "--gpu-save-baseline",
-                   "--gpu-noise-floor"):
+    for option in ("--gpu-min-time", "--gpu-settle", "--gpu-no-flush-l2", "--gpu-baseline", "--gpu-save-baseline",
+                   "--gpu-measure-floor", "--gpu-noise-floor", "--gpu-allow-different-limits", "--gpu-fail-slower",
+                   "--gpu-verdict-json"):
         assert option in out
 
 
-@pytest.mark.parametrize("args", [["--gpu-min-time=0"], ["--gpu-noise-floor=-1"]])
+@pytest.mark.parametrize("args", [["--gpu-min-time=0"], ["--gpu-noise-floor=-1"], ["--gpu-settle=-1"]])
 def test_bad_option_values_are_usage_errors(pytester, args):
     r = pytester.runpytest(*PLUGINS, *args)
     assert r.ret == pytest.ExitCode.USAGE_ERROR
@@ -227,6 +275,7 @@ def test_a_small_working_set_is_timed_one_call_per_round_after_a_flush(suite, fa
     info, stats = bench["extra_info"], bench["stats"]
     assert stats["median"] == pytest.approx(1e-3)  # GPU time per call from the events, not host time
     assert info["l2_flush"] is True and info["calls_per_round"] == 1 and info["working_set_bytes"] == 1_000_000
+    assert info["round_start"] == "behind the L2 flush"
     assert fake_gpu.flushes == stats["rounds"] + 1  # before every round and the warm-up round
     assert info["metrics_window"].startswith("calls back to back")
     assert info["gbps"] == pytest.approx(1.0) and info["tflops"] == pytest.approx(2.0)
@@ -235,12 +284,55 @@ def test_a_small_working_set_is_timed_one_call_per_round_after_a_flush(suite, fa
     assert (info["gpu"], info["gpu_uuid"], info["power_limit_w"]) == (H100["name"], H100["uuid"], 700.0)
 
 
-def test_without_the_flush_rounds_are_calls_back_to_back(suite, fake_gpu, tmp_path):
+def test_without_the_flush_rounds_are_calls_back_to_back_behind_a_blocking_kernel(suite, fake_gpu, tmp_path):
     r = suite("--gpu-no-flush-l2", f"--benchmark-json={tmp_path / 'run.json'}")
     r.assert_outcomes(passed=1)
     info = json.loads((tmp_path / "run.json").read_text())["benchmarks"][0]["extra_info"]
     assert info["l2_flush"] is False and info["calls_per_round"] > 1 and fake_gpu.flushes == 0
     assert info["metrics_window"] == "the timed rounds"
+    assert info["round_start"] == "behind a blocking kernel of 50 µs"  # the fake host launches in no time
+
+
+def test_the_clocks_settle_before_the_rounds(suite, fake_gpu, tmp_path):
+    """The fake GPU runs 10% fast for its first 60 ms of work, as a GPU does before it reaches its power limit:
+    rounds timed from then on catch both clocks, rounds after settling only the one it sustains."""
+    fake_gpu.clock.boost, fake_gpu.clock.boost_ms = 0.9, 60.0
+    suite("--gpu-settle=0", f"--benchmark-json={tmp_path / 'cold.json'}").assert_outcomes(passed=1)
+    cold = json.loads((tmp_path / "cold.json").read_text())["benchmarks"][0]["stats"]["data"]
+    assert min(cold) == pytest.approx(0.9e-3, rel=0.01) and max(cold) == pytest.approx(1e-3, rel=0.01)
+    fake_gpu.clock.busy = 0.0
+    suite("--gpu-settle=0.1", f"--benchmark-json={tmp_path / 'settled.json'}").assert_outcomes(passed=1)
+    bench = json.loads((tmp_path / "settled.json").read_text())["benchmarks"][0]
+    assert min(bench["stats"]["data"]) == pytest.approx(1e-3, rel=0.01)
+    assert bench["extra_info"]["settle_s"] == 0.1 and fake_gpu.settled_ms >= 100.0
+
+
+@pytest.fixture
+def tiny(pytester, fake_gpu, monkeypatch):
+    """A kernel of 2.6 us of GPU time that the host needs 7 us to launch (the suite's launch-bound kernel)."""
+    pytester.makepyfile(test_t=TEST_TINY)
+    pytester.makeconftest("def pytest_benchmark_generate_machine_info(config):\n    return {'node': 'test'}\n")
+    monkeypatch.setenv("TINY_MS", "0.0026")
+    fake_gpu.clock.launch_ms = 0.007
+    return lambda *args: pytester.runpytest(*PLUGINS, "--gpu-min-time=0.02", "--gpu-settle=0.001", *args)
+
+
+def test_a_call_shorter_than_its_launch_is_timed_at_its_gpu_time(tiny, tmp_path):
+    tiny(f"--benchmark-json={tmp_path / 'run.json'}").assert_outcomes(passed=1)
+    bench = json.loads((tmp_path / "run.json").read_text())["benchmarks"][0]
+    assert bench["stats"]["median"] == pytest.approx(2.6e-6, rel=0.01)  # not the 7 us launch rate
+    info = bench["extra_info"]
+    assert info["launch_us"] == pytest.approx(7.0) and info["calls_per_round"] == 256
+    assert info["round_start"] == "behind a blocking kernel of 3634 µs"  # 2 x 256 launches of 7 us, + 50 us
+    assert info["metrics_window"].startswith("calls back to back")  # the rounds mostly wait behind the lead
+
+
+def test_without_the_blocking_kernel_the_fake_gpu_times_the_launch_rate(tiny, fake_gpu, tmp_path, monkeypatch):
+    """What the test above guards against: a start event on an idle GPU times the host's launches."""
+    monkeypatch.setattr(FakeDevice, "hold", lambda self, us: None)
+    tiny(f"--benchmark-json={tmp_path / 'run.json'}").assert_outcomes(passed=1)
+    assert json.loads((tmp_path / "run.json").read_text())["benchmarks"][0]["stats"]["median"] == \
+        pytest.approx(7e-6, rel=0.01)
 
 
 # --- baselines per GPU model -----------------------------------------------------------------------
@@ -302,40 +394,206 @@ def test_the_same_model_with_another_driver_is_compared_and_noted(suite, fake_gp
     assert "gpu baseline: same model, but driver 570.1 -> 580.65.06" in r.stdout.str()
 
 
-# --- the noise-aware comparison --------------------------------------------------------------------
+# --- the verdict against a baseline ---------------------------------------------------------------
 
 @pytest.fixture
 def saved(suite, fake_gpu, tmp_path):
-    """A baseline of the fake kernel at 1 ms per call (its rounds spread +-2%)."""
+    """A baseline of the fake kernel at 1 ms per call (its rounds spread +-0.2%)."""
     suite(f"--gpu-save-baseline={tmp_path}", kernel_ms=1.0).assert_outcomes(passed=1)
     return tmp_path
 
 
 def verdict_line(result) -> str:
-    return next(line for line in result.stdout.lines if line.startswith("test_kernel ") and " ms -> " in line)
+    return next(line for line in result.stdout.lines if line.startswith("test_kernel ") and " ms  " in line)
 
 
 def test_an_unchanged_kernel_reads_same(suite, saved):
-    r = suite(f"--gpu-baseline={saved}", "--benchmark-compare-fail=median:10%", kernel_ms=1.01)
+    r = suite(f"--gpu-baseline={saved}", "--benchmark-compare-fail=median:10%", "--gpu-fail-slower", kernel_ms=1.0)
     assert r.ret == pytest.ExitCode.OK
     line = verdict_line(r)
-    assert line.endswith("vs h100-80gb-hbm3.json)") and " same " in line and "+1.0%" in line
-
-
-def test_a_change_beyond_the_iqr_reads_slower_when_the_floor_is_off(suite, saved):
-    assert " same " in verdict_line(suite(f"--gpu-baseline={saved}", "--gpu-noise-floor=0", kernel_ms=1.01))
-    r = suite(f"--gpu-baseline={saved}", "--gpu-noise-floor=0", kernel_ms=1.03)
-    assert " slower " in verdict_line(r) and r.ret == pytest.ExitCode.OK  # a verdict, not a failure
+    assert line.endswith("(vs h100-80gb-hbm3.json)") and "  same  " in line
+    assert "every interval within its floor" in line and "no reruns measured its floor" in line
 
 
 def test_a_real_slowdown_reads_slower_and_fails_the_check_without_a_traceback(suite, saved):
     r = suite(f"--gpu-baseline={saved}", "--benchmark-compare-fail=median:10%", kernel_ms=1.5)
     assert r.ret == pytest.ExitCode.TESTS_FAILED
-    assert " slower " in verdict_line(r) and "+50.0%" in verdict_line(r)
+    assert "  slower  median +50.0% [+" in verdict_line(r)
     out = r.stdout.str() + r.stderr.str()
     assert "Performance has regressed" in out and "Traceback" not in out
     assert r.stdout.lines[-2].startswith("FAILED: --benchmark-compare-fail found a slowdown")
 
 
 def test_a_faster_kernel_reads_faster(suite, saved):
-    assert " faster " in verdict_line(suite(f"--gpu-baseline={saved}", kernel_ms=0.5))
+    assert "  faster  median -50.0%" in verdict_line(suite(f"--gpu-baseline={saved}", kernel_ms=0.5))
+
+
+def test_a_change_below_the_least_floor_is_never_slower(suite, saved):
+    """+0.5% with a tight interval: within the default least floor of 1%, so not slower; with no floor, slower."""
+    assert "  same  " in verdict_line(suite(f"--gpu-baseline={saved}", kernel_ms=1.005))
+    assert "  slower  " in verdict_line(suite(f"--gpu-baseline={saved}", "--gpu-noise-floor=0", kernel_ms=1.005))
+
+
+def test_gpu_fail_slower_fails_a_slowdown_that_pytest_benchmarks_check_lets_through(suite, saved):
+    r = suite(f"--gpu-baseline={saved}", "--benchmark-compare-fail=median:10%", "--gpu-fail-slower", kernel_ms=1.05)
+    assert r.ret == pytest.ExitCode.TESTS_FAILED
+    assert "Performance has regressed" not in r.stdout.str()  # +5% passes median:10%
+    assert "FAILED: --gpu-fail-slower: 1 benchmark read slower (test_kernel)" in r.stdout.str()
+
+
+def test_the_verdicts_go_to_a_json_file_with_their_numbers(suite, saved, tmp_path):
+    out = tmp_path / "verdicts.json"
+    suite(f"--gpu-baseline={saved}", f"--gpu-verdict-json={out}", kernel_ms=1.5).assert_outcomes(passed=1)
+    data = json.loads(out.read_text())
+    (v,) = data["verdicts"]
+    assert (v["name"], v["word"], v["baseline"]) == ("test_kernel", "slower", "h100-80gb-hbm3.json")
+    assert set(v["changes"]) == {"median", "q1", "q3", "mean"}
+    assert v["changes"]["median"]["pct"] == pytest.approx(50.0) and v["changes"]["median"]["floor"] == 1.0
+    assert data["runs"]["test_k.py::test_kernel"]["extra_info"]["round_start"] == "behind the L2 flush"
+
+
+# --- the between-run floor -------------------------------------------------------------------------
+
+def test_the_floor_is_measured_by_reruns_stored_with_the_baseline_and_used(suite, saved):
+    path = saved / "h100-80gb-hbm3.json"
+    assert "  slower  " in verdict_line(suite(f"--gpu-baseline={saved}", kernel_ms=1.02))  # least floor: 1%
+    for ms in (1.03, 0.97):  # two reruns that moved 3% either way: this GPU's between-run floor
+        r = suite(f"--gpu-measure-floor={saved}", kernel_ms=ms)
+        r.assert_outcomes(passed=1)
+    assert "gpu baseline floor: rerun 2 added to" in r.stdout.str()
+    stored = json.loads(path.read_text())
+    assert [len(run["benchmarks"]) for run in stored["gpubench"]["reruns"]] == [1, 1]
+    assert stored["gpubench"]["floor_pct"]["test_k.py::test_kernel"]["median"] == pytest.approx(3.0, abs=0.05)
+    assert stored["benchmarks"][0]["stats"]["median"] == pytest.approx(1e-3)  # the baseline itself is unchanged
+    line = verdict_line(suite(f"--gpu-baseline={saved}", kernel_ms=1.02))
+    assert "  same  " in line and "floors from 2 reruns" in line  # +2% is within what unchanged reruns move
+    assert "  slower  " in verdict_line(suite(f"--gpu-baseline={saved}", kernel_ms=1.05))
+
+
+def test_a_rerun_that_moved_too_far_is_left_out_of_the_floor(suite, saved):
+    r = suite(f"--gpu-measure-floor={saved}", kernel_ms=1.5)
+    assert "left out of the floor: test_k.py::test_kernel moved more than 10%" in r.stdout.str()
+    reruns = json.loads((saved / "h100-80gb-hbm3.json").read_text())["gpubench"]["reruns"]
+    assert [run["benchmarks"] for run in reruns] == [{}]
+
+
+def test_saving_a_baseline_anew_starts_without_reruns(suite, saved):
+    suite(f"--gpu-measure-floor={saved}", kernel_ms=1.0).assert_outcomes(passed=1)
+    suite(f"--gpu-save-baseline={saved}", kernel_ms=1.0).assert_outcomes(passed=1)
+    assert "gpubench" not in json.loads((saved / "h100-80gb-hbm3.json").read_text())
+
+
+@pytest.mark.parametrize("args", [["--gpu-save-baseline=a", "--gpu-measure-floor=b"],
+                                  ["--gpu-baseline=a", "--gpu-measure-floor=b"]])
+def test_the_floor_is_measured_apart_from_saving_or_comparing(pytester, fake_gpu, args):
+    r = pytester.runpytest(*PLUGINS, *args)
+    assert r.ret == pytest.ExitCode.USAGE_ERROR and "not both" in r.stderr.str()
+
+
+# --- speed settings, memory size, MIG ---------------------------------------------------------------
+
+@pytest.mark.parametrize("other,said", [
+    ({"memory_mib": 97871.0}, "with 97871 MiB of memory but this one has 81559 MiB"),
+    ({"mig_mode": True}, "was measured with MIG on but MIG is off on this GPU"),
+    ({"power_limit_w": 400.0}, "power limit (W) 400.0 -> 700.0"),
+    ({"app_sm_clock_mhz": 1500}, "application SM clock (MHz) 1500 -> 1980"),
+])
+def test_a_baseline_of_another_part_mode_or_limit_is_refused(suite, fake_gpu, monkeypatch, tmp_path, other, said):
+    monkeypatch.setattr(FakeDevice, "fingerprint", {**H100, "app_sm_clock_mhz": 1980, "ecc": True})
+    monkeypatch.setattr(pytest_plugin, "this_gpu", lambda: dict(FakeDevice.fingerprint))
+    baseline(tmp_path / "h100-80gb-hbm3.json", {**H100, "app_sm_clock_mhz": 1980, "ecc": True, **other})
+    r = suite(f"--gpu-baseline={tmp_path}")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    (line,) = [line for line in r.stderr.lines if line.strip()]
+    assert line.startswith("ERROR: the baseline h100-80gb-hbm3.json was measured") and said in line
+
+
+@pytest.mark.filterwarnings("ignore:Benchmark machine_info is different")
+def test_other_limits_are_compared_when_allowed_and_said_in_every_verdict(suite, fake_gpu, tmp_path):
+    path = baseline(tmp_path / "h100-80gb-hbm3.json", {**H100, "power_limit_w": 400.0})
+    data = json.loads(path.read_text())
+    data["benchmarks"][0]["stats"]["data"] = [1e-3] * 20
+    path.write_text(json.dumps(data))
+    r = suite(f"--gpu-baseline={tmp_path}", "--gpu-allow-different-limits")
+    r.assert_outcomes(passed=1)
+    assert "other speed settings, compared as allowed: power limit (W) 400.0 -> 700.0" in r.stdout.str()
+    assert verdict_line(r).endswith("; power limit (W) 400.0 -> 700.0 (--gpu-allow-different-limits)  "
+                                    "(vs h100-80gb-hbm3.json)")
+
+
+# --- clocks round by round -------------------------------------------------------------------------
+
+def test_each_round_records_the_sm_clock_and_clock_events_and_a_verdict_says_when_they_differ(suite, saved,
+                                                                                                fake_gpu, tmp_path):
+    fake_gpu.sm_clock_mhz, fake_gpu.clock_events = 1755.0, 4 | 1  # power cap (idle is the GPU after a round)
+    out = tmp_path / "v.json"
+    r = suite(f"--gpu-baseline={saved}", f"--gpu-verdict-json={out}", kernel_ms=1.0)
+    info = json.loads(out.read_text())["runs"]["test_k.py::test_kernel"]["extra_info"]
+    assert info["sm_clock_mhz_rounds"] == 1755.0 and info["clock_events_rounds"] == {"power cap": 1.0}
+    assert verdict_line(r).endswith("; clocks differ: median SM clock 1980 -> 1755 MHz, power cap in 0% -> 100% "
+                                    "of rounds  (vs h100-80gb-hbm3.json)")
+    saved_info = json.loads((saved / "h100-80gb-hbm3.json").read_text())["benchmarks"][0]["extra_info"]
+    assert saved_info["rounds_sm_clock_mhz"] == [1980.0] * saved_info["rounds"]  # one per timed round
+    assert saved_info["rounds_clock_events"] == [0] * saved_info["rounds"]
+
+
+# --- a gate never silently off (issue 27) ----------------------------------------------------------
+
+DAMAGED = {"empty": "", "truncated": '{"machine_info": {}, "benchmarks": [', "not an object": "[]",
+           "no benchmarks": '{"machine_info": {}, "benchmarks": []}',
+           "no median": '{"machine_info": {}, "benchmarks": [{"fullname": "t", "stats": {"median": "x"}}]}',
+           "bad rounds": '{"machine_info": {}, "benchmarks": [{"fullname": "t", '
+                         '"stats": {"median": 1, "data": [-1]}}]}'}
+
+
+@pytest.mark.parametrize("damage", DAMAGED)
+@pytest.mark.parametrize("how", ["--gpu-baseline", "--benchmark-compare"])
+def test_a_damaged_baseline_stops_the_gate_in_one_sentence(suite, fake_gpu, tmp_path, damage, how):
+    path = tmp_path / "h100-80gb-hbm3.json"
+    path.write_text(DAMAGED[damage])
+    r = suite(f"--gpu-baseline={tmp_path}" if how == "--gpu-baseline" else f"--benchmark-compare={path}")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    (line,) = [line for line in r.stderr.lines if line.strip()]
+    assert line.startswith(f"ERROR: the baseline {path} ") and line.endswith("save it again with --gpu-save-baseline")
+    assert "passed" not in r.stdout.str() and "Traceback" not in r.stdout.str() + r.stderr.str()
+
+
+def test_a_damaged_compare_file_stops_the_session_without_a_gpu_too(suite, tmp_path):
+    path = tmp_path / "run.json"
+    path.write_text("{")
+    r = suite(f"--benchmark-compare={path}")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR and "is not valid JSON" in r.stderr.str()
+    r = suite(f"--benchmark-compare={tmp_path / 'missing.json'}")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR and "missing.json: no such file" in r.stderr.str()
+
+
+def unwritable_dirs(tmp_path):
+    (tmp_path / "file").write_text("")
+    dirs = {"under a file": tmp_path / "file" / "baselines", "a system folder": Path("/sys/gpubench-baselines")}
+    if os.geteuid() != 0:  # root writes into a read-only folder all the same
+        (tmp_path / "ro").mkdir(mode=0o555)
+        dirs["read-only"] = tmp_path / "ro" / "baselines"
+    return dirs
+
+
+@pytest.mark.parametrize("gpu", [True, False])
+def test_saving_where_a_baseline_cannot_go_is_a_usage_error(suite, tmp_path, request, gpu):
+    if gpu:
+        request.getfixturevalue("fake_gpu")
+    for what, folder in unwritable_dirs(tmp_path).items():
+        r = suite(f"--gpu-save-baseline={folder}")
+        assert r.ret == pytest.ExitCode.USAGE_ERROR, what
+        (line,) = [line for line in r.stderr.lines if line.strip()]
+        assert line.startswith("ERROR: cannot ") and "INTERNALERROR" not in r.stdout.str() + r.stderr.str(), what
+        assert "passed" not in r.stdout.str()
+
+
+def test_failing_on_a_slowdown_without_a_baseline_is_a_usage_error(suite):
+    r = suite("--gpu-fail-slower")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR and "--gpu-fail-slower needs a baseline" in r.stderr.str()
+
+
+def test_a_verdict_file_that_cannot_be_written_is_a_usage_error(suite, tmp_path):
+    (tmp_path / "file").write_text("")
+    r = suite(f"--gpu-verdict-json={tmp_path / 'file' / 'v.json'}")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR and "is not a directory" in r.stderr.str()

@@ -4,8 +4,13 @@ pytest-benchmark calls its timer right before and right after each round (in ped
 = `iterations` calls of the target, and it divides by `iterations`). The first call records a start
 event on the current stream; the second records an end event, waits for it (the round's only
 synchronize) and advances this clock by the GPU time between the two events. So the statistics are
-per-call GPU time of kernels launched back to back. Each round also includes the latency of its
-first launch (a few microseconds); rounds are sized to tens of milliseconds to keep that below 0.1%.
+per-call GPU time of kernels launched back to back.
+
+A start event recorded on an idle GPU completes at once, and the GPU then waits for each launch: calls
+shorter than their launch would be timed at the host's launch rate. So the fixture gives the clock a
+`lead`, a blocking kernel it launches just before the start event, long enough for the host to queue the
+whole round behind it; the GPU then runs the round's calls from a full queue. After each round, `on_round`
+reads what the GPU's clocks were doing (outside the timed events), and `rounds` keeps what it returned.
 
 A round whose target raised never makes its second call: reset() before each benchmark drops that
 stale start, and a round of zero or negative GPU time is an error, never a result.
@@ -24,13 +29,29 @@ class CudaEventClock:
     def __init__(self):
         self.total_s = 0.0
         self._start = None
+        self.lead = None  # called right before each start event (a blocking kernel), or None
+        self.on_round = None  # called after each round's end event completed; what it returns goes to rounds
+        self.rounds: list = []
 
     def reset(self) -> None:
         self._start = None
+        self.rounds = []
+
+    def attach(self, lead=None, on_round=None) -> None:
+        """Set the hooks of the next benchmark and forget the last one's rounds."""
+        self.reset()
+        self.lead, self.on_round = lead, on_round
+
+    def detach(self) -> list:
+        """Drop the hooks; what on_round returned for each round, warm-up rounds included."""
+        self.lead = self.on_round = None
+        return self.rounds
 
     def __call__(self) -> float:
         import torch
 
+        if self._start is None and self.lead is not None:
+            self.lead()
         event = torch.cuda.Event(enable_timing=True)
         event.record()
         if self._start is None:
@@ -42,6 +63,8 @@ class CudaEventClock:
         if not elapsed_s > 0:
             raise ClockError(f"a round measured {elapsed_s * 1e3:.4g} ms of GPU time: no round takes none")
         self.total_s += elapsed_s
+        if self.on_round is not None:
+            self.rounds.append(self.on_round())
         return self.total_s
 
 

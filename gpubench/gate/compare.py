@@ -1,30 +1,38 @@
-"""Comparing a benchmark run with a saved baseline: the baseline file of this GPU model, the refusal to
-compare across GPU models, and a verdict per benchmark that respects the noise.
+"""Baselines per GPU: the file of this GPU model, the checks that it is whole, and the refusal to compare
+runs of GPUs that differ in what sets their speed.
 
 A baseline is a pytest-benchmark JSON file named for the GPU model (`<dir>/h100-80gb-hbm3.json`) whose
-`machine_info["gpu"]` holds the fingerprint of the GPU it was measured on. Two GPU models differ by tens of
-percent on the same kernel: such a comparison is refused, never reported as a regression.
-
-A verdict compares medians. The noise is the wider interquartile range of the two runs, and at least a
-floor (a share of the baseline median) for what one run's IQR cannot show: clocks and temperature that
-drift between runs. A change within the noise reads "same".
+`machine_info["gpu"]` holds the fingerprint of the GPU it was measured on. Another model, another memory
+size (two parts share the name "NVIDIA GH200 480GB") or another MIG mode differ by tens of percent on the
+same kernel: such a comparison is refused, never reported as a regression. Another power limit,
+application clock or ECC mode is refused too, unless the user allows it, and then said with every
+verdict. Another driver is worth a note.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import math
 from pathlib import Path
 
-from gpubench.metrics import finite
 from gpubench.record.rundir import slug
 
 # What identifies the GPU a run was measured on; the model (NVML's name) decides whether runs compare.
-FINGERPRINT_KEYS = ("name", "uuid", "memory_mib", "driver", "cuda_driver", "power_limit_w", "mig_mode")
-NOISE_FLOOR_PCT = 2.0
+FINGERPRINT_KEYS = ("name", "uuid", "memory_mib", "driver", "cuda_driver", "power_limit_w", "mig_mode",
+                    "app_sm_clock_mhz", "app_mem_clock_mhz", "ecc")
+# Settings that change a GPU's speed: refused unless --gpu-allow-different-limits, then said in every line.
+LIMITS = {"power_limit_w": "power limit (W)", "app_sm_clock_mhz": "application SM clock (MHz)",
+          "app_mem_clock_mhz": "application memory clock (MHz)", "ecc": "ECC"}
+NOTED = {"driver": "driver", "cuda_driver": "CUDA driver"}
+MEMORY_TOLERANCE = 0.01  # drivers reserve a version-dependent few MiB; GH200's two parts differ by half
+
+
+class BaselineError(ValueError):
+    """A baseline file that cannot be compared with; the message is one sentence."""
 
 
 def fingerprint(info: dict) -> dict:
-    """The identifying facts of a GPU, from nvml.device_info (or the backend's superset of it)."""
+    """The identifying facts of a GPU, from nvml.device_info and nvml.speed_settings (or a superset)."""
     return {k: info.get(k) for k in FINGERPRINT_KEYS}
 
 
@@ -42,6 +50,52 @@ def missing_baseline(directory: str | Path, gpu_name: str) -> str:
             f"model with --gpu-save-baseline={directory}")
 
 
+def _positive(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+
+def _damage(data) -> str | None:
+    """What makes a parsed baseline unusable, or None: the parts pytest-benchmark and the verdict read."""
+    if not isinstance(data, dict):
+        return "holds no JSON object"
+    if not isinstance(data.get("machine_info"), dict):
+        return "has no machine_info"
+    benches = data.get("benchmarks")
+    if not isinstance(benches, list) or not benches:
+        return "holds no benchmarks"
+    for i, bench in enumerate(benches):
+        stats = bench.get("stats") if isinstance(bench, dict) else None
+        if not isinstance(bench, dict) or not isinstance(bench.get("fullname"), str) or not isinstance(stats, dict):
+            return f"has a benchmark (number {i + 1}) without a name or statistics"
+        if not _positive(stats.get("median")):
+            return f"has no positive median for {bench['fullname']}"
+        rounds = stats.get("data")
+        if rounds is not None and not (isinstance(rounds, list) and all(_positive(x) for x in rounds)):
+            return f"has round times for {bench['fullname']} that are not positive numbers"
+    section = data.get("gpubench")
+    if section is not None and not (isinstance(section, dict) and isinstance(section.get("reruns", []), list)):
+        return "has a damaged gpubench section"
+    return None
+
+
+def load_baseline(path: str | Path) -> dict:
+    """A baseline file, read and checked whole; BaselineError (one sentence) for any other file: a gate that
+    could not read its baseline must stop, not pass with nothing compared."""
+    try:
+        text = Path(path).read_text(encoding="utf8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise BaselineError(f"the baseline {path} cannot be read ({getattr(err, 'strerror', None) or err})") from None
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as err:
+        what = "is empty" if not text.strip() else f"is not valid JSON ({err})"
+        raise BaselineError(f"the baseline {path} {what}: save it again with --gpu-save-baseline") from None
+    damage = _damage(data)
+    if damage:
+        raise BaselineError(f"the baseline {path} {damage}: save it again with --gpu-save-baseline")
+    return data
+
+
 def model_mismatch(saved: dict, current: dict, where: str = "the baseline") -> str | None:
     """One sentence refusing a baseline measured on another GPU model, or None when the models match."""
     if saved.get("name") == current.get("name"):
@@ -51,49 +105,39 @@ def model_mismatch(saved: dict, current: dict, where: str = "the baseline") -> s
             f"{current.get('name')} (--gpu-baseline=DIR picks DIR/{slug(current.get('name') or '')}.json)")
 
 
-def differences(saved: dict, current: dict) -> list[str]:
-    """What else differs between the baseline's GPU and this one (same model): worth a warning, not a refusal."""
-    labels = {"driver": "driver", "cuda_driver": "CUDA driver", "power_limit_w": "power limit (W)",
-              "mig_mode": "MIG mode"}
+def part_mismatch(saved: dict, current: dict, where: str = "the baseline") -> str | None:
+    """One sentence refusing a baseline of the same name but another memory size or MIG mode, or None."""
+    a, b = saved.get("memory_mib"), current.get("memory_mib")
+    if _positive(a) and _positive(b) and abs(a - b) > MEMORY_TOLERANCE * max(a, b):
+        return (f"{where} was measured on a {saved.get('name')} with {a:.0f} MiB of memory but this one has "
+                f"{b:.0f} MiB: parts that share a name but not their memory differ in bandwidth, so keep a "
+                f"baseline of this part in a directory of its own (--gpu-save-baseline=DIR)")
+    if saved.get("mig_mode") is not None and current.get("mig_mode") is not None \
+            and bool(saved["mig_mode"]) != bool(current["mig_mode"]):
+        on = {True: "on", False: "off"}
+        return (f"{where} was measured with MIG {on[bool(saved['mig_mode'])]} but MIG is "
+                f"{on[bool(current['mig_mode'])]} on this GPU: a GPU split into instances and a whole GPU are "
+                f"not comparable, so save a baseline in this mode (--gpu-save-baseline=DIR)")
+    return None
+
+
+def _changed(saved: dict, current: dict, labels: dict) -> list[str]:
     return [f"{label} {saved.get(k)} -> {current.get(k)}" for k, label in labels.items()
-            if k in saved and saved.get(k) != current.get(k)]
+            if saved.get(k) is not None and current.get(k) is not None and saved.get(k) != current.get(k)]
 
 
-@dataclass(frozen=True)
-class Verdict:
-    word: str  # same | slower | faster
-    change_pct: float  # (now - baseline) / baseline median
-    noise_pct: float  # the change below which the verdict is "same"
+def limits_changed(saved: dict, current: dict) -> list[str]:
+    """The speed settings (power limit, application clocks, ECC) in which this GPU differs from the baseline's;
+    a setting either side does not record is not compared."""
+    return _changed(saved, current, LIMITS)
 
 
-def verdict(now_median: float, now_iqr: float, base_median: float, base_iqr: float,
-            floor_pct: float = NOISE_FLOOR_PCT) -> Verdict:
-    """same, slower or faster: the medians' difference against the wider IQR (at least floor_pct of the baseline)."""
-    if not (finite(base_median) and base_median > 0 and finite(now_median)):
-        raise ValueError("a verdict needs two positive medians")
-    iqrs = [v for v in (now_iqr, base_iqr) if finite(v)]
-    noise = max([*iqrs, floor_pct / 100 * base_median])
-    diff = now_median - base_median
-    word = "same" if abs(diff) <= noise else ("slower" if diff > 0 else "faster")
-    return Verdict(word, 100 * diff / base_median, 100 * noise / base_median)
+def limits_refusal(changed: list[str], where: str = "the baseline") -> str:
+    return (f"{where} was measured with other settings than this GPU's ({'; '.join(changed)}): they change its "
+            "speed, so compare against a baseline saved with these settings, or give "
+            "--gpu-allow-different-limits to compare anyway with every verdict saying so")
 
 
-def pairs(flat_benchmarks: list[dict], keep=lambda bench: True) -> list[tuple[dict, dict]]:
-    """(baseline, now) pairs from the rows pytest-benchmark groups: a row with a `path` came from a saved file,
-    the row without one is this run's; both carry this run's extra_info."""
-    now = {b["fullname"]: b for b in flat_benchmarks if b.get("path") is None and keep(b)}
-    return [(b, now[b["fullname"]]) for b in flat_benchmarks if b.get("path") is not None and b["fullname"] in now]
-
-
-def report_lines(pairs_: list[tuple[dict, dict]], floor_pct: float) -> list[str]:
-    """One line per benchmark: baseline median -> now, the change, the noise, the verdict."""
-    if not pairs_:
-        return []
-    width = max(len(now["name"]) for _, now in pairs_)
-    lines = [f"median GPU time per call; a change within the noise (the wider IQR of the two runs, at least "
-             f"{floor_pct:g}% of the baseline) reads same"]
-    for base, now in pairs_:
-        v = verdict(now["median"], now.get("iqr"), base["median"], base.get("iqr"), floor_pct)
-        lines.append(f"{now['name']:<{width}}  {base['median'] * 1e3:#10.4g} ms -> {now['median'] * 1e3:#10.4g} ms  "
-                     f"{v.change_pct:+7.1f}%  noise {v.noise_pct:4.1f}%  {v.word}   (vs {Path(base['path']).name})")
-    return lines
+def differences(saved: dict, current: dict) -> list[str]:
+    """What else differs between the baseline's GPU and this one: worth a note, not a refusal."""
+    return _changed(saved, current, NOTED)

@@ -1,6 +1,8 @@
 """The CUDA device gpu_benchmark times on: which GPU it is (CUDA device -> NVML by UUID, never "GPU 0"),
-its fingerprint, L2 size and datasheet peaks, the L2 flush, and one sampler that records its metrics for
-the whole session, from which each benchmark takes the rows of its own window."""
+its fingerprint (with the settings that change its speed), L2 size and datasheet peaks, the L2 flush, the
+blocking kernel ahead of a round, the settling of its clocks, its clocks after each round, and one
+sampler that records its metrics for the whole session, from which each benchmark takes the rows of its
+own window."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from gpubench.truth import peaks
 from gpubench.truth.timing import calls_for, time_loop, warm_up
 
 KEEP_ROWS = 6000  # ten minutes at 0.1 s: a benchmark's window is seconds long
+LAUNCH_PROBE_CALLS = 20  # few enough that CUDA's launch queue never fills while the host launches them
 NOT_MEDIANS = ("energy_j",)  # a counter: its median says nothing
 
 
@@ -27,7 +30,8 @@ class NoGpu(RuntimeError):
 def identify(cuda_index: int = 0) -> dict:
     """The fingerprint of this process's CUDA device `cuda_index`, asked of the CUDA driver and NVML (no torch)."""
     try:
-        return fingerprint(nvml.device_info(gpus.by_cuda_index(cuda_index).nvml_index))
+        index = gpus.by_cuda_index(cuda_index).nvml_index
+        return fingerprint({**nvml.device_info(index), **nvml.speed_settings(index)})
     except IndexError:
         raise NoGpu("CUDA sees no GPU in this process") from None
     except (gpus.CudaUnavailable, nvml.GpuUnavailable, nvml.NVMLError) as err:
@@ -39,7 +43,9 @@ class CudaDevice:
         backend = CudaBackend()
         self.gpu, _ = backend.resolve(cuda_index, all_gpus=False)
         info = backend.device_info(self.gpu)
-        self.fingerprint = fingerprint(info)
+        self.fingerprint = fingerprint({**info, **nvml.speed_settings(self.gpu.nvml_index)})
+        self._nvml = nvml.handle(self.gpu.nvml_index)
+        self._hold_out = None
         self.l2_bytes = int(round(info["l2_cache_mib"] * 2**20))
         self.peaks = {"datasheet": peaks.sheet_for(info), "measured": None}
         self.versions = backend.versions()
@@ -52,7 +58,43 @@ class CudaDevice:
                                uuids={index: self.gpu.uuid}).start()
 
     def warm_up(self, run) -> float:
+        self.hold(1.0)  # compiles the blocking kernel before anything is timed
         return warm_up(run)
+
+    def launch_us(self, run) -> float:
+        """The host's time to launch one call, in microseconds (the GPU may run it later)."""
+        import torch
+
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(LAUNCH_PROBE_CALLS):
+            run()
+        host_s = time.perf_counter() - t0
+        torch.cuda.synchronize()
+        return host_s / LAUNCH_PROBE_CALLS * 1e6
+
+    def hold(self, us: float) -> None:
+        """Keep the GPU busy for `us` microseconds: one thread spins on the GPU's timer (kernels.spin)."""
+        import torch
+
+        from gpubench.kernels.spin import triton_spin
+
+        if self._hold_out is None:
+            self._hold_out = torch.empty(2, dtype=torch.int64, device=f"cuda:{self.gpu.cuda_index}")
+        # a multiple of 16 ns: Triton compiles one variant for every such length, and once
+        triton_spin(max(16, -(-int(us * 1e3) // 16) * 16), self._hold_out)
+
+    def settle(self, run, call_ms: float, settle_s: float) -> None:
+        """Calls back to back for settle_s, so the rounds start at the clock the GPU sustains."""
+        if settle_s > 0:
+            time_loop(run, calls_per_timing=calls_for(call_ms), duration_s=settle_s)
+
+    def round_state(self) -> tuple[float, int | None]:
+        """The SM clock (MHz) and NVML's clock-event reasons (a bitmask) now: read after each round."""
+        return nvml.clock_now(self._nvml)
+
+    def event_names(self, mask: int | None) -> list[str]:
+        return nvml.clock_event_names(mask)
 
     def flush_l2(self) -> None:
         """Write a buffer of twice L2 (or more): whatever the next call reads comes from device memory."""

@@ -1,15 +1,25 @@
-"""What the gpu_benchmark fixture does with a call: warm it up, decide on the L2 flush, time it in GPU time
-through pytest-benchmark's pedantic mode, and record beside the timing what the GPU did meanwhile.
+"""What the gpu_benchmark fixture does with a call: warm it up, decide on the L2 flush, settle the GPU's
+clocks, time it in GPU time through pytest-benchmark's pedantic mode, and record beside the timing what
+the GPU did meanwhile, round by round.
 
 A call whose working set fits in L2 finds its data there when it runs again at once, so back-to-back
 calls would time the cache, not the memory a real workload reads. With the flush, each round is one call
 after a write of at least twice the L2 size, outside the timed events (pytest-benchmark runs `setup`
 before every round, and only with one call per round). The write is at least FLUSH_MIN_BYTES long so the
 host has queued the timed call before the GPU reaches it: a launch gap is never timed. Without the flush
-(a working set larger than L2, or --gpu-no-flush-l2) a round is about 20 ms of calls back to back.
+(a working set larger than L2, or --gpu-no-flush-l2) a round is about 20 ms of calls back to back, at
+most QUEUE_CALLS of them, queued behind a blocking kernel (the clock's lead) that lasts twice the time
+the host took to launch them: the GPU runs them from a full queue, so a call shorter than its launch is
+timed at its GPU time, not at the host's launch rate.
+
+Before the rounds the GPU runs the call back to back for settle_s (1 s, as timing.interleaved settles):
+a GPU at its power limit lowers its clock within a second of heavy work, and rounds timed from idle
+would catch the higher clock first and the lower one later. After each round the device reads the SM
+clock and NVML's clock-event reasons, so a verdict can say when a baseline and a run ran at other clocks.
 
 The metrics sampled while single calls alternate with flushes would describe the flush, so with the
-flush on they come from a second window of back-to-back calls.
+flush on they come from a second window of back-to-back calls; so do those of tiny calls, whose rounds
+spend more time behind their lead kernel (one spinning thread) than running.
 
 Nothing here imports torch or NVML: the device (gpubench.gate.device, or a fake in tests) does the GPU work.
 """
@@ -25,6 +35,7 @@ from gpubench.gate.clock import CLOCK
 from gpubench.metrics import finite
 from gpubench.read.summary import derive
 from gpubench.record.rundir import json_safe
+from gpubench.stats import quantile
 from gpubench.truth import peaks
 from gpubench.truth.timing import GROUP_MS, calls_for
 
@@ -32,6 +43,16 @@ MIN_ROUNDS = 10
 MAX_FLUSHED_ROUNDS = 10_000  # each flushed round also costs ~0.1 ms of host time and a synchronize
 FLUSH_MIN_BYTES = 256 * 2**20  # about 0.1 ms of writes on an H100
 MIN_TIME_S = 1.0
+SETTLE_S = 1.0
+WARMUP_ROUNDS = 1
+# Calls queued behind the lead kernel at most: CUDA's launch queue holds on the order of a thousand
+# launches, and once it is full the host waits for the GPU to free a slot, which is the launch rate again.
+QUEUE_CALLS = 256
+LEAD_FACTOR = 2.0  # the lead kernel lasts this many times the host's time to launch the round's calls
+LEAD_MARGIN_US = 50.0  # and this much more, for recording the start event
+MAX_LEAD_US = 50_000.0  # a call that waits on the GPU itself gains nothing from a longer lead
+LEAD_SHARE = 0.1  # rounds whose lead is longer than this share of them: their metrics come from a window apart
+IGNORED_EVENTS = ("idle",)  # read right after a round completed, the GPU is idle: not a reason of the round
 TIMER = "CUDA events, GPU time per call"
 UNITS = tuple(peaks.UNITS.values())  # the compute peaks of peaks.DATASHEET that MFU divides by
 TIMED_WINDOW = "the timed rounds"
@@ -62,16 +83,35 @@ class Plan:
     rounds: int
     iterations: int  # calls per round
     flush: bool
+    lead_us: float = 0.0  # the blocking kernel ahead of each round's start event (none behind a flush)
 
 
-def plan(call_ms: float, min_time_s: float, flush: bool, flush_ms: float = 0.0) -> Plan:
-    """Rounds and calls per round for about min_time_s of GPU time (and never fewer than MIN_ROUNDS rounds)."""
+def plan(call_ms: float, min_time_s: float, flush: bool, flush_ms: float = 0.0, launch_us: float = 0.0) -> Plan:
+    """Rounds and calls per round for about min_time_s of GPU time (and never fewer than MIN_ROUNDS rounds);
+    for calls back to back, the lead kernel that covers the host's launches of a round (launch_us each)."""
     call_ms = max(call_ms, 1e-6)
     if flush:
         rounds = math.ceil(min_time_s * 1e3 / (call_ms + flush_ms))
         return Plan(min(max(rounds, MIN_ROUNDS), MAX_FLUSHED_ROUNDS), 1, True)
-    iterations = calls_for(call_ms, GROUP_MS)
-    return Plan(max(MIN_ROUNDS, math.ceil(min_time_s * 1e3 / (iterations * call_ms))), iterations, False)
+    iterations = min(calls_for(call_ms, GROUP_MS), QUEUE_CALLS)
+    lead_us = min(MAX_LEAD_US, LEAD_FACTOR * iterations * max(launch_us, 0.0) + LEAD_MARGIN_US)
+    return Plan(max(MIN_ROUNDS, math.ceil(min_time_s * 1e3 / (iterations * call_ms))), iterations, False, lead_us)
+
+
+def round_facts(states: list, event_names) -> dict:
+    """What the GPU's clocks did round by round: each round's SM clock and clock-event reasons (a bitmask), their
+    median, and the share of rounds in which each reason held (event_names turns a bitmask into names)."""
+    clocks = [c for c, _ in states]
+    masks = [m for _, m in states]
+    facts = {"rounds_sm_clock_mhz": clocks, "rounds_clock_events": masks}
+    measured = [c for c in clocks if finite(c)]
+    if measured:
+        facts["sm_clock_mhz_rounds"] = quantile(measured, 0.5)
+    known = [m for m in masks if m is not None]
+    if known:
+        names = [n for m in known for n in event_names(m) if n not in IGNORED_EVENTS]
+        facts["clock_events_rounds"] = {n: names.count(n) / len(known) for n in dict.fromkeys(names)}
+    return facts
 
 
 def work_facts(median_ms: float, flops, nbytes, unit, bound, peaks: dict) -> dict:
@@ -92,11 +132,14 @@ def work_facts(median_ms: float, flops, nbytes, unit, bound, peaks: dict) -> dic
 class GpuBenchmark:
     """gpu_benchmark(fn, *args, flops=None, bytes=None, unit=None, ...): see the fixture's docstring."""
 
-    def __init__(self, benchmark, device, min_time_s: float = MIN_TIME_S, flush_l2: bool = True):
+    def __init__(self, benchmark, device, min_time_s: float = MIN_TIME_S, flush_l2: bool = True,
+                 settle_s: float = SETTLE_S):
         self.benchmark = benchmark
         self.device = device
         self.min_time_s = min_time_s
         self.flush_l2 = flush_l2
+        self.settle_s = settle_s
+        self.rounds_s: list[float] = []  # GPU time per call of each timed round, once it ran
 
     @property
     def extra_info(self) -> dict:
@@ -118,23 +161,34 @@ class GpuBenchmark:
         call_ms = dev.warm_up(run)
         ws = working_set_bytes if working_set_bytes is not None else estimate_working_set(args, kwargs, bytes)
         flush = needs_flush(ws, dev.l2_bytes, self.flush_l2 if flush_l2 is None else flush_l2)
-        p = plan(call_ms, self.min_time_s, flush, dev.flush_ms() if flush else 0.0)
-        CLOCK.reset()
+        launch_us = dev.launch_us(run)
+        p = plan(call_ms, self.min_time_s, flush, dev.flush_ms() if flush else 0.0, launch_us)
+        dev.settle(run, call_ms, self.settle_s)
+        CLOCK.attach(lead=None if flush else partial(dev.hold, p.lead_us), on_round=dev.round_state)
         t0 = time.monotonic()
-        result = self.benchmark.pedantic(fn, args=args, kwargs=kwargs, setup=dev.flush_l2 if flush else None,
-                                         rounds=p.rounds, iterations=p.iterations, warmup_rounds=1)
+        try:
+            result = self.benchmark.pedantic(fn, args=args, kwargs=kwargs, setup=dev.flush_l2 if flush else None,
+                                             rounds=p.rounds, iterations=p.iterations, warmup_rounds=WARMUP_ROUNDS)
+        finally:
+            states = CLOCK.detach()[WARMUP_ROUNDS:]
         t1 = time.monotonic()
+        self.rounds_s = list(self.benchmark.stats.stats.data)
         window = TIMED_WINDOW
-        if flush:
+        if flush or p.lead_us / 1e3 > LEAD_SHARE * p.iterations * call_ms:
             t0, t1 = dev.back_to_back(run, call_ms, self.min_time_s)
             window = BACK_TO_BACK_WINDOW
         median_ms = self.benchmark.stats["median"] * 1e3
+        start = "behind the L2 flush" if flush else f"behind a blocking kernel of {p.lead_us:.0f} µs"
         info = {"kernel_ms": median_ms, "timer": TIMER, "calls_per_round": p.iterations, "rounds": p.rounds,
-                "l2_flush": flush, "working_set_bytes": ws, "l2_bytes": dev.l2_bytes}
+                "l2_flush": flush, "working_set_bytes": ws, "l2_bytes": dev.l2_bytes, "settle_s": self.settle_s,
+                "round_start": start, "launch_us": launch_us}
+        info.update(round_facts(states, dev.event_names))
         info.update(work_facts(median_ms, flops, bytes, unit, bound, dev.peaks))
         info.update(dev.metrics(t0, t1), metrics_window=window)
         fp = dev.fingerprint
         info.update(gpu=fp["name"], gpu_uuid=fp["uuid"], driver=fp["driver"], cuda_driver=fp["cuda_driver"],
-                    power_limit_w=fp["power_limit_w"], mig_mode=fp["mig_mode"], **dev.versions)
+                    power_limit_w=fp["power_limit_w"], mig_mode=fp["mig_mode"], ecc=fp.get("ecc"),
+                    app_sm_clock_mhz=fp.get("app_sm_clock_mhz"), app_mem_clock_mhz=fp.get("app_mem_clock_mhz"),
+                    **dev.versions)
         self.extra_info.update(json_safe(info))
         return result

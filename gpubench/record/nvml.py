@@ -246,3 +246,42 @@ def compute_processes(index: int) -> list[int]:
     """PIDs of compute processes on a GPU (to warn when another job shares it)."""
     procs = call(pynvml.nvmlDeviceGetComputeRunningProcesses, handle(index), default=[]) or []
     return [int(p.pid) for p in procs]
+
+
+# NVML's clock-event ("throttle") reasons, by the names gpubench prints. The older Throttle constants
+# exist in every nvidia-ml-py this project supports; the bits are the same as the ClocksEvent ones.
+CLOCK_EVENT_REASONS = {
+    pynvml.nvmlClocksThrottleReasonGpuIdle: "idle",
+    pynvml.nvmlClocksThrottleReasonApplicationsClocksSetting: "application clocks",
+    pynvml.nvmlClocksThrottleReasonSwPowerCap: "power cap",
+    pynvml.nvmlClocksThrottleReasonHwSlowdown: "hardware slowdown",
+    pynvml.nvmlClocksThrottleReasonSyncBoost: "sync boost",
+    pynvml.nvmlClocksThrottleReasonSwThermalSlowdown: "thermal (software)",
+    pynvml.nvmlClocksThrottleReasonHwThermalSlowdown: "thermal (hardware)",
+    pynvml.nvmlClocksThrottleReasonHwPowerBrakeSlowdown: "power brake",
+    pynvml.nvmlClocksThrottleReasonDisplayClockSetting: "display clock",
+}
+
+
+def clock_event_names(mask: int | None) -> list[str]:
+    """The names of the reasons set in a clock-event bitmask (none for None)."""
+    return [name for bit, name in CLOCK_EVENT_REASONS.items() if mask and mask & bit]
+
+
+def clock_now(h) -> tuple[float, int | None]:
+    """The SM clock (MHz, NaN where missing) and the clock-event reasons (a bitmask, None where missing) now."""
+    events = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+        pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    clock = call(pynvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_SM)
+    mask = call(events, h)
+    return (float(clock) if clock is not None else math.nan), (int(mask) if mask is not None else None)
+
+
+def speed_settings(index: int) -> dict:
+    """What an administrator sets that changes a GPU's speed beside its power limit: the application clocks
+    (SM and memory, MHz) and ECC (on or off); None for any this GPU cannot give."""
+    h = handle(index)
+    ecc = call(pynvml.nvmlDeviceGetEccMode, h)
+    return {"app_sm_clock_mhz": call(pynvml.nvmlDeviceGetApplicationsClock, h, pynvml.NVML_CLOCK_SM),
+            "app_mem_clock_mhz": call(pynvml.nvmlDeviceGetApplicationsClock, h, pynvml.NVML_CLOCK_MEM),
+            "ecc": bool(ecc[0]) if ecc else None}

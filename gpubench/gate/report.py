@@ -1,0 +1,110 @@
+"""A run against its baseline, benchmark by benchmark: the verdict with the numbers behind it, and what else
+differed (the clocks round by round, speed settings allowed to differ), as lines for the terminal and as
+records for --gpu-verdict-json."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpubench.gate import floor
+from gpubench.gate.verdict import LEVEL, Verdict, judge
+from gpubench.metrics import finite
+
+CLOCK_DIFF = 0.02  # a median SM clock 2% apart (about two of NVML's 15 MHz steps on an H100) is said
+EVENT_DIFF = 0.25  # and a clock-event reason that held in a quarter more (or fewer) of the rounds
+
+
+def clock_note(before: dict, now: dict) -> str | None:
+    """One clause on how the clocks of the rounds differed between the baseline and this run (extra_info of
+    each), or None where they did not or were not recorded."""
+    parts = []
+    a, b = before.get("sm_clock_mhz_rounds"), now.get("sm_clock_mhz_rounds")
+    if finite(a) and finite(b) and a > 0 and abs(b - a) >= CLOCK_DIFF * a:
+        parts.append(f"median SM clock {a:.0f} -> {b:.0f} MHz")
+    ea, eb = before.get("clock_events_rounds"), now.get("clock_events_rounds")
+    if isinstance(ea, dict) and isinstance(eb, dict):
+        for name in dict.fromkeys([*ea, *eb]):
+            x, y = ea.get(name, 0.0), eb.get(name, 0.0)
+            if abs(y - x) >= EVENT_DIFF:
+                parts.append(f"{name} in {x:.0%} -> {y:.0%} of rounds")
+    return f"clocks differ: {', '.join(parts)}" if parts else None
+
+
+@dataclass
+class Compared:
+    """One benchmark of this run against the baseline's: a verdict, or why there is none."""
+
+    name: str
+    fullname: str
+    now_median_s: float
+    base_median_s: float | None = None
+    verdict: Verdict | None = None
+    floor_reruns: int = 0
+    notes: list[str] = field(default_factory=list)
+    not_compared: str | None = None
+
+    def record(self, baseline_name: str) -> dict:
+        out = {"name": self.name, "fullname": self.fullname, "baseline": baseline_name,
+               "word": self.verdict.word if self.verdict else None, "now_median_s": self.now_median_s,
+               "base_median_s": self.base_median_s, "floor_reruns": self.floor_reruns, "notes": self.notes,
+               "not_compared": self.not_compared}
+        if self.verdict:
+            out["why"] = self.verdict.why
+            out["changes"] = {c.stat: {"pct": c.pct, "lo": c.lo, "hi": c.hi, "floor": c.floor}
+                              for c in self.verdict.changes}
+        return out
+
+
+def compare_run(baseline: dict, runs: dict[str, dict], least_floor_pct: float,
+                always: list[str] = ()) -> list[Compared]:
+    """Each benchmark of this run ({fullname: {"name", "rounds", "extra_info"}}) against the baseline file's;
+    `always` is said with every verdict (speed settings that were allowed to differ)."""
+    saved = {b["fullname"]: b for b in baseline["benchmarks"]}
+    out = []
+    for fullname, run in runs.items():
+        rounds = run["rounds"]
+        c = Compared(run["name"], fullname, _median(rounds) if rounds else float("nan"))
+        out.append(c)
+        bench = saved.get(fullname)
+        if bench is None:
+            c.not_compared = "not in the baseline (a new benchmark?)"
+            continue
+        c.base_median_s = bench["stats"]["median"]
+        before = bench["stats"].get("data") or []
+        if len(before) < 2 or len(rounds) < 2:
+            c.not_compared = (f"the baseline holds {len(before)} rounds of it and this run {len(rounds)}: a "
+                              "verdict needs two or more of each (save the baseline with --gpu-save-baseline)")
+            continue
+        floors, c.floor_reruns = floor.floors(baseline, fullname, least_floor_pct)
+        c.verdict = judge(before, rounds, floors)
+        note = clock_note(bench.get("extra_info") or {}, run.get("extra_info") or {})
+        c.notes = [n for n in (note, *always) if n]
+    return out
+
+
+def _median(values: list[float]) -> float:
+    data = sorted(values)
+    mid = len(data) // 2
+    return data[mid] if len(data) % 2 else (data[mid - 1] + data[mid]) / 2
+
+
+def lines(compared: list[Compared], baseline_name: str, least_floor_pct: float) -> list[str]:
+    """The header and one line per benchmark: medians then and now, the verdict, the numbers that decided it."""
+    if not compared:
+        return []
+    width = max(len(c.name) for c in compared)
+    out = ["GPU time per call against the baseline: the change of the median, quartiles and mean of the rounds, "
+           f"each with its {LEVEL:.0%} interval (block bootstrap over rounds), against the floor that unchanged reruns "
+           f"move (measured with --gpu-measure-floor; at least {least_floor_pct:g}%)"]
+    for c in compared:
+        if c.verdict is None:
+            out.append(f"{c.name:<{width}}  not compared: {c.not_compared}")
+            continue
+        v = c.verdict
+        median = "" if v.why.startswith("median ") else f" (median {v.median.text()})"
+        source = f"floors from {c.floor_reruns} rerun{'s' * (c.floor_reruns != 1)}" if c.floor_reruns \
+            else "no reruns measured its floor"
+        notes = "".join(f"; {n}" for n in c.notes)
+        out.append(f"{c.name:<{width}}  {c.base_median_s * 1e3:#.4g} -> {c.now_median_s * 1e3:#.4g} ms  "
+                   f"{v.word:<6}  {v.why}{median}; {source}{notes}  (vs {baseline_name})")
+    return out
