@@ -32,16 +32,18 @@ IMPLS = ("triton", "cupy", "torch")
 SIZES = {"b": 1, "k": 8192, "n": 28672}
 STORY = [
     "{said} at batch {tokens_per_call:.0f}: {kernel_us:.0f} µs a step for {tokens_per_s:,.0f} tokens/s.",
-    "Each step read the {useful_gb:.2f} GB of weights once: {gbps:.0f} GB/s, MBU {mbu_pct:.0f}% of the "
-    "datasheet DRAM bandwidth, while the arithmetic reached MFU {mfu_pct:.2g}% of the {dtype} peak.",
+    "Each step moved {useful_gb:.2f} GB of useful bytes (the weights once, the tokens in and out): {gbps:.0f} "
+    "GB/s, MBU {mbu_pct:.0f}% of the datasheet DRAM bandwidth, while the arithmetic reached MFU {mfu_pct:.2g}% "
+    "of the {dtype} peak.",
+    "That is {speedup_vs_baseline:.2f}x the speed of {baseline}.",
     "It used {j_per_token:.3g} J a token ({power_w_energy:.0f} W).",
 ]
 CUPY_MAX_B = 16  # the CuPy kernel keeps one accumulator per token in registers, on CUDA cores
 
-# Launch settings by batch size: each row covers batches up to its first number. Measured with
-# scripts/tune_kernels.py --only decode (results/tune-decode-*.csv), interleaved with torch at sustained
-# clocks. A GPU not in the table gets the fallback rule: 16-row weight tiles for small batches, GEMM-like
-# 128x128 tiles from 64 tokens up.
+# Launch settings by batch size: each row covers batches up to its first number. A GPU model's line is
+# written by scripts/tune_kernels.py --only decode --apply from a sweep interleaved with torch at sustained
+# clocks (its CSV goes to results/). A GPU without a line gets the fallback rule: 16-row weight tiles up
+# to 16 tokens, 64x32 tiles up to 32, GEMM-like 128x128 tiles above.
 FALLBACK = ((16, {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 512, "num_warps": 4, "num_stages": 4}),
             (32, {"BLOCK_N": 64, "BLOCK_B": 32, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4}),
             (None, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4}))
@@ -200,6 +202,11 @@ def triton_decode(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, config: dic
             f"(weights x tokens x depth){' through TMA' if tma else ''}, {count(cfg.get('num_stages', 3), 'stage')}")
 
 
+def _cupy_fits(b: int) -> None:
+    if b > CUPY_MAX_B:
+        raise ValueError(f"the CuPy decode kernel runs on CUDA cores for batches up to {CUPY_MAX_B}, not {b}: "
+                         "larger batches are matrix products for the tensor cores (triton, torch)")
+
 
 def cupy_decode(x, w, y, threads: int | None = None) -> str:
     """y = x·Wᵀ on CUDA cores, for batches up to CUPY_MAX_B and K a multiple of 8: CuPy arrays of bf16
@@ -207,9 +214,7 @@ def cupy_decode(x, w, y, threads: int | None = None) -> str:
     cp = cupy()
     _check_shapes(x, w, y)
     (b, k), n = x.shape, w.shape[0]
-    if b > CUPY_MAX_B:
-        raise ValueError(f"the CuPy decode kernel runs on CUDA cores for batches up to {CUPY_MAX_B}, not {b}: "
-                         "larger batches are matrix products for the tensor cores (triton, torch)")
+    _cupy_fits(b)
     if any(a.dtype.itemsize != 2 or not a.flags.c_contiguous for a in (x, w, y)) or k % 8:
         raise ValueError("cupy_decode takes contiguous 16-bit arrays (bf16 bits) with K a multiple of 8")
     threads = threads or tuned_row(CONFIG).get("cupy_threads", CONFIG["*"]["cupy_threads"])
@@ -248,8 +253,8 @@ def prepare(impl: str, b: int = SIZES["b"], k: int = SIZES["k"], n: int = SIZES[
             seed: int = 0) -> Prepared:
     if impl not in IMPLS:
         raise ValueError(f"unknown decode implementation {impl!r}; choose from {', '.join(IMPLS)}")
-    if impl == "cupy" and b > CUPY_MAX_B:  # before allocating hundreds of MB
-        raise ValueError(f"the CuPy decode kernel runs on CUDA cores for batches up to {CUPY_MAX_B}, not {b}")
+    if impl == "cupy":
+        _cupy_fits(b)  # before allocating hundreds of MB
     x, w = make_inputs(b, k, n, device, seed)
     y = torch.empty(b, n, device=device, dtype=torch.bfloat16)
     if impl == "triton":

@@ -72,6 +72,12 @@ def per_joule(row: dict) -> dict:
             "j_per_token": j / tokens if finite(tokens) and tokens > 0 else nan}
 
 
+def joules(row: dict) -> dict:
+    """The row's energy columns as its summary holds them, or computed from its power and time per call
+    where the run was summarized before these columns existed."""
+    return {k: row[k] if k in row else v for k, v in per_joule(row).items()}
+
+
 def peak_conditions(rows: list[dict], gpu: int, t_start: float, t_end: float) -> dict:
     """The SM clock and power seen while a peak was measured, over the rows inside its window."""
     window = steady_rows(rows, gpu, t_start, t_end, trim_s=0.0)
@@ -121,6 +127,29 @@ def derive(result: dict, peaks: dict) -> dict:
         "busbw_gbps": busbw / 1e9,
         "nvlink_pct": frac(busbw, "nvlink" if coll else None, "datasheet"),
     }
+
+
+def ridge_flop_per_byte(peaks: dict, which: str | None = None, unit: str = "bf16_tensor") -> float | None:
+    """The arithmetic intensity where the compute roof meets the DRAM roof: peak FLOP/s over bandwidth.
+
+    which: "datasheet" or "measured"; None takes each peak as the roofline draws it, measured where known.
+    """
+    sheet, meas = peaks.get("datasheet") or {}, peaks.get("measured") or {}
+    pick = (lambda k: meas.get(k) or sheet.get(k)) if which is None else (peaks.get(which) or {}).get
+    flops, bw = pick(unit), pick("dram")
+    return flops / bw if flops and bw else None
+
+
+def batch_at(rows: list[dict], intensity: float) -> float:
+    """The batch (tokens per call) at which a sweep's arithmetic intensity reaches `intensity`, interpolated
+    between its points on log scales; NaN outside the sweep."""
+    pts = sorted((r["tokens_per_call"], r["flops_per_call"] / r["bytes_per_call"]) for r in rows
+                 if finite(r.get("tokens_per_call")) and r.get("bytes_per_call"))
+    for (b0, i0), (b1, i1) in zip(pts, pts[1:]):
+        if i0 <= intensity <= i1 and i1 > i0:
+            f = math.log(intensity / i0) / math.log(i1 / i0)
+            return math.exp(math.log(b0) + f * math.log(b1 / b0))
+    return math.nan
 
 
 def compare_to_baselines(summary: list[dict]) -> None:

@@ -12,7 +12,7 @@ import fnmatch
 import importlib
 from dataclasses import dataclass, field
 
-DURATION_S = 4.0  # each scenario's measured time
+DURATION_S = 3.5  # each scenario's measured time
 GAP_S = 0.5  # idle time between scenarios, so their metrics settle apart
 SHORTEST_S = 1.0  # a scenario's own shorter duration never leaves less than this (where --duration allows)
 
