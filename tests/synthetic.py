@@ -6,6 +6,7 @@ import importlib
 import math
 
 from gpubench.kernels.decode import work as decode_work
+
 from gpubench.read.summary import summarize
 from gpubench.record.rundir import CsvSink, write_json, write_summary
 

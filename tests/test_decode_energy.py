@@ -6,10 +6,17 @@ import math
 from pathlib import Path
 
 import pytest
+from gpubench.kernels import decode
 from synthetic import DECODE, make_run
 
-from gpubench.kernels import decode
-from gpubench.read.summary import batch_at, derive, energy_used_j, joules, per_joule, ridge_flop_per_byte, summarize
+from gpubench.read.summary import (
+    batch_at,
+    derive,
+    energy_used_j,
+    joules,
+    per_joule,
+    ridge_flop_per_byte,
+)
 from gpubench.record.rundir import load_run
 from gpubench.show.figures import common, figures_for
 from gpubench.show.figures import decode as decode_figure
