@@ -202,3 +202,21 @@ def test_decode_refuses_what_it_cannot_do_in_one_sentence():
         decode.prepare("cupy", b=17, k=8, n=8, device=DEVICE)
     with pytest.raises(ValueError, match="unknown decode implementation 'nope'"):
         decode.prepare("nope", device=DEVICE)
+
+
+def test_the_tma_variant_of_decode_computes_the_same_product():
+    # Under the interpreter tensor descriptors run as plain loads, in float32 (its bf16 dots are wrong):
+    # this holds the indexing, the zero fill past B and N, and the transposed token tile
+    if DEVICE == "cuda":
+        pytest.skip("on a GPU the bf16 kernel through TMA is checked by test_gpu_kernels.py")
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    for b, k, n in ((1, 256, 80), (20, 128, 48)):
+        x, w = (t.float() for t in decode.make_inputs(b, k, n, device=DEVICE))
+        y = torch.empty(b, n, device=DEVICE)
+        poison(y)
+        grid = triton.cdiv(n, 16) * triton.cdiv(b, 16)
+        decode._decode_tma_kernel[(grid,)](TensorDescriptor.from_tensor(x, [16, 64]),
+                                           TensorDescriptor.from_tensor(w, [16, 64]), y, b, n, k, y.stride(0),
+                                           BLOCK_N=16, BLOCK_B=16, BLOCK_K=64)
+        check_close("decode through TMA", y, decode.reference(x, w))
