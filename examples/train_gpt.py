@@ -120,14 +120,15 @@ def run_for(step, steps: int | None, seconds: float) -> tuple[int, float]:
     return n, time.perf_counter() - t0
 
 
-def describe(model: GPT, args, flops: float) -> None:
+def describe(model: GPT, args, flops) -> None:
     expected = analytic_flops(model, args.batch, args.seq)
     params = sum(p.numel() for p in model.parameters())
     print(f"model: {args.layers} layers, {args.width} wide, {args.heads} heads, vocabulary {args.vocab}, "
           f"{params / 1e6:.1f}M parameters; {'fp32' if args.fp32 else 'bf16 autocast'}, batch {args.batch} x "
           f"{args.seq} tokens on {args.device}")
-    print(f"FLOPs per training step: {flops:.4g} counted by gpubench.count_flops, {expected:.4g} analytic "
-          f"(6 x parameters x tokens + attention): {100 * (flops / expected - 1):+.1f}%", flush=True)
+    print(f"FLOPs per training step: {flops:.4g} model FLOPs counted by gpubench.count_flops (PaLM's convention; "
+          f"{flops.hardware:.4g} ran, recomputation included), {expected:.4g} analytic (6 x parameters x tokens + "
+          f"attention): {100 * (flops / expected - 1):+.1f}%", flush=True)
 
 
 def main(argv=None) -> None:

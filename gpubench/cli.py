@@ -59,8 +59,8 @@ def add_recording_options(p: argparse.ArgumentParser, device_default: int | None
     p.add_argument("--all-gpus", action="store_true", help="sample every GPU of the machine, not only --device")
     p.add_argument("--out", type=Path, metavar="DIR", help=f"run directory (default {out_default})")
     p.add_argument("--profiling", choices=PROFILING_CHOICES, default="auto",
-                   help="where SM activity and the other profiling metrics come from (default auto: NVML GPM "
-                        "where the GPU supports it, else DCGM if dcgmi is on PATH)")
+                   help="where SM activity and the other profiling metrics come from (default auto: the first "
+                        "of NVML GPM, DCGM and CUPTI PM sampling that works here)")
     p.add_argument("--no-smi", action="store_true", help="do not run the nvidia-smi process beside NVML")
 
 

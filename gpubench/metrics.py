@@ -137,14 +137,23 @@ def finite(value) -> bool:
 
 
 def fmt(value, pattern: str, missing: str = "n/a") -> str:
-    """value formatted with pattern, or `missing` where the run has no such value."""
-    return pattern.format(value) if finite(value) else missing
+    """value formatted with pattern, or `missing` where the run has no such value. A number too large for its
+    pattern (a FLOP count gone wrong) is written in exponent form, so no table or figure grows with it."""
+    if not finite(value):
+        return missing
+    text = pattern.format(value)
+    if len(text) > 16:
+        text = f"{value:.3g}" + pattern[pattern.index("}") + 1:]
+    return text
 
 
 def pct(value, missing: str = "n/a") -> str:
-    """A percentage with the digits its size needs, alike everywhere: 100%, 89%, 3.1%, 0.76%, <0.01%, 0%."""
+    """A percentage with the digits its size needs, alike everywhere: 100%, 89%, 3.1%, 0.76%, <0.01%, 0%;
+    1e+03% and beyond in exponent form."""
     if not finite(value):
         return missing
+    if abs(value) >= 1e4:
+        return f"{value:.2g}%"
     if value == 0 or abs(value) >= 9.5:
         return f"{value:.0f}%"
     return f"{value:.2g}%" if abs(value) >= 0.01 else "<0.01%"

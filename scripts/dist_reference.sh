@@ -35,7 +35,7 @@ for i in range(nvml.device_count()):
 EOF
 
 stamp=$(date +%Y%m%d-%H%M%S)
-slug=$(python3 -c "from gpubench import nvml; from gpubench.record.rundir import slug; print(slug(nvml.device_info(0)['name']))")
+slug=$(python3 -c "from gpubench.record import nvml; from gpubench.record.rundir import slug; print(slug(nvml.device_info(0)['name']))")
 runs=$PWD/results
 dist_run=$runs/$slug-x2-$stamp
 visible_run=$runs/$slug-visible1-$stamp

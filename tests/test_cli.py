@@ -102,6 +102,12 @@ def test_doctor_on_a_machine_without_gpm(fake_bin, monkeypatch, capsys):
 
     info = {"nvml_index": 0, "name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-a100", "memory_mib": 81920,
             "driver": "550.54", "cuda_driver": "12.4", "architecture": 8, "gpm_supported": False}
+    from gpubench.record.sources import SourceUnavailable, cupti
+
+    def no_cupti():
+        raise SourceUnavailable("cupti-python is not installed (No module named 'cupti'): " + cupti.HINT)
+
+    monkeypatch.setattr(cupti, "_load", no_cupti)
     fake_bin("nvidia-smi", 'echo "2026/11/21 12:00:00.100, 0, 0, 0, 60.00, 1410"\nsleep 30\n')
     with mock.patch.object(nvml, "device_count", return_value=1), \
             mock.patch.object(nvml, "device_info", return_value=info), \
@@ -113,9 +119,53 @@ def test_doctor_on_a_machine_without_gpm(fake_bin, monkeypatch, capsys):
     text = "\n".join(lines)
     assert code == 0
     assert "GPU 0 (NVML numbering): NVIDIA A100-SXM4-80GB" in text
-    assert "profiling metrics by default from: dcgm" in text
+    # neither dcgmi nor cupti-python here: nothing reads the profiling counters, and each says why
+    assert "profiling metrics by default from: none" in text
+    assert "cupti unavailable: cupti-python is not installed" in text
     assert "nvml  available" in text and "smi   available" in text
     assert "gpm   unavailable: GPU 0 does not support NVML GPM, which needs a Hopper or newer" in text
+
+
+def test_doctor_says_cupti_works_and_who_holds_the_counters_when_it_cannot(fake_bin, monkeypatch, tmp_path):
+    """An A100 without DCGM: CUPTI reads the counters; then a DCGM host engine takes them, and doctor says so."""
+    from unittest import mock
+
+    from fakecupti import World
+
+    from gpubench.record import doctor, nvml
+    from gpubench.record.sources import cupti, holders
+
+    world = World(chips={0: "GA100"}, offered={"sm__cycles_active.avg.pct_of_peak_sustained_elapsed"})
+    monkeypatch.setattr(cupti, "_load", world.modules)
+    monkeypatch.setattr(cupti, "cuda_uuids", lambda: ["GPU-a100"])
+    monkeypatch.setattr(cupti, "libcupti_versions", lambda: {})
+    monkeypatch.setattr(holders, "PROC", tmp_path)
+    info = {"nvml_index": 0, "name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-a100", "memory_mib": 81920,
+            "driver": "550.54", "cuda_driver": "12.4", "architecture": 8, "gpm_supported": False}
+    fake_bin("nvidia-smi", 'echo "2026/11/21 12:00:00.100, 0, 0, 0, 60.00, 1410"\nsleep 30\n')
+
+    def diagnose():
+        with mock.patch.object(nvml, "device_count", return_value=1), \
+                mock.patch.object(nvml, "device_info", return_value=info), \
+                mock.patch.object(nvml, "handle", return_value="h0"), \
+                mock.patch.object(nvml, "uuid_of", return_value="GPU-a100"), \
+                mock.patch.object(nvml, "gpm_supported", return_value=False), \
+                mock.patch.object(nvml, "read_basic", return_value={"gpu_util_pct": 0.0}), \
+                mock.patch.object(doctor, "torch_cuda", return_value=(False, "no CUDA torch here")):
+            return "\n".join(doctor.diagnose()[1])
+
+    text = diagnose()
+    assert "profiling metrics by default from: cupti" in text and "cupti available" in text
+    (tmp_path / "812").mkdir()
+    (tmp_path / "812" / "comm").write_text("nv-hostengine\n")
+    (tmp_path / "812" / "cmdline").write_bytes(b"nv-hostengine\0")
+    world.busy = True
+    text = diagnose()
+    line = next(x for x in text.splitlines() if x.strip().startswith("cupti"))
+    assert line.strip().startswith("cupti unavailable: the GPU's performance counters serve one reader at a time "
+                                   "and the DCGM host engine (nv-hostengine, pid 812) holds them: pause its profiling "
+                                   "with `dcgmi profile --pause`")
+    assert "--profiling dcgm" in line and "profiling metrics by default from: none" in text
 
 
 def test_version_and_list_load_no_gpu_library():

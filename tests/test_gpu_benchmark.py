@@ -105,7 +105,8 @@ def test_every_unit_is_a_datasheet_peak_and_another_is_refused_before_anything_r
     assert all(unit in PEAKS["datasheet"] for unit in UNITS)
     calls = []
     bench = GpuBenchmark(benchmark=SimpleNamespace(enabled=True), device=None)
-    with pytest.raises(ValueError, match="unit must be one of bf16_tensor, fp16_tensor, fp32, got 'bf16'"):
+    with pytest.raises(ValueError, match="unit must be one of bf16_tensor, fp16_tensor, tf32_tensor, fp8_tensor, "
+                                         "fp32, got .bf16."):
         bench(calls.append, 1, flops=1.0, unit="bf16")
     assert calls == []
 

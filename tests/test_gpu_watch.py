@@ -27,10 +27,16 @@ def test_a_short_watch_of_the_example(tmp_path):
     manifest, samples, summary = load_run(out)
     assert manifest["kind"] == "watch" and manifest["completed"] and manifest["child"]["exit_code"] == 0
     assert {"warmup", "train", "eval"} <= {s["phase"] for s in samples}
+    from gpubench.record.gpus import resolve
+
+    used = resolve(0, False)[0]  # the GPU the example runs on, whatever else the machine has
+    assert manifest["gpus_used"] == [used.nvml_index] and {r["gpu"] for r in summary} == {used.nvml_index}
     rows = {r["phase"]: r for r in summary}
     train = rows["train"]
     assert train["steps"] > 10 and train["gpu_util_pct"] >= 50 and train["tflops"] > 1
-    assert 0 < train["mfu_pct"] < 100 and train["verdict"]
+    assert train["step_clock"] == "GPU"  # stamped when the GPU reached each step, not when Python asked
+    assert 0 < train["mfu_pct"] <= train["gpu_util_mean_pct"] and train["hfu_pct"] >= train["mfu_pct"]
+    assert train["verdict"]
     if finite(train.get("tensor_active_pct")):  # GPM or DCGM: bf16 matmuls use the tensor cores
         assert train["tensor_active_pct"] > 1
-    assert rows["eval"]["steps"] > 0
+    assert rows["eval"]["steps_reported"] > 0

@@ -8,13 +8,7 @@ import torch
 import triton
 import triton.language as tl
 from gpubench.kernels import copy, decode, fill, gemm, h2d, softmax
-from gpubench.kernels.common import (
-    CheckFailed,
-    Prepared,
-    check_close,
-    check_equal,
-    poison,
-)
+from gpubench.kernels.common import CheckFailed, Prepared, check_close, check_equal, poison
 
 from gpubench.suite.scenarios import SCENARIOS
 

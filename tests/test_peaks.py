@@ -35,3 +35,21 @@ def test_an_unknown_gpu_gets_no_peak(name):
 def test_a_name_with_variants_needs_its_memory_size():
     assert datasheet_for("NVIDIA GH200 480GB") is None
     assert datasheet_for("NVIDIA GH200 480GB", 120 * 1024) is None  # no such part
+
+
+def test_every_precision_a_loop_runs_in_has_its_dense_peak():
+    from gpubench.truth.peaks import UNITS
+
+    h100, a100 = datasheet_for("NVIDIA H100 80GB HBM3"), datasheet_for("NVIDIA A100-SXM4-80GB")
+    assert set(UNITS) == {"bf16", "fp16", "tf32", "fp8", "fp32"}
+    assert h100["tf32_tensor"] == pytest.approx(h100["bf16_tensor"] / 2) and h100["fp8_tensor"] == pytest.approx(
+        2 * h100["bf16_tensor"], rel=1e-3)
+    assert a100["tf32_tensor"] == 156e12 and "fp8_tensor" not in a100  # Ampere has no FP8: no peak, not a guess
+    # a TF32 loop at 150 TFLOP/s read MFU 224% against plain FP32: against TF32 it is 30%
+    assert 100 * 150e12 / h100["tf32_tensor"] == pytest.approx(30.3, abs=0.1)
+
+
+def test_no_number_grows_a_table():
+    from gpubench.metrics import fmt_value, pct
+
+    assert pct(1e300) == "1e+300%" and len(fmt_value("power_w", 1e300)) < 12 and fmt_value("power_w", 512.4) == "512 W"

@@ -7,7 +7,7 @@ import threading
 import pytest
 from fakes import FakeSource
 
-from gpubench.record.sampler import Sampler
+from gpubench.record.sampler import DROP_AFTER, Sampler
 from gpubench.record.sources import NullSource, SourceUnavailable
 from gpubench.record.sources.policy import open_given
 
@@ -91,19 +91,39 @@ def test_a_column_a_source_does_not_give_is_nan_not_zero():
     assert row["gpu_util_pct"] == 50.0 and math.isnan(row["sm_active_pct"])
 
 
-def test_a_failing_source_is_reported_once_and_left_nan():
+def test_a_failing_source_is_reported_once_and_dropped_only_after_failing_again_and_again():
     bad, good = FakeSource(fail_after=1), FakeSource(lambda n: {"power_w": 99.0})
     bad.name = "bad"
     for src in (bad, good):
         src.open([0])
     seen = []
     s = Sampler([bad, good], [0], on_failure=lambda name, err: seen.append((name, err)))
-    rows = [s.sample_once()[0] for _ in range(4)]
+    rows = [s.sample_once()[0] for _ in range(DROP_AFTER + 5)]
     assert rows[0]["gpu_util_pct"] == 100.0
-    assert all(math.isnan(r["gpu_util_pct"]) for r in rows[1:])
+    assert all(math.isnan(r["gpu_util_pct"]) for r in rows[1:])  # never zeros
     assert all(r["power_w"] == 99.0 for r in rows)  # the healthy source keeps going
-    assert seen == [("bad", "RuntimeError: GPU is lost")]
-    assert len(s.failures) == 1 and bad.reads == 2
+    assert [name for name, _ in seen] == ["bad", "bad"] and "the source is kept" in seen[0][1]
+    assert seen[1][1].startswith(f"dropped after {DROP_AFTER} failed reads in a row")
+    assert [f["dropped"] for f in s.failures] == [False, True] and bad.reads == DROP_AFTER + 1
+
+
+def test_one_failed_read_leaves_one_empty_row_and_the_source_goes_on():
+    """GPM's NVML_ERROR_NO_DATA once in a while must not cost the rest of the run its profiling columns."""
+    src = FakeSource(lambda n: {"sm_active_pct": 50.0})
+    src.open([0])
+    reads = iter([True, False, True, True])
+    real = src.read
+
+    def flaky():
+        if not next(reads):
+            raise RuntimeError("NVML_ERROR_NO_DATA")
+        return real()
+
+    src.read = flaky
+    s = Sampler([src], [0])
+    values = [s.sample_once()[0]["sm_active_pct"] for _ in range(4)]
+    assert values[0] == 50.0 and math.isnan(values[1]) and values[2:] == [50.0, 50.0]
+    assert len(s.failures) == 1 and not s.failures[0]["dropped"]
 
 
 def test_sink_gets_each_row_as_it_is_made():

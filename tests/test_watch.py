@@ -99,11 +99,12 @@ def test_phases_label_the_samples_and_each_gets_a_summary_row(tmp_path, ladder, 
         if phase in rows:  # every steady row of a phase was sampled while that phase was current
             assert (rows[phase]["gpu_util_pct"], rows[phase]["sm_active_pct"]) == (util, sm)
     train = rows["train"]
-    assert train["steps"] == 30 and 14 < train["steps_per_s"] <= 20.5
+    assert 10 <= train["steps"] < 30 and 14 < train["steps_per_s"] <= 20.5  # the steps of its window
     assert train["tflops"] == pytest.approx(2.0 * train["steps_per_s"], rel=1e-6)
     assert train["mfu_pct"] == pytest.approx(100 * train["tflops"] / 989.4, rel=1e-6)
     assert train["verdict_rules"] == "tensor-part, mfu-low" and "tensor active 30% ≥ 10%" in train["verdict"]
-    assert rows["warmup"]["verdict_rules"] == "host-bound, no-steps"
+    assert train["step_clock"] == "host"  # no CUDA in this child
+    assert rows["warmup"]["verdict_rules"] == "host-bound, idle, no-steps"
     assert json.loads((tmp_path / "run" / "summary.json").read_text())[1]["phase"] == "train"
 
 
@@ -112,7 +113,7 @@ def test_plot_and_report_work_on_a_watch_run(tmp_path, ladder):
     assert main(["plot", str(tmp_path / "run")]) == 0
     assert main(["report", str(tmp_path / "run")]) == 0
     report = (tmp_path / "run" / "report.md").read_text()
-    assert "### train" in report and "30 steps at" in report and "Verdict: The tensor cores work part" in report
+    assert "### train" in report and " steps at " in report and "Verdict: The tensor cores work part" in report
 
 
 @pytest.mark.parametrize("code,expected,signal_name", [
@@ -312,7 +313,7 @@ def test_recording_in_process(tmp_path, ladder):
         gpubench.mark("eval")
         time.sleep(1.0)
     assert [r["phase"] for r in rec.summary] == ["train", "eval"]
-    assert rec.summary[0]["steps"] == 20 and rec.summary[0]["gpu_util_pct"] == 100.0
+    assert 8 <= rec.summary[0]["steps"] <= 20 and rec.summary[0]["gpu_util_pct"] == 100.0
     assert rec.manifest["kind"] == "watch" and (tmp_path / "nb" / "summary.csv").is_file()
     assert marks._path is None and marks.ENV not in os.environ  # marks are no-ops again
 
@@ -350,3 +351,27 @@ def test_peaks_that_cannot_be_measured_are_a_warning_and_the_command_still_runs(
     assert manifest["peaks"]["measured"] is None and manifest["peaks"]["datasheet"]["bf16_tensor"] == 989.4e12
     assert samples[0]["phase"] in ("start", "peaks") and any(r["phase"] == "peaks" for r in samples)
     assert "peaks" not in {r["phase"] for r in summary}
+
+
+def test_only_the_gpus_the_command_holds_are_summarized_the_others_are_listed_idle(tmp_path, monkeypatch, capsys):
+    """Two GPUs sampled, the command holds a context on the second only (a fake NVML process list)."""
+    from gpubench.job import contexts
+    from gpubench.record.gpus import Gpu
+
+    other = Gpu(1, "GPU-11111111-1111-2222-3333-444444444444", GPU.name, 1)
+    monkeypatch.setattr(contexts.nvml, "compute_processes", lambda i: list(contexts.parents()) if i == 1 else [])
+    argv = py("""
+        import time, gpubench
+        gpubench.mark("train")
+        for _ in range(40):
+            time.sleep(0.04); gpubench.step(flops=1e12)
+    """)
+    opts = WatchOptions(tmp_path / "run", [GPU, other], INFO, interval_s=0.05, sources=[FakeSource()],
+                        command=["gpubench", "watch"], root_pid=lambda w: w.child_pid)
+    code, w = watch.run(opts, argv)
+    assert code == 0
+    manifest, _, summary = load_run(tmp_path / "run")
+    assert manifest["gpus_used"] == [1] and [g["nvml_index"] for g in manifest["gpus_idle"]] == [0]
+    assert {r["gpu"] for r in summary} == {1} and manifest["contexts"]["used"]["1"]
+    watch.show(w)
+    assert "idle, no process of the command used them: GPU 0" in capsys.readouterr().out

@@ -1,123 +1,274 @@
 """Phases and steps from the user's own code: `gpubench.mark("eval")`, `gpubench.step(flops=...)`.
 
 Outside a watch both return at once (a global test, well under a microsecond). Under `gpubench watch`
-the environment variable GPUBENCH_MARKS names a file, and each call appends one short line to it:
+the environment variable GPUBENCH_MARKS names a file, and this process appends to it: each mark as it
+comes, and its steps gathered into intervals (gpubench.job.markfile says the lines), so a loop that
+steps a thousand times a second writes about one line a second, not a thousand.
 
-    <time.monotonic()>\t<rank>\t<pid>\tmark\t<phase name>
-    <time.monotonic()>\t<rank>\t<pid>\tstep\t<flops or empty>
+Steps are stamped on the GPU's timeline where this process runs CUDA through torch: step() records a
+CUDA event on the current stream (nothing waits in the caller's thread) and a thread of this process
+stamps time.monotonic() when the GPU reaches it (gpubench.job.stamps). Elsewhere the host's clock stamps
+them, and the lines say which. Linux's monotonic clock is one clock for every process of the machine,
+so every process of a job shares the recorder's time axis. Lines are written with single write() calls
+on a file opened with O_APPEND, which the kernel appends whole.
 
-Linux's monotonic clock is one clock for every process of the machine, so lines from the child, its
-workers and every rank of a `torchrun` job share the recorder's time axis. Each line is written with a
-single write() on a file opened with O_APPEND, which the kernel appends whole: lines from several
-processes never tear or overwrite each other. The rank is torchrun's RANK (0 where it is not set).
+Whatever happens here stays here: a marks file that cannot be written, a FLOP count that is not a
+number, a CUDA call that fails: each is said once on stderr and the job goes on, with fewer marks.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import sys
+import threading
 import time
-from dataclasses import dataclass
 
 ENV = "GPUBENCH_MARKS"
+NAME_MAX = 200  # characters of a phase name: longer names are cut (a name is a label, not a payload)
+# Where the rank of a process comes from, first found wins: torchrun, SLURM, Open MPI, PMI (MPICH, Intel MPI).
+RANK_VARS = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+OPEN_S, SETTLED_S = 0.05, 1.0  # steps are gathered over OPEN_S for the first FINE_S after a mark, then SETTLED_S
+FINE_S = 2.0
 
 _path: str | None = os.environ.get(ENV) or None
-_fd: int | None = None
-_fd_pid = 0
-_rank = 0
+_state: "_Writer | None" = None
+_lock = threading.Lock()
 
 
-def mark(name: str) -> None:
+def mark(name) -> None:
     """Start the phase `name` (e.g. "train", "eval"); it lasts until the next mark."""
     if _path is None:
         return
-    _write("mark", " ".join(str(name).split()) or "?")
+    try:
+        _writer().mark(clean_name(name))
+    except Exception as err:  # noqa: BLE001 -- the job comes first: never raise into it
+        _give_up(err)
 
 
-def step(flops: float | None = None) -> None:
-    """One step done, and the FLOPs it did where known (see gpubench.count_flops)."""
+def step(flops=None, bytes=None, tokens=None) -> None:  # noqa: A002 -- the name users read
+    """One step done: the FLOPs it did (see gpubench.count_flops), the bytes it moved through device
+    memory (for MBU: a decode step reads the weights once, its KV cache, and writes what it adds) and the
+    tokens it processed (for tokens/s), where known."""
     if _path is None:
         return
-    _write("step", "" if flops is None else repr(float(flops)))
-
-
-def _write(kind: str, value: str) -> None:
-    global _fd, _fd_pid, _rank
-    if _fd is None or _fd_pid != os.getpid():  # a forked worker opens its own
-        _fd = os.open(_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        _fd_pid = os.getpid()
-        _rank = _env_rank()
-    os.write(_fd, f"{time.monotonic():.6f}\t{_rank}\t{_fd_pid}\t{kind}\t{value}\n".encode())
-
-
-def _env_rank() -> int:
     try:
-        return int(os.environ.get("RANK", "0"))
-    except ValueError:
-        return 0
+        _writer().step(flops, bytes, tokens)
+    except Exception as err:  # noqa: BLE001
+        _give_up(err)
 
 
-def target(path: str | os.PathLike | None) -> str | None:
-    """Send this process's marks to `path` (None: nowhere); returns the previous target.
+def clean_name(name) -> str:
+    """A phase name as it is recorded: one line of at most NAME_MAX characters, never empty."""
+    text = " ".join(str(name).split())[:NAME_MAX]
+    return text or "?"
 
-    For the in-process recording; a watched command finds its file in GPUBENCH_MARKS instead.
-    """
-    global _path, _fd
+
+def target(path) -> str | None:
+    """Send this process's marks to `path` (None: nowhere); returns the previous target. For the
+    in-process recording; a watched command finds its file in GPUBENCH_MARKS instead."""
+    global _path, _state
     previous = _path
-    if _fd is not None and _fd_pid == os.getpid():
-        os.close(_fd)
-    _fd = None
-    _path = os.fspath(path) if path is not None else None
+    with _lock:
+        if _state is not None:
+            _state.close()
+        _state = None
+        _path = os.fspath(path) if path is not None else None
     return previous
 
 
-# --- reading ---------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Event:
-    t: float  # time.monotonic() of the process that wrote it
-    rank: int
-    pid: int
-    kind: str  # "mark" or "step"
-    value: str  # the phase name, or the step's FLOPs ("" where not given)
-
-    @property
-    def flops(self) -> float | None:
-        return float(self.value) if self.kind == "step" and self.value else None
+def flush() -> None:
+    """Write what this process has gathered so far (at exit this happens by itself)."""
+    with _lock:
+        if _state is not None:
+            _state.flush()
 
 
-def parse(line: str) -> Event | None:
-    """One line of a marks file; None for a line that is not one (it is skipped, never fatal)."""
-    parts = line.rstrip("\n").split("\t")
-    if len(parts) != 5 or parts[3] not in ("mark", "step"):
-        return None
-    try:
-        event = Event(float(parts[0]), int(parts[1]), int(parts[2]), parts[3], parts[4])
-        event.flops  # noqa: B018 -- a step whose FLOPs are not a number is not a line of ours
-    except ValueError:
-        return None
-    return event
+# --- the writer ------------------------------------------------------------------------------------
 
-
-class Reader:
-    """Reads a marks file as it grows: each poll() returns the events of the lines completed since."""
-
-    def __init__(self, path: str | os.PathLike):
-        self.path = path
-        self.offset = 0
-        self._partial = b""
-
-    def poll(self) -> list[Event]:
+def env_rank(env=os.environ) -> int | None:
+    for var in RANK_VARS:
         try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except FileNotFoundError:
-            return []
-        self.offset += len(data)
-        lines = (self._partial + data).split(b"\n")
-        self._partial = lines.pop()  # an unfinished last line waits for its end
-        return [e for e in (parse(raw.decode(errors="replace")) for raw in lines) if e is not None]
+            return int(env[var])
+        except (KeyError, ValueError):
+            continue
+    return None
 
 
-def read_all(path: str | os.PathLike) -> list[Event]:
-    return Reader(path).poll()
+def number(value) -> tuple[float | None, bool]:
+    """(value as a float, usable): None where not given; unusable where not a finite number of 0 or more."""
+    if value is None:
+        return None, True
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None, False
+    return (x, True) if math.isfinite(x) and x >= 0 else (None, False)
+
+
+class Bucket:
+    """Steps gathered over one interval: how many, their first and last stamps, and their sums."""
+
+    __slots__ = ("n", "t_first", "t_last", "flops", "hw_flops", "bytes", "tokens", "counted", "bad", "lead_s")
+
+    def __init__(self, t: float):
+        self.n, self.t_first, self.t_last = 0, t, t
+        self.flops = self.hw_flops = self.bytes = self.tokens = self.lead_s = 0.0
+        self.counted = self.bad = 0  # steps that gave usable FLOPs; steps whose values were not usable
+
+    def add(self, t: float, flops, hw_flops, nbytes, tokens, bad: bool, lead_s: float) -> None:
+        self.n += 1
+        self.t_last = t
+        if flops is not None:
+            self.counted += 1
+            self.flops += flops
+            self.hw_flops += hw_flops if hw_flops is not None else flops
+        self.bytes += nbytes or 0.0
+        self.tokens += tokens or 0.0
+        self.bad += bad
+        self.lead_s += lead_s
+
+
+class _Writer:
+    """This process's marks: the file, who it is, the open bucket, and the GPU stamper where CUDA runs."""
+
+    def __init__(self, path: str):
+        self.pid = os.getpid()
+        self.rank = env_rank()
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self.bucket: Bucket | None = None
+        self.clock = "host"
+        self.uuid = ""
+        self.fine_until = time.monotonic() + FINE_S
+        self.stamper = None  # gpubench.job.stamps.Stamper, once this process runs CUDA
+        self.warned: set[str] = set()
+        self.lock = threading.Lock()  # the bucket: the user's threads and the stamper's thread
+
+    # called in the user's thread
+    def mark(self, name: str) -> None:
+        self._gpu()
+        now = time.monotonic()
+        if self.stamper is None or not self.stamper.put(("mark", name, now)):
+            with self.lock:
+                self.on_mark(now, name)
+
+    def step(self, flops, nbytes, tokens) -> None:
+        now = time.monotonic()
+        model, hardware = flops, getattr(flops, "hardware", None)
+        model, ok_f = number(model)
+        hardware, ok_h = number(hardware)
+        nbytes, ok_b = number(nbytes)
+        tokens, ok_t = number(tokens)
+        bad = not (ok_f and ok_h)
+        if not (ok_f and ok_h and ok_b and ok_t):
+            self.warn("values", "gpubench.step() was given a value that is not a finite number of 0 or more "
+                      f"(flops={flops!r}, bytes={nbytes!r}, tokens={tokens!r}); the step is recorded without it")
+        self._gpu()
+        values = (model, hardware, nbytes, tokens, bad)
+        if self.stamper is None or not self.stamper.put(("step", values, now)):
+            with self.lock:
+                self.on_step(now, *values, lead_s=0.0)
+
+    # called, holding self.lock, where the stamp is known: in the user's thread (host clock) or the
+    # stamper's thread (GPU clock)
+    def on_mark(self, t: float, name: str) -> None:
+        self._close_bucket()
+        self.fine_until = t + FINE_S
+        self._write(f"M\t{t:.6f}\t{self._who()}\t{name}\n")
+
+    def on_step(self, t: float, flops, hw_flops, nbytes, tokens, bad, lead_s: float) -> None:
+        b = self.bucket
+        width = OPEN_S if t < self.fine_until else SETTLED_S
+        if b is not None and t - b.t_first >= width:
+            self._close_bucket()
+            b = None
+        if b is None:
+            b = self.bucket = Bucket(t)
+        b.add(t, flops, hw_flops, nbytes, tokens, bad, lead_s)
+
+    def flush(self) -> None:
+        if self.stamper is not None:
+            self.stamper.drain()
+        with self.lock:
+            self._close_bucket()
+
+    def close(self) -> None:
+        try:
+            self.flush()
+        finally:
+            if self.stamper is not None:
+                self.stamper.stop()
+            os.close(self.fd)
+
+    def warn(self, key: str, message: str) -> None:
+        if key not in self.warned:
+            self.warned.add(key)
+            print(f"gpubench: {message}", file=sys.stderr)
+
+    # --- inside
+    def _who(self) -> str:
+        rank = "" if self.rank is None else str(self.rank)
+        return f"{rank}\t{self.pid}\t{self.uuid}\t{self.clock}"
+
+    def _close_bucket(self) -> None:
+        b, self.bucket = self.bucket, None
+        if b is None or b.n == 0:
+            return
+        self._write(f"S\t{b.t_first:.6f}\t{self._who()}\t{b.t_last:.6f}\t{b.n}\t{b.counted}\t{b.flops:.6g}\t"
+                    f"{b.hw_flops:.6g}\t{b.bytes:.6g}\t{b.tokens:.6g}\t{b.bad}\t{b.lead_s / b.n:.6f}\n")
+
+    def _write(self, line: str) -> None:
+        os.write(self.fd, line.encode())
+
+    def _gpu(self) -> None:
+        """Start stamping on the GPU once this process has initialised CUDA through torch (never before: a
+        step must not be what creates a CUDA context)."""
+        if self.stamper is not None or "torch" not in sys.modules or "gpu-off" in self.warned:
+            return
+        from gpubench.job import stamps
+
+        made = stamps.start(self)
+        if made is not None:
+            with self.lock:
+                self._close_bucket()  # host-stamped steps and GPU-stamped ones do not share a line
+                self.stamper, self.uuid, self.clock = made, made.uuid, "gpu"
+
+
+def _writer() -> _Writer:
+    global _state
+    with _lock:
+        if _state is None or _state.pid != os.getpid():  # a forked worker starts its own
+            path = _path
+            try:
+                _state = _Writer(path)
+            except OSError as err:
+                _disable(f"the marks file {path} cannot be written ({err.strerror or err}); this process "
+                         "goes on without marks")
+                raise _Off from None
+            import atexit
+
+            atexit.register(_at_exit, _state)
+        return _state
+
+
+class _Off(Exception):
+    """Marks are off in this process; already said."""
+
+
+def _at_exit(state: _Writer) -> None:
+    try:
+        state.close()
+    except Exception:  # noqa: BLE001 -- at exit nothing may be raised into the job
+        pass
+
+
+def _disable(message: str) -> None:
+    global _path
+    _path = None
+    print(f"gpubench: {message}", file=sys.stderr)
+
+
+def _give_up(err: Exception) -> None:
+    """Anything unexpected turns marks off for this process, said once; the job never sees it."""
+    if not isinstance(err, _Off):
+        _disable(f"marks are off in this process after an error ({type(err).__name__}: {err})")

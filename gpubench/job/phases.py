@@ -1,37 +1,40 @@
-"""A watched job's phases: where its marks cut the recording, and one summary row per phase and GPU.
+"""A watched job's phases: where its marks cut the recording, and one summary row per phase and GPU, every
+number of a row from one window.
 
-The phases come from the marks of the lowest rank that wrote any (rank 0 of a torchrun job; a plain
-process is rank 0): each mark starts a phase that lasts until the next mark of another name, and a
-phase that recurs (train, eval, train, ...) gathers all its spans into one row. Before the first mark
-the phase is "run". Sample rows are assigned to a phase by interval, as the suite's scenarios are: a
-row counts where its whole interval lies inside one of the phase's spans, after the span's first
-TRIM_S seconds (summary.steady_rows).
+Phases come from the marks of the job's leading process (the lowest rank that marked; without ranks, the
+first process to mark): a mark starts a phase that lasts until its next mark of another name; a phase
+that recurs (train, eval, train) gathers its spans into one row. Steps are credited to the GPU their
+process ran on (the UUID each steps line carries).
 
-Steps are that rank's `gpubench.step()` stamps; its step rate and FLOP/s stand for each GPU's, as in
-data-parallel training where every rank does the same work (torchtitan counts MFU per rank the same
-way). The rate is taken between stamps, (steps - 1) over the time from the first to the last in each
-span, so neither the phase's start-up nor its tail dilutes it.
+A row's window, in each span of its phase: from the first step stamped at least TRIM_S after the span
+began to the last step of the span, so that neither the phase's start (NVML's utilization and power
+trail by up to a second) nor what follows its last step (the job's teardown, the next phase's set-up)
+enters its numbers; a span without steps keeps its whole length after the trim. The metrics come from
+the sample rows whose whole interval lies inside the window; the rate from the stamps inside it,
+(steps - 1) over the time from the first to the last; the energy from the counter at its two ends. What
+comes before the job's first step or mark is the row `start-up`, what follows its last step the row
+`teardown`: both without advice. A span too short to hold a whole sample row and two steps says so.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
+from gpubench.job import straggler
+from gpubench.job.credit import credit
+from gpubench.job.markfile import Mark, Steps, Stream
 from gpubench.metrics import finite
-from gpubench.read.summary import (
-    TRIM_S,
-    derive,
-    energy_power_w,
-    metric_stats,
-    steady_rows,
-)
+from gpubench.read.summary import TRIM_S, derive, metric_stats
 from gpubench.read.verdict import verdict
-from gpubench.stats import quantile
 from gpubench.truth.peaks import UNITS
 
-FIRST_PHASE = "run"
+FIRST_PHASE = "run"  # the phase before the first mark, where the job steps before it marks
+START_UP, TEARDOWN = "start-up", "teardown"
+POWER_LAG_S = 1.0  # NVML's power is an average over the last second: its rows count from a second in
+TOO_SHORT = "too short to measure"
 
 # Report sentences for each phase, filled from its summary row (gpubench.show.report.story): a sentence whose
 # non-metric fields this row lacks (no steps, no FLOPs) is left out.
@@ -39,11 +42,15 @@ STORY = [
     "In {phase}, {said}: SM active {sm_active_pct:.0f}%, SM occupancy {sm_occupancy_pct:.0f}%, tensor active "
     "{tensor_active_pct:.0f}%, DRAM active {dram_active_pct:.0f}%.",
     "{steps} steps at {steps_per_s:.3g} per second ({step_ms:.4g} ms each, p10–p90 {step_ms_p10:.4g}–"
-    "{step_ms_p90:.4g} ms).",
+    "{step_ms_p90:.4g} ms), stamped on the {step_clock} timeline.",
     "{flops_per_step:.3g} FLOPs per step: {tflops:.3g} TFLOP/s, MFU {mfu_pct:.2g}% of the {dtype} datasheet "
-    "peak.",
+    "peak ({flop_convention}), HFU {hfu_pct:.2g}%.",
+    "{tokens_per_s:.4g} tokens/s, MBU {mbu_pct:.2g}% of the datasheet DRAM bandwidth.",
+    "It used {energy_used_j:.4g} J at {power_w_energy:.0f} W: {j_per_step:.3g} J per step.",
     "Verdict: {verdict}",
 ]
+FLOP_CONVENTION = ("model FLOPs as PaLM counts them: what one step of the model must do, no recomputation; "
+                   "HFU counts every FLOP that ran")
 
 
 @dataclass
@@ -52,22 +59,27 @@ class Phase:
     spans: list[tuple[float, float]] = field(default_factory=list)
 
 
-def lowest_rank(events) -> int | None:
-    return min((e.rank for e in events), default=None)
+def leader(events) -> Stream | None:
+    """The process whose marks cut the phases: the lowest rank that marked, else the first to mark."""
+    marks = [e for e in events if isinstance(e, Mark)]
+    ranked = [e.stream for e in marks if e.stream.rank is not None]
+    if ranked:
+        return min(ranked, key=Stream.order)
+    return min(marks, key=lambda e: e.t).stream if marks else None
 
 
 def cut(events, t0: float, t1: float, first: str = FIRST_PHASE) -> list[Phase]:
-    """The lowest rank's marks cut [t0, t1] into phases, in order of first appearance."""
-    rank = lowest_rank(events)
+    """The leading process's marks cut [t0, t1] into phases, in order of first appearance."""
+    lead = leader(events)
     current, start, spans = first, t0, []
-    for e in sorted((e for e in events if e.kind == "mark" and e.rank == rank), key=lambda e: e.t):
+    for e in sorted((e for e in events if isinstance(e, Mark) and e.stream == lead), key=lambda e: e.t):
         if e.t >= t1:
             break
         if e.t <= t0:  # marked before the recording began (attach mode): the phase it is in
-            current = e.value
-        elif e.value != current:
+            current = e.name
+        elif e.name != current:
             spans.append((current, start, e.t))
-            current, start = e.value, e.t
+            current, start = e.name, e.t
     spans.append((current, start, t1))
     phases: dict[str, Phase] = {}
     for name, a, b in spans:
@@ -76,70 +88,301 @@ def cut(events, t0: float, t1: float, first: str = FIRST_PHASE) -> list[Phase]:
     return list(phases.values())
 
 
-def step_stats(events, spans) -> dict:
-    """Steps, step rate, step time and FLOPs per step of the lowest rank over a phase's spans."""
-    rank = lowest_rank(events)
-    stamps = sorted((e for e in events if e.kind == "step" and e.rank == rank), key=lambda e: e.t)
-    times = [e.t for e in stamps]
-    n, busy_s, gaps, flops = 0, 0.0, [], []
+# --- steps in a window -----------------------------------------------------------------------------
+
+@dataclass
+class Tally:
+    """One stream's steps inside the windows of a row: stamps, the time between its first and last stamp,
+    and what the steps after each first stamp did (the first stamp ends a step begun before the window)."""
+
+    stamps: int = 0
+    intervals: int = 0  # steps with a start and an end inside the window
+    seconds: float = 0.0
+    flops: float = 0.0
+    hw_flops: float = 0.0
+    counted: float = 0.0  # of those steps, how many gave FLOPs
+    bytes: float = 0.0
+    tokens: float = 0.0
+    bad: int = 0
+    lead_s: float = 0.0
+    gaps_ms: list = field(default_factory=list)  # mean step time of each group of steps, for the spread
+
+    def add(self, groups: list[Steps]) -> None:
+        """The groups of one span's window, in time order."""
+        n = sum(g.n for g in groups)
+        self.stamps += n
+        if n < 2:
+            return
+        inner = (n - 1) / n  # the first stamp's step began before the window: its share is left out
+        self.intervals += n - 1
+        self.seconds += groups[-1].t_last - groups[0].t_first
+        for g in groups:
+            self.flops += g.flops * inner
+            self.hw_flops += g.hw_flops * inner
+            self.counted += g.counted * inner
+            self.bytes += g.bytes * inner
+            self.tokens += g.tokens * inner
+            self.bad += g.bad
+            self.lead_s += g.lead_s * g.n
+        for prev, g in zip([None] + groups, groups):
+            start = prev.t_last if prev is not None else None
+            steps = g.n - 1 if start is None else g.n
+            span = g.t_last - (start if start is not None else g.t_first)
+            if steps > 0 and span > 0:
+                self.gaps_ms.append(1e3 * span / steps)
+
+    @property
+    def rate(self) -> float:
+        return self.intervals / self.seconds if self.seconds > 0 else math.nan
+
+
+def _window(groups: list[Steps], a: float, b: float, trim_s: float) -> tuple[float, float, list[Steps]]:
+    """The window of one span on one GPU, and the groups of steps inside it: first to last step after the
+    trim where two steps or more give a rate; else the whole span after the trim, for the metrics alone."""
+    kept = [g for g in groups if a + trim_s <= g.t_first and g.t_last <= b]
+    if sum(g.n for g in kept) < 2:
+        return a + trim_s, b, kept
+    return kept[0].t_first, max(g.t_last for g in kept), kept
+
+
+# --- sample rows in a window -------------------------------------------------------------------------
+
+def _rows_in(rows: list[dict], starts: list[float], ws: float, we: float) -> tuple[int, int]:
+    """The slice rows[i:j] of rows (in time order) whose whole interval lies inside [ws, we]."""
+    i = bisect_left(starts, ws - 1e-9)
+    j = i
+    while j < len(rows) and rows[j]["t_end_s"] <= we + 1e-9:
+        j += 1
+    return i, j
+
+
+def _energy(rows: list[dict], i: int, j: int) -> tuple[float, float]:
+    """Joules used over rows[i:j] and the time they cover, from the energy counter: from the end of the row
+    before the first (its start) to the end of the last."""
+    if j <= i or not finite(rows[j - 1].get("energy_j")):
+        return math.nan, 0.0
+    before = rows[i - 1] if i > 0 and finite(rows[i - 1].get("energy_j")) else None
+    start_j, start_t = (before["energy_j"], before["t_end_s"]) if before else (rows[i]["energy_j"], rows[i]["t_end_s"])
+    if not finite(start_j):
+        return math.nan, 0.0
+    seconds = rows[j - 1]["t_end_s"] - start_t
+    return (rows[j - 1]["energy_j"] - start_j, seconds) if seconds > 0 else (math.nan, 0.0)
+
+
+def _mean(rows: list[dict], column: str) -> float:
+    vals = [r[column] for r in rows if finite(r.get(column))]
+    return statistics.fmean(vals) if vals else math.nan
+
+
+# --- one row -----------------------------------------------------------------------------------------
+
+@dataclass
+class Context:
+    """What every row of a summary shares."""
+
+    events: list
+    gpus: list  # the GPUs to summarize (gpubench.record.gpus.Gpu)
+    credit: dict  # stream -> the NVML index of the GPU its steps are credited to
+    peaks: dict
+    dtype: str
+    columns: list
+    recorded: set  # the metric columns this run's sources recorded at all
+    trim_s: float = TRIM_S
+
+    def __post_init__(self):
+        self.steps: dict[Stream, list[Steps]] = {}  # each stream's groups of steps, in time order
+        for e in sorted((e for e in self.events if isinstance(e, Steps)), key=lambda e: e.t_first):
+            self.steps.setdefault(e.stream, []).append(e)
+        self.clocks = {s: " and ".join("GPU" if c == "gpu" else "host" for c in sorted({g.clock for g in groups}))
+                       for s, groups in self.steps.items()}
+
+
+def summarize_row(name: str, spans, gpu, rows: list[dict], ctx: Context, kind: str = "phase") -> dict | None:
+    """The row of one phase (or start-up, teardown) on one GPU; None where it holds nothing at all."""
+    streams = sorted((s for s, g in ctx.credit.items() if g == gpu.nvml_index), key=Stream.order)
+    pooled_all = sorted((g for s in streams for g in ctx.steps.get(s, [])), key=lambda g: g.t_first)
+    window_rows, seconds, energy_j, energy_s = [], 0.0, 0.0, 0.0
+    tallies = {s: Tally() for s in streams}
+    power_rows = []
+    reported = 0  # steps in the spans, the window's and those before the trim
+    starts = [g.t_first for g in pooled_all]
+    row_starts = [r["t_start_s"] for r in rows]
     for a, b in spans:
-        chunk = stamps[bisect_left(times, a):bisect_left(times, b)]
-        n += len(chunk)
-        if len(chunk) >= 2:
-            busy_s += chunk[-1].t - chunk[0].t
-            gaps += [1e3 * (y.t - x.t) for x, y in zip(chunk, chunk[1:])]
-            flops += [e.flops for e in chunk[1:]]  # each stamp ends the step whose FLOPs it carries
+        pooled = pooled_all[bisect_left(starts, a):bisect_right(starts, b)]
+        ws, we, kept = _window(pooled, a, b, ctx.trim_s) if kind == "phase" else (a + ctx.trim_s, b, [])
+        if kind == "phase":
+            reported += sum(g.n for g in pooled if a <= g.t_first and g.t_last <= b)
+        if we <= ws:
+            continue
+        seconds += we - ws
+        i, j = _rows_in(rows, row_starts, ws, we)
+        span_rows = rows[i:j]
+        window_rows += span_rows
+        power_rows += [r for r in span_rows if r["t_start_s"] >= ws + POWER_LAG_S]
+        joules, s = _energy(rows, i, j)
+        if finite(joules):
+            energy_j, energy_s = energy_j + joules, energy_s + s
+        for s in streams:
+            tallies[s].add([g for g in kept if g.stream == s])
+    stepped = reported > 0
+    if not window_rows and not stepped and kind == "phase":
+        return None
+    row = {"scenario": name if len(ctx.gpus) == 1 else f"{name} · GPU {gpu.nvml_index}", "phase": name,
+           "family": "watch", "kind": kind, "gpu": gpu.nvml_index, "uuid": gpu.uuid,
+           "t_start": spans[0][0], "t_end": spans[-1][1], "seconds": seconds, "spans": len(spans),
+           "n_samples": len(window_rows), **metric_stats(window_rows, ctx.columns)}
+    power = metric_stats(power_rows, ["power_w"])
+    row.update(power, gpu_util_mean_pct=_mean(window_rows, "gpu_util_pct"))
+    busy, sm = row["gpu_util_mean_pct"], _mean(window_rows, "sm_active_pct")
+    row["sm_busy_pct"] = min(100.0, 100.0 * sm / busy) if finite(sm) and finite(busy) and busy > 0 else math.nan
+    row["energy_used_j"] = energy_j if energy_s > 0 else math.nan
+    row["power_w_energy"] = energy_j / energy_s if energy_s > 0 else math.nan
+    row.update(_steps(tallies, row, ctx), steps_reported=reported)
+    judge(row, ctx, stepped, kind)
+    return row
+
+
+def _steps(tallies: dict, row: dict, ctx: Context) -> dict:
+    """Steps, rates and work of the streams on this GPU: rates per stream, work summed over them."""
     nan = math.nan
-    rate = len(gaps) / busy_s if busy_s > 0 else nan
-    known = bool(flops) and all(f is not None for f in flops)
-    return {"steps": n, "steps_per_s": rate, "step_ms": 1e3 / rate if finite(rate) else nan,
-            "step_ms_p10": quantile(gaps, 0.1) if gaps else nan, "step_ms_p90": quantile(gaps, 0.9) if gaps else nan,
-            "flops_per_step": sum(flops) / len(flops) if known else nan}
-
-
-def _mean_power_w(windows: list[list[dict]]) -> float:
-    """Mean power from the energy counter over several spans, each weighted by its length."""
-    num = den = 0.0
-    for w in windows:
-        p = energy_power_w(w)
-        if finite(p):
-            d = w[-1]["t_end_s"] - w[0]["t_end_s"]
-            num, den = num + p * d, den + d
-    return num / den if den > 0 else math.nan
-
-
-def summarize(rows: list[dict], events, phases: list[Phase], gpus, peaks: dict, dtype: str, columns,
-              trim_s: float = TRIM_S) -> list[dict]:
-    """One row per phase and GPU: metric statistics over its steady rows, steps, TFLOP/s, MFU, verdict."""
-    present = [c for c in columns if any(c in r for r in rows)]
-    unit = UNITS[dtype]
-    by_gpu = {g.nvml_index: [r for r in rows if r["gpu"] == g.nvml_index] for g in gpus}  # in time order
-    starts = {g: [r["t_start_s"] for r in rs] for g, rs in by_gpu.items()}
-
-    def steady(gpu: int, a: float, b: float) -> list[dict]:
-        """steady_rows over the rows that can qualify: a long watch with many spans stays fast."""
-        near = by_gpu[gpu][bisect_left(starts[gpu], a + trim_s):bisect_right(starts[gpu], b)]
-        return steady_rows(near, gpu, a, b, trim_s)
-
-    out = []
-    for phase in phases:
-        steps = step_stats(events, phase.spans)
-        for gpu in gpus:
-            windows = [steady(gpu.nvml_index, a, b) for a, b in phase.spans]
-            window = [r for w in windows for r in w]
-            if not window and not steps["steps"]:
-                continue  # too short to hold a whole sample or a step: nothing to say
-            row = {"scenario": phase.name if len(gpus) == 1 else f"{phase.name} · GPU {gpu.nvml_index}",
-                   "phase": phase.name, "family": "watch", "gpu": gpu.nvml_index, "uuid": gpu.uuid,
-                   "t_start": phase.spans[0][0], "t_end": phase.spans[-1][1],
-                   "seconds": sum(b - a for a, b in phase.spans), "spans": len(phase.spans),
-                   "n_samples": len(window), **metric_stats(window, present),
-                   "power_w_energy": _mean_power_w([w for w in windows if w]), **steps,
-                   "unit": unit, "bound": "compute"}
-            achieved = derive({"kernel_ms": row["step_ms"], "flops_per_call": row["flops_per_step"],
-                               "bytes_per_call": math.nan, "unit": unit, "bound": "compute"}, peaks)
-            row.update({k: achieved[k] for k in ("tflops", "mfu_pct", "mfu_measured_pct")})
-            row["verdict"], names = verdict(row, dtype)
-            row["verdict_rules"] = ", ".join(names)
-            out.append(row)
+    live = {s: t for s, t in tallies.items() if t.stamps}
+    rates = [t.rate for t in live.values() if finite(t.rate)]
+    gaps = [g for t in live.values() for g in t.gaps_ms]
+    ranks = sorted({s.rank for s in live if s.rank is not None})
+    out = {"steps": sum(t.stamps for t in live.values()), "streams": len(live),
+           "rank": ranks[0] if len(ranks) == 1 else None, "ranks": ",".join(map(str, ranks)),
+           "stream_rates": "; ".join(f"{s.label}: {t.rate:.4g}/s" for s, t in live.items() if finite(t.rate)),
+           "steps_per_s": statistics.median(rates) if rates else nan,
+           "step_clock": " and ".join(sorted({_clock(s, ctx) for s in live})),
+           "flops_bad": sum(t.bad for t in live.values())}
+    out["step_ms"] = 1e3 / out["steps_per_s"] if finite(out["steps_per_s"]) else nan
+    out["step_ms_p10"] = statistics.quantiles(gaps, n=10)[0] if len(gaps) > 1 else (gaps[0] if gaps else nan)
+    out["step_ms_p90"] = statistics.quantiles(gaps, n=10)[-1] if len(gaps) > 1 else (gaps[0] if gaps else nan)
+    timed = [t for t in live.values() if finite(t.rate)]
+    counted = [t for t in timed if t.counted > 0]
+    per_s = lambda attr: sum(getattr(t, attr) / t.seconds for t in timed) if timed else nan  # noqa: E731
+    flops_s = sum(t.flops / t.seconds for t in counted) if counted else nan
+    out["flops_per_step"] = (sum(t.flops / t.counted for t in counted) / len(counted)) if counted else nan
+    derived = derive({"kernel_ms": 1e3, "flops_per_call": flops_s, "bytes_per_call": per_s("bytes"),
+                      "unit": UNITS[ctx.dtype], "bound": "compute"}, ctx.peaks)
+    dram = derive({"kernel_ms": 1e3, "flops_per_call": 0.0, "bytes_per_call": per_s("bytes"), "unit": None,
+                   "bound": "dram"}, ctx.peaks)
+    hw = derive({"kernel_ms": 1e3, "flops_per_call": sum(t.hw_flops / t.seconds for t in counted) if counted else nan,
+                 "bytes_per_call": 0.0, "unit": UNITS[ctx.dtype], "bound": "compute"}, ctx.peaks)
+    out.update(tflops=derived["tflops"], mfu_pct=derived["mfu_pct"], mfu_measured_pct=derived["mfu_measured_pct"],
+               hfu_pct=hw["mfu_pct"])
+    moved = any(t.bytes > 0 for t in timed)
+    out.update(gbps=dram["gbps"] if moved else nan, mbu_pct=dram["mbu_pct"] if moved else nan,
+               mbu_measured_pct=dram["mbu_measured_pct"] if moved else nan)
+    tokens_s = per_s("tokens") if any(t.tokens > 0 for t in timed) else nan
+    out["tokens_per_s"] = tokens_s
+    on_gpu = [t for s, t in live.items() if _clock(s, ctx) == "GPU"]
+    out["lead_ms"] = 1e3 * sum(t.lead_s for t in on_gpu) / sum(t.stamps for t in on_gpu) if on_gpu else nan
+    power = row["power_w_energy"]
+    out["j_per_step"] = power / sum(t.rate for t in timed) if timed and finite(power) else nan
+    out["j_per_token"] = power / tokens_s if finite(tokens_s) and tokens_s > 0 and finite(power) else nan
+    out["tokens_per_j"] = tokens_s / power if finite(tokens_s) and finite(power) and power > 0 else nan
+    out["tflop_per_kj"] = out["tflops"] / power * 1e3 if finite(out["tflops"]) and finite(power) and power > 0 else nan
     return out
+
+
+def _clock(stream: Stream, ctx: Context) -> str:
+    """Whose timeline stamped a stream's steps: "GPU", "host", or "GPU and host" (CUDA began mid-phase)."""
+    return ctx.clocks.get(stream, "")
+
+
+def judge(row: dict, ctx: Context, stepped: bool, kind: str, where: tuple[str, str] | None = None) -> None:
+    """The row's verdict: none for start-up and teardown; 'too short to measure' where the window holds
+    neither a whole sample row nor two steps."""
+    if kind != "phase":
+        row["verdict"], row["verdict_rules"] = f"{kind}: no advice, it is not a phase of the job's work.", kind
+        return
+    if not row["n_samples"] and not finite(row["steps_per_s"]):
+        row["verdict"], row["verdict_rules"] = (f"Too short to measure: no sample interval and no two steps lie "
+                                                f"inside its window after its first {ctx.trim_s:g} s."), "too-short"
+        for k in [k for k in row if k not in KEEP_WHEN_SHORT]:
+            if isinstance(row[k], float):
+                row[k] = math.nan
+        return
+    facts = dict(row, dtype=ctx.dtype, stepped=stepped)
+    row["verdict"], names = verdict(facts, ctx.dtype, ctx.recorded, where)
+    row["verdict_rules"] = ", ".join(names)
+
+
+KEEP_WHEN_SHORT = {"t_start", "t_end", "seconds"}
+
+
+# --- the whole summary -------------------------------------------------------------------------------
+
+def first_and_last_step(events) -> tuple[float | None, float | None]:
+    steps = [e for e in events if isinstance(e, Steps)]
+    return (min(e.t_first for e in steps), max(e.t_last for e in steps)) if steps else (None, None)
+
+
+def summarize(rows: list[dict], ctx: Context, phases: list[Phase], t0: float, t1: float) -> list[dict]:
+    """One row per phase and GPU, and the start-up and teardown rows of each GPU, in time order."""
+    by_gpu = {g.nvml_index: [r for r in rows if r["gpu"] == g.nvml_index] for g in ctx.gpus}
+    first, last = first_and_last_step(ctx.events)
+    first_mark = min((e.t for e in ctx.events if isinstance(e, Mark) and e.stream == leader(ctx.events)),
+                     default=None)
+    # a job that never marked nor stepped (attach mode, an unmarked job) is one phase, with no start-up
+    begun = min((x for x in (first, first_mark) if x is not None), default=t0)
+    # what follows the job's last step, where its last phase stepped, is teardown: no phase reaches past it
+    teardown = last is not None and t1 - last > ctx.trim_s and _ends_in_steps(ctx.events, phases, last)
+    end = last if teardown else t1
+    out = []
+    for gpu in ctx.gpus:
+        if begun - t0 > ctx.trim_s:
+            out.append(summarize_row(START_UP, [(t0, begun)], gpu, by_gpu[gpu.nvml_index], ctx, kind=START_UP))
+        for phase in phases:
+            spans = [(max(a, begun), min(b, end)) for a, b in phase.spans if min(b, end) > max(a, begun)]
+            if phase.name == FIRST_PHASE and begun > t0 and not _has_steps(ctx.events, spans):
+                continue  # before the first mark, nothing stepped: that was the start-up
+            row = summarize_row(phase.name, spans, gpu, by_gpu[gpu.nvml_index], ctx) if spans else None
+            if row is not None:
+                out.append(row)
+        if teardown:
+            out.append(summarize_row(TEARDOWN, [(last, t1)], gpu, by_gpu[gpu.nvml_index], ctx, kind=TEARDOWN))
+    out = [r for r in out if r is not None]
+    for name in dict.fromkeys(r["phase"] for r in out if r["kind"] == "phase"):
+        rows_of = [r for r in out if r["phase"] == name and r["kind"] == "phase"]
+        found = straggler.find(rows_of)
+        late = next((rows_of[i]["rank"] for i, (rule, _) in found.items() if rule == "straggler"), None)
+        for i, where in found.items():
+            judge(rows_of[i], ctx, True, "phase", where)
+            rows_of[i]["straggler_rank"] = late
+    return out
+
+
+def _has_steps(events, spans) -> bool:
+    return any(isinstance(e, Steps) and a <= e.t_first <= b for e in events for a, b in spans)
+
+
+def _ends_in_steps(events, phases, last: float) -> bool:
+    """The job's last phase stepped: what follows its last step is teardown, not part of that phase."""
+    final = max(((p, b) for p in phases for _, b in p.spans), key=lambda pb: pb[1], default=None)
+    if final is None:
+        return False
+    a = max(a for a, b in final[0].spans if b == final[1])
+    return a <= last
+
+
+@dataclass
+class Summary:
+    summary: list[dict]
+    phases: list[Phase]
+    used: list[int]  # NVML indices of the GPUs the job used
+    notes: list[str]
+
+
+def summarize_watch(rows: list[dict], events, gpus: list, t0: float, t1: float, peaks: dict, dtype: str,
+                    columns: list, contexts: dict, all_gpus: bool = False) -> Summary:
+    """A watch's whole summary from what it recorded: its sample rows, its marks, the GPUs it sampled, the
+    recording's window, the peaks, the --dtype, and which GPUs the command's processes held (NVML index ->
+    pids). Every GPU the job used gets its rows; the others too where all_gpus."""
+    phases = cut(events, t0, t1)
+    credited, used, notes = credit(events, gpus, {int(g): set(p) for g, p in contexts.items()})
+    summarized = gpus if all_gpus else [g for g in gpus if g.nvml_index in used]
+    recorded = {c for c in columns if any(finite(r.get(c)) for r in rows)}
+    ctx = Context(events, summarized, credited, peaks, dtype, list(columns), recorded)
+    return Summary(summarize(rows, ctx, phases, t0, t1), phases, used, notes)

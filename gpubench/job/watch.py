@@ -70,7 +70,7 @@ def _attend(watch: Watch, argv: list[str], env: dict, duration_s: float | None) 
     except OSError as err:
         raise CannotStart(127 if isinstance(err, FileNotFoundError) else 126,
                           f"{argv[0]} could not be started: {err.strerror or err}") from None
-    record["pid"] = pid
+    record["pid"] = watch.child_pid = pid
     outcome = child.wait(pid)
     record.update(exit_code=outcome.exit_code, signal=outcome.signal_name, still_running=outcome.exit_code is None)
     return outcome
@@ -133,7 +133,8 @@ def cmd(args) -> int:
         check_out(out)
     attach_marks = Path(env[marks.ENV]) if not argv and env.get(marks.ENV) else None
     opts = WatchOptions(out, gpus, info, dtype=args.dtype, interval_s=args.interval, profiling=args.profiling,
-                        smi=not args.no_smi, measure_peaks=args.peaks, marks_path=attach_marks)
+                        smi=not args.no_smi, measure_peaks=args.peaks, marks_path=attach_marks,
+                        all_gpus=args.all_gpus, root_pid=(lambda w: w.child_pid) if argv else None)
     return _run_and_show(opts, argv, args.duration, [note] if note else [])
 
 
@@ -164,6 +165,13 @@ def show(watch: Watch, console=None) -> None:
                                 "each phase", columns=WATCH_TABLE, header="phase"))
     for r in watch.summary:
         console.print(f"[bold]{r['scenario']}[/]: {r['verdict']}", highlight=False)
+        if r.get("streams", 0) > 1:
+            console.print(f"  steps/s per process on GPU {r['gpu']}: {r['stream_rates']} (TFLOP/s and MFU are "
+                          "their sum)", highlight=False)
+    idle = watch.manifest.get("gpus_idle") or []
+    if idle:
+        console.print("idle, no process of the command used them: " + ", ".join(
+            f"GPU {g['nvml_index']} ({g['name']})" for g in idle) + " (--all-gpus keeps their rows)", highlight=False)
     ended = watch.manifest.get("child") or {}
     if ended.get("signal"):
         console.print(f"the command was ended by {ended['signal']} (exit code {ended['exit_code']})")
@@ -207,7 +215,7 @@ def recording(out=None, *, device: int | None = None, all_gpus: bool = False, dt
         raise ValueError(f"cannot write the run to {out_dir}: {problem}")
     opts = WatchOptions(out_dir, gpus, info, dtype=dtype, interval_s=interval_s or DEFAULT_INTERVAL_S,
                         profiling=profiling, smi=smi, measure_peaks=peaks, sources=sources,
-                        command=[sys.executable, *sys.argv])
+                        command=[sys.executable, *sys.argv], all_gpus=all_gpus, root_pid=os.getpid())
     path = str((out_dir / MARKS_FILE).resolve())
     previous, previous_env = marks.target(path), os.environ.get(marks.ENV)
     os.environ[marks.ENV] = path
@@ -215,7 +223,10 @@ def recording(out=None, *, device: int | None = None, all_gpus: bool = False, dt
         with watching(opts) as watch:
             if watch.interrupted:
                 raise KeyboardInterrupt
-            yield watch
+            try:
+                yield watch
+            finally:
+                marks.flush()  # this process's gathered steps, before the summary reads them
     finally:
         marks.target(previous)
         if previous_env is None:

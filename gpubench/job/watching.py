@@ -5,7 +5,8 @@ summary.csv/json), so `plot` and `report` work on it. The job's gpubench.mark() 
 to marks.tsv in the run directory (named to the child in GPUBENCH_MARKS). Samples are labelled live:
 a thread reads the new lines of that file every TAIL_S seconds and sets the sampler's phase, so an
 interrupted watch keeps its labels; the summary does not rely on those labels but assigns rows to
-phases by the marks' own timestamps (gpubench.job.phases).
+phases by the marks' own timestamps (gpubench.job.phases). Another thread notes which GPUs the command's
+processes hold a context on (gpubench.job.contexts), so that only those are summarized.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpubench.install import DIST, version
-from gpubench.job import child, marks
-from gpubench.job.phases import FIRST_PHASE, STORY, UNITS, cut, summarize
+from gpubench.job import child, markfile
+from gpubench.job.contexts import Contexts
+from gpubench.job.phases import FIRST_PHASE, FLOP_CONVENTION, STORY, UNITS, Summary, summarize_watch
 from gpubench.read.summary import peak_conditions
 from gpubench.record.gpus import Gpu
 from gpubench.record.recording import Recording, Reporter
@@ -61,6 +63,8 @@ class WatchOptions:
     command: list[str] = field(default_factory=lambda: list(sys.argv))
     sources: list | None = None  # None: the source policy chooses
     marks_path: Path | None = None  # attach mode: a marks file the job already writes
+    all_gpus: bool = False  # keep a row for every sampled GPU, the idle ones too
+    root_pid: object = None  # the command's process (or a callable giving it once started): its tree is the job
 
 
 @dataclass
@@ -74,6 +78,7 @@ class Watch:
     t_start: float = 0.0
     t_end: float = 0.0
     interrupted: bool = False  # a Ctrl-C or SIGTERM came while the peaks were measured
+    child_pid: int | None = None  # the watched command's process, once started
 
     @property
     def manifest(self) -> dict:
@@ -81,13 +86,14 @@ class Watch:
 
 
 class Tail(threading.Thread):
-    """Sets the sampler's phase from the lowest rank's marks as they are written."""
+    """Sets the sampler's phase from the leading process's marks as they are written (the lowest rank that
+    marked; without ranks, the first process to mark)."""
 
     def __init__(self, path: Path, set_phase):
         super().__init__(name="gpubench-marks", daemon=True)
-        self.reader = marks.Reader(path)
+        self.reader = markfile.Reader(path)
         self.set_phase = set_phase
-        self.rank: int | None = None
+        self.lead: markfile.Stream | None = None
         self.current: str | None = None
         self._stop_event = threading.Event()
 
@@ -97,20 +103,19 @@ class Tail(threading.Thread):
 
     def poll(self) -> None:
         for e in self.reader.poll():  # steps pass by unkept: memory stays flat however long the job
-            if e.kind != "mark":
+            if not isinstance(e, markfile.Mark):
                 continue
-            if self.rank is None or e.rank < self.rank:
-                self.rank = e.rank
-            if e.rank == self.rank and e.value != self.current:
-                self.current = e.value
-                self.set_phase(e.value)
+            if self.lead is None or (e.stream.rank is not None and (self.lead.rank is None or e.stream.rank < self.lead.rank)):
+                self.lead = e.stream
+            if e.stream == self.lead and e.name != self.current:
+                self.current = e.name
+                self.set_phase(e.name)
 
     def stop(self) -> None:
         self._stop_event.set()
         if self.is_alive():
             self.join()
         self.poll()
-
 
 
 def _measure_peaks(gpu: Gpu, rec: Recording) -> tuple[dict | None, dict, bool]:
@@ -144,17 +149,23 @@ def watching(opts: WatchOptions, reporter: Reporter | None = None):
     windows: dict = {}
 
     def finish(rows):
-        events = marks.read_all(watch.marks_path)
-        phases = cut(events, watch.t_start, watch.t_end)
+        events = markfile.read_all(watch.marks_path)
         peaks["conditions"] = {k: peak_conditions(rows, opts.gpus[0].nvml_index, a, b) for k, (a, b) in windows.items()}
-        watch.summary[:] = summarize(rows, events, phases, opts.gpus, peaks, opts.dtype, rec.sampler.columns)
+        held = contexts.used if contexts is not None else {}
+        result = summarize_watch(rows, events, opts.gpus, watch.t_start, watch.t_end, peaks, opts.dtype,
+                                 list(rec.sampler.columns), held, opts.all_gpus)
+        watch.summary[:] = result.summary
         write_summary(opts.out_dir, watch.summary)
-        rec.manifest.update(peaks=peaks, phases=[{"name": p.name, "spans": p.spans} for p in phases],
-                            marks={"file": watch.marks_path.name if opts.marks_path is None else str(watch.marks_path),
-                                   "marks": sum(e.kind == "mark" for e in events),
-                                   "steps": sum(e.kind == "step" for e in events),
-                                   "ranks": sorted({e.rank for e in events})})
+        for note in result.notes:
+            rec.warn(note)
+        idle = [g.as_dict() for g in opts.gpus if g.nvml_index not in result.used]
+        rec.manifest.update(peaks=peaks, phases=[{"name": p.name, "spans": p.spans} for p in result.phases],
+                            window={"t_start": watch.t_start, "t_end": watch.t_end}, all_gpus=opts.all_gpus,
+                            flop_convention=FLOP_CONVENTION, gpus_used=result.used, gpus_idle=idle,
+                            contexts=contexts.facts() if contexts is not None else None,
+                            marks=marks_facts(events, watch.marks_path, opts.marks_path))
 
+    contexts = None
     with rec:
         rec.manifest.update(gpu=opts.info, peaks=peaks, dtype=opts.dtype, families={"watch": {"story": STORY}},
                             versions={"gpubench": version(DIST), "python": platform.python_version(),
@@ -170,11 +181,43 @@ def watching(opts: WatchOptions, reporter: Reporter | None = None):
         rec.set_phase(FIRST_PHASE)
         tail = Tail(watch.marks_path, rec.set_phase)
         tail.start()
+        if opts.root_pid is not None:
+            root = opts.root_pid if not callable(opts.root_pid) else (lambda: opts.root_pid(watch))
+            contexts = Contexts(opts.gpus, root)
+            contexts.start()
         watch.t_start = rec.clock()
         try:
             yield watch
         finally:
             watch.t_end = rec.clock()
             tail.stop()
+            if contexts is not None:
+                contexts.stop()
 
 
+def marks_facts(events, path: Path, given: Path | None) -> dict:
+    """What the marks file held, for the manifest."""
+    steps = [e for e in events if isinstance(e, markfile.Steps)]
+    streams = sorted({e.stream for e in events}, key=markfile.Stream.order)
+    return {"file": path.name if given is None else str(path),
+            "marks": sum(isinstance(e, markfile.Mark) for e in events), "lines": len(events),
+            "steps": sum(e.n for e in steps), "clocks": sorted({e.clock for e in steps}),
+            "streams": [{"rank": s.rank, "pid": s.pid} for s in streams]}
+
+
+
+
+def resummarize(run_dir: Path) -> Summary:
+    """A watch run's summary computed anew by this code from its files alone (samples.csv, marks.tsv,
+    manifest.json): what the numbers of any recorded watch would be today."""
+    from gpubench.record.rundir import load_run
+
+    manifest, samples, _ = load_run(run_dir)
+    gpus = [Gpu(**g) for g in manifest["gpus_sampled"]]
+    spans = [s for p in manifest.get("phases") or [] for s in p["spans"]]
+    window = manifest.get("window") or {"t_start": min(a for a, _ in spans), "t_end": max(b for _, b in spans)}
+    marks_file = Path((manifest.get("marks") or {}).get("file") or MARKS_FILE)
+    events = markfile.read_all(marks_file if marks_file.is_absolute() else Path(run_dir) / marks_file)
+    contexts = (manifest.get("contexts") or {}).get("used") or {}
+    return summarize_watch(samples, events, gpus, window["t_start"], window["t_end"], manifest["peaks"],
+                           manifest.get("dtype", "bf16"), manifest["columns"], contexts, manifest.get("all_gpus", False))

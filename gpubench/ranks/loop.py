@@ -27,13 +27,7 @@ from gpubench.record import gpus
 from gpubench.record.recording import Recording, Reporter, Window
 from gpubench.record.rundir import RANKED_SAMPLE_KEYS, CsvSink, write_summary
 from gpubench.suite.backend import CudaBackend
-from gpubench.suite.runner import (
-    RunOptions,
-    checked,
-    estimate_s,
-    scenario_result,
-    shared_gpu,
-)
+from gpubench.suite.runner import RunOptions, checked, estimate_s, scenario_result, shared_gpu
 from gpubench.truth.timing import Timings, calls_for, time_loop, warm_up
 
 CHUNK_S = 0.5  # timed calls between two checks of rank 0's clock: the ranks stop together after --duration

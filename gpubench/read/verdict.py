@@ -1,10 +1,15 @@
-"""The verdict on a phase: one table of rules that turns its ladder into a sentence a user can act on.
+"""The verdict on a phase: tables of rules that turn its ladder into sentences a user can act on.
 
-Two tables, each read top to bottom; in each, the first rule whose every condition holds gives its
-sentence. WHERE says where the time goes (from the sampled metrics), WORK what it achieved (from the
-FLOPs the job reported). A condition on a metric this run could not record is false, except `missing`.
-Each sentence is printed with the numbers that triggered it, so every threshold is in plain view; the
-README's table is this one.
+Each table is read top to bottom; in each, the first rule whose every condition holds gives its sentence.
+WHERE says where the time goes (from the sampled metrics), IDLE how much of it the GPU sat idle (said
+whatever else is said), WORK what the job achieved (from the FLOPs, bytes and tokens it reported). Each
+sentence is printed with the numbers that made it hold, at the precision that shows why (MFU 9.94% < 10%
+reads "9.9% < 10%", never "10% < 10%"); the README's table is this one. Conditions:
+
+    <, >=, >   the value exists and compares so
+    <|missing  the value is below the threshold or does not exist
+    missing    the row has no value (no steps, no FLOPs, no peak)
+    unrecorded this run's metric sources did not record the column at all
 """
 
 from __future__ import annotations
@@ -13,51 +18,100 @@ import operator
 import re
 from dataclasses import dataclass
 
-from gpubench.metrics import BY_COLUMN, finite, fmt_value
+from gpubench.metrics import BY_COLUMN, finite, pct
 
-OPS = {"<": operator.lt, ">=": operator.ge}
-SHOWN = {"<": "<", ">=": "≥"}
+OPS = {"<": operator.lt, ">=": operator.ge, ">": operator.gt}
+SHOWN = {"<": "<", ">=": "≥", ">": ">", "<|missing": "<"}
+PERCENT = re.compile(r"_pct$")
 
 
 @dataclass(frozen=True)
 class Rule:
     name: str
-    when: tuple[tuple[str, str, float | None], ...]  # (column, "<" | ">=" | "missing", threshold)
+    when: tuple[tuple[str, str, float | None], ...]  # (fact, op, threshold)
     says: str  # filled from the summary row: {mfu_pct}, {dtype}, ...
 
-    def holds(self, row: dict) -> bool:
+    def holds(self, row: dict, recorded) -> bool:
         for column, op, threshold in self.when:
             value = row.get(column)
             if op == "missing":
-                if finite(value):
-                    return False
-            elif not (finite(value) and OPS[op](value, threshold)):
+                ok = not finite(value)
+            elif op == "unrecorded":
+                ok = column not in recorded
+            elif op == "<|missing":
+                ok = not finite(value) or value < threshold
+            else:
+                ok = finite(value) and OPS[op](value, threshold)
+            if not ok:
                 return False
         return True
 
     def condition(self) -> str:
-        """The rule's conditions in words, thresholds included: 'GPU-Util < 50%'."""
-        return " and ".join(f"{_label(c)} not recorded" if op == "missing" else f"{_label(c)} {SHOWN[op]} {t:g}%"
+        """The rule's conditions in words, thresholds included: 'GPU busy < 50%'."""
+        words = {"missing": "not known", "unrecorded": "not recorded by the run"}
+        return " and ".join(f"{_label(c)} {words[op]}" if op in words else
+                            f"{_label(c)} {SHOWN[op]} {_threshold(c, t)}" + (" or not known" if op == "<|missing" else "")
                             for c, op, t in self.when)
 
     def because(self, row: dict) -> str:
-        """The numbers that made it hold: 'GPU-Util 33% < 50%' ('' for a rule on missing values only)."""
-        return ", ".join(f"{_label(c)} {fmt_value(c, row.get(c))} {SHOWN[op]} {t:g}%"
-                         for c, op, t in self.when if op != "missing")
+        """The numbers that made it hold: 'GPU busy 33% < 50%' ('' for a rule on missing values only)."""
+        return ", ".join(f"{_label(c)} {shown(row.get(c), op, t, bool(_unit(c)))}{_unit(c)} {SHOWN[op]} "
+                         f"{_threshold(c, t)}"
+                         for c, op, t in self.when if op in SHOWN and finite(row.get(c)))
+
+    def as_shown(self, column: str, value) -> str:
+        """A fact of the sentence at the precision its condition needs (9.9, not 10, beside '< 10%')."""
+        for c, op, t in self.when:
+            if c == column and op in SHOWN:
+                return shown(value, op, t, bool(_unit(c)))
+        return pct(value).rstrip("%") if PERCENT.search(column) else str(value)
+
+
+LABELS = {"gpu_util_mean_pct": "GPU busy", "mfu_pct": "MFU", "mbu_pct": "MBU", "steps_per_s": "steps/s",
+          "sm_busy_pct": "SM active while busy", "flops_bad": "steps with unusable FLOPs",
+          "steps_reported": "steps reported"}
 
 
 def _label(column: str) -> str:
-    named = {"gpu_util_pct": "GPU-Util", "mfu_pct": "MFU", "steps_per_s": "steps/s"}
-    return named.get(column) or BY_COLUMN[column].label
+    return LABELS.get(column) or BY_COLUMN[column].label
+
+
+def _unit(column: str) -> str:
+    return "%" if PERCENT.search(column) else ""
+
+
+def _threshold(column: str, t) -> str:
+    return f"{t:g}{_unit(column)}"
+
+
+def shown(value: float, op: str, threshold: float, percent: bool = True) -> str:
+    """value as tables write it (metrics.pct for percentages), with more digits where that would hide its
+    comparison with the threshold: 9.94 against '< 10' is '9.9', never '10'; large numbers in exponent form,
+    so no text grows with their size."""
+    if abs(value) >= 1e4:
+        return f"{value:.3g}"
+    compare = OPS.get(op.split("|")[0], operator.lt)
+    first = pct(value).rstrip("%") if percent else f"{value:.3g}"
+    if first.startswith("<"):
+        return first  # below 0.01%: every threshold here is above it
+    for text in [first] + [f"{value:.{d}f}" for d in range(0, 7)]:
+        if compare(float(text), threshold) == compare(value, threshold) and float(text) != threshold:
+            return text
+    return f"{value:.6g}"
 
 
 WHERE = (
-    Rule("host-bound", (("gpu_util_pct", "<", 50),),
-         "the GPU waits on the host more than half the time (data loading, Python, kernel launches): "
-         "load data in background workers, overlap the copy with compute, launch fewer and larger kernels"),
-    Rule("few-sms", (("sm_active_pct", "<", 50),),
-         "the kernels keep few SMs busy (small batches, small grids, tiny kernels back to back): raise the "
-         "batch, fuse kernels (torch.compile), or capture the step in a CUDA graph"),
+    Rule("host-bound", (("gpu_util_mean_pct", "<", 50),),
+         "the GPU waits on the host more than half the time (data loading, Python, kernel launches): load "
+         "data in background workers, overlap the copy with compute, launch fewer and larger kernels "
+         "(torch.compile, a CUDA graph)"),
+    Rule("memory-bound-decode", (("mbu_pct", ">=", 50), ("mfu_pct", "<|missing", 10)),
+         "limited by memory bandwidth, as decode at a small batch is: each step reads all the weights (and "
+         "the KV cache) once, so batching more sequences raises tokens/s at almost the same step time, until "
+         "the arithmetic catches up with the bytes"),
+    Rule("few-sms", (("sm_busy_pct", "<", 50),),
+         "while the GPU is busy its kernels keep few SMs busy (small batches, small grids, tiny kernels back "
+         "to back): raise the batch, fuse kernels (torch.compile), or capture the step in a CUDA graph"),
     Rule("memory-bound", (("dram_active_pct", ">=", 50), ("tensor_active_pct", "<", 10)),
          "memory-bound: the time goes to moving data, not to matrix math; fuse elementwise kernels "
          "(torch.compile) and keep activations in bf16"),
@@ -69,47 +123,87 @@ WHERE = (
     Rule("tensor-part", (("tensor_active_pct", ">=", 10),),
          "the tensor cores work part of the time; the rest goes to other kernels (attention, normalisation, "
          "elementwise, optimizer) and launch gaps: fuse them (torch.compile) or raise the batch"),
-    Rule("util-only", (("sm_active_pct", "missing", None),),
+    Rule("util-only", (("sm_active_pct", "unrecorded", None),),
          "GPU-Util only says that a kernel was running: SM and tensor activity (NVML GPM on Hopper, or DCGM) "
          "are needed to say how much of the GPU it used"),
-    Rule("tensor-unknown", (("tensor_active_pct", "missing", None),),
+    Rule("tensor-unknown", (("tensor_active_pct", "unrecorded", None),),
          "the SMs are busy; without tensor activity (NVML GPM on Hopper, or DCGM) the ladder cannot say "
          "whether the matrix math runs on the tensor cores"),
 )
 
-WORK = (
-    Rule("no-steps", (("steps_per_s", "missing", None),),
-         "no steps were reported in this phase: call gpubench.step(flops=...) after each step for steps/s "
-         "and MFU"),
-    Rule("no-flops", (("tflops", "missing", None),),
-         "steps without FLOPs, so no MFU: pass them to gpubench.step(flops=...) (gpubench.count_flops "
-         "counts one step)"),
-    Rule("no-peak", (("mfu_pct", "missing", None),),
-         "{tflops:.3g} TFLOP/s achieved; no datasheet peak is known for this GPU, so no MFU"),
-    Rule("mfu-low", (("mfu_pct", "<", 10),),
-         "MFU {mfu_pct:.2g}%: under a tenth of the {dtype} peak does useful arithmetic"),
-    Rule("mfu-mid", (("mfu_pct", "<", 35),),
-         "MFU {mfu_pct:.2g}% of the {dtype} peak: typical of an eager PyTorch loop; torch.compile, larger "
-         "batches and fewer waits on the host raise it"),
-    Rule("mfu-high", (("mfu_pct", ">=", 35),),
-         "MFU {mfu_pct:.2g}% of the {dtype} peak: as high as well-tuned large-model training reaches"),
+IDLE = (
+    Rule("idle", (("gpu_util_mean_pct", "<", 90),),
+         "the GPU sat idle {idle_pct:.0f}% of the time"),
 )
 
-TABLES = (("where the time goes", WHERE), ("what it achieved", WORK))
+WORK = (
+    Rule("flops-unusable", (("flops_bad", ">", 0), ("tflops", "missing", None)),
+         "the FLOPs given to gpubench.step() were not numbers of 0 or more, so no MFU: pass a number "
+         "(gpubench.count_flops counts one step)"),
+    Rule("no-steps", (("steps_reported", "<", 1),),
+         "no steps were reported in this phase: call gpubench.step(flops=...) after each step for steps/s "
+         "and MFU"),
+    Rule("one-step", (("steps_per_s", "missing", None),),
+         "steps were reported, but fewer than two in a window after its first half second, so no rate: a "
+         "phase needs two steps or more to be measured"),
+    Rule("no-flops", (("tflops", "missing", None), ("mbu_pct", "missing", None)),
+         "steps without FLOPs or bytes, so no MFU or MBU: pass them to gpubench.step(flops=..., bytes=...) "
+         "(gpubench.count_flops counts one step's FLOPs)"),
+    Rule("no-peak", (("mfu_pct", "missing", None), ("mbu_pct", "missing", None)),
+         "{tflops:.3g} TFLOP/s achieved; no datasheet peak is known for this GPU, so no MFU"),
+    Rule("mfu-impossible", (("mfu_pct", ">", 100),),
+         "an MFU above 100% of the {dtype} peak cannot be: the FLOP count is too large, or --dtype names a "
+         "slower unit than the one that ran (tf32, fp8); no rating"),
+    Rule("mbu-impossible", (("mbu_pct", ">", 100),),
+         "an MBU above 100% of the datasheet bandwidth cannot be: the bytes given to gpubench.step() are "
+         "more than the step moves; no rating"),
+    Rule("mbu-high", (("mbu_pct", ">=", 50), ("mfu_pct", "<|missing", 10)),
+         "MBU {mbu_pct}% of the datasheet bandwidth: the yardstick of a memory-bound step, where MFU says "
+         "only that arithmetic is not the limit"),
+    Rule("mbu-low", (("mbu_pct", "<", 50), ("mfu_pct", "<|missing", 10)),
+         "neither memory bandwidth nor arithmetic limits this step (MBU {mbu_pct}%): the host and kernel "
+         "launches do; a CUDA graph, torch.compile or a larger batch raise tokens/s"),
+    Rule("mfu-low", (("mfu_pct", "<", 10),),
+         "MFU {mfu_pct}%: under a tenth of the {dtype} peak does useful arithmetic"),
+    Rule("mfu-mid", (("mfu_pct", "<", 35),),
+         "MFU {mfu_pct}% of the {dtype} peak: typical of an eager PyTorch loop; torch.compile, larger "
+         "batches and fewer waits on the host raise it"),
+    Rule("mfu-high", (("mfu_pct", ">=", 35),),
+         "MFU {mfu_pct}% of the {dtype} peak: as high as well-tuned large-model training reaches"),
+)
+
+TABLES = (("where the time goes", WHERE), ("how much it idled", IDLE), ("what it achieved", WORK))
 
 
-def first(rules, row: dict) -> Rule | None:
-    return next((r for r in rules if r.holds(row)), None)
+def first(rules, row: dict, recorded) -> Rule | None:
+    return next((r for r in rules if r.holds(row, recorded)), None)
 
 
-def verdict(row: dict, dtype: str) -> tuple[str, list[str]]:
-    """The phase's verdict, each sentence with the numbers that triggered it, and the rules' names."""
-    facts = dict(row, dtype=dtype)
+def _fill(rule: Rule, facts: dict) -> str:
+    """The sentence's fields: percentages as the rule's conditions show them, others by their own format."""
+    def one(m):
+        key, spec = m.group(1), m.group(2) or ""
+        value = facts.get(key)
+        if PERCENT.search(key) and finite(value):
+            return rule.as_shown(key, value)
+        return format(value, spec.lstrip(":")) if spec and finite(value) else str(value)
+    return re.sub(r"\{(\w+)(:[^}]*)?\}", one, rule.says)
+
+
+def verdict(row: dict, dtype: str, recorded=frozenset(), where: tuple[str, str] | None = None) -> tuple[str, list[str]]:
+    """The phase's verdict, each sentence with the numbers that triggered it, and the rules' names. `where`
+    (rule name, sentence) speaks for the WHERE table where more than one GPU's numbers decide (a straggler)."""
+    busy = row.get("gpu_util_mean_pct")
+    facts = dict(row, dtype=dtype, idle_pct=100 - busy if finite(busy) else None)
     sentences, names = [], []
     for _, rules in TABLES:
-        rule = first(rules, row)
+        if rules is WHERE and where is not None:
+            names.append(where[0])
+            sentences.append(where[1])
+            continue
+        rule = first(rules, facts, recorded)
         if rule is not None:
-            text, because = rule.says.format(**facts), rule.because(row)
+            text, because = _fill(rule, facts), rule.because(facts)
             sentences.append(f"{text[0].upper()}{text[1:]}" + (f" ({because})." if because else "."))
             names.append(rule.name)
     return " ".join(sentences), names

@@ -84,11 +84,13 @@ def diagnose() -> tuple[int, list[str]]:
                      f"CUDA {info['cuda_driver']}, {info['uuid']}")
     gpus = list(range(count))
     order, _ = profiling_order("auto", gpus)
-    lines.append(f"metric sources (profiling metrics by default from: {order[0] if order and gpus else 'none'}):")
-    for name in ("nvml", "gpm", "dcgm", "smi"):
+    statuses = {name: source_status(name, gpus, why) for name in ("nvml", "gpm", "dcgm", "cupti", "smi")}
+    default = next((n for n in order if statuses[n] == "available"), "none") if gpus else "none"
+    lines.append(f"metric sources (profiling metrics by default from: {default}):")
+    for name, status in statuses.items():
         cls = source_class(name)
         floor = f", refreshes every {cls.min_interval_s:g} s" if cls.min_interval_s else ""
-        lines.append(f"  {name:<5} {source_status(name, gpus, why)}  [{', '.join(cls.columns)}{floor}]")
+        lines.append(f"  {name:<5} {status}  [{', '.join(cls.columns)}{floor}]")
     lines.append("kernels:")
     for name, (ok, note) in {"torch": (torch_ok, torch_note), "triton": _triton(), "cupy": _cupy()}.items():
         lines.append(f"  {name:<6} {'available' if ok else 'unavailable'}: {note}")

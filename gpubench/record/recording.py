@@ -26,12 +26,7 @@ from gpubench.read.summary import TRIM_S
 from gpubench.record import rundir
 from gpubench.record.gpus import Gpu
 from gpubench.record.sampler import Sampler
-from gpubench.record.sources.policy import (
-    DEFAULT_INTERVAL_S,
-    describe,
-    open_given,
-    open_sources,
-)
+from gpubench.record.sources.policy import DEFAULT_INTERVAL_S, describe, open_given, open_sources
 
 
 class Reporter:

@@ -4,8 +4,9 @@ Each row covers the interval since the previous one (`t_start_s` to `t_end_s`, m
 interval that GPM's and DCGM's values average over, and is labelled with the phase that ran for most
 of it, so a row that straddles the start of a scenario is not counted as the scenario. Before anything
 runs the phase is "start". Rows go to the sink as they are made, so an interrupted run keeps what it
-recorded; only the last `keep_rows` stay in memory. A source that raises mid-run is reported once and
-its columns stay NaN from then on: a failure is never recorded as zeros.
+recorded; only the last `keep_rows` stay in memory. A read that raises leaves that row's values of the
+source empty (never zeros) and is reported once; a source that fails DROP_AFTER reads in a row is dropped
+for the rest of the recording, and the failures (first, each drop) go to the manifest with their times.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from gpubench.record.sources import Source
 from gpubench.record.sources.policy import DEFAULT_INTERVAL_S
 
 FIRST_PHASE = "start"
+DROP_AFTER = 10  # consecutive failed reads of a source (a second at the default interval) before it is dropped
 
 
 class PhaseLog:
@@ -74,7 +76,8 @@ class Sampler:
         self._clock = clock
         self._wall_clock = wall_clock
         self._on_failure = on_failure
-        self._failed: set[str] = set()
+        self._failed: set[str] = set()  # dropped
+        self._failing: dict[str, int] = {}  # source -> consecutive failed reads
         self._lock = threading.Lock()
         t0 = clock()  # the sources were opened just before: the first row's interval starts here
         self._phases = PhaseLog(t0)
@@ -100,15 +103,26 @@ class Sampler:
             try:
                 values = source.read()
             except Exception as err:  # any failure of a source is reported, never turned into zeros
-                self._failed.add(source.name)
-                failure = {"source": source.name, "t_end_s": t_end, "error": f"{type(err).__name__}: {err}"}
-                self.failures.append(failure)
-                if self._on_failure:
-                    self._on_failure(source.name, failure["error"])
+                self._failure(source.name, t_end, f"{type(err).__name__}: {err}")
                 continue
+            self._failing[source.name] = 0
             for g in self.gpus:
                 merged[g].update(values.get(g, {}))
         return merged
+
+    def _failure(self, name: str, t_end: float, error: str) -> None:
+        """One failed read: an empty row for that source; said the first time, dropped after DROP_AFTER in a row."""
+        count = self._failing[name] = self._failing.get(name, 0) + 1
+        first = not any(f["source"] == name for f in self.failures)
+        dropped = count >= DROP_AFTER
+        if dropped:
+            self._failed.add(name)
+        if first or dropped:
+            self.failures.append({"source": name, "t_end_s": t_end, "error": error, "dropped": dropped,
+                                  "failed_reads": count})
+            if self._on_failure:
+                self._on_failure(name, (f"dropped after {count} failed reads in a row: {error}" if dropped else
+                                        f"{error} (the row is left empty; the source is kept)"))
 
     def sample_once(self) -> list[dict]:
         t_end, t_wall = self._clock(), self._wall_clock()

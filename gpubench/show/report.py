@@ -14,15 +14,7 @@ import re
 import string
 from pathlib import Path
 
-from gpubench.metrics import (
-    BY_COLUMN,
-    GPU_UTIL_MEANING,
-    TABLE,
-    finite,
-    fmt,
-    fmt_value,
-    pct,
-)
+from gpubench.metrics import BY_COLUMN, GPU_UTIL_MEANING, TABLE, finite, fmt, fmt_value, pct
 from gpubench.read.summary import TRIM_S, batch_at, ridge_flop_per_byte, row_label
 from gpubench.record.rundir import partial
 from gpubench.show.figures import FIGURES, figures_for, plot_run

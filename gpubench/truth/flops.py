@@ -1,9 +1,30 @@
-"""count_flops: the FLOPs one call of a function does, as PyTorch's FLOP counter sees them."""
+"""The work of a step, counted: count_flops, the FLOPs one call of a function does, by PaLM's convention
+(model FLOPs) and as they ran (hardware FLOPs), from PyTorch's FLOP counter; weight_bytes, the bytes of a
+model's weights, which every decode step reads once."""
 
 from __future__ import annotations
 
 
-def count_flops(fn, *args, **kwargs) -> int:
+class FlopCount(int):
+    """Model FLOPs of one step, as an int (what gpubench.step(flops=...) takes), with `.hardware` beside it:
+    every FLOP that ran, recomputation included. MFU divides the first by the peak, HFU the second."""
+
+    hardware: int
+
+    def __new__(cls, model: int, hardware: int):
+        self = super().__new__(cls, model)
+        self.hardware = hardware
+        return self
+
+    @property
+    def model(self) -> int:
+        return int(self)
+
+    def __repr__(self) -> str:
+        return f"FlopCount(model={int(self)}, hardware={self.hardware})"
+
+
+def count_flops(fn, *args, **kwargs) -> FlopCount:
     """Run `fn(*args, **kwargs)` once under torch.utils.flop_counter.FlopCounterMode; return its FLOPs.
 
     Counted (a multiply-add is 2 FLOPs): matrix products (mm, addmm, bmm, baddbmm, linear), convolutions
@@ -12,10 +33,14 @@ def count_flops(fn, *args, **kwargs) -> int:
     (activations, residual adds, dropout), normalisations, softmax and reductions outside attention, the
     loss, optimizer updates, communication. For a transformer these are a few percent of the total.
 
-    What runs is what is counted: attention counts its whole score matrix even where a causal mask
-    skips half, its backward counts the scores flash attention recomputes, and activation
-    checkpointing's recomputed forward counts again. PaLM's model FLOPs count none of these, so for a
-    GPT-2-small step of 1024 tokens this count is about 2% above 6 x parameters x tokens + attention.
+    Two conventions come back. The value itself is the model FLOPs as PaLM defines them (Chowdhery et al.
+    2022, appendix B): the forward pass's FLOPs, and twice them again where a backward pass ran (a product's
+    gradients with respect to its input and its weights each cost what the product did); attention counts
+    its whole score matrix, T x T, even where a causal mask lets a kernel skip half of it, as PaLM's
+    12·L·H·Q·T does. `.hardware` is everything that ran: the scores flash attention recomputes in backward,
+    activation checkpointing's second forward, each counted again. A step with neither has the two equal.
+    A backward over layers whose weights are frozen does less than twice the forward: there the model count
+    is the forward plus what ran in backward, never more than what ran.
 
     The call is real: its side effects happen (gradients accumulate; an optimizer step inside `fn` updates
     the weights), so count once, before training, and zero the gradients after. A function compiled with
@@ -23,6 +48,7 @@ def count_flops(fn, *args, **kwargs) -> int:
     """
     import torch
     from torch.utils import flop_counter
+    from torch.utils._python_dispatch import TorchDispatchMode
 
     aten = torch.ops.aten
     cpu_attention = {
@@ -31,6 +57,33 @@ def count_flops(fn, *args, **kwargs) -> int:
         aten._scaled_dot_product_flash_attention_for_cpu_backward:
             lambda grad, q, k, v, *_, **__: flop_counter.sdpa_backward_flop_count(grad, q, k, v),
     }
-    with flop_counter.FlopCounterMode(display=False, custom_mapping=cpu_attention) as counter:
+    split = {"forward": 0, "backward": 0}
+
+    class Passes(TorchDispatchMode):
+        """Which pass each counted FLOP came from: the autograd engine runs backward, and in it alone
+        torch._C._current_graph_task_id() names a graph task."""
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            before = counter.get_total_flops()
+            out = func(*args, **(kwargs or {}))
+            split["backward" if torch._C._current_graph_task_id() != -1 else "forward"] += (
+                counter.get_total_flops() - before)
+            return out
+
+    with flop_counter.FlopCounterMode(display=False, custom_mapping=cpu_attention) as counter, Passes():
         fn(*args, **kwargs)
-    return int(counter.get_total_flops())
+    hardware = int(counter.get_total_flops())
+    forward, backward = split["forward"], split["backward"]
+    model = forward + min(backward, 2 * forward)
+    return FlopCount(model, hardware)
+
+
+def weight_bytes(model) -> int:
+    """The bytes of a module's parameters, each counted once (tied weights too), as they lie in memory.
+
+    A decode step reads them all once, so they are most of what it must move: its bytes for
+    gpubench.step(bytes=...) are these, plus the KV cache it reads (the positions written so far), plus
+    what it writes (the new keys and values, the logits); at batch 1 the step can go no faster than these
+    bytes over the memory bandwidth.
+    """
+    return sum(p.numel() * p.element_size() for p in model.parameters())

@@ -16,19 +16,27 @@ import time
 T = 1e12
 # The compute peaks MFU divides by, under the short names users give them (--dtype bf16), and the unit a
 # matrix product runs on by its input dtype.
-UNITS = {"bf16": "bf16_tensor", "fp16": "fp16_tensor", "fp32": "fp32"}
+UNITS = {"bf16": "bf16_tensor", "fp16": "fp16_tensor", "tf32": "tf32_tensor", "fp8": "fp8_tensor", "fp32": "fp32"}
 UNIT_NAMES = {unit: "FP32" if name == "fp32" else name for name, unit in UNITS.items()}
 MATMUL_UNITS = {"bfloat16": "bf16_tensor", "float16": "fp16_tensor"}
-DENSE_HOPPER_SXM = {"bf16_tensor": 989.4 * T, "fp16_tensor": 989.4 * T, "fp32": 66.9 * T}
-DENSE_HOPPER_NVL = {"bf16_tensor": 835.5 * T, "fp16_tensor": 835.5 * T, "fp32": 60.0 * T}
-DENSE_A100 = {"bf16_tensor": 312 * T, "fp16_tensor": 312 * T, "fp32": 19.5 * T}
+
+
+def dense(bf16: float, tf32: float, fp8: float | None, fp32: float) -> dict:
+    """A GPU's dense (no sparsity) tensor and FP32 peaks in TFLOP/s, as FLOP/s; fp16 runs at bf16's rate."""
+    peaks = {"bf16_tensor": bf16 * T, "fp16_tensor": bf16 * T, "tf32_tensor": tf32 * T, "fp32": fp32 * T}
+    return peaks | ({"fp8_tensor": fp8 * T} if fp8 else {})
+
+
+# Datasheets quote tensor rates with 2:4 sparsity; these are half of them, the dense rates.
+DENSE_HOPPER_SXM = dense(989.4, 494.7, 1978.9, 66.9)
+DENSE_HOPPER_NVL = dense(835.5, 417.5, 1670.5, 60.0)
+DENSE_A100 = dense(312, 156, None, 19.5)  # Ampere has no FP8
 
 # (exact NVML name, (least, most) memory in GiB or None, peaks). Dense (no sparsity) figures from the
-# vendors' datasheets: bf16_tensor / fp16_tensor / fp32 (plain FP32, no tensor cores) in FLOP/s, dram
-# in bytes/s.
+# vendors' datasheets in FLOP/s (plain FP32: no tensor cores), dram in bytes/s.
 DATASHEET: list[tuple[str, tuple[float, float] | None, dict]] = [
     ("NVIDIA H100 80GB HBM3", None, {**DENSE_HOPPER_SXM, "dram": 3.35e12}),
-    ("NVIDIA H100 PCIe", None, {"bf16_tensor": 756.5 * T, "fp16_tensor": 756.5 * T, "fp32": 51.2 * T, "dram": 2.0e12}),
+    ("NVIDIA H100 PCIe", None, {**dense(756.5, 378, 1513, 51.2), "dram": 2.0e12}),
     ("NVIDIA H100 NVL", None, {**DENSE_HOPPER_NVL, "dram": 3.9e12}),
     ("NVIDIA H200", None, {**DENSE_HOPPER_SXM, "dram": 4.8e12}),
     ("NVIDIA H200 NVL", None, {**DENSE_HOPPER_NVL, "dram": 4.8e12}),
@@ -39,10 +47,10 @@ DATASHEET: list[tuple[str, tuple[float, float] | None, dict]] = [
     ("NVIDIA A100-SXM4-40GB", None, {**DENSE_A100, "dram": 1.555e12}),
     ("NVIDIA A100 80GB PCIe", None, {**DENSE_A100, "dram": 1.935e12}),
     ("NVIDIA A100-PCIE-40GB", None, {**DENSE_A100, "dram": 1.555e12}),
-    ("NVIDIA L40S", None, {"bf16_tensor": 362.05 * T, "fp16_tensor": 362.05 * T, "fp32": 91.6 * T, "dram": 0.864e12}),
-    ("NVIDIA L40", None, {"bf16_tensor": 181.05 * T, "fp16_tensor": 181.05 * T, "fp32": 90.5 * T, "dram": 0.864e12}),
-    ("NVIDIA L4", None, {"bf16_tensor": 121 * T, "fp16_tensor": 121 * T, "fp32": 30.3 * T, "dram": 0.3e12}),
-    ("NVIDIA A10", None, {"bf16_tensor": 125 * T, "fp16_tensor": 125 * T, "fp32": 31.2 * T, "dram": 0.6e12}),
+    ("NVIDIA L40S", None, {**dense(362.05, 183, 733, 91.6), "dram": 0.864e12}),
+    ("NVIDIA L40", None, {**dense(181.05, 90.5, 362, 90.5), "dram": 0.864e12}),
+    ("NVIDIA L4", None, {**dense(121, 60, 242, 30.3), "dram": 0.3e12}),
+    ("NVIDIA A10", None, {**dense(125, 62.5, None, 31.2), "dram": 0.6e12}),
 ]
 
 

@@ -37,12 +37,13 @@ class NullSource(Source):
 
 
 def source_class(name: str) -> type[Source]:
+    from .cupti import CuptiSource
     from .dcgm import DcgmSource
     from .gpm import GpmSource
     from .nvml_source import NvmlSource
     from .smi import SmiSource
 
-    classes = {"nvml": NvmlSource, "gpm": GpmSource, "dcgm": DcgmSource, "smi": SmiSource}
+    classes = {"nvml": NvmlSource, "gpm": GpmSource, "dcgm": DcgmSource, "cupti": CuptiSource, "smi": SmiSource}
     if name not in classes:
         raise ValueError(f"unknown source {name!r}; choose from {', '.join(classes)}")
     return classes[name]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from gpubench.metrics import BY_COLUMN, RATIO_FIELDS
 
+from . import SourceUnavailable
+from .holders import CountersBusy, busy_sentence
 from .process import LineParser, ProcessSource, number
 
 FIELDS = (203, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008)
@@ -20,6 +22,10 @@ SHORT_TO_COLUMN = {"GPUTL": "dcgm_gpu_util_pct"} | {
     if m.dcgm_short and m.dcgm_id in RATIO_FIELDS
 }
 SHORT_IS_RATIO = {m.dcgm_short for m in BY_COLUMN.values() if m.dcgm_id in RATIO_FIELDS}
+# What dcgmi prints when its profiling module cannot take the counters because another reader holds them
+# (DCGM issue 56: "Profiling and DCGM both lock the same primitive in the driver").
+LOCKED_OUT = ("third-party profiling module returned an unrecoverable error",)
+DCGM_ITSELF = ("nv-hostengine", "dcgm-exporter")  # the engine refused cannot be the holder
 
 
 class DmonParser(LineParser):
@@ -61,6 +67,14 @@ class DcgmSource(ProcessSource):
     resolution = {c: "0.1 percentage point (dcgmi prints ratios to 3 decimals)" for c in columns} | {
         "dcgm_gpu_util_pct": "1 percentage point"}
     startup_s = 3.0  # the host engine can take a moment to start its profiling module
+
+    def open(self, gpus):
+        try:
+            super().open(gpus)
+        except SourceUnavailable as err:
+            if any(s in str(err).lower() for s in LOCKED_OUT):
+                raise CountersBusy(busy_sentence(exclude=DCGM_ITSELF)) from None
+            raise
 
     def command(self, exe, gpus):
         return [exe, "dmon", "-e", ",".join(map(str, FIELDS)), "-d", str(self.interval_ms),

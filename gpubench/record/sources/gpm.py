@@ -12,6 +12,7 @@ import pynvml
 from gpubench.record import nvml
 
 from . import Source, SourceUnavailable
+from .holders import CountersBusy, busy_sentence
 
 METRIC_IDS = {
     "graphics_active_pct": pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL,
@@ -23,8 +24,8 @@ METRIC_IDS = {
     "fp32_active_pct": pynvml.NVML_GPM_METRIC_FP32_UTIL,
     "fp16_active_pct": pynvml.NVML_GPM_METRIC_FP16_UTIL,
 }
-UNSUPPORTED = ("does not support NVML GPM, which needs a Hopper or newer data-centre GPU; "
-               "install DCGM to read these metrics")
+UNSUPPORTED = ("does not support NVML GPM, which needs a Hopper or newer data-centre GPU; DCGM or CUPTI "
+               "(pip install 'gpubench-ladder[cupti]') read these metrics on older GPUs")
 
 
 class GpmSource(Source):
@@ -57,6 +58,8 @@ class GpmSource(Source):
             raise SourceUnavailable(str(err)) from None
         except nvml.NVMLError as err:
             self.close()
+            if nvml.code(err) == pynvml.NVML_ERROR_IN_USE:  # NVML's code for a resource another client holds
+                raise CountersBusy(busy_sentence()) from None
             raise SourceUnavailable(f"NVML GPM could not start: {err}") from None
         except SourceUnavailable:
             self.close()
@@ -66,7 +69,12 @@ class GpmSource(Source):
         out = {}
         ids = list(METRIC_IDS.values())
         for g, st in self._state.items():
-            nvml.gpm_sample_get(st["handle"], st["spare"])
+            try:
+                nvml.gpm_sample_get(st["handle"], st["spare"])
+            except nvml.NVMLError as err:
+                if nvml.code(err) == pynvml.NVML_ERROR_IN_USE:  # taken by another reader mid-run: say who
+                    raise CountersBusy(busy_sentence()) from None
+                raise
             out[g] = dict(zip(self.columns, nvml.gpm_metrics(st["prev"], st["spare"], ids)))
             # The new sample starts the next interval: no gap between intervals.
             st["prev"], st["spare"] = st["spare"], st["prev"]

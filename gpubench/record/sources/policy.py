@@ -1,8 +1,10 @@
 """Which metric sources a recording uses, and how often it may read them.
 
-NVML always. The profiling metrics (SM active, occupancy, pipes, DRAM) from one of NVML GPM or DCGM,
-never both, since they read the same hardware counters: `auto` prefers GPM where every sampled GPU
-supports it (finer resolution, no daemon), else DCGM, falling back to GPM if `dcgmi` fails to start.
+NVML always. The profiling metrics (SM active, occupancy, pipes, DRAM) from one of NVML GPM, DCGM or
+CUPTI PM sampling, never two, since they read the same hardware counters, one reader at a time: `auto`
+tries GPM (Hopper and newer: full resolution, no daemon, no CUDA context), then DCGM (through its host
+engine, which may be the reader that holds the counters), then CUPTI (any GPU from Turing on, at the
+cost of CUDA in this process), and keeps the first that opens; the others say why they are not used.
 And the literal nvidia-smi process beside NVML. The sampling interval is never shorter than the
 slowest chosen source refreshes: faster rows would only repeat values.
 """
@@ -12,10 +14,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import Source, SourceUnavailable, source_class
-from .gpm import GpmSource
+from .gpm import UNSUPPORTED, GpmSource
 
 DEFAULT_INTERVAL_S = 0.1  # GPM and DCGM refresh about every 100 ms
-PROFILING_CHOICES = ("auto", "gpm", "dcgm", "none")
+PROFILING = ("gpm", "dcgm", "cupti")  # the order `auto` tries them in
+PROFILING_CHOICES = ("auto", *PROFILING, "none")
+WHY_NOT = {  # a profiling source left untried, by the one that opened before it
+    "gpm": ("NVML GPM works on this GPU and reads the same counters at full resolution, with no daemon and no CUDA "
+            "context (--profiling {name} to use {name} instead)"),
+    "dcgm": "DCGM reads the same counters here (--profiling {name} to use {name} instead)",
+}
 
 
 @dataclass
@@ -29,13 +37,13 @@ class Opened:
 def profiling_order(profiling: str, gpus: list[int]) -> tuple[list[str], dict[str, str]]:
     """Profiling sources to try, in order, and the reason for any left out beforehand."""
     if profiling == "none":
-        return [], {"gpm": "--profiling none", "dcgm": "--profiling none"}
+        return [], {name: "--profiling none" for name in PROFILING}
     if profiling != "auto":
         return [profiling], {}
     if GpmSource.supported(gpus):
-        return ["gpm"], {"dcgm": "NVML GPM works on this GPU and reads the same counters at finer resolution "
-                                 "without a daemon (--profiling dcgm to use DCGM)"}
-    return ["dcgm", "gpm"], {}
+        return list(PROFILING), {}
+    which = f"GPU {gpus[0]}" if len(gpus) == 1 else "a GPU sampled"
+    return [n for n in PROFILING if n != "gpm"], {"gpm": f"{which} {UNSUPPORTED}"}
 
 
 def open_sources(gpus: list[int], profiling: str = "auto", smi: bool = True,
@@ -65,6 +73,9 @@ def open_sources(gpus: list[int], profiling: str = "auto", smi: bool = True,
                 continue
             opened.append(source)
             unavailable.pop(name, None)
+            notes.extend(getattr(source, "notes", []))
+            for other in group[group.index(name) + 1:] if name in WHY_NOT else ():
+                unavailable.setdefault(other, WHY_NOT[name].format(name=other))
             break
     return Opened(opened, unavailable, interval_s, notes)
 

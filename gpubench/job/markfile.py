@@ -1,0 +1,137 @@
+"""The marks file a watched job writes (marks.tsv), read: its lines, read whole or as the file grows.
+
+Two kinds of line, tab-separated, each written whole by one process (gpubench.job.marks):
+
+    M  t        rank pid uuid clock  name
+    S  t_first  rank pid uuid clock  t_last n counted flops hw_flops bytes tokens bad lead_s
+
+M starts a phase. S gathers n steps whose stamps ran from t_first to t_last: `counted` of them gave
+usable FLOPs, summed in flops (model FLOPs) and hw_flops (every FLOP that ran), `bad` gave values that
+were not numbers, bytes and tokens are sums, lead_s the mean time by which the host's step() call came
+before the GPU reached it. Times are time.monotonic() seconds; `clock` says whether the GPU's timeline
+("gpu") or the host's ("host") stamped them; rank is empty where the process had none; uuid names the GPU
+the process ran on ("" where unknown). A stream of steps is one process: (rank, pid).
+
+Lines of the earlier one-line-per-call format (t, rank, pid, "mark"|"step", name or FLOPs) are read too,
+each step as a one-step S.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One process of the job: its rank (None where it had none) and its pid."""
+
+    rank: int | None
+    pid: int
+
+    @property
+    def label(self) -> str:
+        return f"rank {self.rank}" if self.rank is not None else f"pid {self.pid}"
+
+    def order(self) -> tuple:
+        return (self.rank is None, self.rank if self.rank is not None else 0, self.pid)
+
+
+@dataclass(frozen=True)
+class Mark:
+    t: float
+    stream: Stream
+    uuid: str
+    clock: str
+    name: str
+    kind = "mark"
+
+
+@dataclass(frozen=True)
+class Steps:
+    t_first: float
+    stream: Stream
+    uuid: str
+    clock: str
+    t_last: float
+    n: int
+    counted: int
+    flops: float
+    hw_flops: float
+    bytes: float
+    tokens: float
+    bad: int
+    lead_s: float
+    kind = "steps"
+
+    @property
+    def t(self) -> float:
+        return self.t_first
+
+
+def _rank(text: str) -> int | None:
+    return int(text) if text else None
+
+
+def _parse_new(p: list[str]):
+    if p[0] == "M" and len(p) == 7:
+        return Mark(float(p[1]), Stream(_rank(p[2]), int(p[3])), p[4], p[5], p[6])
+    if p[0] == "S" and len(p) == 15:
+        t_first, t_last, n = float(p[1]), float(p[6]), int(p[7])
+        counted, bad = int(p[8]), int(p[13])
+        if not (n >= 1 and t_last >= t_first and 0 <= counted <= n and 0 <= bad <= n):
+            return None
+        values = [float(x) for x in p[9:13]]
+        if any(not v >= 0 or v == float("inf") for v in values):
+            return None
+        return Steps(t_first, Stream(_rank(p[2]), int(p[3])), p[4], p[5], t_last, n, counted, *values, bad,
+                     float(p[14]))
+    return None
+
+
+def _parse_old(p: list[str]):
+    t, stream = float(p[0]), Stream(int(p[1]), int(p[2]))
+    if p[3] == "mark":
+        return Mark(t, stream, "", "host", p[4])
+    flops = float(p[4]) if p[4] else None
+    counted = flops is not None and flops >= 0 and flops != float("inf")
+    return Steps(t, stream, "", "host", t, 1, int(counted), flops if counted else 0.0, flops if counted else 0.0,
+                 0.0, 0.0, 0, 0.0)
+
+
+def parse(line: str):
+    """One line of a marks file as a Mark or Steps; None for a line that is not one (skipped, never fatal)."""
+    p = line.rstrip("\n").split("\t")
+    try:
+        if p[0] in ("M", "S"):
+            return _parse_new(p)
+        if len(p) == 5 and p[3] in ("mark", "step"):
+            return _parse_old(p)
+    except (ValueError, IndexError):
+        return None
+    return None
+
+
+class Reader:
+    """Reads a marks file as it grows: each poll() returns what the lines completed since say."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = path
+        self.offset = 0
+        self._partial = b""
+
+    def poll(self) -> list:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
+            return []
+        self.offset += len(data)
+        lines = (self._partial + data).split(b"\n")
+        self._partial = lines.pop()  # an unfinished last line waits for its end
+        return [e for e in (parse(raw.decode(errors="replace")) for raw in lines) if e is not None]
+
+
+def read_all(path: str | os.PathLike) -> list:
+    return Reader(path).poll()
