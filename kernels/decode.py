@@ -14,17 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import (
-    Prepared,
-    Work,
-    check_close,
-    count,
-    cupy,
-    generator,
-    poison,
-    raw_kernel,
-    tuned_row,
-)
+from .common import Prepared, Work, check_close, count, cupy, generator, poison, raw_kernel, tuned_row
 from .gemm import _tma_ok as tma_ok
 
 IMPLS = ("triton", "cupy", "torch")
