@@ -67,7 +67,7 @@ def add_recording_options(p: argparse.ArgumentParser, device_default: int | None
 def parser() -> argparse.ArgumentParser:
     from gpubench import __version__
     from gpubench.read.summary import TRIM_S
-    from gpubench.suite.scenarios import DURATION_S, GAP_S
+    from gpubench.suite.scenarios import DECODE_S, DURATION_S, GAP_S
 
     p = argparse.ArgumentParser(prog="gpubench", description=DESCRIPTION, epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -80,8 +80,9 @@ def parser() -> argparse.ArgumentParser:
                        epilog=TORCHRUN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("names", nargs="*", metavar="NAME", help="scenario names or globs (default: the default suite)")
     r.add_argument("--duration", type=positive, default=DURATION_S, metavar="S",
-                   help=f"seconds each scenario runs while sampled (default {DURATION_S:g}; the first "
-                        f"{TRIM_S:g} s is not summarized, so it must be longer than that)")
+                   help=f"seconds each scenario runs while sampled (default {DURATION_S:g}, and {DECODE_S:g} for "
+                        f"the decode sweep's points, which scale alike; the first {TRIM_S:g} s is not summarized, "
+                        "so it must be longer than that)")
     r.add_argument("--gap", type=non_negative, default=GAP_S, metavar="S",
                    help=f"idle seconds between scenarios so their metrics settle apart (default {GAP_S:g})")
     add_recording_options(r)

@@ -21,18 +21,21 @@ class Work:
     really moves through device memory where that is known (the naive softmax's five passes), else None.
     `link_bytes` cross the host link (PCIe) instead of device memory; for a collective (bound
     "interconnect") they are the message size per rank, the bytes nccl-tests' algbw divides by time.
+    `tokens` are the tokens one call produces (a decode step of B sequences makes B), for tokens/s.
     """
 
     flops: float
     bytes: float
     traffic: float | None = None
     link_bytes: float = 0.0
+    tokens: float = 0.0
 
 
 # Which ground truth tells what a kernel achieved: its FLOP/s against the compute peak (MFU), its useful
-# bytes/s against DRAM bandwidth (MBU), its bytes/s against the host link (link_pct), a collective's bus
-# bandwidth against the GPU's NVLinks (nvlink_pct), or none at all.
-BOUNDS = ("compute", "dram", "link", "interconnect", "none")
+# bytes/s against DRAM bandwidth (MBU), both (decode: MBU below the ridge, MFU above it; the nearer roof
+# judges), its bytes/s against the host link (link_pct), a collective's bus bandwidth against the GPU's
+# NVLinks (nvlink_pct), or none at all.
+BOUNDS = ("compute", "dram", "both", "link", "interconnect", "none")
 
 
 @dataclass

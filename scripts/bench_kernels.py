@@ -5,7 +5,7 @@ timing). Implementations of one family are timed interleaved at sustained clocks
 interleaved: settle, then windows in turns ABC, CBA, ...), and each ratio is the median of the
 window-by-window ratios, with p10 and p90: a ratio never compares a cool GPU with a hot one.
 
-    python scripts/bench_kernels.py --out bench.csv
+    python scripts/bench_kernels.py --out bench.csv [--only copy,softmax,gemm,decode,spin]
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import csv
 import sys
 
 import torch
-from gpubench.kernels import copy, gemm, softmax, spin
+from gpubench.kernels import copy, decode, gemm, softmax, spin
 from gpubench.kernels.common import CupyMissing, cupy
 
 from gpubench.stats import quantile
@@ -60,30 +60,55 @@ def same_bytes_copy(x: torch.Tensor):
                     launch="torch-chosen")
 
 
+DECODE_B = (1, 2, 4, 8, 16, 64, 256, 512)
+
+
+def bench_decode(with_cupy: bool, save) -> None:
+    """Decode at each batch: Triton and CuPy against torch (F.linear's cuBLAS call); at batch 1 also a
+    copy that reads and writes as many bytes as the decode's useful bytes (its bandwidth ceiling)."""
+    for b in DECODE_B:
+        prepared = {i: decode.prepare(i, b=b) for i in decode.IMPLS
+                    if i != "cupy" or (with_cupy and b <= decode.CUPY_MAX_B)}
+        if b == 1:
+            prepared["copy-same-bytes"] = copy.prepare("torch", n=int(prepared["torch"].work.bytes // 8))
+        compare(f"decode-b{b}", prepared, "torch", rounds=8 if b <= 16 else 4, b=b)
+        save()
+        del prepared
+        torch.cuda.empty_cache()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="bench_kernels.csv")
+    ap.add_argument("--only", default="copy,softmax,gemm,decode,spin", help="the families to time")
     args = ap.parse_args()
+    only = set(args.only.split(","))
     with_cupy = has_cupy()
     name = torch.cuda.get_device_name()
     print(f"{name}: {torch.cuda.get_device_properties(0).multi_processor_count} SMs, torch {torch.__version__}")
 
-    impls = [i for i in copy.IMPLS if with_cupy or not i.startswith("cupy")]
-    compare("copy-1GiB", {i: copy.prepare(i) for i in impls}, "torch")
-    torch.cuda.empty_cache()
-    for m in (8192, 4096, 16384):
+    save = lambda: write(args.out, name)  # noqa: E731
+    if "copy" in only:
+        impls = [i for i in copy.IMPLS if with_cupy or not i.startswith("cupy")]
+        compare("copy-1GiB", {i: copy.prepare(i) for i in impls}, "torch")
+        torch.cuda.empty_cache()
+    for m in (8192, 4096, 16384) if "softmax" in only else ():
         impls = [i for i in softmax.IMPLS if with_cupy or not i.startswith("cupy")]
         prepared = {i: softmax.prepare(i, m=m, n=m) for i in impls}
         prepared["copy-same-bytes"] = same_bytes_copy(softmax.make_input(m, m))
         compare(f"softmax-{m}", prepared, "torch", m=m)
         del prepared
         torch.cuda.empty_cache()
-    compare("gemm-bf16-8192", {i: gemm.prepare(i) for i in ("triton", "torch")}, "torch", rounds=10)
-    impls = [i for i in gemm.IMPLS if with_cupy or i != "cupy"]
-    compare("gemm-fp16-8192", {i: gemm.prepare(i, dtype="float16") for i in impls}, "torch", rounds=10)
-    torch.cuda.empty_cache()
+    if "gemm" in only:
+        compare("gemm-bf16-8192", {i: gemm.prepare(i) for i in ("triton", "torch")}, "torch", rounds=10)
+        impls = [i for i in gemm.IMPLS if with_cupy or i != "cupy"]
+        compare("gemm-fp16-8192", {i: gemm.prepare(i, dtype="float16") for i in impls}, "torch", rounds=10)
+        torch.cuda.empty_cache()
+        save()
+    if "decode" in only:
+        bench_decode(with_cupy, save)
 
-    for impl in ("cupy", "triton") if with_cupy else ("triton",):
+    for impl in (("cupy", "triton") if with_cupy else ("triton",)) if "spin" in only else ():
         for ns in (1_000_000, 10_000_000):
             p = spin.prepare(impl, "1thread", ns)
             p.check()
@@ -94,15 +119,20 @@ def main() -> int:
                          "error_pct": 100 * (t.median_ms - ns / 1e6) / (ns / 1e6)})
             print(f"spin           {impl}-{ns // 1000}us {t.median_ms:9.4f} ms (asked {ns / 1e6} ms)")
 
+    write(args.out, name)
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+def write(path: str, gpu: str) -> None:
+    """Every row so far: a run cut short still leaves what it measured."""
     fields: list[str] = []
     for r in ROWS:
         fields += [f for f in r if f not in fields]
-    with open(args.out, "w", newline="") as f:
+    with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["gpu"] + fields)
         w.writeheader()
-        w.writerows({"gpu": name, **r} for r in ROWS)
-    print(f"wrote {args.out}", file=sys.stderr)
-    return 0
+        w.writerows({"gpu": gpu, **r} for r in ROWS)
 
 
 if __name__ == "__main__":

@@ -5,16 +5,18 @@ at sustained clocks, so that a candidate timed first does not catch a higher clo
 Prints and writes, per candidate, the median of its window medians and the ratio to the family's
 reference implementation (torch), paired window by window.
 
-    python scripts/tune_kernels.py --out tune.csv [--only copy,softmax,gemm,clock]
+    python scripts/tune_kernels.py --out tune.csv [--only copy,softmax,gemm,decode,clock]
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import re
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 import triton
@@ -249,6 +251,105 @@ def sweep_gemm(sms: int):
         print(f"gemm check {name}: rel err {err:.2e}")
 
 
+def decode_candidates(b: int) -> list[dict]:
+    """Triton launch settings to try at batch b: weight tiles of 16 to 64 rows for small batches (the
+    tokens padded to 16), GEMM-like tiles for large ones; pointer loads and a few through TMA."""
+    if b <= 16:
+        tiles, shapes, tma = [(16, 16, 256), (16, 16, 512), (32, 16, 256), (64, 16, 128)], [(4, 3), (4, 5)], \
+            [(16, 16, 256), (64, 16, 128)]
+    elif b <= 32:
+        tiles, shapes, tma = [(64, 32, 128), (128, 32, 64)], [(4, 4), (8, 3)], []
+    else:
+        tiles, shapes, tma = [(128, 128, 64), (128, 256, 64), (256, 128, 64)], [(8, 3), (8, 4)], [(128, 128, 64)]
+    out = [{"BLOCK_N": n, "BLOCK_B": bb, "BLOCK_K": k, "num_warps": w, "num_stages": s}
+           for n, bb, k in tiles for w, s in shapes]
+    return out + [{"BLOCK_N": n, "BLOCK_B": bb, "BLOCK_K": k, "num_warps": 4 if b <= 16 else 8, "num_stages": 4,
+                   "tma": True} for n, bb, k in tma]
+
+
+def decode_tag(cfg: dict) -> str:
+    return (f"{'tma' if cfg.get('tma') else 'ptr'}-{cfg['BLOCK_N']}x{cfg['BLOCK_B']}x{cfg['BLOCK_K']}"
+            f"-w{cfg['num_warps']}-s{cfg['num_stages']}")
+
+
+def sweep_decode(batches, save):
+    """The decode kernel's settings at each batch, against torch (F.linear's cuBLAS call), a copy of the
+    same bytes at batch 1, and the CuPy kernel's block sizes; every Triton candidate is checked first."""
+    from gpubench.kernels import decode
+    from gpubench.kernels.common import CheckFailed, check_close, cupy
+
+    k, n = decode.SIZES["k"], decode.SIZES["n"]
+    for b in batches:
+        x, w = decode.make_inputs(b, k, n)
+        y = torch.empty(b, n, device="cuda", dtype=torch.bfloat16)
+        ref = decode.reference(x, w)
+        fns = {"torch": lambda x=x, w=w, y=y: decode.torch_decode(x, w, y)}
+        work = decode.work(b, k, n)
+        if b == 1:
+            src = torch.rand(int(work.bytes // 8), device="cuda")
+            dst = torch.empty_like(src)
+            fns["copy-same-bytes"] = lambda: dst.copy_(src)
+        for cfg in decode_candidates(b):
+            fn = lambda cfg=cfg, x=x, w=w, y=y: decode.triton_decode(x, w, y, config=cfg)  # noqa: E731
+            try:
+                y.fill_(float("nan"))
+                fn()
+                check_close(decode_tag(cfg), y, ref)
+            except CheckFailed as err:
+                print(f"decode-b{b}: {err}", flush=True)
+                continue
+            except Exception as err:  # a candidate that does not compile or launch is reported, not fatal
+                print(f"decode-b{b}: {decode_tag(cfg)} failed: {type(err).__name__}: {str(err)[:200]}", flush=True)
+                continue
+            fns[decode_tag(cfg)] = fn
+        if b <= decode.CUPY_MAX_B:
+            cp = cupy()
+            xc, wc, yc = (cp.from_dlpack(t.view(torch.int16)) for t in (x, w, y))
+            for threads in (128, 256, 512):
+                y.fill_(float("nan"))
+                decode.cupy_decode(xc, wc, yc, threads=threads)
+                check_close(f"cupy-t{threads}", y, ref)
+                fns[f"cupy-t{threads}"] = lambda t=threads, xc=xc, wc=wc, yc=yc: decode.cupy_decode(xc, wc, yc, threads=t)
+        interleaved(f"decode-b{b}", fns, "torch", nbytes=work.bytes, flops=work.flops, rounds=4, window_s=0.08, b=b)
+        save()
+        del x, w, y, ref, fns
+        torch.cuda.empty_cache()
+
+
+def decode_choice(rows: list[dict]) -> dict:
+    """This GPU's CONFIG entry for kernels/decode.py from the sweep's rows: at each tuned batch, the fastest
+    checked Triton candidate, serving the batches from the tuned batch before it (exclusive) up to it, the
+    largest every batch above; and the fastest CuPy block size at batch 1."""
+    best: dict = {}
+    for r in rows:
+        if r["family"].startswith("decode-b") and r["name"][:4] in ("ptr-", "tma-", "cupy"):
+            key = (int(r["b"]), "cupy" if r["name"].startswith("cupy") else "triton")
+            if key not in best or r["median_ms"] < best[key]["median_ms"]:
+                best[key] = r
+    batches = sorted(b for b, impl in best if impl == "triton")
+    triton_rows = []
+    for b in batches:
+        m = re.fullmatch(r"(ptr|tma)-(\d+)x(\d+)x(\d+)-w(\d+)-s(\d+)", best[(b, "triton")]["name"])
+        cfg = {"BLOCK_N": int(m[2]), "BLOCK_B": int(m[3]), "BLOCK_K": int(m[4]), "num_warps": int(m[5]),
+               "num_stages": int(m[6])}
+        triton_rows.append((b if b != batches[-1] else None, {**cfg, "tma": True} if m[1] == "tma" else cfg))
+    entry = {"triton": tuple(triton_rows)}
+    if (1, "cupy") in best:
+        entry["cupy_threads"] = int(best[(1, "cupy")]["name"].removeprefix("cupy-t"))
+    return entry
+
+
+def apply_decode(entry: dict, gpu: str, path: Path = Path(__file__).resolve().parents[1] / "kernels" / "decode.py"):
+    """Write this GPU's line into CONFIG in kernels/decode.py (replacing an older line for it)."""
+    lines = path.read_text().splitlines(keepends=True)
+    line = f"    {gpu!r}: {entry!r},\n".replace("'", '"')
+    lines = [x for x in lines if not x.startswith(f'    "{gpu}": ')]
+    fallback = next(i for i, x in enumerate(lines) if x.startswith('    "*": {"triton": FALLBACK'))
+    lines.insert(fallback, line)
+    path.write_text("".join(lines))
+    print(f"decode settings for {gpu} written to {path}: {entry}")
+
+
 def clock_trace(seconds: float = 6.0):
     """torch.matmul from idle: per-group TFLOP/s beside NVML's SM clock and power, to size the peak warm-up."""
     import pynvml
@@ -307,7 +408,12 @@ def facts():
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="tune.csv")
-    ap.add_argument("--only", default="facts,copy,softmax,gemm,clock")
+    ap.add_argument("--only", default="facts,copy,softmax,gemm,decode,clock")
+    ap.add_argument("--decode-batches", default="1,4,16,512,128,32",
+                    help="batch sizes the decode sweep tunes, most wanted first (Triton compiles once per "
+                         "setting for 1, for multiples of 16 and for the rest, so 1, 4 and 16 cover 1 to 16)")
+    ap.add_argument("--apply", action="store_true",
+                    help="write the fastest decode settings for this GPU into kernels/decode.py's CONFIG")
     args = ap.parse_args()
     only = set(args.only.split(","))
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -322,15 +428,27 @@ def main() -> int:
         sweep_softmax(sms, [(8192, 8192), (4096, 4096), (16384, 16384)])
     if "gemm" in only:
         sweep_gemm(sms)
+    if "decode" in only:
+        def save():  # after each batch, so that a sweep cut short has written and applied what it found
+            write(args.out)
+            if args.apply:
+                apply_decode(decode_choice(ROWS), torch.cuda.get_device_name())
+
+        sweep_decode([int(b) for b in args.decode_batches.split(",")], save)
+    write(args.out)
+    print(f"wrote {args.out} in {time.monotonic() - t0:.0f} s", file=sys.stderr)
+    return 0
+
+
+def write(path: str) -> None:
+    """Every row so far, so that a sweep cut short still leaves what it measured."""
     fields: list[str] = []
     for r in ROWS:
         fields += [f for f in r if f not in fields]
-    with open(args.out, "w", newline="") as f:
+    with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
         w.writerows(ROWS)
-    print(f"wrote {args.out} in {time.monotonic() - t0:.0f} s", file=sys.stderr)
-    return 0
 
 
 if __name__ == "__main__":

@@ -5,8 +5,15 @@ from __future__ import annotations
 import importlib
 import math
 
+from gpubench.kernels.decode import work as decode_work
+
 from gpubench.read.summary import summarize
 from gpubench.record.rundir import CsvSink, write_json, write_summary
+
+# Test data, not measurements: decode steps timed as the roofline of the synthetic peaks would time them
+# (470 MB of weights at 4.2 TB/s, 2·B·K·N FLOPs at 650 TFLOP/s), so the sweep crosses the ridge.
+DECODE = {b: decode_work(b, 8192, 28672) for b in (1, 16, 128, 512)}
+DECODE_MS = {b: 1.05e3 * max(w.bytes / 4.2e12, w.flops / 650e12) for b, w in DECODE.items()}
 
 SCENARIOS = [  # name, family, flops, bytes, traffic, unit, bound, util, sm_active, tensor, baseline
     ("idle", "idle", 0, 0, 0, None, "none", 0, 0, 0, ""),
@@ -16,6 +23,8 @@ SCENARIOS = [  # name, family, flops, bytes, traffic, unit, bound, util, sm_acti
     ("softmax-naive-torch", "softmax", 3.3e8, 5.4e8, 2.1e9, "fp32", "dram", 100, 98, 1, ""),
     ("softmax-fused", "softmax", 3.3e8, 5.4e8, 5.4e8, "fp32", "dram", 100, 83, 0, "softmax-naive-torch"),
     ("gemm-torch", "gemm", 1.1e12, 4e8, math.nan, "bf16_tensor", "compute", 100, 97, 94, ""),
+    *((f"decode-b{b}", "decode", w.flops, w.bytes, math.nan, "bf16_tensor", "both", 100, 98, min(90, b / 6), "")
+      for b, w in DECODE.items()),
 ]
 
 
@@ -26,15 +35,17 @@ def make_run(run_dir, profiling=True, completed=True):
         ["sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct", "fp32_active_pct"]
         if profiling else [])
     sink = CsvSink(run_dir / "samples.csv", columns)
-    rows, results, t = [], [], 0.0
+    rows, results, t, energy = [], [], 0.0, 1000.0
     for k, (name, fam, flops, nbytes, traffic, unit, bound, util, sm, tensor, base) in enumerate(SCENARIOS):
         start = t
         for phase, n in (("gap", 5), (name, 20)):
             for _ in range(n):
                 busy = phase == name
+                power = 100.0 + 40 * k if busy and util else 70.0
+                energy += 0.1 * power  # each row lasts 0.1 s
                 row = {"t_start_s": t, "t_end_s": t + 0.1, "t_wall": 1.7e9 + t, "gpu": 0, "uuid": "GPU-synthetic",
-                       "phase": phase, "gpu_util_pct": util if busy else 0.0, "power_w": 100.0 + k,
-                       "energy_j": 1000.0 + 10 * t}
+                       "phase": phase, "gpu_util_pct": util if busy else 0.0, "power_w": power,
+                       "energy_j": energy}
                 if profiling:
                     row.update(sm_active_pct=sm if busy else 0.0, sm_occupancy_pct=sm / 2 if busy else 0.0,
                                tensor_active_pct=tensor if busy else 0.0,
@@ -45,10 +56,12 @@ def make_run(run_dir, profiling=True, completed=True):
                 t += 0.1
             if phase == "gap":
                 start = t
+        ms = DECODE_MS[int(name[8:])] if fam == "decode" else 1.0 + k
         results.append({"scenario": name, "family": fam, "impl": "x", "baseline": base, "launch": "1 block x 1 thread",
                         "sizes": "n=1", "gpu": 0, "uuid": "GPU-synthetic", "t_start": start, "t_end": t,
-                        "kernel_ms": math.nan if fam == "idle" else 1.0 + k, "kernel_ms_p10": 0.9 + k,
-                        "kernel_ms_p90": 1.1 + k, "flops_per_call": flops, "bytes_per_call": nbytes,
+                        "kernel_ms": math.nan if fam == "idle" else ms, "kernel_ms_p10": 0.9 * ms,
+                        "kernel_ms_p90": 1.1 * ms, "flops_per_call": flops, "bytes_per_call": nbytes,
+                        "tokens_per_call": DECODE[int(name[8:])].tokens if fam == "decode" else math.nan,
                         "traffic_per_call": traffic, "link_bytes_per_call": nbytes / 2 if bound == "link" else 0.0,
                         "unit": unit or "", "bound": bound, "check": "ok", "sms_used": 1, "blocks": 1})
     sink.close()

@@ -101,12 +101,14 @@ def test_roofline_explains_its_colours_and_its_kernels_without_arithmetic(run, f
     fig = figures["roofline"]
     ax = fig.axes[0]
     named = {t.get_text().split(":")[0] for t in ax.texts if ": util" in t.get_text()}
-    assert named == {"softmax-naive-torch", "softmax-fused", "gemm-torch"}  # each dot with FLOPs, named
+    decode = {f"decode-b{b}" for b in (1, 16, 128, 512)}
+    assert named == {"softmax-naive-torch", "softmax-fused", "gemm-torch"} | decode  # each dot with FLOPs, named
     box = next(t.get_text() for t in ax.texts if t.get_text().startswith("No arithmetic"))
     assert "copy-triton: " in box and "MBU" in box  # zero FLOPs: listed, not placed at a made-up x
     assert notes["copy-triton"]["intensity"] == 0 and "h2d-copy" not in notes
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any("judged by MFU" in t for t in legend) and any("judged by MBU" in t for t in legend)
+    assert any("left of the ridge" in t for t in legend) and any(t.get_text().startswith("ridge: ") for t in ax.texts)
 
 
 def test_compare_never_puts_host_link_bytes_on_a_dram_axis(tmp_path, figures):

@@ -12,7 +12,8 @@ from gpubench.suite.scenarios import SCENARIOS
 pytestmark = pytest.mark.gpu
 
 IRREGULAR = {"copy": {"n": 2**20 + 3}, "fill": {"n": 2**20 + 5}, "h2d": {"n": 2**20 + 7},
-             "softmax": {"m": 1823, "n": 781}, "gemm": {"m": 1823, "n": 781, "k": 517}}
+             "softmax": {"m": 1823, "n": 781}, "gemm": {"m": 1823, "n": 781, "k": 517},
+             "decode": {"k": 1000, "n": 781}}
 # the distributed families need a process group: tests/test_dist.py checks them over several processes
 CASES = sorted({(s.family, s.impl, tuple(sorted(s.sizes.items()))) for s in SCENARIOS if not s.distributed})
 
@@ -59,3 +60,16 @@ def test_the_cupy_copy_refuses_misaligned_arrays():
     with pytest.raises(ValueError, match="16-byte aligned"):
         importlib.import_module("gpubench.kernels.copy").cupy_copy(a[1:], a[:-1])
     assert spin.sm_count() > 0
+
+
+@pytest.mark.parametrize("impl", ["triton", "cupy", "torch"])
+def test_decode_is_right_at_every_batch_up_to_16_and_past_a_tile(impl):
+    # Triton compiles apart for batch 1, multiples of 16 and the rest; the tuned rows change at batch
+    # limits; 17 and 300 take a second tile of tokens (an irregular last one)
+    for b in [*range(1, 17), 17, 300] if impl != "cupy" else range(1, 17):
+        _prepare("decode", impl, b=b, k=4096, n=4096 + 24).check()
+
+
+def test_the_cupy_decode_kernel_refuses_large_batches():
+    with pytest.raises(ValueError, match="batches up to 16"):
+        _prepare("decode", "cupy", b=17, k=64, n=64)

@@ -7,7 +7,7 @@ import pytest
 import torch
 import triton
 import triton.language as tl
-from gpubench.kernels import copy, fill, gemm, h2d, softmax
+from gpubench.kernels import copy, decode, fill, gemm, h2d, softmax
 from gpubench.kernels.common import CheckFailed, Prepared, check_close, check_equal, poison
 
 from gpubench.suite.scenarios import SCENARIOS
@@ -32,17 +32,23 @@ def test_every_family_has_the_contract(family):
     ("fill", "triton", {"n": 1823 + 781}), ("fill", "torch", {"n": 999}),
     ("softmax", "triton-fused", {"m": 37, "n": 781}), ("softmax", "torch-naive", {"m": 33, "n": 129}),
     ("softmax", "torch", {"m": 33, "n": 129}), ("gemm", "torch", {"m": 45, "n": 37, "k": 70, "dtype": "float16"}),
+    ("decode", "triton", {"b": 3, "k": 200, "n": 77}), ("decode", "torch", {"b": 3, "k": 200, "n": 77}),
 ])
 def test_prepare_checks_the_call_it_times(family, impl, sizes):
     mod = importlib.import_module(f"gpubench.kernels.{family}")
     p = mod.prepare(impl, device=DEVICE, **sizes)
-    assert isinstance(p, Prepared) and p.bound in ("dram", "compute")
+    assert isinstance(p, Prepared) and p.bound in ("dram", "compute", "both")
     assert p.check()["check"] in ("exact",) or p.check()["check"].startswith("rel err")
     assert p.launch and p.sizes_text != "-"
 
 
 def test_launch_text_is_the_launch_as_launched():
     assert copy.prepare("triton", n=3000, device=DEVICE).launch == "3 programs x 8 warps, 1024 elements each"
+    tiles = {"BLOCK_N": 32, "BLOCK_B": 16, "BLOCK_K": 64, "num_warps": 2, "num_stages": 2}
+    x, w = decode.make_inputs(20, 64, 100, device=DEVICE)
+    y = torch.empty(20, 100, dtype=torch.bfloat16, device=DEVICE)
+    assert decode.triton_decode(x, w, y, config=tiles) == (
+        "8 programs x 2 warps, 32x16x64 tiles (weights x tokens x depth), 2 stages")  # 4 weight tiles x 2 token tiles
     assert softmax.prepare("triton-fused", m=1, n=100, device=DEVICE).launch.startswith("1 program x ")
 
 
@@ -137,3 +143,74 @@ def test_h2d_counts_read_plus_written_and_the_link_once():
 
 def test_fill_writes_and_reads_nothing():
     assert fill.work(10).bytes == 40 and fill.work(10).flops == 0
+
+
+def test_decode_counts_the_weights_once_and_the_tokens_it_makes():
+    w = decode.work(16, 8192, 28672)
+    assert w.flops == 2 * 16 * 8192 * 28672 and w.tokens == 16
+    assert w.bytes == 2 * (8192 * 28672 + 16 * 8192 + 16 * 28672)  # weights, tokens in, outputs out
+    weights_only = 2 * 8192 * 28672
+    assert 1.0 < w.bytes / weights_only < 1.01  # at small batch the weights are nearly all of it
+    intensity = [decode.work(b, 8192, 28672).flops / decode.work(b, 8192, 28672).bytes for b in (1, 256)]
+    assert 0.99 < intensity[0] < 1.0 and 240 < intensity[1] < 256  # about B FLOP per byte while B << K, N
+
+
+@triton.jit
+def _wrong_decode_kernel(x_ptr, w_ptr, y_ptr, K, BLOCK_K: tl.constexpr):
+    # deliberately wrong: stops one tile of K short, as an off-by-one loop bound would
+    n = tl.program_id(0)
+    offs = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_K,), tl.float32)
+    for k in range(0, K // BLOCK_K - 1):
+        acc += tl.load(w_ptr + n * K + k * BLOCK_K + offs).to(tl.float32) * tl.load(x_ptr + k * BLOCK_K + offs).to(tl.float32)
+    tl.store(y_ptr + n, tl.sum(acc, axis=0).to(tl.bfloat16))
+
+
+def test_a_wrong_decode_kernel_fails_the_check_and_an_unwritten_row_too():
+    x, w = decode.make_inputs(1, 512, 40, device=DEVICE)
+    y = torch.empty(1, 40, dtype=torch.bfloat16, device=DEVICE)
+    poison(y)
+    _wrong_decode_kernel[(40,)](x, w, y, 512, BLOCK_K=64)
+    with pytest.raises(CheckFailed, match="relative error"):
+        check_close("wrong decode", y, decode.reference(x, w))
+    poison(y)
+    decode.triton_decode(x, w[:39], y[:, :39])  # the last output is never written
+    with pytest.raises(CheckFailed, match="NaN"):
+        check_close("partial decode", y, decode.reference(x, w))
+
+
+def test_decode_settings_follow_the_batch_and_the_gpu(monkeypatch):
+    from gpubench.kernels import common
+
+    monkeypatch.setitem(decode.CONFIG, "Test GPU", {"triton": ((1, {"BLOCK_N": 1}), (None, {"BLOCK_N": 2}))})
+    monkeypatch.setattr(common, "gpu_name", lambda device=None: "Test GPU")
+    assert [decode.settings_for(b)["BLOCK_N"] for b in (1, 2, 512)] == [1, 2, 2]
+    monkeypatch.setattr(common, "gpu_name", lambda device=None: "Another GPU")  # never a neighbour's numbers
+    assert decode.settings_for(1) == decode.FALLBACK[0][1] and decode.settings_for(4096) == decode.FALLBACK[-1][1]
+
+
+def test_decode_refuses_what_it_cannot_do_in_one_sentence():
+    with pytest.raises(ValueError, match=r"x \(B×K\) and W \(N×K\)"):
+        decode.triton_decode(torch.zeros(2, 8), torch.zeros(4, 9), torch.zeros(2, 4))
+    with pytest.raises(ValueError, match="batches up to 16, not 17"):
+        decode.prepare("cupy", b=17, k=8, n=8, device=DEVICE)
+    with pytest.raises(ValueError, match="unknown decode implementation 'nope'"):
+        decode.prepare("nope", device=DEVICE)
+
+
+def test_the_tma_variant_of_decode_computes_the_same_product():
+    # Under the interpreter tensor descriptors run as plain loads, in float32 (its bf16 dots are wrong):
+    # this holds the indexing, the zero fill past B and N, and the transposed token tile
+    if DEVICE == "cuda":
+        pytest.skip("on a GPU the bf16 kernel through TMA is checked by test_gpu_kernels.py")
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    for b, k, n in ((1, 256, 80), (20, 128, 48)):
+        x, w = (t.float() for t in decode.make_inputs(b, k, n, device=DEVICE))
+        y = torch.empty(b, n, device=DEVICE)
+        poison(y)
+        grid = triton.cdiv(n, 16) * triton.cdiv(b, 16)
+        decode._decode_tma_kernel[(grid,)](TensorDescriptor.from_tensor(x, [16, 64]),
+                                           TensorDescriptor.from_tensor(w, [16, 64]), y, b, n, k, y.stride(0),
+                                           BLOCK_N=16, BLOCK_B=16, BLOCK_K=64)
+        check_close("decode through TMA", y, decode.reference(x, w))

@@ -248,9 +248,9 @@ def _run_one(i, sc, opts: DistOptions, me: RankState, comm: Comm, backend, phase
         if prepared.arrivals is not None:
             prepared.arrivals.clear()  # only the timed calls' arrivals count
         if plan:
-            timings = _measure(prepared, comm, backend, opts.duration_s, *plan, phases.clock)
+            timings = _measure(prepared, comm, backend, sc.measured_s(opts.duration_s), *plan, phases.clock)
         else:
-            timings = backend.idle(opts.duration_s)
+            timings = backend.idle(sc.measured_s(opts.duration_s))
     phases.set_phase("gap")
     me.results.append(scenario_result(sc, me.gpu, prepared, facts, window, timings))
     if prepared.arrivals is not None:

@@ -1,6 +1,6 @@
 """Per-window summary: medians and spread of every sampled metric over a window's steady rows, beside
-the ground truth (achieved TFLOP/s and useful GB/s, MFU, MBU, link share) and the mean power that the
-energy counter gives."""
+the ground truth (achieved TFLOP/s and useful GB/s, MFU, MBU, link share, tokens/s), the mean power that
+the energy counter gives, and the useful work per joule."""
 
 from __future__ import annotations
 
@@ -44,6 +44,40 @@ def energy_power_w(window: list[dict]) -> float:
     return (pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0])
 
 
+def energy_used_j(window: list[dict]) -> float:
+    """What the energy counter rose by from the window's first row to its last."""
+    pts = [r["energy_j"] for r in window if finite(r.get("energy_j"))]
+    return pts[-1] - pts[0] if len(pts) >= 2 else math.nan
+
+
+def per_joule(row: dict) -> dict:
+    """Energy per call and useful work per joule, from the window's mean power and the time per call.
+
+    The calls run back to back, so a call's energy is the mean power times its GPU time (idle power
+    included: it is what the GPU drew to do the work). Work per joule follows the ground truth's rules:
+    useful GB per joule where MBU or the link share applies, TFLOP per kJ where MFU does.
+    """
+    nan = math.nan
+    power, ms = row.get("power_w_energy", nan), row.get("kernel_ms", nan)
+    j = power * ms / 1e3 if finite(power) and finite(ms) and ms > 0 else nan
+    bound, tokens = row.get("bound"), row.get("tokens_per_call", nan)
+
+    def per_j(amount, applies):
+        return amount / j if applies and finite(amount) and finite(j) and j > 0 else nan
+
+    return {"j_per_call": j,
+            "gb_per_j": per_j(row.get("bytes_per_call", nan) / 1e9, bound in ("dram", "both", "link")),
+            "tflop_per_kj": per_j(row.get("flops_per_call", nan) / 1e9, bool(row.get("unit")) and bound != "link"),
+            "tokens_per_j": per_j(tokens, finite(tokens) and tokens > 0),
+            "j_per_token": j / tokens if finite(tokens) and tokens > 0 else nan}
+
+
+def joules(row: dict) -> dict:
+    """The row's energy columns as its summary holds them, or computed from its power and time per call
+    where the run was summarized before these columns existed."""
+    return {k: row[k] if k in row else v for k, v in per_joule(row).items()}
+
+
 def peak_conditions(rows: list[dict], gpu: int, t_start: float, t_end: float) -> dict:
     """The SM clock and power seen while a peak was measured, over the rows inside its window."""
     window = steady_rows(rows, gpu, t_start, t_end, trim_s=0.0)
@@ -73,6 +107,7 @@ def derive(result: dict, peaks: dict) -> dict:
     traffic = per_s(result.get("traffic_per_call", nan))
     bound = result.get("bound")
     unit = result.get("unit") or None
+    dram = "dram" if bound in ("dram", "both") else None  # decode ("both") is judged by MBU and MFU alike
     # A collective as nccl-tests measures it (NVIDIA/nccl-tests doc/PERFORMANCE.md): algbw = size / time,
     # busbw = algbw x the collective's factor (2(n-1)/n for all-reduce), comparable with the links' rate.
     coll = bound == "interconnect"
@@ -84,13 +119,37 @@ def derive(result: dict, peaks: dict) -> dict:
         "link_gbps": link / 1e9 if bound == "link" else nan,
         "mfu_pct": frac(flops, unit, "datasheet") if bound != "link" else nan,
         "mfu_measured_pct": frac(flops, unit, "measured") if bound != "link" else nan,
-        "mbu_pct": frac(nbytes, "dram" if bound == "dram" else None, "datasheet"),
-        "mbu_measured_pct": frac(nbytes, "dram" if bound == "dram" else None, "measured"),
+        "mbu_pct": frac(nbytes, dram, "datasheet"),
+        "mbu_measured_pct": frac(nbytes, dram, "measured"),
+        "tokens_per_s": per_s(result.get("tokens_per_call", nan)),
         "link_pct": frac(link, "link" if bound == "link" else None, "datasheet"),
         "algbw_gbps": link / 1e9 if coll else nan,
         "busbw_gbps": busbw / 1e9,
         "nvlink_pct": frac(busbw, "nvlink" if coll else None, "datasheet"),
     }
+
+
+def ridge_flop_per_byte(peaks: dict, which: str | None = None, unit: str = "bf16_tensor") -> float | None:
+    """The arithmetic intensity where the compute roof meets the DRAM roof: peak FLOP/s over bandwidth.
+
+    which: "datasheet" or "measured"; None takes each peak as the roofline draws it, measured where known.
+    """
+    sheet, meas = peaks.get("datasheet") or {}, peaks.get("measured") or {}
+    pick = (lambda k: meas.get(k) or sheet.get(k)) if which is None else (peaks.get(which) or {}).get
+    flops, bw = pick(unit), pick("dram")
+    return flops / bw if flops and bw else None
+
+
+def batch_at(rows: list[dict], intensity: float) -> float:
+    """The batch (tokens per call) at which a sweep's arithmetic intensity reaches `intensity`, interpolated
+    between its points on log scales; NaN outside the sweep."""
+    pts = sorted((r["tokens_per_call"], r["flops_per_call"] / r["bytes_per_call"]) for r in rows
+                 if finite(r.get("tokens_per_call")) and r.get("bytes_per_call"))
+    for (b0, i0), (b1, i1) in zip(pts, pts[1:]):
+        if i0 <= intensity <= i1 and i1 > i0:
+            f = math.log(intensity / i0) / math.log(i1 / i0)
+            return math.exp(math.log(b0) + f * math.log(b1 / b0))
+    return math.nan
 
 
 def compare_to_baselines(summary: list[dict]) -> None:
@@ -113,7 +172,9 @@ def summarize(rows: list[dict], results: list[dict], peaks: dict, columns=COLUMN
         row["n_samples"] = len(window)
         row.update(metric_stats(window, present))
         row["power_w_energy"] = energy_power_w(window)
+        row["energy_used_j"] = energy_used_j(window)
         row.update(derive(res, peaks))
+        row.update(per_joule(row))
         summary.append(row)
     compare_to_baselines(summary)
     return summary

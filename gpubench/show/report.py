@@ -15,9 +15,11 @@ import string
 from pathlib import Path
 
 from gpubench.metrics import BY_COLUMN, GPU_UTIL_MEANING, TABLE, finite, fmt, fmt_value, pct
-from gpubench.read.summary import TRIM_S, row_label
+from gpubench.read.summary import TRIM_S, batch_at, ridge_flop_per_byte, row_label
 from gpubench.record.rundir import partial
 from gpubench.show.figures import FIGURES, figures_for, plot_run
+from gpubench.show.figures.decode import decode_rows, sweep_facts
+from gpubench.show.figures.energy import energy_rows, finding
 from gpubench.truth.peaks import SUSTAIN_S, UNIT_NAMES, WARM_S
 
 
@@ -137,6 +139,8 @@ def blocks(manifest, summary, figures_present, figures_empty: dict | None = None
     head = ["scenario"] + [BY_COLUMN[c].header for c in TABLE] + ["kernel ms (p10–p90)"]
     rows = [[row_label(r)] + [fmt_value(c, r.get(c)) for c in TABLE] + [_kernel_ms(r)] for r in summary]
     out.append(("table", head, rows) if rows else ("p", "No scenario was summarized in this run."))
+    out += _energy_blocks(summary)
+    out += _decode_blocks(summary, manifest)
     out.append(("h2", "Figures"))
     for figure in FIGURES:
         if figure.name in figures_present:
@@ -157,6 +161,52 @@ def blocks(manifest, summary, figures_present, figures_empty: dict | None = None
                    if m.sampled and not m.column.startswith(("smi_", "dcgm_"))]
     out.append(("table", ["column", "what", "DCGM id", "DCGM field", "meaning"], metric_rows))
     return out
+
+
+ENERGY = ("gpu_util_pct", "power_w_energy", "j_per_call", "gb_per_j", "tflop_per_kj", "tokens_per_j")
+
+
+def _energy_blocks(summary) -> list[tuple]:
+    """Power in the ladder: what each kernel drew, and the useful work each joule bought."""
+    rows = energy_rows(summary)
+    if not rows:
+        return []
+    return [("h2", "Energy"),
+            ("p", f"{finding(rows, summary)}. Power is the energy counter's rise over each steady window divided "
+                  "by its length; a call's energy is that power times its GPU time (the calls run back to back). "
+                  "Useful work per joule counts the ground truth's work: useful bytes where MBU judges, FLOPs "
+                  "where MFU does."),
+            ("table", ["scenario"] + [BY_COLUMN[c].header for c in ENERGY],
+             [[row_label(r)] + [fmt_value(c, r.get(c)) for c in ENERGY] for r in rows])]
+
+
+def _decode_blocks(summary, manifest) -> list[tuple]:
+    """The decode sweep in sentences: tokens/s against step time, MBU against MFU, and where the ridge lies."""
+    by = decode_rows(summary)
+    if not by:
+        return []
+    impl = max(by, key=lambda i: len(by[i]))
+    rows, peaks = by[impl], manifest.get("peaks") or {}
+    f = sweep_facts(rows, peaks)
+    first, last = rows[0], rows[-1]
+    text = [f"The {impl} decode steps from batch {f['b0']:.0f} to {f['b1']:.0f} read the same weights once a step: "
+            f"tokens/s rose {f['tokens_x']:.0f}x ({first['tokens_per_s']:,.0f} to {last['tokens_per_s']:,.0f}) "
+            f"while the step time rose {f['time_x']:.1f}x ({first['kernel_ms'] * 1e3:.0f} to "
+            f"{last['kernel_ms'] * 1e3:.0f} µs)"]
+    if finite(f["util_min"]):
+        lo, hi = pct(f["util_min"]), pct(f["util_max"])
+        text.append(f"GPU-Util read {lo if lo == hi else f'{lo} to {hi}'} throughout")
+    text.append(f"at batch {f['b0']:.0f} MBU was {pct(first.get('mbu_pct'))} and MFU {pct(first.get('mfu_pct'))}; "
+                f"at batch {f['b1']:.0f} MBU {pct(last.get('mbu_pct'))} and MFU {pct(last.get('mfu_pct'))}")
+    if f["mfu_over_mbu"] is not None:
+        text.append(f"MFU first exceeded MBU at batch {f['mfu_over_mbu']:.0f}")
+    ridges = [(which, ridge_flop_per_byte(peaks, which)) for which in ("measured", "datasheet")]
+    said = [f"{r:.0f} FLOP per byte from the {which} peaks" + (f" (batch {batch_at(rows, r):.0f} here)"
+                                                              if finite(batch_at(rows, r)) else "")
+            for which, r in ridges if r]
+    if said:
+        text.append("the ridge, where the bf16 roof meets the DRAM roof, lies at " + " and ".join(said))
+    return [("h2", "Decode"), ("p", "; ".join(text) + ".")]
 
 
 def to_markdown(bl) -> str:

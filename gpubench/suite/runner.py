@@ -40,7 +40,8 @@ class RunOptions:
 
 
 def estimate_s(opts: RunOptions) -> float:
-    return len(opts.scenarios) * (opts.duration_s + opts.gap_s + 1.0) + (12.0 if opts.measure_peaks else 0.0)
+    return (sum(sc.measured_s(opts.duration_s) + opts.gap_s + 1.0 for sc in opts.scenarios)
+            + (12.0 if opts.measure_peaks else 0.0))
 
 
 def run_suite(opts: RunOptions, backend, reporter: Reporter, clock=time.monotonic) -> tuple[Path, list[dict]]:
@@ -121,9 +122,9 @@ def _run_one(i, sc: Scenario, gpu, opts: RunOptions, backend, rec: Recording, re
     reporter.step(i, sc, "measuring")
     with rec.phase(sc.name) as window:
         if prepared.run is not None:
-            timings = backend.time(prepared, opts.duration_s, calls)
+            timings = backend.time(prepared, sc.measured_s(opts.duration_s), calls)
         else:
-            timings = backend.idle(opts.duration_s)
+            timings = backend.idle(sc.measured_s(opts.duration_s))
     rec.set_phase("gap")
     result = scenario_result(sc, gpu, prepared, facts, window, timings)
     del prepared
@@ -145,5 +146,6 @@ def scenario_result(sc: Scenario, gpu, prepared, facts: dict, window, timings) -
         "n_timings": len(timings.per_call_ms) if timings else 0, "n_calls": timings.calls if timings else 0,
         "flops_per_call": w.flops, "bytes_per_call": w.bytes,
         "traffic_per_call": w.traffic if finite(w.traffic) else nan, "link_bytes_per_call": w.link_bytes,
+        "tokens_per_call": w.tokens or nan,
         "unit": prepared.unit or "", "bound": prepared.bound, **facts, **prepared.info,
     }

@@ -12,8 +12,9 @@ import fnmatch
 import importlib
 from dataclasses import dataclass, field
 
-DURATION_S = 5.0  # each scenario's measured time
+DURATION_S = 3.5  # each scenario's measured time
 GAP_S = 0.5  # idle time between scenarios, so their metrics settle apart
+SHORTEST_S = 1.0  # a scenario's own shorter duration never leaves less than this (where --duration allows)
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,14 @@ class Scenario:
     default: bool = True  # in the default suite
     baseline: str | None = None  # the scenario figures and prose compare this one against
     distributed: bool = False  # needs several processes, one GPU each, under torchrun
+    duration_s: float | None = None  # its measured time where it differs from DURATION_S (a sweep's points)
+
+    def measured_s(self, run_s: float = DURATION_S) -> float:
+        """How long this scenario is measured in a run whose --duration is run_s: its own duration scaled
+        as run_s is to the default, and never under SHORTEST_S unless run_s itself is."""
+        if self.duration_s is None:
+            return run_s
+        return max(run_s * self.duration_s / DURATION_S, min(run_s, SHORTEST_S))
 
     def module(self):
         return importlib.import_module(f"gpubench.kernels.{self.family}")
@@ -40,6 +49,11 @@ class Scenario:
 
 S = Scenario
 NAIVE = "softmax-naive-torch"
+# The decode sweep: batch sizes either side of the ridge (B ≈ 300 on an H100's datasheet, 200 on an H200's).
+# The default suite runs four points for 2 s each; the others run by name (`gpubench run 'decode-*'`).
+DECODE_B = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+DECODE_DEFAULT_B = (1, 16, 128, 512)
+DECODE_S = 2.0
 SCENARIOS: list[Scenario] = [
     S("idle", "idle", "none", "Nothing runs: the baseline every other row is read against."),
     S("copy-triton", "copy", "triton", "A pure copy keeps GPU-Util at 100% while doing zero FLOPs."),
@@ -66,6 +80,15 @@ SCENARIOS: list[Scenario] = [
       baseline="gemm-torch"),
     S("gemm-cupy", "gemm", "cupy", "CuPy matmul (cuBLAS) in fp16: the vendor library's GEMM.", {"dtype": "float16"}),
     S("gemm-torch", "gemm", "torch", "torch.matmul in bf16, the peer for the Triton GEMM."),
+    *(S(f"decode-b{b}", "decode", "triton", f"LLM decode at batch {b}: one step reads 470 MB of bf16 weights "
+        f"once for {b} token{'s' if b > 1 else ''}.", {"b": b}, default=b in DECODE_DEFAULT_B, duration_s=DECODE_S,
+        baseline=f"decode-torch-b{b}" if b in (1, 512) else None) for b in DECODE_B),
+    S("decode-torch-b1", "decode", "torch", "Decode at batch 1 through F.linear (cuBLAS), the Triton kernel's peer.",
+      {"b": 1}, default=False, duration_s=DECODE_S),
+    S("decode-torch-b512", "decode", "torch", "Decode at batch 512 through F.linear (cuBLAS): a GEMM by now.",
+      {"b": 512}, default=False, duration_s=DECODE_S),
+    S("decode-cupy-b1", "decode", "cupy", "Decode at batch 1 as a CuPy RawKernel on CUDA cores, one warp per row.",
+      {"b": 1}, default=False, baseline="decode-torch-b1", duration_s=DECODE_S),
     S("launch-bound", "launch", "cupy",
       "Tiny one-element kernels back to back: the host's launch rate, not the GPU, sets the pace."),
     S("fill-triton", "fill", "triton", "A write-only kernel: 100% busy, half a copy's traffic, no math.",

@@ -1,4 +1,5 @@
-"""Teaching figures from a run directory's files alone: headline, ladder, timeline, roofline, compare.
+"""Teaching figures from a run directory's files alone: headline, ladder, timeline, roofline, compare,
+energy, decode, ranks.
 
 Every figure states its finding in the title, carries the GPU and date in a corner (and PARTIAL RUN
 where the run did not complete), labels its axes with units, and marks a metric the run could not
@@ -24,7 +25,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # before any figure module imports pyplot: no display is ever needed
 
-from . import compare, headline, ladder, ranks, roofline, timeline  # noqa: E402
+from . import compare, decode, energy, headline, ladder, ranks, roofline, timeline  # noqa: E402
 
 
 def every_run(manifest: dict) -> bool:
@@ -34,6 +35,11 @@ def every_run(manifest: dict) -> bool:
 def suite_run(manifest: dict) -> bool:
     """A run of the suite's kernels (gpubench run, alone or under torchrun), not a watched job."""
     return manifest.get("kind") != "watch"
+
+
+def decode_run(manifest: dict) -> bool:
+    """A suite run that ran the decode family."""
+    return suite_run(manifest) and "decode" in (manifest.get("families") or {})
 
 
 def ranked_run(manifest: dict) -> bool:
@@ -55,6 +61,9 @@ FIGURES = (
     Figure("timeline", "The whole run over time", timeline.draw),
     Figure("roofline", "Each kernel against this GPU's roofs", roofline.draw, suite_run),
     Figure("compare", "Implementations against their baselines", compare.draw, suite_run),
+    Figure("energy", "GPU-Util against the useful work each joule bought", energy.draw, suite_run),
+    Figure("decode", "LLM decode: tokens/s and step time against batch size, with MBU, MFU and GPU-Util",
+           decode.draw, decode_run),
     Figure("ranks", "Under torchrun: each rank's GPU-Util, SM activity and power, and its arrival at the collective",
            ranks.draw, ranked_run),
 )

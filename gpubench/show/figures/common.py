@@ -17,7 +17,8 @@ matplotlib.rcParams.update({"svg.hashsalt": "gpubench", "font.size": 10})
 BYTES_NOTE = "useful bytes: each input read once, each output written once"
 C = {"gpu_util_pct": "#d62728", "smi_gpu_util_pct": "#ff9896", "sm_active_pct": "#ff7f0e",
      "sm_occupancy_pct": "#bcbd22", "tensor_active_pct": "#9467bd", "dram_active_pct": "#1f77b4",
-     "fp32_active_pct": "#8c564b", "work": "#2ca02c", "baseline": "#d62728", "candidate": "#2ca02c"}
+     "fp32_active_pct": "#8c564b", "work": "#2ca02c", "baseline": "#d62728", "candidate": "#2ca02c",
+     "decode": "#e377c2", "mfu_pct": "#9467bd", "mbu_pct": "#1f77b4"}
 NO_DATA = "no scenarios of this kind in this run"
 # A watch run (gpubench watch) is one job's phases, not the suite's kernels: its figures say so.
 WATCH_TITLES = {
@@ -63,7 +64,8 @@ def save(fig, out_dir: Path, name: str) -> list[Path]:
 
 
 def work_fraction(row) -> tuple[str, float]:
-    """The rung that tells the truth for this row: link share, NVLink share, MBU, or MFU, by its bound."""
+    """The rung that tells the truth for this row: link share, NVLink share, MBU, or MFU, by its bound; a
+    row bound by both roofs (decode) is judged by the nearer one, MBU below the ridge and MFU above it."""
     bound = row.get("bound")
     if bound == "link":
         return "link", row.get("link_pct", math.nan)
@@ -71,6 +73,9 @@ def work_fraction(row) -> tuple[str, float]:
         return "NVLink", row.get("nvlink_pct", math.nan)
     if bound == "dram":
         return "MBU", row.get("mbu_pct", math.nan)
+    if bound == "both":
+        mbu, mfu = row.get("mbu_pct", math.nan), row.get("mfu_pct", math.nan)
+        return ("MFU", mfu) if finite(mfu) and not (finite(mbu) and mbu >= mfu) else ("MBU", mbu)
     return "MFU", row.get("mfu_pct", math.nan)
 
 

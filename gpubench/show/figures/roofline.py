@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import matplotlib.transforms as mtransforms
 
 from gpubench.metrics import finite, fmt_value, pct
-from gpubench.read.summary import row_label
+from gpubench.read.summary import ridge_flop_per_byte, row_label
 
 from .common import BYTES_NOTE, VALUE_PT, C, empty, kernel_rows, save, stamp
 
 # A dot's colour says which ground truth judges the kernel.
 DOTS = {"compute": (C["tensor_active_pct"], "compute-bound kernel, judged by MFU"),
-        "dram": (C["dram_active_pct"], "memory-bound kernel, judged by MBU")}
+        "dram": (C["dram_active_pct"], "memory-bound kernel, judged by MBU"),
+        "both": (C["decode"], "decode: MBU left of the ridge, MFU right of it")}
 
 
 def draw(summary, samples, manifest, out_dir):
@@ -41,9 +43,18 @@ def draw(summary, samples, manifest, out_dir):
         mine = [(x, r["tflops"]) for x, r in zip(intensity, dots) if r["bound"] == bound]
         if mine:
             ax.scatter(*zip(*mine), s=34, color=color, zorder=3, label=label)
+    ridge = ridge_flop_per_byte(peaks) if any(r["bound"] == "both" for r in dots) else None
+    if ridge:  # where the decode sweep crosses from the memory roof to the compute roof
+        ax.axvline(ridge, color=C["decode"], ls=":", lw=1.2, zorder=1)
+        ax.text(ridge * 1.08, 0.4, f"ridge: {ridge:.0f} FLOP per byte", rotation=90, color=C["decode"],
+                fontsize=VALUE_PT, ha="left", va="center", transform=mtransforms.blended_transform_factory(
+                    ax.transData, ax.transAxes))
     _label_dots(ax, intensity, dots)
     notes = {row_label(r): {"intensity": r["flops_per_call"] / r["bytes_per_call"], "tflops": r["tflops"],
                              "gpu_util_pct": r.get("gpu_util_pct")} for r in rows}
+    for r in dots if ridge else ():
+        if r["bound"] == "both":
+            notes[row_label(r)]["ridge"] = ridge
     if flat:
         ax.text(0.985, 0.025, "No arithmetic (0 FLOP per byte), so no point on log axes:\n" + "\n".join(
             f"{row_label(r)}: {fmt_value('gbps', r.get('gbps'))} GB/s useful, MBU {pct(r.get('mbu_pct'))}, "

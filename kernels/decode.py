@@ -1,0 +1,266 @@
+"""decode: the matrix-vector products of LLM decode, y = x·Wᵀ with W (N×K, bf16, as nn.Linear stores it)
+one large MLP projection and x a batch of B token vectors. A Triton kernel (tensor cores at every B), a
+CuPy RawKernel on CUDA cores (one warp per output row, for small batches), and torch (F.linear's cuBLAS
+call) as the peer.
+
+Every token must read all of W, so at small B the step time is W's bytes over the memory bandwidth and
+the tensor cores idle; batching B sequences multiplies the tokens per step at almost the same step time,
+until the arithmetic (2·B·K·N) catches up with the bytes near B ≈ peak FLOP/s ÷ bandwidth.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .common import Prepared, Work, check_close, count, cupy, generator, poison, raw_kernel, tuned_row
+from .gemm import _tma_ok as tma_ok
+
+IMPLS = ("triton", "cupy", "torch")
+# Llama-3-70B's MLP up projection: 8192 -> 28672, 470 MB of bf16 weights, nine times an H100's 50 MB L2.
+SIZES = {"b": 1, "k": 8192, "n": 28672}
+STORY = [
+    "{said} at batch {tokens_per_call:.0f}: {kernel_us:.0f} µs a step for {tokens_per_s:,.0f} tokens/s.",
+    "Each step moved {useful_gb:.2f} GB of useful bytes (the weights once, the tokens in and out): {gbps:.0f} "
+    "GB/s, MBU {mbu_pct:.0f}% of the datasheet DRAM bandwidth, while the arithmetic reached MFU {mfu_pct:.2g}% "
+    "of the {dtype} peak.",
+    "That is {speedup_vs_baseline:.2f}x the speed of {baseline}.",
+    "It used {j_per_token:.3g} J a token ({power_w_energy:.0f} W).",
+]
+CUPY_MAX_B = 16  # the CuPy kernel keeps one accumulator per token in registers, on CUDA cores
+
+# Launch settings by batch size: each row covers batches up to its first number. A GPU model's line is
+# written by scripts/tune_kernels.py --only decode --apply from a sweep interleaved with torch at sustained
+# clocks (its CSV goes to results/). A GPU without a line gets the fallback rule: 16-row weight tiles up
+# to 16 tokens, 64x32 tiles up to 32, GEMM-like 128x128 tiles above.
+FALLBACK = ((16, {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 512, "num_warps": 4, "num_stages": 4}),
+            (32, {"BLOCK_N": 64, "BLOCK_B": 32, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4}),
+            (None, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4}))
+CONFIG = {  # scripts/tune_kernels.py --only decode --apply writes a GPU's line here
+    "*": {"triton": FALLBACK, "cupy_threads": 256},
+}
+
+
+# --- kernels ---------------------------------------------------------------------------------------
+
+@triton.jit
+def _decode_kernel(x_ptr, w_ptr, y_ptr, B, N, K, stride_xb, stride_wn, stride_yb,
+                   BLOCK_N: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_K: tl.constexpr, EVEN: tl.constexpr,
+                   UPCAST: tl.constexpr = False):
+    # y[b, n] = sum_k x[b, k] W[n, k], computed as the tile W[n:n+BN, :] · x[b:b+BB, :]ᵀ on the tensor
+    # cores (a batch under 16 is padded with masked zeros: the spare arithmetic is free while the weights
+    # stream). Programs that share a tile of W are neighbours, so W comes from DRAM once.
+    num_b = tl.cdiv(B, BLOCK_B)
+    pid_n, pid_b = tl.program_id(0) // num_b, tl.program_id(0) % num_b
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_b = pid_b * BLOCK_B + tl.arange(0, BLOCK_B)
+    offs_k = tl.arange(0, BLOCK_K)
+    w_ptrs = w_ptr + offs_n[:, None].to(tl.int64) * stride_wn + offs_k[None, :]
+    x_ptrs = x_ptr + offs_b[None, :].to(tl.int64) * stride_xb + offs_k[:, None]  # xᵀ, BLOCK_K x BLOCK_B
+    acc = tl.zeros((BLOCK_N, BLOCK_B), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        if EVEN:  # N and K whole tiles: no mask on the weights' loads
+            w = tl.load(w_ptrs)
+            xt = tl.load(x_ptrs, mask=offs_b[None, :] < B, other=0.0)
+        else:
+            k_left = K - k * BLOCK_K
+            w = tl.load(w_ptrs, mask=(offs_n[:, None] < N) & (offs_k[None, :] < k_left), other=0.0)
+            xt = tl.load(x_ptrs, mask=(offs_b[None, :] < B) & (offs_k[:, None] < k_left), other=0.0)
+        if UPCAST:  # Triton's CPU interpreter gets bf16 dots wrong; it computes them in float32 instead
+            w, xt = w.to(tl.float32), xt.to(tl.float32)
+        acc = tl.dot(w, xt, acc)
+        w_ptrs += BLOCK_K
+        x_ptrs += BLOCK_K
+    y_ptrs = y_ptr + offs_b[None, :].to(tl.int64) * stride_yb + offs_n[:, None]
+    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=(offs_n[:, None] < N) & (offs_b[None, :] < B))
+
+
+@triton.jit
+def _decode_tma_kernel(x_desc, w_desc, y_ptr, B, N, K, stride_yb, BLOCK_N: tl.constexpr, BLOCK_B: tl.constexpr,
+                       BLOCK_K: tl.constexpr):
+    # The same product with tiles through tensor descriptors (TMA on Hopper): the copy engine computes
+    # addresses and fills rows past B or N with zeros, so no mask is evaluated in the loop.
+    num_b = tl.cdiv(B, BLOCK_B)
+    pid_n, pid_b = tl.program_id(0) // num_b, tl.program_id(0) % num_b
+    acc = tl.zeros((BLOCK_N, BLOCK_B), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        w = w_desc.load([pid_n * BLOCK_N, k * BLOCK_K])
+        x = x_desc.load([pid_b * BLOCK_B, k * BLOCK_K])
+        acc = tl.dot(w, x.T, acc)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_b = pid_b * BLOCK_B + tl.arange(0, BLOCK_B)
+    y_ptrs = y_ptr + offs_b[None, :].to(tl.int64) * stride_yb + offs_n[:, None]
+    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=(offs_n[:, None] < N) & (offs_b[None, :] < B))
+
+
+CUDA_DECODE = r"""
+// bf16 as its bits (unsigned short): a bf16 is the top half of a float32.
+__device__ __forceinline__ float bf(unsigned int bits) { return __uint_as_float(bits << 16); }
+__device__ __forceinline__ unsigned short to_bf(float f) {  // round to nearest even
+    unsigned int u = __float_as_uint(f);
+    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// One warp per output row n: each lane reads 8 weights (16 bytes) at a time, two loads in flight, and
+// keeps one float accumulator per token; a shuffle sums the lanes. BATCH is fixed when compiled.
+extern "C" __global__ void decode_bf16(const unsigned short* __restrict__ x, const unsigned short* __restrict__ w,
+                                       unsigned short* __restrict__ y, int n_rows, int k) {
+    int warps = blockDim.x / 32;
+    int n = blockIdx.x * warps + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (n >= n_rows) return;
+    const unsigned short* row = w + (long long)n * k;
+    float acc[BATCH];
+    #pragma unroll
+    for (int b = 0; b < BATCH; ++b) acc[b] = 0.f;
+    int i = lane * 8;  // k is a multiple of 8: rows start 16-byte aligned and end on a whole group
+    for (; i + 256 < k; i += 512) {
+        uint4 p = __ldcs(reinterpret_cast<const uint4*>(row + i));
+        uint4 q = __ldcs(reinterpret_cast<const uint4*>(row + i + 256));
+        unsigned int pw[4] = {p.x, p.y, p.z, p.w}, qw[4] = {q.x, q.y, q.z, q.w};
+        #pragma unroll
+        for (int b = 0; b < BATCH; ++b) {
+            const unsigned short* xb = x + (long long)b * k;
+            uint4 xp = __ldg(reinterpret_cast<const uint4*>(xb + i));
+            uint4 xq = __ldg(reinterpret_cast<const uint4*>(xb + i + 256));
+            unsigned int xpw[4] = {xp.x, xp.y, xp.z, xp.w}, xqw[4] = {xq.x, xq.y, xq.z, xq.w};
+            #pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                acc[b] += bf(pw[j] & 0xffffu) * bf(xpw[j] & 0xffffu) + bf(pw[j] >> 16) * bf(xpw[j] >> 16);
+                acc[b] += bf(qw[j] & 0xffffu) * bf(xqw[j] & 0xffffu) + bf(qw[j] >> 16) * bf(xqw[j] >> 16);
+            }
+        }
+    }
+    for (; i < k; i += 256) {
+        uint4 p = __ldcs(reinterpret_cast<const uint4*>(row + i));
+        unsigned int pw[4] = {p.x, p.y, p.z, p.w};
+        #pragma unroll
+        for (int b = 0; b < BATCH; ++b) {
+            uint4 xp = __ldg(reinterpret_cast<const uint4*>(x + (long long)b * k + i));
+            unsigned int xpw[4] = {xp.x, xp.y, xp.z, xp.w};
+            #pragma unroll
+            for (int j = 0; j < 4; ++j)
+                acc[b] += bf(pw[j] & 0xffffu) * bf(xpw[j] & 0xffffu) + bf(pw[j] >> 16) * bf(xpw[j] >> 16);
+        }
+    }
+    #pragma unroll
+    for (int b = 0; b < BATCH; ++b) {
+        float s = acc[b];
+        for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+        if (lane == 0) y[(long long)b * n_rows + n] = to_bf(s);
+    }
+}
+"""
+
+
+# --- host wrappers ---------------------------------------------------------------------------------
+
+def _check_shapes(x, w, y):
+    if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[1]:
+        raise ValueError(f"decode needs x (B×K) and W (N×K), got {tuple(x.shape)} and {tuple(w.shape)}")
+    if y is not None and tuple(y.shape) != (x.shape[0], w.shape[0]):
+        raise ValueError(f"decode writes y (B×N) = {(x.shape[0], w.shape[0])}, got {tuple(y.shape)}")
+
+
+def settings_for(b: int, device=None) -> dict:
+    """The Triton launch settings tuned for this GPU model at batch b (the first row whose batch limit
+    holds b), else the fallback's."""
+    rows = tuned_row(CONFIG, device).get("triton") or CONFIG["*"]["triton"]
+    return next(cfg for limit, cfg in rows if limit is None or b <= limit)
+
+
+def triton_decode(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, config: dict | None = None) -> str:
+    """y = x·Wᵀ; returns the launch as launched."""
+    _check_shapes(x, w, y)
+    if x.stride(1) != 1 or w.stride(1) != 1 or y.stride(1) != 1:
+        raise ValueError("triton_decode needs rows with unit stride")
+    (b, k), n = x.shape, w.shape[0]
+    cfg = dict(config or settings_for(b, x.device))
+    bn, bb, bk = cfg.pop("BLOCK_N"), cfg.pop("BLOCK_B"), cfg.pop("BLOCK_K")
+    tma = cfg.pop("tma", False) and tma_ok(x, w)
+    grid = triton.cdiv(n, bn) * triton.cdiv(b, bb)
+    if tma:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        _decode_tma_kernel[(grid,)](TensorDescriptor.from_tensor(x, [bb, bk]), TensorDescriptor.from_tensor(w, [bn, bk]),
+                                    y, b, n, k, y.stride(0), BLOCK_N=bn, BLOCK_B=bb, BLOCK_K=bk, **cfg)
+    else:
+        _decode_kernel[(grid,)](x, w, y, b, n, k, x.stride(0), w.stride(0), y.stride(0), BLOCK_N=bn, BLOCK_B=bb,
+                                BLOCK_K=bk, EVEN=n % bn == 0 and k % bk == 0, UPCAST=not x.is_cuda, **cfg)
+    return (f"{count(grid, 'program')} x {count(cfg.get('num_warps', 4), 'warp')}, {bn}x{bb}x{bk} tiles "
+            f"(weights x tokens x depth){' through TMA' if tma else ''}, {count(cfg.get('num_stages', 3), 'stage')}")
+
+
+def _cupy_fits(b: int) -> None:
+    if b > CUPY_MAX_B:
+        raise ValueError(f"the CuPy decode kernel runs on CUDA cores for batches up to {CUPY_MAX_B}, not {b}: "
+                         "larger batches are matrix products for the tensor cores (triton, torch)")
+
+
+def cupy_decode(x, w, y, threads: int | None = None) -> str:
+    """y = x·Wᵀ on CUDA cores, for batches up to CUPY_MAX_B and K a multiple of 8: CuPy arrays of bf16
+    bits (int16 views)."""
+    cp = cupy()
+    _check_shapes(x, w, y)
+    (b, k), n = x.shape, w.shape[0]
+    _cupy_fits(b)
+    if any(a.dtype.itemsize != 2 or not a.flags.c_contiguous for a in (x, w, y)) or k % 8:
+        raise ValueError("cupy_decode takes contiguous 16-bit arrays (bf16 bits) with K a multiple of 8")
+    threads = threads or tuned_row(CONFIG).get("cupy_threads", CONFIG["*"]["cupy_threads"])
+    blocks = (n + threads // 32 - 1) // (threads // 32)
+    kernel = raw_kernel(f"#define BATCH {b}\n" + CUDA_DECODE, "decode_bf16")
+    kernel((blocks,), (threads,), (x, w, y, cp.int32(n), cp.int32(k)))
+    return f"{count(blocks, 'block')} x {count(threads, 'thread')}, one warp per output row"
+
+
+def torch_decode(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    # F.linear(x, w) without a bias is this call: cuBLAS on x·Wᵀ (into y, so the check sees a poisoned output)
+    return torch.mm(x, w.t(), out=y)
+
+
+# --- the contract: inputs, check, work model --------------------------------------------------------
+
+def make_inputs(b: int, k: int, n: int, device="cuda", seed: int = 0):
+    """Seeded tokens x (B×K) and weights W (N×K) scaled by 1/√K, so outputs are of order one, in bf16."""
+    g = generator(device, seed)
+    x = torch.randn(b, k, device=device, generator=g).to(torch.bfloat16)
+    w = (torch.randn(n, k, device=device, generator=g) * k**-0.5).to(torch.bfloat16)
+    return x, w
+
+
+def reference(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return x.to(torch.float64) @ w.to(torch.float64).t()
+
+
+def work(b: int, k: int, n: int, itemsize: int = 2) -> Work:
+    # one multiply and one add per (b, k, n); bytes: the weights once, the tokens in and the outputs out.
+    # Every token is one step of one sequence: B tokens a call.
+    return Work(flops=2.0 * b * k * n, bytes=float((n * k + b * k + b * n) * itemsize), tokens=float(b))
+
+
+def prepare(impl: str, b: int = SIZES["b"], k: int = SIZES["k"], n: int = SIZES["n"], device="cuda",
+            seed: int = 0) -> Prepared:
+    if impl not in IMPLS:
+        raise ValueError(f"unknown decode implementation {impl!r}; choose from {', '.join(IMPLS)}")
+    if impl == "cupy":
+        _cupy_fits(b)  # before allocating hundreds of MB
+    x, w = make_inputs(b, k, n, device, seed)
+    y = torch.empty(b, n, device=device, dtype=torch.bfloat16)
+    if impl == "triton":
+        run = lambda: triton_decode(x, w, y)  # noqa: E731
+    elif impl == "cupy":
+        cp = cupy()
+        xc, wc, yc = (cp.from_dlpack(t.view(torch.int16)) for t in (x, w, y))
+        run = lambda: cupy_decode(xc, wc, yc)  # noqa: E731
+    else:
+        run = lambda: torch_decode(x, w, y)  # noqa: E731
+
+    def check():
+        poison(y)
+        run()
+        return check_close(f"decode[{impl}]", y, reference(x, w))
+
+    launch = run() if impl != "torch" else "cuBLAS-chosen"
+    return Prepared(run=run, check=check, work=work(b, k, n), unit="bf16_tensor", bound="both", launch=launch,
+                    sizes={"b": b, "k": k, "n": n, "dtype": "bfloat16"})
