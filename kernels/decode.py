@@ -38,6 +38,7 @@ FALLBACK = ((16, {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 512, "num_warps": 4, 
             (32, {"BLOCK_N": 64, "BLOCK_B": 32, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4}),
             (None, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4}))
 CONFIG = {  # scripts/tune_kernels.py --only decode --apply writes a GPU's line here
+    "NVIDIA H100 80GB HBM3": {"triton": ((1, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 4, "num_stages": 5}), (4, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 4, "num_stages": 5}), (16, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4, "tma": True}), (32, {"BLOCK_N": 128, "BLOCK_B": 32, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3}), (128, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True}), (None, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True})), "cupy_threads": 128},
     "*": {"triton": FALLBACK, "cupy_threads": 256},
 }
 

@@ -118,6 +118,7 @@ def test_steps_are_credited_only_to_the_gpu_the_process_ran_on(n):
     for r in train:
         assert (r["steps"] > 0) == (r["gpu"] == n - 1)  # nothing credited to an idle GPU
         assert finite(r["mfu_pct"]) == (r["gpu"] == n - 1)
+        assert (r["verdict_rules"] == "idle-gpu") == (r["gpu"] != n - 1)  # and no advice for it
 
 
 @pytest.mark.parametrize("n", [1, 2, 8])

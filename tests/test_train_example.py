@@ -119,3 +119,15 @@ def test_decode_bytes_are_the_weights_and_the_cache_so_far():
     assert b9 - b0 == pytest.approx(9 * cache_per_position)
     assert b0 > gpubench.weight_bytes(model) - model.embed.weight.nbytes
     assert f9 > f0 > 2 * 4 * sum(p.numel() for n, p in model.named_parameters() if p.dim() == 2 and "embed" not in n) - 1
+
+
+def test_attention_with_grouped_kv_heads_counts_as_its_query_heads():
+    """A GQA attention does the arithmetic of every query head; PyTorch 2.11's formula refused its shapes."""
+    import torch.nn.functional as F
+
+    q = torch.randn(2, 4, 16, 8, requires_grad=True)
+    k, v = (torch.randn(2, 2, 16, 8, requires_grad=True) for _ in range(2))
+    grouped = gpubench.count_flops(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True).sum().backward())
+    k4, v4 = (t.detach().repeat_interleave(2, 1).requires_grad_() for t in (k, v))
+    repeated = gpubench.count_flops(lambda: F.scaled_dot_product_attention(q, k4, v4).sum().backward())
+    assert grouped == repeated and grouped.hardware == repeated.hardware > grouped

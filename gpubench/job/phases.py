@@ -188,6 +188,7 @@ class Context:
     columns: list
     recorded: set  # the metric columns this run's sources recorded at all
     trim_s: float = TRIM_S
+    used: frozenset = frozenset()  # NVML indices of the GPUs the job used (empty: every GPU summarized)
 
     def __post_init__(self):
         self.steps: dict[Stream, list[Steps]] = {}  # each stream's groups of steps, in time order
@@ -225,8 +226,8 @@ def summarize_row(name: str, spans, gpu, rows: list[dict], ctx: Context, kind: s
         for s in streams:
             tallies[s].add([g for g in kept if g.stream == s])
     stepped = reported > 0
-    if not window_rows and not stepped and kind == "phase":
-        return None
+    if not window_rows and (kind != "phase" or not stepped):
+        return None  # nothing recorded in it: a start-up or teardown shorter than a row, a phase with nothing
     row = {"scenario": name if len(ctx.gpus) == 1 else f"{name} · GPU {gpu.nvml_index}", "phase": name,
            "family": "watch", "kind": kind, "gpu": gpu.nvml_index, "uuid": gpu.uuid,
            "t_start": spans[0][0], "t_end": spans[-1][1], "seconds": seconds, "spans": len(spans),
@@ -296,6 +297,10 @@ def judge(row: dict, ctx: Context, stepped: bool, kind: str, where: tuple[str, s
     neither a whole sample row nor two steps."""
     if kind != "phase":
         row["verdict"], row["verdict_rules"] = f"{kind}: no advice, it is not a phase of the job's work.", kind
+        return
+    if ctx.used and row["gpu"] not in ctx.used:
+        row["verdict"], row["verdict_rules"] = ("Idle: no process of the command used this GPU, and nothing of the "
+                                                "job's work is credited to it."), "idle-gpu"
         return
     if not row["n_samples"] and not finite(row["steps_per_s"]):
         row["verdict"], row["verdict_rules"] = (f"Too short to measure: no sample interval and no two steps lie "
@@ -384,5 +389,5 @@ def summarize_watch(rows: list[dict], events, gpus: list, t0: float, t1: float, 
     credited, used, notes = credit(events, gpus, {int(g): set(p) for g, p in contexts.items()})
     summarized = gpus if all_gpus else [g for g in gpus if g.nvml_index in used]
     recorded = {c for c in columns if any(finite(r.get(c)) for r in rows)}
-    ctx = Context(events, summarized, credited, peaks, dtype, list(columns), recorded)
+    ctx = Context(events, summarized, credited, peaks, dtype, list(columns), recorded, used=frozenset(used))
     return Summary(summarize(rows, ctx, phases, t0, t1), phases, used, notes)

@@ -51,9 +51,13 @@ def find(rows: list[dict]) -> dict[int, tuple[str, str]]:
 
 
 def _lead(slow: dict, others: list[dict]) -> str:
-    """Where steps were stamped on the GPU: how far ahead of its GPU each host called step()."""
+    """Where steps were stamped on the GPU and the hosts' leads tell the ranks apart (the waiting ranks' hosts
+    at least twice as far ahead of their GPUs, by a millisecond or more): that evidence too. A loop that
+    waits for its GPU each step (reading the loss) keeps every lead short, and then it is not said."""
     mine, theirs = slow.get("lead_ms"), [r["lead_ms"] for r in others if finite(r.get("lead_ms"))]
     if not (finite(mine) and theirs):
         return ""
-    return (f"; its host called step() {mine:.3g} ms before its GPU reached the step, the others' "
-            f"{statistics.median(theirs):.3g} ms")
+    lead = statistics.median(theirs)
+    if lead < 2 * mine or lead - mine < 1.0:
+        return ""
+    return f"; its host called step() {mine:.3g} ms before its GPU reached the step, the others' {lead:.3g} ms"

@@ -28,8 +28,8 @@ def count_flops(fn, *args, **kwargs) -> FlopCount:
     """Run `fn(*args, **kwargs)` once under torch.utils.flop_counter.FlopCounterMode; return its FLOPs.
 
     Counted (a multiply-add is 2 FLOPs): matrix products (mm, addmm, bmm, baddbmm, linear), convolutions
-    and scaled_dot_product_attention, forward and, where `fn` calls backward(), backward; on the CPU the
-    attention kernel PyTorch's counter leaves out is counted here. Not counted: elementwise operations
+    and scaled_dot_product_attention (grouped KV heads too), forward and, where `fn` calls backward(),
+    backward; on the CPU the attention kernel PyTorch's counter leaves out is counted here. Not counted: elementwise operations
     (activations, residual adds, dropout), normalisations, softmax and reductions outside attention, the
     loss, optimizer updates, communication. For a transformer these are a few percent of the total.
 
@@ -51,12 +51,25 @@ def count_flops(fn, *args, **kwargs) -> FlopCount:
     from torch.utils._python_dispatch import TorchDispatchMode
 
     aten = torch.ops.aten
-    cpu_attention = {
-        aten._scaled_dot_product_flash_attention_for_cpu:
-            lambda q, k, v, *_, **__: flop_counter.sdpa_flop_count(q, k, v),
-        aten._scaled_dot_product_flash_attention_for_cpu_backward:
-            lambda grad, q, k, v, *_, **__: flop_counter.sdpa_backward_flop_count(grad, q, k, v),
-    }
+
+    def heads(kv, q):  # grouped KV heads: attention's arithmetic runs over every query head
+        return (*kv[:1], q[1], *kv[2:])
+
+    def forward_fn(q, k, v, *_, **__):
+        return flop_counter.sdpa_flop_count(q, heads(k, q), heads(v, q))
+
+    def backward_fn(grad, q, k, v, *_, **__):
+        return flop_counter.sdpa_backward_flop_count(grad, q, heads(k, q), heads(v, q))
+
+    # every attention kernel PyTorch may pick, by the same formulas, so that grouped KV heads count on any
+    # PyTorch release; on the CPU, the kernel PyTorch's counter leaves out is counted too
+    kernels = ("_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+               "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu")
+    attention = {}
+    for name in kernels:
+        for op, formula in ((getattr(aten, name, None), forward_fn), (getattr(aten, f"{name}_backward", None), backward_fn)):
+            if op is not None:
+                attention[op] = formula
     split = {"forward": 0, "backward": 0}
 
     class Passes(TorchDispatchMode):
@@ -70,7 +83,7 @@ def count_flops(fn, *args, **kwargs) -> FlopCount:
                 counter.get_total_flops() - before)
             return out
 
-    with flop_counter.FlopCounterMode(display=False, custom_mapping=cpu_attention) as counter, Passes():
+    with flop_counter.FlopCounterMode(display=False, custom_mapping=attention) as counter, Passes():
         fn(*args, **kwargs)
     hardware = int(counter.get_total_flops())
     forward, backward = split["forward"], split["backward"]
