@@ -183,6 +183,24 @@ def test_a_scrape_during_a_watch_matches_the_run_directory(tmp_path, monkeypatch
     assert manifest["metrics"]["scrapes"] == 1 and manifest["metrics"]["errors"] == []
 
 
+def test_recording_serves_the_steps_of_its_own_process_while_the_block_runs(tmp_path, monkeypatch):
+    import gpubench
+
+    monkeypatch.setenv("RANK", "1")
+    with watch.recording(tmp_path / "rec", gpus=[GPU], info=INFO, sources=[replayed(tmp_path)], interval_s=0.05,
+                         metrics_port=0, quiet=True) as rec:
+        gpubench.mark("decode")
+        for _ in range(30):
+            time.sleep(0.05)
+            gpubench.step(flops=1e9, tokens=64.0)
+        time.sleep(0.2)  # the marks' tail reads every 20 ms; the open group of steps is not shown
+        families = {f.name: f for f in text_string_to_metric_families(scrape(rec.manifest["metrics"]["port"]))}
+    tokens = one(families, "gpubench_tokens_per_second")
+    assert tokens.labels["phase"] == "decode" and tokens.labels["rank"] == "1"
+    assert tokens.value == pytest.approx(64.0 * one(families, "gpubench_steps_per_second").value, rel=1e-9)
+    assert rec.manifest["metrics"]["scrapes"] == 1 and rec.summary[0]["phase"] == "decode"
+
+
 def test_a_port_in_use_is_one_sentence_and_exit_2_before_anything_runs(tmp_path, capsys):
     flag = tmp_path / "ran"
     with socket.socket() as busy:
@@ -323,3 +341,20 @@ def test_the_servers_thread_blocks_the_signals_the_watch_passes_on():
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
         assert blocked >> (sig - 1) & 1, sig.name
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == set()  # and the caller's own mask is as it was
+
+
+def test_the_dashboard_asks_only_for_series_the_endpoint_serves():
+    """examples/grafana_dashboard.json: every query names series the endpoint (or dcgm-exporter, under the same
+    names) serves, and its first panel puts MFU beside DCGM's GPU util and SM active."""
+    import json
+    import re
+
+    from gpubench.job.exporter import JOB, LADDER, SAMPLE_END
+
+    served = {s.name for s in (*LADDER, *JOB, SAMPLE_END)} | {"gpubench_verdict"}
+    dashboard = json.loads((ROOT / "examples" / "grafana_dashboard.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    named = [set(re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\{", e)) for e in exprs]
+    assert all(names and names <= served for names in named), list(zip(exprs, named))
+    first = set().union(*named[:len(dashboard["panels"][0]["targets"])])
+    assert first == {"gpubench_mfu", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_SM_ACTIVE"}

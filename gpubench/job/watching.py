@@ -205,6 +205,7 @@ def watching(opts: WatchOptions, reporter: Reporter | None = None):
         if live is not None:
             live.t_start = watch.t_start
             opts.metrics.serve(live, opts.gpus)
+            rec.manifest["metrics"] = opts.metrics.facts()  # the port, for whom asked for any free one
         try:
             yield watch
         finally:
