@@ -118,9 +118,10 @@ def window_steps(out: Path, start: float, end: float, n: int) -> list:
     return taken
 
 
-def test_a_scrape_during_a_watch_matches_the_run_directory(tmp_path, monkeypatch):
-    monkeypatch.setenv("RANK", "3")
-    out, stepped, scraped = tmp_path / "run", tmp_path / "stepped", tmp_path / "scraped"
+def watched_and_scraped(tmp_path: Path) -> tuple[int, str]:
+    """A watch of STEPPING on the replayed ladder, scraped once the child has every step on disk; its exit
+    code and the scrape."""
+    stepped, scraped = tmp_path / "stepped", tmp_path / "scraped"
     endpoint = Endpoint(0, "127.0.0.1")
     got = {}
 
@@ -136,11 +137,19 @@ def test_a_scrape_during_a_watch_matches_the_run_directory(tmp_path, monkeypatch
 
     thread = threading.Thread(target=scraper)
     thread.start()
-    code, _ = watch.run(options(out, [replayed(tmp_path)], endpoint), [sys.executable, "-c", STEPPING,
-                                                                         str(stepped), str(scraped)])
+    code, _ = watch.run(options(tmp_path / "run", [replayed(tmp_path)], endpoint),
+                        [sys.executable, "-c", STEPPING, str(stepped), str(scraped)])
     thread.join()
-    assert code == 0 and "text" in got
-    families = {f.name: f for f in text_string_to_metric_families(got["text"])}
+    assert "text" in got
+    return code, got["text"]
+
+
+def test_a_scrape_during_a_watch_matches_the_run_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("RANK", "3")
+    out = tmp_path / "run"
+    code, text = watched_and_scraped(tmp_path)
+    assert code == 0
+    families = {f.name: f for f in text_string_to_metric_families(text)}
     manifest, samples, _ = load_run(out)
     labels = {"gpu": "0", "UUID": GPU.uuid, "modelName": GPU.name, "Hostname": socket.gethostname(), "rank": "3"}
 
@@ -283,27 +292,10 @@ def test_a_live_window_that_fails_leaves_the_ladder_and_the_recording(tmp_path, 
         raise ZeroDivisionError("planted")
 
     monkeypatch.setattr(live, "summarize_row", broken)
-    out, stepped, scraped = tmp_path / "run", tmp_path / "stepped", tmp_path / "scraped"
-    endpoint = Endpoint(0, "127.0.0.1")
-    got = {}
-
-    def scraper():
-        try:
-            deadline = time.monotonic() + 60
-            while not stepped.exists() and time.monotonic() < deadline:
-                time.sleep(0.02)
-            got["text"] = scrape(endpoint.port)
-        finally:
-            scraped.write_text("")
-
-    thread = threading.Thread(target=scraper)
-    thread.start()
-    code, w = watch.run(options(out, [replayed(tmp_path)], endpoint), [sys.executable, "-c", STEPPING,
-                                                                         str(stepped), str(scraped)])
-    thread.join()
-    names = {f.name for f in text_string_to_metric_families(got["text"])}
+    code, text = watched_and_scraped(tmp_path)
+    names = {f.name for f in text_string_to_metric_families(text)}
     assert "DCGM_FI_PROF_SM_ACTIVE" in names and "gpubench_mfu" not in names
-    manifest, _, summary = load_run(out)
+    manifest, _, summary = load_run(tmp_path / "run")
     assert code == 0 and manifest["status"] == "completed" and summary[0]["steps"] > 0
     assert manifest["metrics"]["errors"] == ["ZeroDivisionError: planted"]
     assert "the metrics endpoint failed: ZeroDivisionError: planted" in manifest["warnings"]
