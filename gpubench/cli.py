@@ -122,10 +122,12 @@ examples:
   gpubench watch --dtype fp32 -- python train.py --fp32    MFU against the FP32 peak
   CUDA_VISIBLE_DEVICES=1 gpubench watch -- torchrun --nproc-per-node 1 train.py
   gpubench watch --duration 60                            attach: record the GPUs for 60 s
+  gpubench watch --metrics-port 9401 -- python train.py   Prometheus scrapes MFU beside DCGM's util
 """
 
 
 def add_watch_parser(sub) -> None:
+    from gpubench.job.live import WINDOW_S
     from gpubench.job.phases import UNITS
 
     w = sub.add_parser("watch", help="run your own command and record the metric ladder per phase, with a verdict",
@@ -140,7 +142,22 @@ def add_watch_parser(sub) -> None:
     w.add_argument("--peaks", action="store_true",
                    help="measure this GPU's sustained copy and matmul peaks before the command starts (about "
                         "12 s); the summary then also has mfu_measured_pct")
+    w.add_argument("--metrics-port", type=port, metavar="PORT",
+                   help="while the command runs, serve the ladder of the latest interval per GPU and the job's "
+                        f"steps/s, MFU, MBU and verdict over the last {WINDOW_S:g} s at http://HOST:PORT/metrics, in "
+                        "Prometheus' text format with dcgm-exporter's names (0: a free port; needs the "
+                        "[metrics] extra)")
     add_recording_options(w, device_default=None, out_default="results/watch-<gpu>-<YYYYmmdd-HHMMSS>")
+
+
+def port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {text}")
+    return value
 
 
 # Each command lives with its part, imported on use so that `gpubench list` and --help load no GPU library.

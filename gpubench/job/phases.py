@@ -350,13 +350,18 @@ def summarize(rows: list[dict], ctx: Context, phases: list[Phase], t0: float, t1
             out.append(summarize_row(TEARDOWN, [(last, t1)], gpu, by_gpu[gpu.nvml_index], ctx, kind=TEARDOWN))
     out = [r for r in out if r is not None]
     for name in dict.fromkeys(r["phase"] for r in out if r["kind"] == "phase"):
-        rows_of = [r for r in out if r["phase"] == name and r["kind"] == "phase"]
-        found = straggler.find(rows_of)
-        late = next((rows_of[i]["rank"] for i, (rule, _) in found.items() if rule == "straggler"), None)
-        for i, where in found.items():
-            judge(rows_of[i], ctx, True, "phase", where)
-            rows_of[i]["straggler_rank"] = late
+        judge_ranks([r for r in out if r["phase"] == name and r["kind"] == "phase"], ctx)
     return out
+
+
+def judge_ranks(rows_of: list[dict], ctx: Context) -> None:
+    """The rows of one phase, one per GPU: where a straggler is found, its row and the rows of the ranks
+    waiting on it get the verdict that says so."""
+    found = straggler.find(rows_of)
+    late = next((rows_of[i]["rank"] for i, (rule, _) in found.items() if rule == "straggler"), None)
+    for i, where in found.items():
+        judge(rows_of[i], ctx, True, "phase", where)
+        rows_of[i]["straggler_rank"] = late
 
 
 def _has_steps(events, spans) -> bool:

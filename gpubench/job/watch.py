@@ -105,8 +105,7 @@ def resolve_gpus(device: int | None, all_gpus: bool, env: dict) -> tuple[list, s
 def cmd(args) -> int:
     """`gpubench watch`, from its parsed arguments."""
     from gpubench.read.summary import TRIM_S
-    from gpubench.record.preflight import check_out, require_gpu
-    from gpubench.record.rundir import default_run_dir
+    from gpubench.record.preflight import check_out
     from gpubench.usage import UsageError
 
     argv = list(args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd)
@@ -122,6 +121,31 @@ def cmd(args) -> int:
         print(f"gpubench watch: {problem[1]}", file=sys.stderr)
         return problem[0]
     check_out(args.out)
+    endpoint = serve_metrics(args.metrics_port, UsageError)  # a port in use is said before anything runs
+    try:
+        return _prepare_and_run(args, argv, env, endpoint)
+    finally:
+        if endpoint is not None:
+            endpoint.close()
+
+
+def serve_metrics(port: int | None, error=ValueError):
+    """The metrics endpoint bound to `port` (None: none); `error` with one sentence where it cannot be."""
+    if port is None:
+        return None
+    from gpubench.job.exporter import CannotServe, Endpoint
+
+    try:
+        return Endpoint(port)
+    except CannotServe as err:
+        raise error(str(err)) from None
+
+
+def _prepare_and_run(args, argv, env, endpoint) -> int:
+    from gpubench.record.preflight import check_out, require_gpu
+    from gpubench.record.rundir import default_run_dir
+    from gpubench.usage import UsageError
+
     require_gpu("watch")
     try:
         gpus, note = resolve_gpus(args.device, args.all_gpus, env)
@@ -134,7 +158,8 @@ def cmd(args) -> int:
     attach_marks = Path(env[marks.ENV]) if not argv and env.get(marks.ENV) else None
     opts = WatchOptions(out, gpus, info, dtype=args.dtype, interval_s=args.interval, profiling=args.profiling,
                         smi=not args.no_smi, measure_peaks=args.peaks, marks_path=attach_marks,
-                        all_gpus=args.all_gpus, root_pid=(lambda w: w.child_pid) if argv else None)
+                        all_gpus=args.all_gpus, root_pid=(lambda w: w.child_pid) if argv else None,
+                        metrics=endpoint)
     return _run_and_show(opts, argv, args.duration, [note] if note else [])
 
 
@@ -146,6 +171,9 @@ def _run_and_show(opts: WatchOptions, argv, duration_s, notes) -> int:
     what = " ".join(argv) if argv else f"{names} for {duration_s:g} s"
     reporter.console.print(f"gpubench watch: recording {names} into {opts.out_dir} while {what} runs"
                            if argv else f"gpubench watch: recording {what} into {opts.out_dir}")
+    if opts.metrics is not None:
+        reporter.console.print(f"gpubench watch: serving the ladder and the job's MFU at {opts.metrics.url}",
+                               highlight=False)
     try:
         code, watch = run(opts, argv, duration_s, reporter, notes)
     except CannotStart as err:
@@ -189,7 +217,8 @@ def show(watch: Watch, console=None) -> None:
 @contextmanager
 def recording(out=None, *, device: int | None = None, all_gpus: bool = False, dtype: str = "bf16",
               interval_s: float | None = None, profiling: str = "auto", smi: bool = True, peaks: bool = False,
-              quiet: bool = False, gpus=None, info: dict | None = None, sources=None):
+              quiet: bool = False, gpus=None, info: dict | None = None, sources=None,
+              metrics_port: int | None = None):
     """Record the GPUs while a block of Python runs: a notebook cell, a loop inside a script.
 
         with gpubench.recording() as rec:
@@ -201,8 +230,10 @@ def recording(out=None, *, device: int | None = None, all_gpus: bool = False, dt
 
     The same run directory as `gpubench watch` (default results/watch-<gpu>-<time>), and the same
     options; marks from this process, and from processes it starts, go to it. The table and the
-    verdicts are printed at the end unless quiet. `gpus`, `info` and `sources` replace the GPUs, their
-    facts and the metric sources (tests, replays).
+    verdicts are printed at the end unless quiet. `metrics_port` serves the ladder and the job's live
+    numbers to Prometheus while the block runs, as `gpubench watch --metrics-port` does (0: a free port,
+    `rec.manifest["metrics"]["port"]`). `gpus`, `info` and `sources` replace the GPUs, their facts and the
+    metric sources (tests, replays).
     """
     from gpubench.record.rundir import check_writable, default_run_dir
     from gpubench.record.sources.policy import DEFAULT_INTERVAL_S
@@ -213,9 +244,11 @@ def recording(out=None, *, device: int | None = None, all_gpus: bool = False, dt
     out_dir = Path(out) if out is not None else default_run_dir(info["name"], kind="watch")
     if problem := check_writable(out_dir):
         raise ValueError(f"cannot write the run to {out_dir}: {problem}")
+    endpoint = serve_metrics(metrics_port)
     opts = WatchOptions(out_dir, gpus, info, dtype=dtype, interval_s=interval_s or DEFAULT_INTERVAL_S,
                         profiling=profiling, smi=smi, measure_peaks=peaks, sources=sources,
-                        command=[sys.executable, *sys.argv], all_gpus=all_gpus, root_pid=os.getpid())
+                        command=[sys.executable, *sys.argv], all_gpus=all_gpus, root_pid=os.getpid(),
+                        metrics=endpoint)
     path = str((out_dir / MARKS_FILE).resolve())
     previous, previous_env = marks.target(path), os.environ.get(marks.ENV)
     os.environ[marks.ENV] = path
@@ -228,6 +261,8 @@ def recording(out=None, *, device: int | None = None, all_gpus: bool = False, dt
             finally:
                 marks.flush()  # this process's gathered steps, before the summary reads them
     finally:
+        if endpoint is not None:
+            endpoint.close()
         marks.target(previous)
         if previous_env is None:
             os.environ.pop(marks.ENV, None)

@@ -65,6 +65,7 @@ class WatchOptions:
     marks_path: Path | None = None  # attach mode: a marks file the job already writes
     all_gpus: bool = False  # keep a row for every sampled GPU, the idle ones too
     root_pid: object = None  # the command's process (or a callable giving it once started): its tree is the job
+    metrics: object = None  # an open gpubench.job.exporter.Endpoint: serves the live window; closed at the end
 
 
 @dataclass
@@ -89,10 +90,11 @@ class Tail(threading.Thread):
     """Sets the sampler's phase from the leading process's marks as they are written (the lowest rank that
     marked; without ranks, the first process to mark)."""
 
-    def __init__(self, path: Path, set_phase):
+    def __init__(self, path: Path, set_phase, on_events=None):
         super().__init__(name="gpubench-marks", daemon=True)
         self.reader = markfile.Reader(path)
         self.set_phase = set_phase
+        self.on_events = on_events  # also given every line read (the live window of the metrics endpoint)
         self.lead: markfile.Stream | None = None
         self.current: str | None = None
         self._stop_event = threading.Event()
@@ -102,7 +104,10 @@ class Tail(threading.Thread):
             self.poll()
 
     def poll(self) -> None:
-        for e in self.reader.poll():  # steps pass by unkept: memory stays flat however long the job
+        events = self.reader.poll()
+        if self.on_events is not None:
+            self.on_events(events)
+        for e in events:  # steps pass by unkept: memory stays flat however long the job
             if not isinstance(e, markfile.Mark):
                 continue
             if self.lead is None or (e.stream.rank is not None and (self.lead.rank is None or e.stream.rank < self.lead.rank)):
@@ -164,8 +169,13 @@ def watching(opts: WatchOptions, reporter: Reporter | None = None):
                             flop_convention=FLOP_CONVENTION, gpus_used=result.used, gpus_idle=idle,
                             contexts=contexts.facts() if contexts is not None else None,
                             marks=marks_facts(events, watch.marks_path, opts.marks_path))
+        if opts.metrics is not None:
+            rec.manifest["metrics"] = facts = opts.metrics.facts()
+            for error in facts["errors"]:
+                rec.warn(f"the metrics endpoint failed: {error}")
 
     contexts = None
+    live = None
     with rec:
         rec.manifest.update(gpu=opts.info, peaks=peaks, dtype=opts.dtype, families={"watch": {"story": STORY}},
                             versions={"gpubench": version(DIST), "python": platform.python_version(),
@@ -179,17 +189,29 @@ def watching(opts: WatchOptions, reporter: Reporter | None = None):
                 windows.update(measured_in)
             rec.write_manifest()
         rec.set_phase(FIRST_PHASE)
-        tail = Tail(watch.marks_path, rec.set_phase)
+        if opts.metrics is not None:
+            from gpubench.job.live import Live
+
+            live = Live(opts.gpus, rec.sampler.columns, peaks, opts.dtype, rec.clock,
+                        lambda: contexts.used if contexts is not None else {})
+            rec.sampler.sink = live.after(rec.sampler.sink)  # each row to samples.csv first, then here
+        tail = Tail(watch.marks_path, rec.set_phase, live.take_events if live is not None else None)
         tail.start()
         if opts.root_pid is not None:
             root = opts.root_pid if not callable(opts.root_pid) else (lambda: opts.root_pid(watch))
             contexts = Contexts(opts.gpus, root)
             contexts.start()
         watch.t_start = rec.clock()
+        if live is not None:
+            live.t_start = watch.t_start
+            opts.metrics.serve(live, opts.gpus)
+            rec.manifest["metrics"] = opts.metrics.facts()  # the port, for whom asked for any free one
         try:
             yield watch
         finally:
             watch.t_end = rec.clock()
+            if opts.metrics is not None:
+                opts.metrics.close()
             tail.stop()
             if contexts is not None:
                 contexts.stop()
