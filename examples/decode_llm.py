@@ -1,17 +1,20 @@
 """LLM decode, for `gpubench watch`: a Llama-style decoder generating tokens with a static KV cache.
 
-    gpubench watch -- python examples/decode_llm.py                      # eager, batch 1: launch-bound
-    gpubench watch -- python examples/decode_llm.py --graph              # one token per CUDA graph replay
-    gpubench watch -- python examples/decode_llm.py --graph --batch 64   # many sequences per step
+    gpubench watch -- python examples/decode_llm.py                                # eager, batch 1
+    gpubench watch -- python examples/decode_llm.py --compile --graph              # fused, one graph a token
+    gpubench watch -- python examples/decode_llm.py --compile --graph --batch 64   # many sequences a step
 
 Decode reads every weight once per step, whatever the batch: at batch 1 a step is memory-bound, its floor
 the weights' bytes over the memory bandwidth (1.5 B bf16 parameters, ~3 GB, take ~0.9 ms at 3.35 TB/s), so
 MFU says little and MBU is the yardstick; batching more sequences multiplies tokens per step at nearly the
-same step time, until the arithmetic catches up with the bytes. Eager PyTorch launches some 30 kernels a
-layer from Python, so at batch 1 the host is the limit; a CUDA graph replays the whole step with one launch.
+same step time, until the arithmetic (and the KV cache, read once per sequence) catches up with the bytes.
+Eager PyTorch launches some 30 kernels a layer from Python, so at batch 1 the host is the limit;
+torch.compile (--compile) fuses them into a few, and a CUDA graph (--graph) replays the whole step with
+one launch.
 
 The cache has a fixed length, so every step has the same shapes (a graph needs them): attention runs over
-the whole cache with the positions not yet written masked out. Each step reports to gpubench its FLOPs,
+the whole cache with the positions not yet written masked out (an additive mask, which PyTorch's
+memory-efficient attention kernel takes; it reads the cache once). Each step reports to gpubench its FLOPs,
 the bytes it must move through device memory (the weights once, the part of the KV cache written so far,
 the new keys and values and the logits it writes) and its tokens (the batch). Synthetic weights and
 tokens: nothing is downloaded.
@@ -20,6 +23,7 @@ tokens: nothing is downloaded.
 from __future__ import annotations
 
 import argparse
+import math
 import time
 
 import torch
@@ -48,8 +52,10 @@ class Layer(nn.Module):
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         k_cache.index_copy_(2, pos, k.transpose(1, 2))  # the new position, in place: shapes never change
         v_cache.index_copy_(2, pos, v.transpose(1, 2))
-        y = F.scaled_dot_product_attention(q.transpose(1, 2), k_cache, v_cache, attn_mask=mask,
-                                           enable_gqa=self.heads != self.kv_heads)
+        if self.heads != self.kv_heads:  # grouped heads: each KV head serves heads // kv_heads query heads
+            k_cache = k_cache.repeat_interleave(self.heads // self.kv_heads, dim=1)
+            v_cache = v_cache.repeat_interleave(self.heads // self.kv_heads, dim=1)
+        y = F.scaled_dot_product_attention(q.transpose(1, 2), k_cache, v_cache, attn_mask=mask)
         x = x + self.out(y.transpose(1, 2).reshape(b, 1, -1))
         gate, up = self.up(self.norm2(x)).chunk(2, dim=-1)
         return x + self.down(F.silu(gate) * up)
@@ -89,7 +95,7 @@ class Session:
         self.tokens = torch.randint(model.embed.num_embeddings, (batch, 1), device=device,
                                     generator=torch.Generator(device=device).manual_seed(0))
         self.pos = torch.zeros(1, dtype=torch.long, device=device)
-        self.mask = torch.zeros(1, 1, 1, max_len, dtype=torch.bool, device=device)
+        self.mask = torch.full((1, 1, 1, max_len), -math.inf, dtype=dtype, device=device)  # 0 where attended
         half = layer.head_dim // 2
         self.freq = 1.0 / (10000 ** (torch.arange(half, device=device, dtype=torch.float32) / half))
         self.cos = torch.ones(1, 1, 1, half, device=device)
@@ -97,7 +103,7 @@ class Session:
 
     def step(self) -> None:
         """One token for every sequence; everything in place, so a CUDA graph can replay it."""
-        self.mask.index_fill_(3, self.pos, True)  # this position may be attended to from now on
+        self.mask.index_fill_(3, self.pos, 0.0)  # this position may be attended to from now on
         angle = self.pos.float() * self.freq
         self.cos.copy_(angle.cos().view_as(self.cos))
         self.sin.copy_(angle.sin().view_as(self.sin))
@@ -106,7 +112,7 @@ class Session:
 
     def reset(self) -> None:
         self.pos.zero_()
-        self.mask.zero_()
+        self.mask.fill_(-math.inf)
 
 
 def work_model(model: Decoder, batch: int):
@@ -131,10 +137,11 @@ def parse(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--batch", type=int, default=1, help="sequences decoded together (default 1)")
     p.add_argument("--graph", action="store_true", help="replay each step as one CUDA graph")
+    p.add_argument("--compile", action="store_true", help="torch.compile the decoder: its small kernels fused")
     p.add_argument("--layers", type=int, default=24)
     p.add_argument("--width", type=int, default=2048)
     p.add_argument("--heads", type=int, default=16)
-    p.add_argument("--kv-heads", type=int, default=8)
+    p.add_argument("--kv-heads", type=int, default=16, help="KV heads (fewer than --heads: grouped-query attention)")
     p.add_argument("--ffn", type=int, default=5632)
     p.add_argument("--vocab", type=int, default=32000)
     p.add_argument("--max-len", type=int, default=1024, help="the cache's length; a sequence decodes up to it")
@@ -151,10 +158,12 @@ def main(argv=None) -> None:
     model.eval()
     torch.backends.cuda.enable_cudnn_sdp(False)  # its plans are rebuilt per call for a masked cache: host-bound
     session = Session(model, args.batch, args.max_len, args.device)
+    if args.compile:
+        session.model = torch.compile(model, fullgraph=True, dynamic=False)  # compiles at the first warm-up step
     params = sum(p.numel() for p in model.parameters())
     print(f"decoder: {args.layers} layers, {args.width} wide, {params / 1e9:.2f} B parameters, "
           f"{gpubench.weight_bytes(model) / 1e9:.2f} GB of weights; batch {args.batch}, cache {args.max_len}, "
-          f"{'CUDA graph' if args.graph else 'eager'}", flush=True)
+          f"{'compiled' if args.compile else 'eager'}{', CUDA graph' if args.graph else ''}", flush=True)
     run, work = session.step, work_model(model, args.batch)
     with torch.inference_mode():
         gpubench.mark("warmup")

@@ -5,7 +5,7 @@
 #   gpt      examples/train_gpt.py: healthy (with --peaks), fp32, a slow data loader, a tiny batch
 #   llama    examples/train_llama.py: eager, compiled, 8k context, a mixture of experts, activation
 #            checkpointing, and two processes sharing the GPU
-#   decode   examples/decode_llm.py: eager at batch 1, a CUDA graph at batch 1, a CUDA graph at batch 64
+#   decode   examples/decode_llm.py: eager at batch 1; compiled and replayed as a CUDA graph at batch 1 and 64
 #   cost     the healthy GPT loop's steps/s with and without gpubench watch, interleaved, and what one
 #            gpubench.step() costs the caller while CUDA runs
 # Writes results/watch-<config>-<gpu>/ (run directories, no figures: plot them anywhere),
@@ -22,15 +22,15 @@ CONFIGS=(
   "gpt|fp32|--dtype fp32|$GPT --fp32 --seconds 10"
   "gpt|slow-loader||$GPT --loader-sleep-ms 100 --seconds 10"
   "gpt|tiny-batch||$GPT --batch 1 --seq 128 --seconds 10"
-  "llama|llama-eager||$LLAMA --seconds 12"
-  "llama|llama-compiled||$LLAMA --compile --seconds 12"
-  "llama|llama-8k||$LLAMA --seq 8192 --batch 1 --seconds 12"
-  "llama|llama-moe||$LLAMA --experts 8 --top 2 --layers 8 --seconds 12"
-  "llama|llama-checkpointed||$LLAMA --checkpoint --seconds 12"
-  "llama|two-processes||bash -c '$LLAMA --layers 8 --seconds 12 & $LLAMA --layers 8 --seconds 12 & wait'"
-  "decode|decode-eager-b1||$DECODE --seconds 12"
-  "decode|decode-graph-b1||$DECODE --graph --seconds 12"
-  "decode|decode-graph-b64||$DECODE --graph --batch 64 --seconds 12"
+  "llama|llama-eager||$LLAMA --seconds 10"
+  "llama|llama-compiled||$LLAMA --compile --seconds 10"
+  "llama|llama-8k||$LLAMA --seq 8192 --batch 1 --seconds 10"
+  "llama|llama-moe||$LLAMA --experts 8 --top 2 --layers 8 --seconds 10"
+  "llama|llama-checkpointed||$LLAMA --checkpoint --seconds 10"
+  "llama|two-processes||bash -c '$LLAMA --layers 8 --seconds 10 & $LLAMA --layers 8 --seconds 10 & wait'"
+  "decode|decode-eager-b1||$DECODE --seconds 10"
+  "decode|decode-graph-b1||$DECODE --compile --graph --seconds 10"
+  "decode|decode-graph-b64||$DECODE --compile --graph --batch 64 --seconds 10"
 )
 
 watch_group() {
