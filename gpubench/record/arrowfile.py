@@ -86,14 +86,14 @@ class Writer:
             self._stream.write_batch(batch(columns, self.names, self.schema))
 
     def write_table(self, samples: Samples) -> None:
-        """Rows held column-wise, cut into batches as Sink cuts them: BATCH_ROWS rows, or up to the first
-        row BATCH_S after the batch's first; a column the table lacks is written missing."""
+        """Rows held column-wise, cut into batches as Sink cuts them: the rows that end less than BATCH_S
+        after the batch's first, at most BATCH_ROWS; a column the table lacks is written missing."""
         samples.load(*self.names)
         ends = samples.col("t_end_s")
         start = 0
         while start < len(samples):
-            late = int(np.searchsorted(ends[start:start + BATCH_ROWS], ends[start] + BATCH_S, side="left"))
-            stop = min(start + BATCH_ROWS, start + late + 1, len(samples))
+            within = int(np.searchsorted(ends[start:start + BATCH_ROWS], ends[start] + BATCH_S, side="left"))
+            stop = start + max(1, within)
             part = samples.slice(start, stop)
             self.write({n: part.col(n) if samples.has(n) else np.full(stop - start, np.nan) for n in self.names})
             start = stop
@@ -119,9 +119,11 @@ class Sink:
         with self._lock:
             if self._writer is None:
                 return
-            self._rows.append(row)
-            if len(self._rows) >= BATCH_ROWS or row["t_end_s"] - self._rows[0]["t_end_s"] >= BATCH_S:
+            # the batch is written when the row that would take it past BATCH_S comes: a tick's rows (one
+            # per GPU, one end time) stay in one batch
+            if self._rows and (len(self._rows) >= BATCH_ROWS or row["t_end_s"] - self._rows[0]["t_end_s"] >= BATCH_S):
                 self._flush()
+            self._rows.append(row)
 
     def _flush(self) -> None:
         rows, self._rows = self._rows, []
