@@ -88,8 +88,8 @@ class Samples:
         return view
 
     def inside(self, t_start: float, t_end: float, tol: float = 0.0) -> tuple[int, int]:
-        """(i, j): rows[i:j] are the rows whose whole interval lies inside [t_start - tol, t_end + tol], for
-        the rows of one GPU (in time order: binary search); None where they are not in time order."""
+        """(i, j): rows[i:j] are the rows whose whole interval lies inside [t_start - tol, t_end + tol], by
+        binary search over the rows of one GPU (in time order; ValueError where they are not)."""
         starts, ends = self.col("t_start_s"), self.col("t_end_s")
         if not _ascending(starts) or not _ascending(ends):
             raise ValueError("rows out of time order: take one GPU's rows first")
