@@ -76,7 +76,7 @@ def parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run scenarios on the local GPU and write a run directory",
                        description="Run scenarios on the local GPU while sampling every metric; write "
-                                   "manifest.json, samples.csv and summary.csv/json into a run directory.",
+                                   "manifest.json, samples.arrows and summary.csv/json into a run directory.",
                        epilog=TORCHRUN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("names", nargs="*", metavar="NAME", help="scenario names or globs (default: the default suite)")
     r.add_argument("--duration", type=positive, default=DURATION_S, metavar="S",

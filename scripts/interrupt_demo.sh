@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On a GPU machine: a run stopped by a real Ctrl-C (SIGINT) and a run killed with kill -9, each mid-run.
-# Shows what each leaves on disk (every sample row up to the last flush, a manifest that says the run
+# Shows what each leaves on disk (every sample row up to the last batch written, a manifest that says the run
 # did not complete) and that plot and report work on it, with --out, and say it is partial.
 # About a minute. Writes $OUT/interrupt.log, $OUT/ctrl-c-report.md and $OUT/kill9-timeline.png.
 #
@@ -21,11 +21,10 @@ inspect() {  # inspect RUN_DIR SIGNAL_WALL: what the run left on disk
     python3 - "$1" "$2" <<'EOF'
 import json, sys
 from pathlib import Path
-from gpubench.record.rundir import load_run, partial
+from gpubench.record.rundir import load_run, partial, samples_path
 run, signal_wall = Path(sys.argv[1]), float(sys.argv[2])
-text = (run / "samples.csv").read_text()
-lines = text.splitlines()
-print(f"  samples.csv: {len(lines) - 1} rows after the header; ends with a newline: {text.endswith(chr(10))}")
+path = samples_path(run)
+print(f"  {path.name}: {path.stat().st_size} bytes on disk")
 manifest, rows, summary = load_run(run)
 print(f"  rows read back: {len(rows)}; notes: {manifest.get('read_notes') or 'none'}")
 if rows:

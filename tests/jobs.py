@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gpubench.job.markfile import Mark, Steps, Stream
 from gpubench.record.gpus import Gpu
-from gpubench.record.rundir import CsvSink, write_json
+from gpubench.record.rundir import SAMPLES_FILE, CsvSink, open_sink, write_json
 
 H100 = "NVIDIA H100 80GB HBM3"
 PEAKS = {"datasheet": {"bf16_tensor": 989.4e12, "tf32_tensor": 494.7e12, "fp32": 66.9e12, "dram": 3.35e12},
@@ -56,10 +56,11 @@ def every(start: float, stop: float, step: float) -> list[float]:
 
 
 def write_watch(run_dir: Path, n_gpus: int, t0: float, t1: float, samples: list[dict], events: list,
-                contexts: dict | None = None, dtype: str = "bf16") -> Path:
-    """A watch run directory as `gpubench watch` leaves it, from synthetic rows and events."""
+                contexts: dict | None = None, dtype: str = "bf16", fmt: str = "arrows") -> Path:
+    """A watch run directory as `gpubench watch` leaves it, from synthetic rows and events (fmt "csv": as
+    runs recorded before samples.arrows hold them)."""
     run_dir.mkdir(parents=True)
-    sink = CsvSink(run_dir / "samples.csv", COLUMNS)
+    sink = open_sink(run_dir / SAMPLES_FILE, COLUMNS) if fmt == "arrows" else CsvSink(run_dir / "samples.csv", COLUMNS)
     for r in samples:
         sink(r)
     sink.close()

@@ -8,7 +8,7 @@ import math
 from gpubench.kernels.decode import work as decode_work
 
 from gpubench.read.summary import summarize
-from gpubench.record.rundir import CsvSink, write_json, write_summary
+from gpubench.record.rundir import SAMPLES_FILE, CsvSink, open_sink, read_samples, write_json, write_summary
 
 # Test data, not measurements: decode steps timed as the roofline of the synthetic peaks would time them
 # (470 MB of weights at 4.2 TB/s, 2·B·K·N FLOPs at 650 TFLOP/s), so the sweep crosses the ridge.
@@ -28,13 +28,15 @@ SCENARIOS = [  # name, family, flops, bytes, traffic, unit, bound, util, sm_acti
 ]
 
 
-def make_run(run_dir, profiling=True, completed=True):
-    """Write manifest, samples and summary; without profiling there are no GPM columns (pre-Hopper)."""
+def make_run(run_dir, profiling=True, completed=True, fmt="arrows"):
+    """Write manifest, samples and summary; without profiling there are no GPM columns (pre-Hopper). fmt:
+    "arrows" as a recording writes today, "csv" as runs recorded before samples.arrows hold them."""
     run_dir.mkdir(parents=True)
     columns = ["gpu_util_pct", "power_w", "energy_j"] + (
         ["sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct", "fp32_active_pct"]
         if profiling else [])
-    sink = CsvSink(run_dir / "samples.csv", columns)
+    path = run_dir / (SAMPLES_FILE if fmt == "arrows" else "samples.csv")
+    sink = open_sink(path, columns) if fmt == "arrows" else CsvSink(path, columns)
     rows, results, t, energy = [], [], 0.0, 1000.0
     for k, (name, fam, flops, nbytes, traffic, unit, bound, util, sm, tensor, base) in enumerate(SCENARIOS):
         start = t
@@ -77,7 +79,8 @@ def make_run(run_dir, profiling=True, completed=True):
                             "unavailable": {} if profiling else {"gpm": "GPU 0 does not support NVML GPM"}},
                 "warnings": [], "errors": []}
     write_json(run_dir / "manifest.json", manifest)
-    write_summary(run_dir, summarize(rows, results, peaks, columns))
+    # summarized from what the file holds, as a recording does
+    write_summary(run_dir, summarize(read_samples(path), results, peaks, columns))
     return run_dir
 
 

@@ -293,15 +293,17 @@ def test_under_torchrun_a_problem_is_said_once_by_rank_0_and_every_rank_exits_2(
     assert bad.stderr.count("--slow-rank 2 is not a rank of this job (0 to 1)") == 1
 
 
-def test_a_run_directory_reads_back_a_gpu_that_no_rank_used(tmp_path):
-    from gpubench.record.rundir import RANKED_SAMPLE_KEYS, CsvSink, read_samples
+@pytest.mark.parametrize("name", ["samples.arrows", "samples.csv"])
+def test_a_run_directory_reads_back_a_gpu_that_no_rank_used(tmp_path, name):
+    from gpubench.record.rundir import RANKED_SAMPLE_KEYS, CsvSink, open_sink, read_samples
 
-    sink = CsvSink(tmp_path / "samples.csv", ["gpu_util_pct"], keys=RANKED_SAMPLE_KEYS)
+    path = tmp_path / name
+    sink = (open_sink if name.endswith(".arrows") else CsvSink)(path, ["gpu_util_pct"], keys=RANKED_SAMPLE_KEYS)
     for rank in (0, None):
         sink({"t_start_s": 0.0, "t_end_s": 0.1, "t_wall": 1.0, "gpu": 0, "rank": rank, "uuid": "GPU-x",
               "phase": "start", "gpu_util_pct": 100.0})
     sink.close()
-    assert [r["rank"] for r in read_samples(tmp_path / "samples.csv")] == [0, None]
+    assert [r["rank"] for r in read_samples(path)] == [0, None]
     assert json.dumps(RANKED_SAMPLE_KEYS).count("rank") == 1
 
 

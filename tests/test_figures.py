@@ -84,6 +84,7 @@ def test_headline_labels_say_which_ground_truth(run, figures, tmp_path):
 
 def test_timeline_shows_nvml_over_nvidia_smi_and_names_every_phase(tmp_path, figures):
     manifest, samples, summary = load_run(make_run(tmp_path / "run"))
+    samples = list(samples)  # rows as dicts, to change; the figure reads them as it reads Samples
     for i, row in enumerate(samples):
         row["smi_gpu_util_pct"] = row["gpu_util_pct"]
         if i < 3:
@@ -149,6 +150,7 @@ def test_the_phase_names_take_only_the_room_they_need(tmp_path, figures):
     """A watched job of a few phases names them across, in a band of a few lines: no tall empty band."""
     manifest, samples, summary = load_run(make_run(tmp_path / "run"))
     names = ["warmup", "train", "eval"]
+    samples = list(samples)
     t0, t1 = samples[0]["t_start_s"], samples[-1]["t_end_s"]
     for i, row in enumerate(samples):
         row["phase"] = names[min(int(3 * (row["t_start_s"] - t0) / (t1 - t0)), 2)]

@@ -37,7 +37,7 @@ def refused(capsys, args, *message):
 
 @pytest.fixture
 def run_dir(tmp_path):
-    return make_run(tmp_path / "run")
+    return make_run(tmp_path / "run", fmt="csv")  # damaged line by line below (samples.arrows: test_samples_file.py)
 
 
 def set_line(path: Path, number: int, text: str | None):

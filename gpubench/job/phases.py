@@ -147,31 +147,23 @@ def _window(groups: list[Steps], a: float, b: float, trim_s: float) -> tuple[flo
 
 # --- sample rows in a window -------------------------------------------------------------------------
 
-def _rows_in(rows: list[dict], starts: list[float], ws: float, we: float) -> tuple[int, int]:
-    """The slice rows[i:j] of rows (in time order) whose whole interval lies inside [ws, we]."""
-    i = bisect_left(starts, ws - 1e-9)
-    j = i
-    while j < len(rows) and rows[j]["t_end_s"] <= we + 1e-9:
-        j += 1
-    return i, j
-
-
-def _energy(rows: list[dict], i: int, j: int) -> tuple[float, float]:
-    """Joules used over rows[i:j] and the time they cover, from the energy counter: from the end of the row
-    before the first (its start) to the end of the last."""
-    if j <= i or not finite(rows[j - 1].get("energy_j")):
+def _energy(energy, ends, i: int, j: int) -> tuple[float, float]:
+    """Joules used over rows[i:j] of one GPU and the time they cover, from the energy counter (its column
+    and the rows' ends): from the end of the row before the first (its start) to the end of the last."""
+    if j <= i or not math.isfinite(energy[j - 1]):
         return math.nan, 0.0
-    before = rows[i - 1] if i > 0 and finite(rows[i - 1].get("energy_j")) else None
-    start_j, start_t = (before["energy_j"], before["t_end_s"]) if before else (rows[i]["energy_j"], rows[i]["t_end_s"])
-    if not finite(start_j):
+    k = i - 1 if i > 0 and math.isfinite(energy[i - 1]) else i
+    start_j, start_t = float(energy[k]), float(ends[k])
+    if not math.isfinite(start_j):
         return math.nan, 0.0
-    seconds = rows[j - 1]["t_end_s"] - start_t
-    return (rows[j - 1]["energy_j"] - start_j, seconds) if seconds > 0 else (math.nan, 0.0)
+    seconds = float(ends[j - 1]) - start_t
+    return (float(energy[j - 1]) - start_j, seconds) if seconds > 0 else (math.nan, 0.0)
 
 
-def _mean(rows: list[dict], column: str) -> float:
-    vals = [r[column] for r in rows if finite(r.get(column))]
-    return statistics.fmean(vals) if vals else math.nan
+def _mean(rows, column: str) -> float:
+    from gpubench.read.samples import finite_values, fmean
+
+    return fmean(finite_values(rows, column))
 
 
 # --- one row -----------------------------------------------------------------------------------------
@@ -198,16 +190,19 @@ class Context:
                        for s, groups in self.steps.items()}
 
 
-def summarize_row(name: str, spans, gpu, rows: list[dict], ctx: Context, kind: str = "phase") -> dict | None:
-    """The row of one phase (or start-up, teardown) on one GPU; None where it holds nothing at all."""
+def summarize_row(name: str, spans, gpu, rows, ctx: Context, kind: str = "phase") -> dict | None:
+    """The row of one phase (or start-up, teardown) on one GPU, from that GPU's sample rows (Samples, in
+    time order); None where it holds nothing at all."""
+    import numpy as np
+
     streams = sorted((s for s, g in ctx.credit.items() if g == gpu.nvml_index), key=Stream.order)
     pooled_all = sorted((g for s in streams for g in ctx.steps.get(s, [])), key=lambda g: g.t_first)
-    window_rows, seconds, energy_j, energy_s = [], 0.0, 0.0, 0.0
+    seconds, energy_j, energy_s = 0.0, 0.0, 0.0
+    window_at, power_at = [], []  # the rows of each span's window, and of those, the rows for sampled power
     tallies = {s: Tally() for s in streams}
-    power_rows = []
     reported = 0  # steps in the spans, the window's and those before the trim
     starts = [g.t_first for g in pooled_all]
-    row_starts = [r["t_start_s"] for r in rows]
+    row_starts, energy, ends = rows.col("t_start_s"), rows.col("energy_j"), rows.col("t_end_s")
     for a, b in spans:
         pooled = pooled_all[bisect_left(starts, a):bisect_right(starts, b)]
         ws, we, kept = _window(pooled, a, b, ctx.trim_s) if kind == "phase" else (a + ctx.trim_s, b, [])
@@ -216,17 +211,18 @@ def summarize_row(name: str, spans, gpu, rows: list[dict], ctx: Context, kind: s
         if we <= ws:
             continue
         seconds += we - ws
-        i, j = _rows_in(rows, row_starts, ws, we)
-        span_rows = rows[i:j]
-        window_rows += span_rows
-        power_rows += [r for r in span_rows if r["t_start_s"] >= ws + POWER_LAG_S]
-        joules, s = _energy(rows, i, j)
+        i, j = rows.inside(ws, we, tol=1e-9)
+        window_at.append(np.arange(i, j))
+        power_at.append(np.arange(max(i, int(np.searchsorted(row_starts, ws + POWER_LAG_S))), j))
+        joules, s = _energy(energy, ends, i, j)
         if finite(joules):
             energy_j, energy_s = energy_j + joules, energy_s + s
         for s in streams:
             tallies[s].add([g for g in kept if g.stream == s])
     stepped = reported > 0
-    if not window_rows and (kind != "phase" or not stepped):
+    window_rows = rows.take(np.concatenate(window_at) if window_at else np.zeros(0, dtype=np.int64))
+    power_rows = rows.take(np.concatenate(power_at) if power_at else np.zeros(0, dtype=np.int64))
+    if not len(window_rows) and (kind != "phase" or not stepped):
         return None  # nothing recorded in it: a start-up or teardown shorter than a row, a phase with nothing
     row = {"scenario": name if len(ctx.gpus) == 1 else f"{name} · GPU {gpu.nvml_index}", "phase": name,
            "family": "watch", "kind": kind, "gpu": gpu.nvml_index, "uuid": gpu.uuid,
@@ -324,12 +320,15 @@ def first_and_last_step(events) -> tuple[float | None, float | None]:
     return (min(e.t_first for e in steps), max(e.t_last for e in steps)) if steps else (None, None)
 
 
-def summarize(rows: list[dict], ctx: Context, phases: list[Phase], t0: float, t1: float) -> list[dict]:
-    """One row per phase and GPU, and the start-up and teardown rows of each GPU, in time order."""
-    by_gpu = {g.nvml_index: [r for r in rows if r["gpu"] == g.nvml_index] for g in ctx.gpus}
+def summarize(rows, ctx: Context, phases: list[Phase], t0: float, t1: float) -> list[dict]:
+    """One row per phase and GPU, and the start-up and teardown rows of each GPU, in time order; rows are
+    Samples (gpubench.read.samples), each GPU's cut by binary search."""
+    # one GPU's rows at a time, read in one pass and let go once its rows are made: a day on eight GPUs
+    # never sits in memory whole
+    by_gpu = {g.nvml_index: (lambda i=g.nvml_index: rows.of("gpu", i, keep=False).load(*ctx.columns)) for g in ctx.gpus}
     first, last = first_and_last_step(ctx.events)
-    first_mark = min((e.t for e in ctx.events if isinstance(e, Mark) and e.stream == leader(ctx.events)),
-                     default=None)
+    lead = leader(ctx.events)  # once: it reads every event
+    first_mark = min((e.t for e in ctx.events if isinstance(e, Mark) and e.stream == lead), default=None)
     # a job that never marked nor stepped (attach mode, an unmarked job) is one phase, with no start-up
     begun = min((x for x in (first, first_mark) if x is not None), default=t0)
     # what follows the job's last step, where its last phase stepped, is teardown: no phase reaches past it
@@ -337,17 +336,18 @@ def summarize(rows: list[dict], ctx: Context, phases: list[Phase], t0: float, t1
     end = last if teardown else t1
     out = []
     for gpu in ctx.gpus:
+        mine = by_gpu[gpu.nvml_index]()
         if begun - t0 > ctx.trim_s:
-            out.append(summarize_row(START_UP, [(t0, begun)], gpu, by_gpu[gpu.nvml_index], ctx, kind=START_UP))
+            out.append(summarize_row(START_UP, [(t0, begun)], gpu, mine, ctx, kind=START_UP))
         for phase in phases:
             spans = [(max(a, begun), min(b, end)) for a, b in phase.spans if min(b, end) > max(a, begun)]
             if phase.name == FIRST_PHASE and begun > t0 and not _has_steps(ctx.events, spans):
                 continue  # before the first mark, nothing stepped: that was the start-up
-            row = summarize_row(phase.name, spans, gpu, by_gpu[gpu.nvml_index], ctx) if spans else None
+            row = summarize_row(phase.name, spans, gpu, mine, ctx) if spans else None
             if row is not None:
                 out.append(row)
         if teardown:
-            out.append(summarize_row(TEARDOWN, [(last, t1)], gpu, by_gpu[gpu.nvml_index], ctx, kind=TEARDOWN))
+            out.append(summarize_row(TEARDOWN, [(last, t1)], gpu, mine, ctx, kind=TEARDOWN))
     out = [r for r in out if r is not None]
     for name in dict.fromkeys(r["phase"] for r in out if r["kind"] == "phase"):
         judge_ranks([r for r in out if r["phase"] == name and r["kind"] == "phase"], ctx)
@@ -385,14 +385,18 @@ class Summary:
     notes: list[str]
 
 
-def summarize_watch(rows: list[dict], events, gpus: list, t0: float, t1: float, peaks: dict, dtype: str,
+def summarize_watch(rows, events, gpus: list, t0: float, t1: float, peaks: dict, dtype: str,
                     columns: list, contexts: dict, all_gpus: bool = False) -> Summary:
-    """A watch's whole summary from what it recorded: its sample rows, its marks, the GPUs it sampled, the
-    recording's window, the peaks, the --dtype, and which GPUs the command's processes held (NVML index ->
-    pids). Every GPU the job used gets its rows; the others too where all_gpus."""
+    """A watch's whole summary from what it recorded: its sample rows (Samples, or row dicts), its marks,
+    the GPUs it sampled, the recording's window, the peaks, the --dtype, and which GPUs the command's
+    processes held (NVML index -> pids). Every GPU the job used gets its rows; the others too where
+    all_gpus."""
+    from gpubench.read.samples import as_samples
+
+    rows = as_samples(rows)
     phases = cut(events, t0, t1)
     credited, used, notes = credit(events, gpus, {int(g): set(p) for g, p in contexts.items()})
     summarized = gpus if all_gpus else [g for g in gpus if g.nvml_index in used]
-    recorded = {c for c in columns if any(finite(r.get(c)) for r in rows)}
+    recorded = rows.valued(columns)
     ctx = Context(events, summarized, credited, peaks, dtype, list(columns), recorded, used=frozenset(used))
     return Summary(summarize(rows, ctx, phases, t0, t1), phases, used, notes)

@@ -1,6 +1,6 @@
 """A watch: one Recording while the user's own job runs, and one summary row per phase with a verdict.
 
-A watch is a Recording of kind "watch": the run directory of `gpubench run` (manifest, samples.csv,
+A watch is a Recording of kind "watch": the run directory of `gpubench run` (manifest, samples.arrows,
 summary.csv/json), so `plot` and `report` work on it. The job's gpubench.mark() and step() calls append
 to marks.tsv in the run directory (named to the child in GPUBENCH_MARKS). Samples are labelled live:
 a thread reads the new lines of that file every TAIL_S seconds and sets the sampler's phase, so an
@@ -230,7 +230,7 @@ def marks_facts(events, path: Path, given: Path | None) -> dict:
 
 
 def resummarize(run_dir: Path) -> Summary:
-    """A watch run's summary computed anew by this code from its files alone (samples.csv, marks.tsv,
+    """A watch run's summary computed anew by this code from its files alone (samples, marks.tsv,
     manifest.json): what the numbers of any recorded watch would be today."""
     from gpubench.record.rundir import load_run
 

@@ -7,7 +7,7 @@ agree that its check passed everywhere (else it is skipped on every rank) and on
 (the slowest rank's warm-up sets it). Single-GPU scenarios run on every rank's GPU at once. At the end
 each rank sends rank 0 its results, its arrival times at the collectives and its clock offsets, and each
 node's sampling process sends that node's samples: nothing goes through a shared file system. Rank 0
-merges them (gpubench.ranks.merge) into samples.csv, summary.csv and the manifest.
+merges them (gpubench.ranks.merge) into samples.arrows, summary.csv and the manifest.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from gpubench.ranks import merge
 from gpubench.ranks.launch import Comm, Launch, RankProblem
 from gpubench.record import gpus
 from gpubench.record.recording import Recording, Reporter, Window
-from gpubench.record.rundir import RANKED_SAMPLE_KEYS, CsvSink, write_summary
+from gpubench.record.rundir import RANKED_SAMPLE_KEYS, SAMPLES_FILE, write_samples, write_summary
 from gpubench.suite.backend import CudaBackend
 from gpubench.suite.runner import RunOptions, checked, estimate_s, scenario_result, shared_gpu
 from gpubench.truth.timing import Timings, calls_for, time_loop, warm_up
@@ -132,7 +132,7 @@ def run_distributed(opts: DistOptions, launch: Launch, comm: Comm, backend, repo
                         profiling=opts.profiling, smi=opts.smi, sources=opts.sources, reporter=me.reporter, clock=clock)
     box: dict = {}
     if rec is not None:
-        rec.on_finish(lambda rows: box.update(rows=rows))
+        rec.on_finish(lambda rows: box.update(rows=rows.columns()))  # plain arrays: they travel by pickle
         if launch.is_root:
             rec.on_finish(lambda rows: _write_run(rows, rec, opts, me, box))
     me.clock = {"t_start": start[0], "offset_start": start[1], "error_s": start[2]}
@@ -268,9 +268,9 @@ def _node_report(rec: Recording | None, box: dict) -> dict:
             "node_warnings": rec.manifest.get("warnings", [])}
 
 
-def _write_run(rows: list[dict], rec: Recording, opts: DistOptions, me: RankState, box: dict) -> None:
+def _write_run(rows, rec: Recording, opts: DistOptions, me: RankState, box: dict) -> None:
     """Rank 0, once its sampler has stopped: merge every rank's payload (or only its own, if the run ended
-    before they were gathered) and write samples.csv, summary.csv and the manifest."""
+    before they were gathered) and write samples.arrows, summary.csv and the manifest."""
     payloads = box.get("payloads") or [me.payload()]
     reports = {p["node"]: p for p in payloads if p.get("rows") is not None}
     reports[me.launch.node] = {**me.payload(), **_node_report(rec, {"rows": []})}
@@ -281,12 +281,9 @@ def _write_run(rows: list[dict], rec: Recording, opts: DistOptions, me: RankStat
     peaks = {p["rank"]: merge.rank_peaks(p, merged, job) for p in payloads}
     order = {sc.name: i for i, sc in enumerate(opts.scenarios)}
     summary = merge.summarize_ranks(merged, merge.merge_results(payloads), peaks, columns, order)
-    tmp = opts.out_dir / "samples.csv.tmp"
-    sink = CsvSink(tmp, columns, keys=RANKED_SAMPLE_KEYS)
-    for row in merged:
-        sink(row)
-    sink.close()
-    tmp.replace(opts.out_dir / "samples.csv")
+    tmp = opts.out_dir / f"{SAMPLES_FILE}.tmp"
+    write_samples(tmp, merged, columns, keys=RANKED_SAMPLE_KEYS)
+    tmp.replace(opts.out_dir / SAMPLES_FILE)
     write_summary(opts.out_dir, summary)
     box["summary"] = summary
     _record(rec, me, payloads, reports, peaks)

@@ -43,15 +43,34 @@ def _shifted(row: dict, clock: Clock, keys) -> dict:
     return {**row, **{k: clock.to_root(row[k]) for k in keys if finite(row.get(k))}}
 
 
-def merge_rows(root_rows: list[dict], payloads: list[dict], rank_of: dict[str, int]) -> list[dict]:
+def merge_rows(root_rows, payloads: list[dict], rank_of: dict[str, int]):
     """Every node's samples on rank 0's clock, each with the rank using its GPU (rank_of: by UUID; None for
-    a GPU no rank used)."""
-    rows = [{**r, "rank": rank_of.get(r["uuid"])} for r in root_rows]
-    for p in payloads:
-        clock = Clock(**p["clock"])
-        rows += [{**_shifted(r, clock, ("t_start_s", "t_end_s")), "rank": rank_of.get(r["uuid"])}
-                 for r in p.get("rows") or []]
-    return sorted(rows, key=lambda r: (r["t_end_s"], r["gpu"]))
+    a GPU no rank used), in order of time and NVML index, as Samples; the rows of each node as Samples, a
+    dict of columns or row dicts."""
+    import numpy as np
+
+    from gpubench.read.samples import Samples, as_samples
+
+    parts = [(as_samples(root_rows), None)] + [(as_samples(p.get("rows") or []), Clock(**p["clock"])) for p in payloads]
+    parts = [(s, c) for s, c in parts if len(s)]
+    names = list(dict.fromkeys(n for s, _ in parts for n in s.names if n != "rank"))
+    columns = {}
+    for name in names:
+        pieces = []
+        for s, clock in parts:
+            col = s.col(name) if s.has(name) else np.full(len(s), "" if name in ("uuid", "phase") else np.nan)
+            pieces.append(clock.to_root(col) if clock is not None and name in ("t_start_s", "t_end_s") else col)
+        columns[name] = np.concatenate(pieces) if pieces else np.zeros(0)
+    uuids = columns.get("uuid", np.zeros(0, dtype=object))
+    rank = np.full(len(uuids), np.nan)
+    for uuid in set(uuids.tolist()):
+        if rank_of.get(uuid) is not None:
+            rank[uuids == uuid] = rank_of[uuid]
+    columns["rank"] = rank
+    if not len(uuids):
+        return Samples(columns, names=names + ["rank"], length=0)
+    order = np.lexsort((columns["gpu"], columns["t_end_s"]))  # stable: as sorted() by (t_end_s, gpu)
+    return Samples({n: c[order] for n, c in columns.items()})
 
 
 def merge_results(payloads: list[dict]) -> list[dict]:
@@ -119,14 +138,15 @@ def _step_spread(results: list[dict]) -> None:
                 r["step_spread_pct"] = 100.0 * (max(times) - min(times)) / statistics.median(times)
 
 
-def rank_peaks(payload: dict, rows: list[dict], job: dict | None = None) -> dict:
-    """A rank's peaks: its GPU's datasheet, host link and NVLinks, what it measured, and the conditions seen.
+def rank_peaks(payload: dict, rows, job: dict | None = None) -> dict:
+    """A rank's peaks: its GPU's datasheet, host link and NVLinks, what it measured, and the conditions seen
+    (rows: the merged Samples).
 
     The NVLink rate a collective is held against counts only the links it can use (job_nvlink); a job on
     several nodes gets none: its collectives cross the network."""
     info, gpu = payload["info"], payload["gpu"]
     clock = Clock(**payload["clock"])
-    mine = [r for r in rows if r["uuid"] == gpu["uuid"]]
+    mine = rows.of("uuid", gpu["uuid"])
     conditions = {k: peak_conditions(mine, gpu["nvml_index"], clock.to_root(a), clock.to_root(b))
                   for k, (a, b) in (payload.get("peak_windows") or {}).items()}
     sheet = dict(sheet_for(info) or {})
@@ -163,14 +183,14 @@ def job_links(payloads: list[dict]) -> dict:
     return {"nodes": len({p["node"] for p in payloads}), "buses": None if None in buses else buses}
 
 
-def summarize_ranks(rows: list[dict], results: list[dict], peaks: dict[int, dict], columns,
+def summarize_ranks(rows, results: list[dict], peaks: dict[int, dict], columns,
                     order: dict[str, int]) -> list[dict]:
-    """One summary row per scenario and rank, each from the samples of that rank's GPU, in suite order."""
+    """One summary row per scenario and rank, each from the samples of that rank's GPU (rows: the merged
+    Samples), in suite order."""
     summary = []
     for rank in sorted({r["rank"] for r in results}):
         mine = [r for r in results if r["rank"] == rank]
-        uuid = mine[0]["uuid"]
-        summary += summarize([r for r in rows if r["uuid"] == uuid], mine, peaks[rank], columns)
+        summary += summarize(rows.of("uuid", mine[0]["uuid"]), mine, peaks[rank], columns)
     summary.sort(key=lambda r: (order.get(r["scenario"], len(order)), r["rank"]))
     annotate(summary)
     return summary

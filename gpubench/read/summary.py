@@ -1,13 +1,16 @@
 """Per-window summary: medians and spread of every sampled metric over a window's steady rows, beside
 the ground truth (achieved TFLOP/s and useful GB/s, MFU, MBU, link share, tokens/s), the mean power that
-the energy counter gives, and the useful work per joule."""
+the energy counter gives, and the useful work per joule.
+
+Rows come column-wise (gpubench.read.samples.Samples, or a list of row dicts, turned into one): a window
+is cut from one GPU's rows by binary search. numpy loads on the first summary, not with this module, so
+that `gpubench list` stays light."""
 
 from __future__ import annotations
 
 import math
 
 from gpubench.metrics import COLUMNS, finite
-from gpubench.stats import quantile
 
 # NVML's utilization and power average over a window of up to a second: the first half second of each
 # window still carries what ran before it.
@@ -21,33 +24,49 @@ def row_label(row: dict) -> str:
     return f"{row['scenario']} · rank {rank}" if ranked else row["scenario"]
 
 
-def metric_stats(rows: list[dict], columns) -> dict:
-    """median, p10, p90 of each column over rows; NaN where no finite value exists."""
-    out = {}
+def metric_stats(rows, columns) -> dict:
+    """median, p10, p90 of each column over rows (Samples, or row dicts); NaN where no finite value exists."""
+    from gpubench.read.samples import as_samples, finite_values, quantiles
+
+    window, out = as_samples(rows), {}
     for c in columns:
-        vals = [v for v in (r.get(c) for r in rows) if finite(v)]
-        for suffix, q in (("", 0.5), ("_p10", 0.1), ("_p90", 0.9)):
-            out[f"{c}{suffix}"] = quantile(vals, q) if vals else math.nan
+        vals = finite_values(window, c)
+        stats = quantiles(vals, (0.5, 0.1, 0.9)) if len(vals) else [math.nan] * 3
+        out.update({f"{c}{suffix}": v for suffix, v in zip(("", "_p10", "_p90"), stats)})
     return out
 
 
-def steady_rows(rows: list[dict], gpu: int, t_start: float, t_end: float, trim_s: float = TRIM_S) -> list[dict]:
-    """Rows of `gpu` whose whole interval lies inside [t_start + trim_s, t_end]."""
-    return [r for r in rows if r["gpu"] == gpu and r["t_start_s"] >= t_start + trim_s and r["t_end_s"] <= t_end]
+def steady_rows(rows, gpu: int, t_start: float, t_end: float, trim_s: float = TRIM_S):
+    """Rows of `gpu` whose whole interval lies inside [t_start + trim_s, t_end], as Samples."""
+    from gpubench.read.samples import as_samples
+
+    return as_samples(rows).of("gpu", gpu).window(t_start + trim_s, t_end)
 
 
-def energy_power_w(window: list[dict]) -> float:
+def energy_power_w(window) -> float:
     """Mean power over the window from the energy counter: exact where the sampled power trails by a second."""
-    pts = [(r["t_end_s"], r["energy_j"]) for r in window if finite(r.get("energy_j"))]
-    if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
+    import numpy as np
+
+    from gpubench.read.samples import as_samples
+
+    window = as_samples(window)
+    energy, ends = window.col("energy_j"), window.col("t_end_s")
+    known = np.flatnonzero(np.isfinite(energy))
+    if len(known) < 2 or ends[known[-1]] <= ends[known[0]]:
         return math.nan
-    return (pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0])
+    first, last = known[0], known[-1]
+    return float((energy[last] - energy[first]) / (ends[last] - ends[first]))
 
 
-def energy_used_j(window: list[dict]) -> float:
+def energy_used_j(window) -> float:
     """What the energy counter rose by from the window's first row to its last."""
-    pts = [r["energy_j"] for r in window if finite(r.get("energy_j"))]
-    return pts[-1] - pts[0] if len(pts) >= 2 else math.nan
+    import numpy as np
+
+    if not len(window) or not window.has("energy_j"):
+        return math.nan
+    energy = window.col("energy_j")
+    known = energy[np.isfinite(energy)]
+    return float(known[-1] - known[0]) if len(known) >= 2 else math.nan
 
 
 def per_joule(row: dict) -> dict:
@@ -78,7 +97,7 @@ def joules(row: dict) -> dict:
     return {k: row[k] if k in row else v for k, v in per_joule(row).items()}
 
 
-def peak_conditions(rows: list[dict], gpu: int, t_start: float, t_end: float) -> dict:
+def peak_conditions(rows, gpu: int, t_start: float, t_end: float) -> dict:
     """The SM clock and power seen while a peak was measured, over the rows inside its window."""
     window = steady_rows(rows, gpu, t_start, t_end, trim_s=0.0)
     stats = metric_stats(window, ("sm_clock_mhz", "power_w"))
@@ -161,10 +180,14 @@ def compare_to_baselines(summary: list[dict]) -> None:
             row["speedup_vs_baseline"] = base["kernel_ms"] / row["kernel_ms"]
 
 
-def summarize(rows: list[dict], results: list[dict], peaks: dict, columns=COLUMNS,
+def summarize(rows, results: list[dict], peaks: dict, columns=COLUMNS,
               trim_s: float = TRIM_S) -> list[dict]:
-    """One row per result (a scenario or a phase on one GPU): its facts, metric statistics, achievements."""
-    present = [c for c in columns if any(c in r for r in rows)]
+    """One row per result (a scenario or a phase on one GPU): its facts, metric statistics, achievements.
+    rows: Samples, or row dicts."""
+    from gpubench.read.samples import as_samples
+
+    rows = as_samples(rows)
+    present = [c for c in columns if rows.has(c)]
     summary = []
     for res in results:
         window = steady_rows(rows, res["gpu"], res["t_start"], res["t_end"], trim_s)

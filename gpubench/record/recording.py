@@ -3,9 +3,9 @@
     with Recording(out_dir, gpus, kind="run") as rec:
         with rec.phase("copy-triton") as window:
             ...                      # rows sampled meanwhile are labelled copy-triton
-        rec.on_finish(write_summary)  # called with every row, read back from samples.csv
+        rec.on_finish(write_summary)  # called with every row, read back from samples.arrows
 
-On entry it chooses and opens the metric sources, starts the sampler, streams samples.csv and writes
+On entry it chooses and opens the metric sources, starts the sampler, streams samples.arrows and writes
 the manifest. On exit, whatever happened, it stops the sampler, closes the sources and the file, runs
 the finishers, and records the status (completed, interrupted, failed) in the manifest. A second
 Ctrl-C while it finishes is ignored, and SIGTERM ends a recording the way Ctrl-C does.
@@ -65,7 +65,7 @@ class Recording:
         self._options = {"kind": kind, "command": list(command if command is not None else sys.argv),
                          "interval_s": interval_s, "profiling": profiling, "smi": smi}
         self._given_sources = sources
-        self._finishers: list[Callable[[list[dict]], None]] = []
+        self._finishers: list[Callable] = []
         self._signals: dict = {}
         self.manifest: dict = {}
 
@@ -93,12 +93,12 @@ class Recording:
             self.warn(note)
         for name, why in opened.unavailable.items():
             self.reporter.warn(f"source {name} not used: {why}")
-        # keep_rows=0: every row goes to samples.csv and none stays in memory, however long the recording;
-        # the finishers read them back from disk.
+        # keep_rows=0: every row goes to samples.arrows and none stays in memory, however long the
+        # recording; the finishers read them back from disk, a column at a time.
         self.sampler = Sampler(opened.sources, indices, opened.interval_s, clock=self.clock,
                                on_failure=lambda n, e: self.warn(f"source {n} failed mid-run: {e}"),
                                keep_rows=0, uuids={g.nvml_index: g.uuid for g in self.gpus})
-        self.sink = rundir.CsvSink(self.out_dir / "samples.csv", self.sampler.columns)
+        self.sink = rundir.open_sink(self.out_dir / rundir.SAMPLES_FILE, self.sampler.columns)
         self.sampler.sink = self.sink
         self.manifest["columns"] = list(self.sampler.columns)
         self.write_manifest()
@@ -123,8 +123,7 @@ class Recording:
             for s in self.sources:
                 s.close()
             self.sink.close()
-            notes: list[str] = []
-            rows = rundir.read_samples(self.out_dir / "samples.csv", notes)
+            rows = rundir.read_samples(self.out_dir / rundir.SAMPLES_FILE)
             for finish in self._finishers:
                 finish(rows)
             self.manifest.update(status=status, completed=status == "completed", end_wall=_now_wall(),
@@ -153,8 +152,9 @@ class Recording:
     def set_phase(self, name: str) -> None:
         self.sampler.set_phase(name)
 
-    def on_finish(self, fn: Callable[[list[dict]], None]) -> None:
-        """fn(rows) runs once the sampler has stopped, with every row of samples.csv."""
+    def on_finish(self, fn: Callable[["Samples"], None]) -> None:  # noqa: F821
+        """fn(samples) runs once the sampler has stopped, with every row of samples.arrows, held column-wise
+        (gpubench.read.samples.Samples)."""
         self._finishers.append(fn)
 
     def warn(self, message: str) -> None:

@@ -1,9 +1,12 @@
-"""Run directories, written and read in one place: manifest.json, samples.csv (streamed as recorded),
+"""Run directories, written and read in one place: manifest.json, the samples (streamed as recorded),
 summary.csv and summary.json.
 
 A sample row covers an interval: `t_start_s` to `t_end_s` on the monotonic clock (the interval its
 GPM and DCGM values average over), `t_wall` the wall time at its end, the GPU (NVML index and UUID)
 and the phase that ran for most of the interval. A run under torchrun adds the rank using the GPU.
+Samples are written to samples.arrows (Arrow's IPC stream, gpubench.record.arrowfile); runs recorded
+before it hold samples.csv, read by the same read_samples. numpy and pyarrow load only where samples
+are read or written, so that `gpubench list` stays light.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ NUMERIC_SUMMARY_KEYS = frozenset({"t_start", "t_end", "gpu", "n_samples", "n_tim
 
 
 SUMMARY_MISSING = "summary.csv is missing: the run ended before it was written"
+SAMPLES_FILE, CSV_SAMPLES = "samples.arrows", "samples.csv"
 
 
 class RunDirError(ValueError):
@@ -86,8 +90,32 @@ def partial(manifest: dict) -> str | None:
             }.get(status, f"did not complete (status {status!r})")
 
 
+def samples_path(run_dir: Path) -> Path | None:
+    """The run's samples file: samples.arrows, or samples.csv in a run recorded before it; None if neither."""
+    for name in (SAMPLES_FILE, CSV_SAMPLES):
+        if (Path(run_dir) / name).is_file():
+            return Path(run_dir) / name
+    return None
+
+
+def open_sink(path: Path, columns, keys=SAMPLE_KEYS):
+    """A sink for the sampler's rows: samples.arrows, written a batch at a time."""
+    from gpubench.record import arrowfile
+
+    return arrowfile.Sink(Path(path), list(keys) + list(columns))
+
+
+def write_samples(path: Path, samples, columns, keys=SAMPLE_KEYS) -> None:
+    """A whole table of samples (rows or Samples) into samples.arrows, in the batches a recording writes."""
+    from gpubench.read.samples import as_samples
+    from gpubench.record import arrowfile
+
+    arrowfile.write(Path(path), as_samples(samples), list(keys) + list(columns))
+
+
 class CsvSink:
-    """Appends sample rows to samples.csv as they come, flushing each, so a crash keeps what was recorded."""
+    """Appends sample rows to samples.csv as they come, flushing each, so a crash keeps what was recorded
+    (the format of runs recorded before samples.arrows; tests write it to check both are read alike)."""
 
     def __init__(self, path: Path, columns, keys=SAMPLE_KEYS):
         self.path = path
@@ -180,24 +208,66 @@ def _sample(raw: dict) -> dict:
     return row
 
 
-def read_samples(path: str | Path, notes: list[str] | None = None) -> list[dict]:
-    """samples.csv as dicts: metric columns as floats (empty cells NaN), the rest as written.
-
-    Every row is written whole and flushed, so a last line without its newline was cut off by a crash:
-    it is skipped, with a note. A garbage row anywhere else is an error naming the file and line.
-    """
+def read_samples(path: str | Path, notes: list[str] | None = None):
+    """A samples file, samples.arrows or samples.csv, as Samples (gpubench.read.samples): metric columns as
+    float64 (missing values NaN), text as written. A torn last batch or line (a kill mid-write) is skipped
+    with a note; damage anywhere else is an error naming the file and where."""
     path = Path(path)
+    if path.suffix == ".arrows":
+        from gpubench.record import arrowfile
+
+        try:
+            return arrowfile.read(path, notes)
+        except arrowfile.DamagedSamples as err:
+            raise RunDirError(f"{path} is damaged: {err}") from None
+    return _read_csv(path, notes)
+
+
+def _read_csv(path: Path, notes: list[str] | None):
+    """samples.csv, column-wise: pyarrow's parser where the file is well formed (the same numbers as
+    Python's float(), correctly rounded), else row by row, to name the line that is not a sample row."""
+    from gpubench.read.samples import Samples, as_samples
+
+    data = path.read_bytes()
     try:
-        with open(path, newline="") as f:
-            text = f.read()
+        data.decode("utf-8")
     except UnicodeDecodeError:
         raise RunDirError(f"{path} is not text: it is not a samples file gpubench wrote") from None
-    lines = text.splitlines()
-    if text and not text.endswith("\n") and len(lines) > 1:
-        lines.pop()
+    lines = data.count(b"\n") + (not data.endswith(b"\n"))
+    if data and not data.endswith(b"\n") and lines > 1:
+        data = data[:data.rindex(b"\n") + 1]
         if notes is not None:
             notes.append(f"{path.name}: its last line was cut off mid-write (the run was killed) and is skipped")
-    reader = csv.DictReader(lines)
+    columns = _fast_csv(data)
+    if columns is not None:
+        return Samples(columns)
+    return as_samples(_slow_csv(path, data.decode("utf-8")))
+
+
+def _fast_csv(data: bytes) -> dict | None:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    from gpubench.record.arrowfile import _numpy
+
+    header = next(csv.reader([data.split(b"\n", 1)[0].decode()]), [])
+    if not header or len(set(header)) != len(header):
+        return None
+    types = {k: pa.float64() if k in FLOAT_KEYS else pa.int64() if k in INT_KEYS else pa.string() for k in header}
+    try:
+        table = pacsv.read_csv(pa.BufferReader(data), convert_options=pacsv.ConvertOptions(
+            column_types=types, null_values=[""], strings_can_be_null=False, quoted_strings_can_be_null=False))
+    except (pa.ArrowInvalid, OSError):
+        return None
+    if table.column("gpu").null_count if "gpu" in header else False:
+        return None
+    return {k: np.asarray(_numpy(table.column(k).combine_chunks(), None)) if table.num_rows else
+            np.array([], dtype=object if types[k] == pa.string() else np.float64) for k in header}
+
+
+def _slow_csv(path: Path, text: str) -> list[dict]:
+    reader = csv.DictReader(text.splitlines())
     rows = []
     for raw in reader:
         try:
@@ -252,17 +322,19 @@ def read_manifest(path: Path) -> dict:
     return manifest
 
 
-def load_run(run_dir: str | Path) -> tuple[dict, list[dict], list[dict]]:
-    """(manifest, samples, summary) of a run directory, from its files alone."""
+def load_run(run_dir: str | Path) -> tuple[dict, "Samples", list[dict]]:  # noqa: F821
+    """(manifest, samples, summary) of a run directory, from its files alone; the samples are read a column
+    at a time as they are asked for (gpubench.read.samples.Samples)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir} is not a directory")
-    missing = [n for n in ("manifest.json", "samples.csv") if not (run_dir / n).is_file()]
+    missing = [n for n in ("manifest.json",) if not (run_dir / n).is_file()]
+    missing += [] if samples_path(run_dir) else [f"{SAMPLES_FILE} (or {CSV_SAMPLES})"]
     if missing:
         raise RunDirError(f"{run_dir} is not a gpubench run directory: {', '.join(missing)} missing")
     manifest = read_manifest(run_dir / "manifest.json")
     notes: list[str] = []
-    samples = read_samples(run_dir / "samples.csv", notes)
+    samples = read_samples(samples_path(run_dir), notes)
     summary_path = run_dir / "summary.csv"
     summary = read_summary(summary_path) if summary_path.is_file() else []
     if not summary_path.is_file():

@@ -33,6 +33,7 @@ def title(manifest, figure: str, suite_title: str) -> str:
 
 
 NO_SUMMARY = "no summary: the run stopped before it wrote summary.csv"
+PNG_DPI = 130
 VALUE_PT = 9  # value labels: readable where the README shows a figure about 900 pixels wide
 # Fixed metadata: no date, no library version, so re-plotting an unchanged run changes no byte.
 METADATA = {"png": {"Software": "gpubench"}, "svg": {"Date": None, "Creator": "gpubench"}}
@@ -53,7 +54,7 @@ def stamp(fig, manifest):
 def save(fig, out_dir: Path, name: str) -> list[Path]:
     """PNG and SVG, each written to a temporary name and renamed into place."""
     paths = []
-    for ext, kw in (("png", {"dpi": 130}), ("svg", {})):
+    for ext, kw in (("png", {"dpi": PNG_DPI}), ("svg", {})):
         final = out_dir / f"{name}.{ext}"
         tmp = out_dir / f".{name}.tmp.{ext}"
         fig.savefig(tmp, bbox_inches="tight", metadata=METADATA[ext], **kw)
@@ -92,3 +93,31 @@ def empty(out_dir, name, title, manifest):
     ax.set_title(title, fontsize=10, loc="left")
     stamp(fig, manifest)
     return save(fig, out_dir, name), {"empty": message}
+
+
+def envelope(t, y, bins: int):
+    """A line of any length drawn in at most 2 x bins points, its spikes and dips kept: in each of `bins`
+    equal slices of time, the lowest and the highest finite value, in their time order (with a slice per
+    pixel it draws as the whole line would). A slice without a finite value breaks the line, as a missing
+    value does. Lines of up to 2 x bins points are returned whole."""
+    import numpy as np
+
+    t, y = np.asarray(t, dtype=float), np.asarray(y, dtype=float)
+    if len(t) <= 2 * bins or not t[-1] > t[0]:
+        return t, y
+    width = (t[-1] - t[0]) / bins
+    slot = np.minimum(((t - t[0]) / width).astype(np.int64), bins - 1)
+    keep = np.flatnonzero(np.isfinite(y))
+    if not len(keep):
+        return t[[0, -1]], y[[0, -1]]
+    order = keep[np.lexsort((y[keep], slot[keep]))]  # by slice, then by value
+    edges = np.flatnonzero(np.diff(slot[order])) + 1
+    lo, hi = order[np.r_[0, edges]], order[np.r_[edges, len(order)] - 1]
+    first, second = np.minimum(lo, hi), np.maximum(lo, hi)
+    tx = np.full((bins, 2), np.nan)
+    ty = np.full((bins, 2), np.nan)
+    filled = slot[first]
+    tx[:, 0] = tx[:, 1] = t[0] + (np.arange(bins) + 0.5) * width
+    tx[filled, 0], tx[filled, 1] = t[first], t[second]
+    ty[filled, 0], ty[filled, 1] = y[first], y[second]
+    return tx.ravel(), ty.ravel()

@@ -8,16 +8,19 @@ import math
 import statistics
 
 import matplotlib.pyplot as plt
+import numpy as np
 
 from gpubench.metrics import finite, fmt, pct
+from gpubench.read.samples import as_samples
 
-from .common import empty, save, stamp
+from .common import PNG_DPI, empty, envelope, save, stamp
 
 MAX_RANKS = 8  # panels; a larger job shows its first ranks and says so
 TITLE = "Ranks of a torchrun job: who waits, and who is late"
 POWER = "#1f77b4"
 STRAGGLER = "#d62728"
 WAITING = "#7f7f7f"
+BINS = round(12 * 0.775 * PNG_DPI)  # one slice of time per pixel of a panel: long runs draw their envelope
 
 
 def distributed_rows(summary) -> list[dict]:
@@ -37,11 +40,15 @@ def draw(summary, samples, manifest, out_dir):
                             height_ratios=[1] * len(shown) + ([0.35, 1.6] if late else []), hspace=0.3)
     t0 = min(r["t_start"] for r in rows) - 1.0
     t1 = max(r["t_end"] for r in rows) + 1.0
-    top = max((s["power_w"] for s in samples if finite(s.get("power_w"))), default=1.0) * 1.1
+    samples = as_samples(samples)
+    power = samples.col("power_w")
+    top = (float(np.nanmax(power)) if np.isfinite(power).any() else 1.0) * 1.1
     axes = []
     for k, rank in enumerate(shown):
         ax = fig.add_subplot(grid[k, :], sharex=axes[0] if axes else None)
-        _rank_panel(ax, rank, [s for s in samples if s.get("rank") == rank and t0 <= s["t_end_s"] <= t1], t0, top)
+        mine = samples.of("rank", rank)
+        ends = mine.col("t_end_s")
+        _rank_panel(ax, rank, mine.take((t0 <= ends) & (ends <= t1)), t0, top)
         for r in rows:
             if r["rank"] == rank:
                 ax.axvspan(r["t_start"] - t0, r["t_end"] - t0, color="#000", alpha=0.06, lw=0)
@@ -62,17 +69,17 @@ def draw(summary, samples, manifest, out_dir):
 
 
 def _rank_panel(ax, rank, samples, t0, top):
-    t = [s["t_end_s"] - t0 for s in samples]
+    t = samples.col("t_end_s") - t0
     for col, color, label in (("gpu_util_pct", "#d62728", "GPU-Util"), ("sm_active_pct", "#ff7f0e", "SM active")):
-        ys = [s.get(col, math.nan) for s in samples]
-        if any(finite(y) for y in ys):
-            ax.plot(t, ys, color=color, lw=1.1, label=f"{label}, %")
+        ys = samples.col(col)
+        if np.isfinite(ys).any():
+            ax.plot(*envelope(t, ys, BINS), color=color, lw=1.1, label=f"{label}, %")
         else:
             ax.plot([], [], color=color, ls=":", label=f"{label}: unavailable in this run")
     ax.set_ylim(-3, 108)
     ax.set_ylabel(f"rank {rank}\npercent", fontsize=8)
     power = ax.twinx()
-    power.plot(t, [s.get("power_w", math.nan) for s in samples], color=POWER, lw=1, ls="--", label="power, W")
+    power.plot(*envelope(t, samples.col("power_w"), BINS), color=POWER, lw=1, ls="--", label="power, W")
     power.set_ylim(0, top)
     power.set_ylabel("W", fontsize=8, color=POWER)
     handles = ax.get_legend_handles_labels()[0] + power.get_legend_handles_labels()[0]

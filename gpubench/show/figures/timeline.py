@@ -1,14 +1,19 @@
-"""The timeline figure: the whole run over time, its phases shaded and named."""
+"""The timeline figure: the whole run over time, its phases shaded and named.
+
+However long the run, each line is drawn from its envelope (the lowest and highest value of each pixel's
+slice of time), so a day-long run's figure is as large, and as quick to draw, as a minute's, and a spike
+or a dip of one sample still shows. The time axis is in seconds, minutes or hours, as the run's length
+asks."""
 
 from __future__ import annotations
 
-import math
-
 import matplotlib.pyplot as plt
+import numpy as np
 
 from gpubench.metrics import BY_COLUMN, finite
+from gpubench.read.samples import as_samples
 
-from .common import C, empty, save, stamp, title
+from .common import PNG_DPI, C, empty, envelope, save, stamp, title
 
 PANELS = [("utilization, %", ["gpu_util_pct", "smi_gpu_util_pct"]), ("SM, %", ["sm_active_pct", "sm_occupancy_pct"]),
           ("pipes and DRAM, %", ["tensor_active_pct", "fp32_active_pct", "dram_active_pct"])]
@@ -19,19 +24,33 @@ PHASE_LABELS = {"start": "start-up", "peaks": "peak measurement"}
 LABEL_ROWS, LABEL_PT = 3, 8.5
 PANEL_IN = 2.05  # each panel's height
 PANEL_WIDTH_IN = 11 * 0.775  # the panels' width: matplotlib's default margins of an 11-inch figure
+BINS = round(PANEL_WIDTH_IN * PNG_DPI)  # one slice of time per pixel of the PNG
+UNITS = ((600, 1, "s"), (3 * 3600, 60, "min"), (float("inf"), 3600, "h"))  # up to 10 min in s, 3 h in min
+
+
+def rows_of_gpu(samples, manifest, summary):
+    """The rows of the GPU the run is about: by UUID (under torchrun NVML indices repeat from node to node),
+    else by NVML index."""
+    samples = as_samples(samples)
+    gpu = manifest.get("gpu", {}).get("nvml_index", summary[0].get("gpu") if summary else 0)
+    uuid = manifest.get("gpu", {}).get("uuid")
+    rows = samples.of("uuid", uuid) if uuid is not None and samples.has("uuid") else None
+    return rows if rows is not None and len(rows) else samples.of("gpu", gpu)
 
 
 def draw(summary, samples, manifest, out_dir):
-    gpu = manifest.get("gpu", {}).get("nvml_index", summary[0].get("gpu") if summary else 0)
-    uuid = manifest.get("gpu", {}).get("uuid")  # under torchrun NVML indices repeat from node to node
-    rows = [r for r in samples if r.get("uuid") == uuid] or [r for r in samples if r.get("gpu") == gpu]
-    if not rows:
+    rows = rows_of_gpu(samples, manifest, summary)
+    if not len(rows):
         return empty(out_dir, "timeline", "The run over time", manifest)
-    t0 = rows[0]["t_start_s"]
-    t = [r["t_end_s"] - t0 for r in rows]
-    span_s = max(t) * 1.005
-    named = [s for s in phase_spans(rows) if s[0] != "gap" and not s[0].startswith("setup:")]
-    way, band_in, placed = label_layout(named, t0, span_s, PANEL_WIDTH_IN)
+    rows.load("t_start_s", "t_end_s", "phase", *(c for _, cols in PANELS for c in cols))
+    t0 = float(rows.col("t_start_s")[0])
+    length_s = float(np.max(rows.col("t_end_s")) - t0) * 1.005
+    _, scale, unit = next(u for u in UNITS if length_s <= u[0])
+    t = (rows.col("t_end_s") - t0) / scale
+    span_s = length_s / scale
+    named = [(p, (a - t0) / scale, (b - t0) / scale) for p, a, b in phase_spans(rows)
+             if p != "gap" and not p.startswith("setup:")]
+    way, band_in, placed = label_layout(named, 0.0, span_s, PANEL_WIDTH_IN)
     # the top row holds the phases' names: as tall as they need, no taller
     fig, axes = plt.subplots(5, 1, figsize=(11, band_in + 4 * PANEL_IN + 1.2), sharex=True,
                              gridspec_kw={"hspace": 0.12, "height_ratios": [band_in] + [PANEL_IN] * 4})
@@ -40,11 +59,11 @@ def draw(summary, samples, manifest, out_dir):
     missing = []
     for ax, (ylabel, cols) in zip(panels, PANELS):
         for col in cols:
-            ys = [r.get(col, math.nan) for r in rows]
+            ys = rows.col(col)
             label = LINE_LABELS.get(col, BY_COLUMN[col].label)
-            if any(finite(y) for y in ys):
+            if np.isfinite(ys).any():
                 wide = col.startswith("smi_")
-                ax.plot(t, ys, color=C[col], lw=4.5 if wide else 1.2, alpha=0.6 if wide else 1,
+                ax.plot(*envelope(t, ys, BINS), color=C[col], lw=4.5 if wide else 1.2, alpha=0.6 if wide else 1,
                         zorder=1 if wide else 3, label=label)
             else:
                 missing.append(col)
@@ -55,12 +74,12 @@ def draw(summary, samples, manifest, out_dir):
     ax = panels[3]
     for r in summary:
         if finite(r.get("tflops")) and finite(r.get("t_start")):
-            ax.hlines(r["tflops"], r["t_start"] - t0, r["t_end"] - t0, color=C["work"], lw=2.5)
+            ax.hlines(r["tflops"], (r["t_start"] - t0) / scale, (r["t_end"] - t0) / scale, color=C["work"], lw=2.5)
     ax.set_ylim(bottom=0)  # a rate read against zero, not against the narrow band it moved in
     ax.set_ylabel("achieved TFLOP/s", fontsize=9)
-    ax.set_xlabel("time since the recording started, s")
+    ax.set_xlabel(f"time since the recording started, {unit}")
     ax.set_xlim(0, span_s)
-    labelled = _shade_phases(panels, names, named, t0, way, placed)
+    labelled = _shade_phases(panels, names, named, span_s / BINS, way, placed)
     fig.suptitle(title(manifest, "timeline", "GPU-Util sits at 100% through almost every phase; SM activity, "
                                              "pipes and TFLOP/s tell them apart"),
                  fontsize=11, x=0.01, ha="left", y=0.995)
@@ -69,14 +88,14 @@ def draw(summary, samples, manifest, out_dir):
 
 
 def phase_spans(rows) -> list[tuple[str, float, float]]:
-    """Consecutive runs of one phase label: (phase, start, end)."""
-    spans: list[list] = []
-    for r in rows:
-        if spans and spans[-1][0] == r["phase"]:
-            spans[-1][2] = r["t_end_s"]
-        else:
-            spans.append([r["phase"], r["t_start_s"], r["t_end_s"]])
-    return [tuple(s) for s in spans]
+    """Consecutive runs of one phase label in one GPU's rows: (phase, start, end)."""
+    rows = as_samples(rows)
+    if not len(rows):
+        return []
+    phases, starts, ends = rows.col("phase"), rows.col("t_start_s"), rows.col("t_end_s")
+    first = np.r_[0, np.flatnonzero(phases[1:] != phases[:-1]) + 1]
+    last = np.r_[first[1:], len(phases)] - 1
+    return [(phases[a], float(starts[a]), float(ends[b])) for a, b in zip(first.tolist(), last.tolist())]
 
 
 def label_layout(named, t0: float, span_s: float, width_in: float):
@@ -114,13 +133,17 @@ def label_layout(named, t0: float, span_s: float, width_in: float):
     return way, band, [p[1:] for p in sorted(placed)]
 
 
-def _shade_phases(panels, names, named, t0, way, placed) -> list[str]:
-    """Shade each named phase across the panels and write the names label_layout placed in the band above."""
+def _shade_phases(panels, names, named, pixel, way, placed) -> list[str]:
+    """Shade each named phase across the panels (x in the axis' units; a span narrower than a pixel would
+    not show, and is left out, so that a job marking every few seconds does not swell the figure) and write
+    the names label_layout placed in the band above."""
     names.axis("off")
     names.set_ylim(0, 1)
     for k, (phase, a, b) in enumerate(named):
+        if b - a < pixel and len(named) > BINS:
+            continue
         for ax in panels:
-            ax.axvspan(a - t0, b - t0, color="#000", alpha=0.07 if k % 2 else 0.035, lw=0)
+            ax.axvspan(a, b, color="#000", alpha=0.07 if k % 2 else 0.035, lw=0)
     lines = 1 + max((line for _, _, line in placed), default=0)
     for label, x, line in placed:
         if way == "across":
