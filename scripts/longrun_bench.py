@@ -31,7 +31,7 @@ import longrun  # noqa: E402
 
 TARGETS = {"plot_report_s": 60, "peak_rss_mb": 2000, "figure_mb": 2, "report_html_mb": 5, "samples_mb_per_gpu_day": 50,
            "marks_mb_per_day": 10}
-UUID = "GPU-a7bf0bb4-c4b0-2abb-5034-6d549663e8da"  # a real UUID's length: every marks line carries one
+UUID = "GPU-a7bf0bb4-c4b0-2abb-5034-6d549663e8da"  # a real UUID's length, written on a process's first line
 MARKS_CODE = f"""
 import os, sys
 from gpubench.job import marks
@@ -178,7 +178,15 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "longrun")
     ap.add_argument("--cases", default="1x1,24x1,24x8", help="HOURSxGPUS, comma-separated")
     ap.add_argument("--readme", action="store_true", help="write the README's long-run part from OUT/bench.json")
+    ap.add_argument("--marks", action="store_true",
+                    help="measure the marks of a day again, into OUT/bench.json beside the cases measured before")
     args = ap.parse_args(argv)
+    if args.marks:
+        bench = json.loads((args.out / "bench.json").read_text())
+        with tempfile.TemporaryDirectory(prefix="gpubench-longrun-") as tmp:
+            bench["marks_day"] = marks_day(Path(tmp))
+        write(args.out, bench)
+        return 0
     if args.readme:
         path = ROOT / "README.md"
         path.write_text(readme(path.read_text(), json.loads((args.out / "bench.json").read_text())))
@@ -197,11 +205,15 @@ def main(argv=None) -> int:
         bench["marks_day"] = marks_day(work)
         bench["list"] = list_import()
     bench["uptime_after"] = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    (args.out / "bench.json").write_text(json.dumps(bench, indent=2) + "\n")
-    log = json.dumps(bench, indent=2) + "\n\n" + readme_block(bench) + "\n"
-    (args.out / "bench.log").write_text(log)
-    print(log)
+    write(args.out, bench)
     return 0
+
+
+def write(out: Path, bench: dict) -> None:
+    (out / "bench.json").write_text(json.dumps(bench, indent=2) + "\n")
+    log = json.dumps(bench, indent=2) + "\n\n" + readme_block(bench) + "\n"
+    (out / "bench.log").write_text(log)
+    print(log)
 
 
 if __name__ == "__main__":

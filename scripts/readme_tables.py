@@ -15,6 +15,7 @@ import argparse
 import csv
 import json
 import re
+import statistics
 import sys
 from pathlib import Path
 
@@ -163,30 +164,86 @@ WATCH = [("healthy", "healthy: bf16, batch 16 × 1024", "(defaults)"), ("fp32", 
          ("tiny-batch", "tiny batch: 1 × 128", "`--batch 1 --seq 128`")]
 
 
-def watch_table(results: Path) -> str:
-    """The train phase of each watched configuration, with the example's FLOP count and the watch's cost."""
+def _watch_row(what: str, flags: str, row: dict, extra: list[str] | None = None) -> str:
     cols = ["gpu_util_pct", "sm_active_pct", "tensor_active_pct"]
+    cells = [what, flags] + [fmt_value(c, row.get(c)) for c in cols] + [
+        f"{row['steps_per_s']:.1f}", f"{row['tflops']:.0f}", pct(row["mfu_pct"])] + (extra or []) + [
+        f"`{row['verdict_rules']}`"]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _phase(run: Path, phase: str) -> dict:
+    _, _, summary = load_run(run)
+    return next(r for r in summary if r.get("phase") == phase)
+
+
+def _newest(results: Path, name: str) -> Path | None:
+    runs = sorted(results.glob(f"watch-{name}-*/manifest.json"))
+    return runs[-1].parent if runs else None
+
+
+def watch_table(results: Path) -> str:
+    """The train phase of each watched GPT configuration, with the example's FLOP count and the watch's cost."""
     lines = ["| configuration | example flags | GPU-Util | SM active | tensor active | steps/s | TFLOP/s | MFU | verdict |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     gpu = None
     for name, what, flags in WATCH:
-        runs = sorted(results.glob(f"watch-{name}-*/manifest.json"))
-        if not runs:
+        run = _newest(results, name)
+        if run is None:
             continue
-        gpu = runs[-1].parent.name.removeprefix(f"watch-{name}-")
-        _, _, summary = load_run(runs[-1].parent)
-        train = next(r for r in summary if r.get("phase") == "train")
-        cells = [what, flags] + [fmt_value(c, train.get(c)) for c in cols] + [
-            f"{train['steps_per_s']:.1f}", f"{train['tflops']:.0f}", pct(train["mfu_pct"]), f"`{train['verdict_rules']}`"]
-        lines.append("| " + " | ".join(cells) + " |")
+        gpu = run.name.removeprefix(f"watch-{name}-")
+        lines.append(_watch_row(what, flags, _phase(run, "train")))
     log = (results / "logs" / f"watch-{gpu}.log").read_text() if gpu else ""
-    flops = re.search(r"FLOPs per training step: (\S+) counted by gpubench.count_flops, (\S+) analytic.*?: (\S+)", log)
+    flops = re.search(r"FLOPs per training step: (\S+) model FLOPs counted by gpubench.count_flops \(PaLM's convention; "
+                      r"(\S+) ran, recomputation included\), (\S+) analytic.*?: (\S+)", log)
     cost = re.search(r"watch overhead: (\S+) of steps/s", log)
-    if flops and cost:
-        lines += ["", f"On an {GPUS.get(gpu, gpu)}: one healthy step counts {float(flops.group(1)):.3g} FLOPs "
-                  f"({flops.group(3)} against the analytic {float(flops.group(2)):.3g}); watched, the healthy loop "
-                  f"ran {cost.group(1).lstrip('+')} slower in steps/s (three runs with and three without, interleaved; "
-                  f"[log](results/logs/watch-{gpu}.log))."]
+    without = re.search(r"steps/s without watching: \[(.*?)\]", log)
+    watched = re.search(r"steps/s while watched: +\[(.*?)\]", log)
+    call = re.search(r"gpubench.step\(\) with a CUDA event: median (\S+) us a call \(p10 (\S+), p90 (\S+)\)", log)
+    if flops and cost and without and watched and call:
+        runs = [float(v) for v in without.group(1).split(",") + watched.group(1).split(",")]
+        spread = (max(runs) - min(runs)) / statistics.median(runs) * 100
+        step_ms = 1e3 / statistics.median(float(v) for v in without.group(1).split(","))
+        lines += ["", f"On an {GPUS.get(gpu, gpu)}: one healthy step counts {float(flops.group(1)):.3g} model FLOPs "
+                  f"({flops.group(4)} against the analytic {float(flops.group(3)):.4g}; {float(flops.group(2)):.4g} "
+                  f"ran, flash attention's recomputed scores included). Watched, the healthy loop ran "
+                  f"{cost.group(1).lstrip('+')} slower in steps/s (median of three runs with and three without, "
+                  f"interleaved; the six runs spread over {spread:.1f}%, so the difference is within their noise). "
+                  f"A `gpubench.step()` costs its caller {float(call.group(1)):.1f} µs (median; p10 "
+                  f"{float(call.group(2)):.1f}, p90 {float(call.group(3)):.1f}), "
+                  f"{float(call.group(1)) / 1e3 / step_ms * 100:.2f}% of a {step_ms:.0f} ms step "
+                  f"([log](results/logs/watch-{gpu}.log))."]
+    return "\n".join(lines) + "\n"
+
+
+LLAMA = [("llama-eager", "eager, 4 × 2048", "(defaults)"), ("llama-compiled", "torch.compile", "`--compile`"),
+         ("llama-8k", "8k context, 1 × 8192", "`--seq 8192 --batch 1`"),
+         ("llama-checkpointed", "activation checkpointing", "`--checkpoint`"),
+         ("llama-moe", "mixture of experts, top-2 of 8", "`--experts 8 --top 2 --layers 8`"),
+         ("two-processes", "two processes on one GPU", "two jobs of `--layers 8`")]
+
+
+def watch_llama(results: Path) -> str:
+    """The train phase of each watched Llama-style configuration: MFU beside HFU, per-process rates."""
+    lines = ["| job | example flags | GPU-Util | SM active | tensor active | steps/s | TFLOP/s | MFU | HFU | verdict |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    found = {}
+    for name, what, flags in LLAMA:
+        run = _newest(results, name)
+        if run is None:
+            continue
+        found[name] = run
+        train = _phase(run, "train")
+        if train.get("streams", 1) and int(train.get("streams") or 1) > 1:
+            rates = re.findall(r": (\S+)/s", train["stream_rates"])
+            what += f" ({' and '.join(rates)} steps/s a process)"
+        lines.append(_watch_row(what, flags, train, [pct(train["hfu_pct"])]))
+    if "llama-compiled" in found:
+        warm, train = _phase(found["llama-compiled"], "warmup"), _phase(found["llama-compiled"], "train")
+        gpu = found["llama-compiled"].name.removeprefix("watch-llama-compiled-")
+        lines += ["", f"Stamped on the GPU, the compiled loop's `warmup` reads MFU {pct(warm['mfu_pct'])} at "
+                  f"{warm['steps_per_s']:.1f} steps/s against {pct(train['mfu_pct'])} at {train['steps_per_s']:.1f} in "
+                  f"`train`, on an {GPUS.get(gpu, gpu)} ([log](results/logs/watch-{gpu}.log))."]
     return "\n".join(lines) + "\n"
 
 
@@ -379,6 +436,7 @@ def cupti_costs(found: dict, gpu: str, slug: str) -> str:
 
 
 SECTIONS = {"ladder": ladder_table, "peaks": peaks_table, "kernels": kernels_table, "watch": watch_table,
+            "watch-llama": watch_llama,
             "dist": dist_list, "baselines": baselines_text, "gate-rules": gate_rules, "cupti": cupti_table}
 
 

@@ -18,6 +18,7 @@ from gpubench.job import marks
 from gpubench.job.markfile import Mark, Reader, Steps, read_all
 
 ROOT = Path(__file__).resolve().parents[1]
+UUID = "GPU-a7bf0bb4-c4b0-2abb-5034-6d549663e8da"
 
 
 @pytest.fixture
@@ -81,13 +82,30 @@ def test_a_day_of_fast_steps_stays_under_ten_megabytes(to_file, monkeypatch):
     clock = iter(range(10**9))
     monkeypatch.setattr(marks.time, "monotonic", lambda: next(clock) / 1000.0)  # each call: 1 ms later
     gpubench.mark("train")
+    marks._writer().uuid = UUID  # as where CUDA runs: a real UUID's length
     for _ in range(200_000):  # 200 s of steps: the bound per day is 432 times this
         gpubench.step(flops=1e12, bytes=1e9, tokens=8)
     marks.flush()
     size = to_file.stat().st_size
     assert size * 432 < 10e6, f"{size * 432 / 1e6:.1f} MB a day"
     steps = [e for e in read_all(to_file) if isinstance(e, Steps)]
-    assert sum(e.n for e in steps) == 200_000
+    assert sum(e.n for e in steps) == 200_000 and {e.uuid for e in steps} == {UUID}
+
+
+def test_a_uuid_is_written_once_per_process_and_read_back_on_every_line(tmp_path):
+    """Two processes' lines interleaved, read in two polls: "=" is the uuid of the same stream's last line."""
+    path = tmp_path / "m.tsv"
+    a, b = "GPU-" + "a" * 36, "GPU-" + "b" * 36
+    head = [f"M\t1.0\t0\t10\t{a}\tgpu\ttrain", f"M\t1.0\t1\t11\t{b}\tgpu\ttrain"]
+    tail = [f"S\t{t}\t{r}\t{10 + r}\t=\tgpu\t{t}\t1\t1\t1e9\t1e9\t0\t0\t0\t0" for t in (2.0, 3.0) for r in (0, 1)]
+    reader = Reader(path)
+    path.write_text("\n".join(head) + "\n")
+    first = reader.poll()
+    with open(path, "a") as f:
+        f.write("\n".join(tail) + "\n")
+    later = reader.poll()
+    assert [(e.stream.rank, e.uuid) for e in first + later] == [(0, a), (1, b), (0, a), (1, b), (0, a), (1, b)]
+    assert [e.uuid for e in read_all(path)] == [a, b, a, b, a, b]
 
 
 def test_phase_names_are_one_short_line(to_file):

@@ -85,6 +85,17 @@ def test_a_phase_too_short_for_numbers_says_so_instead_of_giving_them():
     assert not finite(warmup["steps_per_s"]) and not finite(warmup["mfu_pct"]) and not finite(warmup["gpu_util_pct"])
 
 
+def test_two_steps_inside_one_sample_interval_give_no_rate_beside_missing_counters():
+    """Two steps 30 ms apart, after the trim, inside one 100 ms sample row: a rate without counters would
+    mix windows (seen on a checkpointed warmup of two steps); the row is too short instead."""
+    samples = rows(1, 0.0, 6.0, lambda t, g: {"gpu_util_pct": 100.0})
+    events = [mark(1.0, R0, "warmup"), *stamps(R0, G[0].uuid, [1.1, 1.52, 1.55], flops=1e12),
+              mark(1.58, R0, "train"), *stamps(R0, G[0].uuid, every(1.6, 6.0, 0.1), flops=1e12)]
+    warmup = by_name(summary(samples, events))["warmup"]
+    assert warmup["verdict_rules"] == "too-short" and warmup["n_samples"] == 0
+    assert not finite(warmup["steps_per_s"]) and not finite(warmup["mfu_pct"])
+
+
 @pytest.mark.parametrize("times,rule", [([], "no-steps"), ([1.2], "one-step")])
 def test_no_steps_and_one_step_say_different_things(times, rule):
     samples = rows(1, 0.0, 4.0, lambda t, g: {"gpu_util_pct": 100.0, "sm_active_pct": 90.0, "tensor_active_pct": 50.0})
@@ -271,4 +282,6 @@ def test_no_watch_row_mixes_windows_in_the_committed_runs():
     for run in WATCH_RUNS:
         for r in resummarize(run).summary:
             if r["kind"] == "phase" and r["verdict_rules"] != "too-short":
-                assert r["n_samples"] > 0 or not finite(r["steps_per_s"]) or math.isnan(r["mfu_pct"])
+                assert r["n_samples"] > 0, (run.name, r["scenario"])
+            if r["verdict_rules"] == "too-short":
+                assert not finite(r["steps_per_s"]) and not finite(r["mfu_pct"]), (run.name, r["scenario"])

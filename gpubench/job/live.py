@@ -123,6 +123,8 @@ class Live:
 
     def _window(self, snap: Snapshot, rows: dict, marks: list, steps: list, recorded: set, now: float) -> None:
         """The live rows of the GPUs the job uses, with the summary's code, and which ranks each GPU runs."""
+        from gpubench.read.samples import as_samples  # numpy: not for `gpubench watch --help`
+
         events = marks + steps
         held = {int(g): set(pids) for g, pids in dict(self.contexts()).items()}
         credited, used, _ = credit(events, self.gpus, held)
@@ -135,7 +137,7 @@ class Live:
             return
         ctx = Context(events, [g for g in self.gpus if g.nvml_index in used], credited, self.peaks, self.dtype,
                       self.columns, recorded, trim_s=0.0)
-        snap.rows = [r for g in ctx.gpus if (r := summarize_row(snap.phase, [(start, now)], g, rows[g.nvml_index],
+        snap.rows = [r for g in ctx.gpus if (r := summarize_row(snap.phase, [(start, now)], g, as_samples(rows[g.nvml_index]),
                                                                  ctx, kind=kind)) is not None]
         if kind == "phase":
             judge_ranks(snap.rows, ctx)

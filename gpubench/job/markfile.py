@@ -10,7 +10,9 @@ usable FLOPs, summed in flops (model FLOPs) and hw_flops (every FLOP that ran), 
 were not numbers, bytes and tokens are sums, lead_s the mean time by which the host's step() call came
 before the GPU reached it. Times are time.monotonic() seconds; `clock` says whether the GPU's timeline
 ("gpu") or the host's ("host") stamped them; rank is empty where the process had none; uuid names the GPU
-the process ran on ("" where unknown). A stream of steps is one process: (rank, pid).
+the process ran on ("" where unknown), and "=" says it is the one of that process's previous line (a
+40-character UUID on every line would be a third of a day's marks). A stream of steps is one process:
+(rank, pid).
 
 Lines of the earlier one-line-per-call format (t, rank, pid, "mark"|"step", name or FLOPs) are read too,
 each step as a one-step S.
@@ -84,9 +86,20 @@ def _stream(rank: str, pid: str) -> Stream:
     return found
 
 
-def _parse_new(p: list[str]):
+SAME = "="  # the uuid of the stream's previous line
+
+
+def _uuid(stream: Stream, text: str, uuids: dict) -> str:
+    if text == SAME:
+        return uuids.get(stream, "")
+    uuids[stream] = text
+    return text
+
+
+def _parse_new(p: list[str], uuids: dict):
     if p[0] == "M" and len(p) == 7:
-        return Mark(float(p[1]), _stream(p[2], p[3]), p[4], p[5], p[6])
+        stream = _stream(p[2], p[3])
+        return Mark(float(p[1]), stream, _uuid(stream, p[4], uuids), p[5], p[6])
     if p[0] == "S" and len(p) == 15:
         t_first, t_last, n = float(p[1]), float(p[6]), int(p[7])
         counted, bad = int(p[8]), int(p[13])
@@ -95,8 +108,9 @@ def _parse_new(p: list[str]):
         flops, hw_flops, nbytes, tokens = float(p[9]), float(p[10]), float(p[11]), float(p[12])
         if not (0 <= flops < INF and 0 <= hw_flops < INF and 0 <= nbytes < INF and 0 <= tokens < INF):
             return None
-        return Steps(t_first, _stream(p[2], p[3]), p[4], p[5], t_last, n, counted, flops, hw_flops, nbytes, tokens,
-                     bad, float(p[14]))
+        stream = _stream(p[2], p[3])
+        return Steps(t_first, stream, _uuid(stream, p[4], uuids), p[5], t_last, n, counted, flops, hw_flops, nbytes,
+                     tokens, bad, float(p[14]))
     return None
 
 
@@ -110,12 +124,13 @@ def _parse_old(p: list[str]):
                  0.0, 0.0, 0, 0.0)
 
 
-def parse(line: str):
-    """One line of a marks file as a Mark or Steps; None for a line that is not one (skipped, never fatal)."""
+def parse(line: str, uuids: dict | None = None):
+    """One line of a marks file as a Mark or Steps; None for a line that is not one (skipped, never fatal).
+    uuids: each stream's last uuid, which a line's "=" refers to (kept by the caller from line to line)."""
     p = line.rstrip("\n").split("\t")
     try:
         if p[0] in ("M", "S"):
-            return _parse_new(p)
+            return _parse_new(p, {} if uuids is None else uuids)
         if len(p) == 5 and p[3] in ("mark", "step"):
             return _parse_old(p)
     except (ValueError, IndexError):
@@ -130,6 +145,7 @@ class Reader:
         self.path = path
         self.offset = 0
         self._partial = b""
+        self._uuids: dict = {}  # each stream's last uuid, for the lines that say "="
 
     def poll(self) -> list:
         try:
@@ -142,7 +158,8 @@ class Reader:
         lines = (self._partial + data).split(b"\n")
         self._partial = lines.pop()  # an unfinished last line waits for its end
         text = b"\n".join(lines).decode(errors="replace")  # one decode for the lot: a day of lines reads fast
-        return [e for e in map(parse, text.split("\n")) if e is not None] if lines else []
+        uuids = self._uuids
+        return [e for e in (parse(line, uuids) for line in text.split("\n")) if e is not None] if lines else []
 
 
 def read_all(path: str | os.PathLike) -> list:

@@ -139,6 +139,7 @@ class _Writer:
         self.bucket: Bucket | None = None
         self.clock = "host"
         self.uuid = ""
+        self.uuid_written: str | None = None  # the uuid of this process's last line: later lines say "="
         self.fine_until = time.monotonic() + FINE_S
         self.stamper = None  # gpubench.job.stamps.Stamper, once this process runs CUDA
         self.warned: set[str] = set()
@@ -208,7 +209,9 @@ class _Writer:
     # --- inside
     def _who(self) -> str:
         rank = "" if self.rank is None else str(self.rank)
-        return f"{rank}\t{self.pid}\t{self.uuid}\t{self.clock}"
+        uuid = "=" if self.uuid == self.uuid_written else self.uuid
+        self.uuid_written = self.uuid
+        return f"{rank}\t{self.pid}\t{uuid}\t{self.clock}"
 
     def _close_bucket(self) -> None:
         b, self.bucket = self.bucket, None

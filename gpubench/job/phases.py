@@ -290,7 +290,7 @@ def _clock(stream: Stream, ctx: Context) -> str:
 
 def judge(row: dict, ctx: Context, stepped: bool, kind: str, where: tuple[str, str] | None = None) -> None:
     """The row's verdict: none for start-up and teardown; 'too short to measure' where the window holds
-    neither a whole sample row nor two steps."""
+    no whole sample row."""
     if kind != "phase":
         row["verdict"], row["verdict_rules"] = f"{kind}: no advice, it is not a phase of the job's work.", kind
         return
@@ -298,9 +298,11 @@ def judge(row: dict, ctx: Context, stepped: bool, kind: str, where: tuple[str, s
         row["verdict"], row["verdict_rules"] = ("Idle: no process of the command used this GPU, and nothing of the "
                                                 "job's work is credited to it."), "idle-gpu"
         return
-    if not row["n_samples"] and not finite(row["steps_per_s"]):
-        row["verdict"], row["verdict_rules"] = (f"Too short to measure: no sample interval and no two steps lie "
-                                                f"inside its window after its first {ctx.trim_s:g} s."), "too-short"
+    if not row["n_samples"]:
+        # a rate beside no counters would be a row of two windows, and its MFU could not be held to the share
+        # of time the GPU was busy: neither is shown
+        row["verdict"], row["verdict_rules"] = (f"Too short to measure: no whole sample interval lies inside its "
+                                                f"window after its first {ctx.trim_s:g} s."), "too-short"
         for k in [k for k in row if k not in KEEP_WHEN_SHORT]:
             if isinstance(row[k], float):
                 row[k] = math.nan

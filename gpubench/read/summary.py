@@ -59,9 +59,12 @@ def energy_power_w(window) -> float:
 
 
 def energy_used_j(window) -> float:
-    """What the energy counter rose by from the window's first row to its last."""
+    """What the energy counter rose by from the window's first row to its last (Samples, or row dicts)."""
     import numpy as np
 
+    from gpubench.read.samples import as_samples
+
+    window = as_samples(window)
     if not len(window) or not window.has("energy_j"):
         return math.nan
     energy = window.col("energy_j")
