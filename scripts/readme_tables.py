@@ -216,6 +216,35 @@ def watch_table(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+DECODE = [("decode-eager-b1", "eager, batch 1", "(defaults)"),
+          ("decode-graph-b1", "compiled, one CUDA graph a token, batch 1", "`--compile --graph`"),
+          ("decode-graph-b64", "compiled, CUDA graph, batch 64", "`--compile --graph --batch 64`")]
+
+
+def watch_decode(results: Path) -> str:
+    """The decode phase of each watched decode configuration: tokens/s and MBU against the memory floor."""
+    lines = ["| configuration | example flags | GPU-Util | SM active | DRAM active | ms a step | memory floor | "
+             "tokens/s | MBU | MFU | J a token | verdict |", "|" + " --- |" * 12]
+    gpu = None
+    for name, what, flags in DECODE:
+        run = _newest(results, name)
+        if run is None:
+            continue
+        gpu = run.name.removeprefix(f"watch-{name}-")
+        r = _phase(run, "decode")
+        floor = r["step_ms"] * r["mbu_pct"] / 100  # the step's bytes at the datasheet bandwidth
+        cells = [what, flags] + [fmt_value(c, r.get(c)) for c in ("gpu_util_pct", "sm_active_pct", "dram_active_pct")]
+        cells += [f"{r['step_ms']:.2f}", f"{floor:.2f} ms", f"{r['tokens_per_s']:.0f}", pct(r["mbu_pct"]),
+                  pct(r["mfu_pct"]), f"{r['j_per_token']:.3g}", f"`{r['verdict_rules']}`"]
+        lines.append("| " + " | ".join(cells) + " |")
+    if gpu is None:
+        return "(no decode watch committed yet: `bash scripts/watch_examples.sh decode` on a GPU records them)\n"
+    lines += ["", f"On an {GPUS.get(gpu, gpu)} ([log](results/logs/watch-decode-{gpu}.log)); the memory floor is "
+              "the step's bytes (the weights once, the cache written so far, what the step writes) at the datasheet "
+              "bandwidth, the time no kernel can beat."]
+    return "\n".join(lines) + "\n"
+
+
 LLAMA = [("llama-eager", "eager, 4 × 2048", "(defaults)"), ("llama-compiled", "torch.compile", "`--compile`"),
          ("llama-8k", "8k context, 1 × 8192", "`--seq 8192 --batch 1`"),
          ("llama-checkpointed", "activation checkpointing", "`--checkpoint`"),
@@ -436,7 +465,7 @@ def cupti_costs(found: dict, gpu: str, slug: str) -> str:
 
 
 SECTIONS = {"ladder": ladder_table, "peaks": peaks_table, "kernels": kernels_table, "watch": watch_table,
-            "watch-llama": watch_llama,
+            "watch-llama": watch_llama, "watch-decode": watch_decode,
             "dist": dist_list, "baselines": baselines_text, "gate-rules": gate_rules, "cupti": cupti_table}
 
 

@@ -13,14 +13,14 @@ from gpubench.record.sources.holders import CountersBusy
 SM = "sm__cycles_active.avg.pct_of_peak_sustained_elapsed"
 OCC = "sm__warps_active.avg.pct_of_peak_sustained_elapsed"
 TENSOR = "sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed"
-DRAM = "dramc__throughput.avg.pct_of_peak_sustained_elapsed"
+FMA = "sm__pipe_fma_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed"
 UUIDS = ["GPU-aaaaaaaa-0000-0000-0000-000000000000", "GPU-bbbbbbbb-0000-0000-0000-000000000000"]
 
 
 @pytest.fixture
 def world(monkeypatch, tmp_path):
     """A machine with two GPUs; NVML's 0 and 1 are CUDA's 0 and 1, and no other process runs."""
-    w = World(chips={0: "GH100", 1: "GH100"}, offered={SM, OCC, TENSOR, DRAM})
+    w = World(chips={0: "GH100", 1: "GH100"}, offered={SM, OCC, TENSOR, FMA})
     monkeypatch.setattr(cupti, "_load", w.modules)
     monkeypatch.setattr(cupti, "cuda_uuids", lambda: list(UUIDS))
     monkeypatch.setattr(cupti, "libcupti_versions", lambda: {"/venv/nvidia/cu13/lib/libcupti.so.13": 130401})
@@ -42,12 +42,12 @@ def fake_process(proc, pid: int, comm: str, *argv: str):
 def test_reads_average_the_samples_completed_since_the_last_read(world):
     src = cupti.CuptiSource()
     src.open([0])
-    assert world.configured[0]["metrics"] == [SM, OCC, TENSOR, DRAM]
+    assert world.configured[0]["metrics"] == [SM, OCC, TENSOR, FMA]
     assert world.configured[0]["interval"] == 10_000_000 and world.configured[0]["trigger"] == 1
-    world.emit(0, 4, {SM: 100.0, OCC: 50.0, TENSOR: 90.0, DRAM: 20.0})
-    world.emit(0, 6, {SM: 50.0, OCC: 25.0, TENSOR: 0.0, DRAM: 80.0})
+    world.emit(0, 4, {SM: 100.0, OCC: 50.0, TENSOR: 90.0, FMA: 20.0})
+    world.emit(0, 6, {SM: 50.0, OCC: 25.0, TENSOR: 0.0, FMA: 80.0})
     first = src.read()[0]
-    assert first["sm_active_pct"] == pytest.approx(70.0) and first["dram_active_pct"] == pytest.approx(56.0)
+    assert first["sm_active_pct"] == pytest.approx(70.0) and first["fp32_active_pct"] == pytest.approx(56.0)
     assert first["tensor_active_pct"] == pytest.approx(36.0) and first["sm_occupancy_pct"] == pytest.approx(35.0)
     # no sample completed since: the row is empty, never the last value again
     assert all(math.isnan(v) for v in src.read()[0].values())
@@ -58,12 +58,12 @@ def test_reads_average_the_samples_completed_since_the_last_read(world):
 
 def test_columns_follow_what_the_chip_offers_and_the_manifest_names_each_metric(world):
     # no percentage for SM activity here, only its raw counters; no tensor metric at all
-    world.offered = {"sm__cycles_active.avg", "sm__cycles_elapsed.avg", OCC, DRAM}
+    world.offered = {"sm__cycles_active.avg", "sm__cycles_elapsed.avg", OCC, FMA}
     src = cupti.CuptiSource()
     src.open([0])
-    assert src.columns == ("sm_active_pct", "sm_occupancy_pct", "dram_active_pct")
+    assert src.columns == ("sm_active_pct", "sm_occupancy_pct", "fp32_active_pct")
     assert "100 x sm__cycles_active.avg / sm__cycles_elapsed.avg" in src.resolution["sm_active_pct"]
-    assert DRAM in src.resolution["dram_active_pct"] and "10 ms" in src.resolution["dram_active_pct"]
+    assert FMA in src.resolution["fp32_active_pct"] and "10 ms" in src.resolution["fp32_active_pct"]
     # a ratio of counters adds them up before dividing: 100 x (10 + 30) / (100 + 100)
     world.emit(0, 1, {"sm__cycles_active.avg": 10.0, "sm__cycles_elapsed.avg": 100.0})
     world.emit(0, 1, {"sm__cycles_active.avg": 30.0, "sm__cycles_elapsed.avg": 100.0})
@@ -80,7 +80,7 @@ def test_columns_that_do_not_fit_one_pass_are_left_out_least_important_first(wor
 
 
 def test_a_chip_without_sm_activity_is_refused_with_the_reason(world):
-    world.offered = {DRAM}
+    world.offered = {FMA}
     with pytest.raises(SourceUnavailable, match=r"PM sampling on GPU 0 \(GH100\) offers none of the metrics"):
         cupti.CuptiSource().open([0])
     assert world.enabled == set()
@@ -217,3 +217,28 @@ def test_an_error_without_a_cupti_status_creates_no_context(world, monkeypatch):
     monkeypatch.setattr(cupti, "_Cuda", lambda: pytest.fail("no context should be made for this"))
     with pytest.raises(SourceUnavailable, match="could not start on GPU 0: RuntimeError: CUPTI could not load"):
         cupti.CuptiSource().open([0])
+
+
+def test_no_column_ships_that_the_committed_comparison_found_off_gpm():
+    """A CUPTI column whose values missed GPM's in a committed comparison (the README's rule) is not read."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("readme_tables", root / "scripts" / "readme_tables.py")
+    tables = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tables)
+    from gpubench.record.rundir import load_run
+
+    compared = 0
+    for gpm_run in sorted((root / "results").glob("profiling-gpm-*")):
+        cupti_run = gpm_run.with_name(gpm_run.name.replace("profiling-gpm-", "profiling-cupti-"))
+        gpm = {r["scenario"]: r for r in load_run(gpm_run)[2]}
+        for r in load_run(cupti_run)[2]:
+            for column in ("sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct"):
+                a, b = gpm[r["scenario"]].get(column), r.get(column)
+                if isinstance(a, float) and isinstance(b, float) and a == a and b == b:
+                    compared += 1
+                    if not tables.close_enough(a, b):
+                        assert column not in cupti.CANDIDATES and column in cupti.NOT_SHIPPED, (gpm_run.name, column)
+    assert compared >= 30  # the committed comparisons exist and were read

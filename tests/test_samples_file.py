@@ -78,6 +78,22 @@ def test_a_killed_recording_keeps_every_whole_batch_and_notes_a_torn_one(tmp_pat
     assert len(read_samples(path, [])) == 0
 
 
+def test_a_file_cut_anywhere_reads_as_its_whole_batches(tmp_path, monkeypatch):
+    """Read while the sampler writes (a live reader, a plot of a running watch), the file may end at any byte,
+    between a batch's dictionaries too: never damage, always the batches written whole."""
+    monkeypatch.setattr(arrowfile, "BATCH_S", 1.0)  # 10 ticks of two GPUs: 20 rows a batch
+    path = tmp_path / "samples.arrows"
+    write(path, rows(30), close=False)
+    whole = path.read_bytes()
+    seen = set()
+    for cut in range(0, len(whole) + 1):
+        path.write_bytes(whole[:cut])
+        got = len(read_samples(path, []))
+        assert got % 20 == 0, cut
+        seen.add(got)
+    assert seen == {0, 20, 40}
+
+
 def test_a_killed_run_directory_is_plotted_as_partial(tmp_path, monkeypatch):
     run = make_run(tmp_path / "run")
     samples = run / "samples.arrows"

@@ -32,6 +32,9 @@ LADDER = dict(gpu_util_mean_pct=99.0, sm_busy_pct=88.0, sm_active_pct=87.0, sm_o
     ({"mfu_pct": 179.0}, RECORDED, ["tensor-part", "mfu-impossible"]),
     ({"mbu_pct": 85.0, "mfu_pct": 0.6}, RECORDED, ["memory-bound-decode", "mbu-high"]),
     ({"gpu_util_mean_pct": 40.0, "mbu_pct": 20.0, "mfu_pct": 0.1}, RECORDED, ["host-bound", "idle", "mbu-low"]),
+    # a decode step in a CUDA graph: busy all the time, few SMs, far from the bandwidth: the kernels, not the host
+    ({"gpu_util_mean_pct": 100.0, "sm_busy_pct": 27.0, "mbu_pct": 24.0, "mfu_pct": 0.1}, RECORDED,
+     ["few-sms", "mbu-low-kernels"]),
 ])
 def test_each_rule_is_triggered_by_its_numbers(changes, recorded, names):
     row = {k: v for k, v in {**LADDER, **changes}.items() if v is not None}

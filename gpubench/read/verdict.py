@@ -160,9 +160,15 @@ WORK = (
     Rule("mbu-high", (("mbu_pct", ">=", 50), ("mfu_pct", "<|missing", 10)),
          "MBU {mbu_pct}% of the datasheet bandwidth: the yardstick of a memory-bound step, where MFU says "
          "only that arithmetic is not the limit"),
-    Rule("mbu-low", (("mbu_pct", "<", 50), ("mfu_pct", "<|missing", 10)),
+    Rule("mbu-low", (("mbu_pct", "<", 50), ("mfu_pct", "<|missing", 10), ("gpu_util_mean_pct", "<", 90)),
          "neither memory bandwidth nor arithmetic limits this step (MBU {mbu_pct}%): the host and kernel "
          "launches do; a CUDA graph, torch.compile or a larger batch raise tokens/s"),
+    # busy all the time yet far from the bandwidth: the kernels, not the host, are the limit (a CUDA graph
+    # at batch 1 whose attention reads the cache with one block per head)
+    Rule("mbu-low-kernels", (("mbu_pct", "<", 50), ("mfu_pct", "<|missing", 10)),
+         "the GPU is busy but its kernels use little of the memory bandwidth (MBU {mbu_pct}%): kernels too "
+         "small to fill the GPU, in series (attention over one query a sequence, small matrix products); a "
+         "larger batch, fused kernels, or attention that splits the cache across the SMs raise tokens/s"),
     Rule("mfu-low", (("mfu_pct", "<", 10),),
          "MFU {mfu_pct}%: under a tenth of the {dtype} peak does useful arithmetic"),
     Rule("mfu-mid", (("mfu_pct", "<", 35),),

@@ -68,13 +68,16 @@ def _elapsed(base: str) -> Reading:
 
 # Columns in order of importance (the ladder first), each with its candidates, best first. The
 # `_realtime` counters are those Nsight Compute's own PM-sampling sections read on recent chips.
+# DRAM activity is left out: beside NVML GPM on an H100 and an H200, dramc__throughput read 1/80 to 1/95 of
+# GPM's DRAM active in every busy scenario (results/logs/cupti-*.log), so no CUPTI counter is shipped for
+# it until one matches (dram__cycles_active over dram__cycles_elapsed is offered there, not yet compared).
+NOT_SHIPPED = {"dram_active_pct": "no PM-sampling counter has matched NVML GPM's DRAM activity"}
 CANDIDATES: dict[str, list[Reading]] = {
     "sm_active_pct": [_elapsed("sm__cycles_active"), _ratio("sm__cycles_active.avg", "sm__cycles_elapsed.avg")],
     "sm_occupancy_pct": [_elapsed("sm__warps_active"), _elapsed("tpc__warps_active_realtime"),
                          _elapsed("smsp__warps_active")],
     "tensor_active_pct": [_elapsed("sm__pipe_tensor_cycles_active_realtime"), _elapsed("sm__pipe_tensor_cycles_active"),
                           _elapsed("sm__pipe_tensor_op_hmma_cycles_active")],
-    "dram_active_pct": [_elapsed("dramc__throughput"), _elapsed("dram__throughput"), _elapsed("gpu__dram_throughput")],
     "fp32_active_pct": [_elapsed("sm__pipe_fma_cycles_active_realtime"), _elapsed("sm__pipe_fma_cycles_active")],
     "fp16_active_pct": [_elapsed("sm__pipe_fp16_cycles_active_realtime"), _elapsed("sm__pipe_fp16_cycles_active")],
     "fp64_active_pct": [_elapsed("sm__pipe_fp64_cycles_active_realtime"), _elapsed("sm__pipe_fp64_cycles_active")],
