@@ -245,6 +245,47 @@ def watch_decode(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def watch_ranks(results: Path) -> str:
+    """The watched two-GPU runs: the straggler named in the user's own job, and the GPUs a job used."""
+    def train(name):
+        run = _newest(results, name)
+        if run is None:
+            return None, []
+        manifest, _, summary = load_run(run)
+        return run, [r for r in summary if r.get("phase") == "train"]
+
+    out = []
+    run, rows = train("ddp-slow-rank")
+    if rows:
+        slow = next(r for r in rows if "straggler" in r["verdict_rules"])
+        wait = next(r for r in rows if "waits-on-rank" in r["verdict_rules"])
+        out.append(f"- A data-parallel job with one rank's loader slowed ([run]({run.relative_to(results.parent)})): "
+                   f"both ranks stepped at {wait['steps_per_s']:.2f} steps/s; GPU {wait['gpu']} read "
+                   f"{pct(wait['gpu_util_mean_pct'])} busy and its verdict says it waits on rank "
+                   f"{slow['rank']} (`{wait['verdict_rules']}`), GPU {slow['gpu']} read "
+                   f"{pct(slow['gpu_util_mean_pct'])} and is named the straggler (`{slow['verdict_rules']}`).")
+    run, rows = train("ddp-even")
+    if rows:
+        out.append(f"- The same job with even ranks ([run]({run.relative_to(results.parent)})): "
+                   + ", ".join(f"GPU {r['gpu']} {pct(r['gpu_util_mean_pct'])} busy (`{r['verdict_rules']}`)"
+                               for r in rows) + "; nobody is named.")
+    run, rows = train("one-gpu")
+    run_all, rows_all = train("one-gpu-all-gpus")
+    if rows and rows_all:
+        manifest = json.loads((run / "manifest.json").read_text())
+        idle = [g["nvml_index"] for g in manifest.get("gpus_idle") or []]
+        out.append(f"- A one-GPU job on the two-GPU machine, no `CUDA_VISIBLE_DEVICES` "
+                   f"([run]({run.relative_to(results.parent)})): one row, GPU {rows[0]['gpu']}, and GPU "
+                   f"{', '.join(map(str, idle))} listed as idle; with `--all-gpus` "
+                   f"([run]({run_all.relative_to(results.parent)})) the idle GPU keeps its row with nothing "
+                   f"credited to it (`{next(r['verdict_rules'] for r in rows_all if r['gpu'] in idle)}`).")
+    run, rows = train("visible1")
+    if rows:
+        out.append(f"- `CUDA_VISIBLE_DEVICES=1 gpubench watch -- ...` ([run]({run.relative_to(results.parent)})): "
+                   f"the job's row is NVML GPU {rows[0]['gpu']}.")
+    return ("\n".join(out) + "\n") if out else "(no watched multi-GPU run committed yet)\n"
+
+
 LLAMA = [("llama-eager", "eager, 4 × 2048", "(defaults)"), ("llama-compiled", "torch.compile", "`--compile`"),
          ("llama-8k", "8k context, 1 × 8192", "`--seq 8192 --batch 1`"),
          ("llama-checkpointed", "activation checkpointing", "`--checkpoint`"),
@@ -466,6 +507,7 @@ def cupti_costs(found: dict, gpu: str, slug: str) -> str:
 
 SECTIONS = {"ladder": ladder_table, "peaks": peaks_table, "kernels": kernels_table, "watch": watch_table,
             "watch-llama": watch_llama, "watch-decode": watch_decode,
+            "watch-ranks": watch_ranks,
             "dist": dist_list, "baselines": baselines_text, "gate-rules": gate_rules, "cupti": cupti_table}
 
 
