@@ -238,3 +238,17 @@ def test_an_interrupted_run_says_so_on_every_figure(tmp_path, monkeypatch):
     assert main(["plot", str(run_dir)]) == 0
     assert len(stamps) == len(figures.figures_for(load_run(run_dir)[0]))
     assert all("PARTIAL RUN: it was interrupted before it finished" in s for s in stamps)
+
+
+@pytest.mark.parametrize("command", ["run", "watch", "plot", "report"])
+@pytest.mark.parametrize("where,said", [("loop", "leads into a loop of symbolic links"),
+                                        ("a" * 300, "cannot be used: file name too long")])
+def test_an_out_the_file_system_cannot_look_up_is_one_sentence(run_dir, tmp_path, capsys, command, where, said):
+    if where == "loop":
+        (tmp_path / "loop").symlink_to(tmp_path / "pool")
+        (tmp_path / "pool").symlink_to(tmp_path / "loop")
+    out = tmp_path / where / "run"
+    args = {"run": ["run"], "watch": ["watch"], "plot": ["plot", str(run_dir)], "report": ["report", str(run_dir)]}
+    before = snapshot(run_dir)
+    refused(capsys, args[command] + ["--out", str(out)] + (["--", "true"] if command == "watch" else []), said)
+    assert snapshot(run_dir) == before

@@ -54,9 +54,18 @@ def check_writable(path: Path, may_hold=()) -> str | None:
     """None if a directory can be made (or written) at path, else why not (one sentence).
 
     An existing directory must be empty or hold only entries named in may_hold (None: anything),
-    so that writing there never mixes with files that are not gpubench's.
+    so that writing there never mixes with files that are not gpubench's. A path the file system cannot
+    even look up (a name too long, a loop of symbolic links) is said so.
     """
-    path = Path(path)
+    try:
+        return _check_writable(Path(path), may_hold)
+    except RuntimeError:  # pathlib's word for a loop of symbolic links
+        return f"{path} leads into a loop of symbolic links"
+    except OSError as err:
+        return f"{path} cannot be used: {(err.strerror or str(err)).lower()}"
+
+
+def _check_writable(path: Path, may_hold) -> str | None:
     resolved = path.resolve()
     if resolved.parts[1:2] in (("proc",), ("sys",), ("dev",)):
         return f"{path} lies under /{resolved.parts[1]}, a kernel file system, not a place for files"
