@@ -21,9 +21,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import matplotlib
 
-matplotlib.use("Agg")  # before any figure module imports pyplot: no display is ever needed
+def _agg():
+    """matplotlib, drawing with Agg whatever MPLBACKEND says: gpubench never opens a window, and matplotlib
+    refuses to import at all where MPLBACKEND names a backend it does not know."""
+    saved = os.environ.pop("MPLBACKEND", None)
+    try:
+        import matplotlib
+    finally:
+        if saved is not None:
+            os.environ["MPLBACKEND"] = saved
+    matplotlib.use("Agg")  # before any figure module imports pyplot: no display is ever needed
+
+
+_agg()
 
 from . import compare, decode, energy, headline, ladder, ranks, roofline, timeline  # noqa: E402
 
