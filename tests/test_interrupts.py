@@ -1,5 +1,6 @@
 """Interrupted plot and report: Ctrl-C (exit 130) and SIGTERM (exit 143) leave nothing half-written and
-end in one sentence; a reader that goes away ends `gpubench list` quietly."""
+nothing in the way; a stage folder that a killed gpubench left is debris that the next write removes; every
+target is checked before anything is written; a reader that goes away ends `gpubench list` quietly."""
 
 import os
 import signal
@@ -67,7 +68,8 @@ def interrupted(args: list[str], sig: int) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("command,sig,code,said,into", [
-    ("plot", signal.SIGTERM, 143, "SIGTERM", "out"), ("report", signal.SIGTERM, 143, "SIGTERM", "run")])
+    ("plot", signal.SIGTERM, 143, "SIGTERM", "out"), ("report", signal.SIGTERM, 143, "SIGTERM", "run"),
+    ("report", signal.SIGINT, 130, "Ctrl-C", "out")])
 def test_a_signal_mid_write_leaves_nothing_and_is_one_sentence(run_dir, tmp_path, command, sig, code, said, into):
     before = snapshot(run_dir)
     out = tmp_path / "out"
@@ -76,6 +78,55 @@ def test_a_signal_mid_write_leaves_nothing_and_is_one_sentence(run_dir, tmp_path
     assert r.stderr == f"gpubench {command}: error: interrupted by {said}; no file was left half-written\n"
     assert not out.exists()  # made by the command, gone with it
     assert snapshot(run_dir) == before and not stages(run_dir)  # the run directory as it was, figures included
+
+
+def test_a_stage_left_by_a_killed_gpubench_is_debris_the_next_write_removes(run_dir, tmp_path):
+    out = tmp_path / "out"
+    (out / ".gpubench-k2x9_abc").mkdir(parents=True)  # as gpubench left them before stages carried their process
+    (out / "figures" / ".gpubench-7q_ab3cd").mkdir(parents=True)
+    r = interrupted(["report", str(run_dir), "--out", str(out)], signal.SIGKILL)
+    assert r.returncode == -signal.SIGKILL
+    assert [p.name.startswith(f".gpubench-{r.pid}-") for p in stages(out)].count(True) == 1  # its owner, now gone
+    assert main(["report", str(run_dir), "--out", str(out)]) == 0
+    assert not stages(out) and (out / "report.html").is_file()
+
+
+def test_a_stage_of_a_live_gpubench_is_left_to_it(run_dir, tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        stage = out / f".gpubench-{other.pid}-abcd_123"
+        stage.mkdir()
+        assert main(["plot", str(run_dir), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err == f"gpubench plot: error: another gpubench (process {other.pid}) is writing into {out}: let it " \
+                      "finish first\n"
+        assert stage.is_dir() and [p.name for p in out.iterdir()] == [stage.name]
+    finally:
+        other.kill()
+        other.wait()
+    assert main(["plot", str(run_dir), "--out", str(out)]) == 0  # its process gone: debris
+    assert not stage.exists() and (out / "timeline.png").is_file()
+
+
+@pytest.mark.parametrize("command,in_the_way,message", [
+    ("report", "report.md/", "report.md is a folder, where gpubench would write a file"),
+    ("report", "figures", "figures is a file, where gpubench would write figures"),
+    ("report", "figures/ladder.svg/", "ladder.svg is a folder, where gpubench would write a file"),
+    ("plot", "timeline.png/", "timeline.png is a folder, where gpubench would write a file"),
+])
+def test_every_target_is_checked_before_anything_is_written(run_dir, tmp_path, capsys, command, in_the_way, message):
+    out = tmp_path / "out"
+    out.mkdir()
+    path = out / in_the_way.rstrip("/")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.mkdir() if in_the_way.endswith("/") else path.write_text("mine")
+    before = snapshot(out)
+    assert main([command, str(run_dir), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "--out DIR" in err, err
+    assert snapshot(out) == before  # no figure written ahead of the refusal
 
 
 def test_ctrl_c_in_process_is_exit_130_and_leaves_the_run_as_it_was(run_dir, monkeypatch, capsys):

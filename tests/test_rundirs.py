@@ -15,7 +15,7 @@ from synthetic import drawing_modules, make_run
 from gpubench.cli import main
 from gpubench.record import preflight
 from gpubench.record.rundir import load_run
-from gpubench.show import figures
+from gpubench.show import figures, stage
 from gpubench.show.figures import common
 from gpubench.show.report import blocks, to_markdown
 
@@ -133,7 +133,7 @@ def test_a_disk_that_refuses_mid_write_is_one_sentence_and_leaves_no_figures(run
     def full(*a, **k):
         raise OSError(28, "No space left on device", str(run_dir / "figures"))
 
-    monkeypatch.setattr(figures.tempfile, "mkdtemp", full)
+    monkeypatch.setattr(stage.tempfile, "mkdtemp", full)
     refused(capsys, ["plot", str(run_dir)], "No space left on device; write elsewhere with --out DIR")
     assert not (run_dir / "figures").exists()
 

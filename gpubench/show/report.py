@@ -17,9 +17,10 @@ from pathlib import Path
 from gpubench.metrics import BY_COLUMN, GPU_UTIL_MEANING, TABLE, finite, fmt, fmt_value, pct
 from gpubench.read.summary import TRIM_S, batch_at, ridge_flop_per_byte, row_label
 from gpubench.record.rundir import partial
-from gpubench.show.figures import FIGURES, figures_for, plot_run
+from gpubench.show.figures import FIGURES, draw_all, figure_files
 from gpubench.show.figures.decode import decode_rows, sweep_facts
 from gpubench.show.figures.energy import energy_rows, finding
+from gpubench.show.stage import commit, staging
 from gpubench.truth.peaks import SUSTAIN_S, UNIT_NAMES, WARM_S
 
 
@@ -271,25 +272,23 @@ def to_html(bl, figures_dir: Path) -> str:
     return "\n".join(parts)
 
 
+def report_files(manifest: dict) -> list[str]:
+    """The files write_report writes for this run, relative to its folder."""
+    return ["report.md", "report.html"] + [f"figures/{name}" for name in figure_files(manifest)]
+
+
 def write_report(run_dir, manifest, samples, summary, out_dir=None) -> list[Path]:
     """report.md and report.html into out_dir (default the run directory), the figures drawn anew beside them
-    (an unchanged run gives the same bytes); a figure with nothing to draw is named, not shown."""
+    (an unchanged run gives the same bytes); a figure with nothing to draw is named, not shown. Everything is
+    written into a stage folder first and moved into place only when all of it was written."""
     out = Path(out_dir) if out_dir is not None else Path(run_dir)
-    figures_dir = out / "figures"
-    notes: dict = {}
-    plot_run(run_dir, manifest, samples, summary, figures_dir, notes=notes)  # the figures shown match the data
-    empty = {name: n["empty"] for name, n in notes.items() if isinstance(n, dict) and n.get("empty")}
-    present = {f.name for f in figures_for(manifest) if (figures_dir / f"{f.name}.png").is_file()} - set(empty)
-    bl = blocks(manifest, summary, present, empty)
-    md, page = out / "report.md", out / "report.html"
-    staged = []
-    try:  # both written in full before either replaces the old one
-        for path, text in ((md, to_markdown(bl)), (page, to_html(bl, figures_dir))):
-            staged.append((path.with_name(f".{path.name}.tmp"), path))
-            staged[-1][0].write_text(text)
-        for tmp, path in staged:
-            tmp.replace(path)
-    finally:
-        for tmp, _ in staged:
-            tmp.unlink(missing_ok=True)
-    return [md, page]
+    with staging(out) as stage:
+        notes: dict = {}
+        drawn = draw_all(manifest, samples, summary, stage / "figures", notes)  # the figures shown match the data
+        empty = {name: n["empty"] for name, n in notes.items() if isinstance(n, dict) and n.get("empty")}
+        present = {p.stem for p in drawn} - set(empty)
+        bl = blocks(manifest, summary, present, empty)
+        (stage / "report.md").write_text(to_markdown(bl))
+        (stage / "report.html").write_text(to_html(bl, stage / "figures"))
+        moved = commit(stage, out, [f"figures/{p.name}" for p in drawn] + ["report.md", "report.html"])
+    return moved[-2:]
