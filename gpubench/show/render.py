@@ -9,14 +9,22 @@ from gpubench.usage import UsageError
 
 
 def _load(run_dir: Path):
-    from gpubench.record.rundir import RunDirError, load_run
+    """The run directory's files, read and checked; UsageError where they cannot be, or hold no sample (a
+    run that recorded nothing is never reported as one that completed)."""
+    from gpubench.record.rundir import RunDirError, load_run, partial, samples_path
 
     try:
-        return load_run(run_dir)
+        manifest, samples, summary = load_run(run_dir)
     except RunDirError as err:
         raise UsageError(str(err)) from None
     except OSError as err:  # unreadable: permissions, a file vanished mid-read
         raise UsageError(f"cannot read {err.filename or run_dir}: {err.strerror or err}") from None
+    if not len(samples):
+        why = partial(manifest)
+        raise UsageError(f"{run_dir} holds no samples, so there is nothing to plot or report: "
+                         f"{samples_path(run_dir).name} has no rows" +
+                         (f" (the run {why})" if why else ", though its manifest says the run completed"))
+    return manifest, samples, summary
 
 
 def output_dir(args, default: Path, targets: list[str]) -> Path:
@@ -53,9 +61,14 @@ def output_dir(args, default: Path, targets: list[str]) -> Path:
 
 
 def _written(args, write) -> int:
-    """Run write() -> paths and print them; a refusal of the disk (read-only, full) is one sentence."""
+    """Run write() -> paths and print them; a refusal of the disk (read-only, full), or damage found in a
+    column of the samples as it is read (a day's columns are read as the figures ask), is one sentence."""
+    from gpubench.record.rundir import RunDirError
+
     try:
         paths = write()
+    except RunDirError as err:
+        raise UsageError(str(err)) from None
     except OSError as err:
         hint = "" if args.out else "; write elsewhere with --out DIR"
         raise UsageError(f"cannot write {err.filename or 'the output'}: {err.strerror or err}{hint}") from None

@@ -14,7 +14,7 @@ import re
 import string
 from pathlib import Path
 
-from gpubench.metrics import BY_COLUMN, GPU_UTIL_MEANING, TABLE, finite, fmt, fmt_value, pct
+from gpubench.metrics import BY_COLUMN, GPU_UTIL_MEANING, OUT_OF_RANGE, TABLE, OutOfRange, finite, fmt, fmt_value, pct
 from gpubench.read.summary import TRIM_S, batch_at, ridge_flop_per_byte, row_label
 from gpubench.record.rundir import partial
 from gpubench.show.figures import FIGURES, draw_all, figure_files
@@ -34,6 +34,8 @@ class _Filler(string.Formatter):
         return _Percent(value) if isinstance(key, str) and key.endswith("_pct") and finite(value) else value
 
     def format_field(self, value, spec):
+        if isinstance(value, OutOfRange):
+            return OUT_OF_RANGE
         if value is None or (isinstance(value, float) and not math.isfinite(value)):
             return "n/a"
         if isinstance(value, _Percent):
@@ -56,7 +58,9 @@ def _is_metric(field: str) -> bool:
 
 def context(row: dict, manifest: dict) -> dict:
     ctx = dict(row)
-    ctx.update(said=f"nvidia-smi said {fmt_value('gpu_util_pct', row.get('gpu_util_pct'))} busy",
+    util = row.get("gpu_util_pct")
+    ctx.update(said=f"nvidia-smi said {fmt_value('gpu_util_pct', util)} busy" if not isinstance(util, OutOfRange) else
+               "nvidia-smi's GPU-Util reading was out of range",
                sm_count=manifest.get("gpu", {}).get("sm_count", "?"),
                useful_gb=(row.get("bytes_per_call") or math.nan) / 1e9,
                traffic_gb=(row.get("traffic_per_call") if finite(row.get("traffic_per_call")) else math.nan) / 1e9,
@@ -74,15 +78,21 @@ def story(row: dict, manifest: dict) -> str:
         fields = [f for _, f, _, _ in string.Formatter().parse(sentence) if f]
         lacking = [f for f in fields if not _is_metric(f) and (ctx.get(f) in (None, "") or
                                                                (isinstance(ctx.get(f), float) and math.isnan(ctx[f])))]
-        if not lacking:
-            out.append(FILLER.vformat(sentence, (), _Facts(ctx)))
+        if lacking:
+            continue
+        try:
+            out.append(FILLER.vformat(sentence, (), _Facts(ctx)).replace(f"{OUT_OF_RANGE}%", OUT_OF_RANGE))
+        except (ValueError, TypeError):  # a fact of another kind than the sentence formats (text for a number)
+            continue
     return " ".join(out) or f"{ctx['said']}."
 
 
 def _kernel_ms(row) -> str:
     if not finite(row.get("kernel_ms")):
-        return "n/a"
-    return f"{row['kernel_ms']:.4g} ({row['kernel_ms_p10']:.4g}–{row['kernel_ms_p90']:.4g})"
+        return fmt_value("kernel_ms", row.get("kernel_ms"))  # n/a, or out of range
+    lo, hi = (row.get(f"kernel_ms_p{q}") for q in (10, 90))
+    spread = f" ({fmt_value('kernel_ms', lo)}–{fmt_value('kernel_ms', hi)})" if finite(lo) and finite(hi) else ""
+    return fmt_value("kernel_ms", row["kernel_ms"]) + spread
 
 
 def _peaks_text(manifest) -> str:
