@@ -64,12 +64,16 @@ class Figure:
     caption: str
     draw: Callable
     drawn_for: Callable[[dict], bool] = every_run  # the kinds of run this figure says something about
+    job_caption: str = ""  # the caption in a watched job's report, for a figure drawn for one
 
 
 FIGURES = (
-    Figure("headline", "What nvidia-smi said, against the work done", headline.draw),
-    Figure("ladder", "Which metric each kernel fools", ladder.draw),
-    Figure("timeline", "The whole run over time", timeline.draw),
+    Figure("headline", "What nvidia-smi said, against the work done", headline.draw,
+           job_caption="What nvidia-smi said in each phase of the job, against the work done (MFU)"),
+    Figure("ladder", "Which metric each kernel fools", ladder.draw,
+           job_caption="The metric ladder of each phase of the job, beside the work done"),
+    Figure("timeline", "The whole run over time", timeline.draw,
+           job_caption="The job over time: GPU-Util beside SM activity, the pipes and each phase's TFLOP/s"),
     Figure("roofline", "Each kernel against this GPU's roofs", roofline.draw, suite_run),
     Figure("compare", "Implementations against their baselines", compare.draw, suite_run),
     Figure("energy", "GPU-Util against the useful work each joule bought", energy.draw, suite_run),
