@@ -200,3 +200,16 @@ def test_a_backend_matplotlib_does_not_know_does_not_stop_plot(tmp_path):
                        capture_output=True, text=True, timeout=120, env={**os.environ, "MPLBACKEND": "no-such-backend"})
     assert r.returncode == 0 and r.stderr == "", r.stderr
     assert (tmp_path / "out" / "timeline.png").is_file()
+
+
+def test_doctor_says_triton_is_installed_but_has_no_gpu_to_run_on():
+    from unittest import mock
+
+    from gpubench.record import doctor, nvml
+
+    with mock.patch.object(nvml, "device_count", side_effect=nvml.GpuUnavailable("no NVIDIA driver found")), \
+            mock.patch.object(doctor, "_triton", return_value=(True, "Triton 3.9.0")):
+        code, lines = doctor.diagnose()
+    triton = next(line.strip() for line in lines if line.strip().startswith("triton"))
+    assert code == 2
+    assert triton == "triton unavailable: Triton 3.9.0 is installed, but there is no GPU here to run its kernels on"
