@@ -7,9 +7,19 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
+import sys
 from pathlib import Path
 
-from gpubench.usage import UsageError, non_negative, positive, say_error
+from gpubench.usage import (
+    UsageError,
+    interrupted_code,
+    interruption,
+    non_negative,
+    positive,
+    say_error,
+    sigterm_interrupts,
+)
 
 DESCRIPTION = """\
 gpubench runs small, honest GPU kernels that each fool one utilization metric, records every metric a
@@ -190,10 +200,30 @@ def main(argv: list[str] | None = None) -> int:
         p.print_help()
         return 2
     try:
-        return dispatch(args)
+        with sigterm_interrupts():
+            code = dispatch(args)
+            sys.stdout.flush()  # a reader gone away (`gpubench list | head -1`) is found here, not at exit
+        return code
     except UsageError as err:
         from gpubench.ranks.launch import is_quiet_rank
 
         if not is_quiet_rank(os.environ):  # under torchrun rank 0 speaks for every rank
             say_error(args.command, err)
         return 2
+    except KeyboardInterrupt as err:  # what a command does not catch itself: each writes whole files or none
+        say_error(args.command, f"interrupted by {interruption(err)}; no file was left half-written")
+        return interrupted_code(err)
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 128 + signal.SIGPIPE  # as a command that SIGPIPE ended: `head` has what it asked for
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that the flush at exit finds no closed pipe to complain of."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # replaced by something without a file (a test's capture)
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, fd)
+    os.close(null)

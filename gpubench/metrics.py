@@ -131,6 +131,47 @@ TABLE = LADDER + ("tflops", "mfu_pct", "gbps", "mbu_pct", "link_pct")
 WATCH_TABLE = LADDER + ("steps_per_s", "tflops", "mfu_pct")
 
 
+# The values a file may hold where a number is read: a share of time or of cycles that the GPU reports is at
+# most 100% (a point more for counters whose average rounds past it), and no column gpubench writes holds a
+# negative number or one past HUGE. MFU and MBU may pass 100%: a FLOP count gone wrong shows so, as a number.
+SHARE_MAX_PCT = 101.0
+HUGE = 1e30
+
+
+def valid_range(column: str) -> tuple[float, float]:
+    """(lowest, highest) that column may hold; a column of no metric is any number from 0 to HUGE."""
+    m = BY_COLUMN.get(column)
+    return (0.0, SHARE_MAX_PCT if m is not None and m.sampled and column.endswith("_pct") else HUGE)
+
+
+def in_range(column: str, value: float) -> bool:
+    lo, hi = valid_range(column)
+    return lo <= value <= hi  # False for NaN and the infinities too
+
+
+def beyond(column: str, value: float) -> str:
+    """Where value lies outside column's range, in words: "below 0", "above 100%", "not finite"."""
+    lo, hi = valid_range(column)
+    if not math.isfinite(value):
+        return "not finite"
+    if value < lo:
+        return f"below {lo:g}"
+    return "above 100%" if hi == SHARE_MAX_PCT else f"above {hi:g}"
+
+
+class OutOfRange(float):
+    """A value read from a file that no GPU or work model gives (GPU-Util -1000%, a negative time): NaN to
+    every computation and check, written "out of range" wherever the value would be shown. raw holds it."""
+
+    def __new__(cls, raw):
+        value = super().__new__(cls, math.nan)
+        value.raw = raw
+        return value
+
+
+OUT_OF_RANGE = "out of range"
+
+
 def finite(value) -> bool:
     """A number that exists: not None, not a bool, not NaN or infinite."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
@@ -140,7 +181,7 @@ def fmt(value, pattern: str, missing: str = "n/a") -> str:
     """value formatted with pattern, or `missing` where the run has no such value. A number too large for its
     pattern (a FLOP count gone wrong) is written in exponent form, so no table or figure grows with it."""
     if not finite(value):
-        return missing
+        return OUT_OF_RANGE if isinstance(value, OutOfRange) else missing
     text = pattern.format(value)
     if len(text) > 16:
         text = f"{value:.3g}" + pattern[pattern.index("}") + 1:]
@@ -151,7 +192,7 @@ def pct(value, missing: str = "n/a") -> str:
     """A percentage with the digits its size needs, alike everywhere: 100%, 89%, 3.1%, 0.76%, <0.01%, 0%;
     1e+03% and beyond in exponent form."""
     if not finite(value):
-        return missing
+        return OUT_OF_RANGE if isinstance(value, OutOfRange) else missing
     if abs(value) >= 1e4:
         return f"{value:.2g}%"
     if value == 0 or abs(value) >= 9.5:

@@ -1,11 +1,15 @@
-"""Bad input, said once: UsageError carries one sentence for the user (exit 2), and the number parsers the
-command line and the pytest plugin share."""
+"""Bad input, said once: UsageError carries one sentence for the user (exit 2); an interruption, said once:
+SIGTERM raised as Ctrl-C is (Terminated) and the exit code of each; the number parsers the command line and
+the pytest plugin share."""
 
 from __future__ import annotations
 
 import argparse
 import math
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 
 
 class UsageError(Exception):
@@ -14,6 +18,38 @@ class UsageError(Exception):
 
 def say_error(command: str, err) -> None:
     print(f"gpubench {command}: error: {err}", file=sys.stderr)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt, so that the same cleanup runs for both."""
+
+
+def interrupted_code(err: KeyboardInterrupt) -> int:
+    """128 + the signal's number, as a shell reports a process that signal ended: 143 for SIGTERM, so that
+    whoever sent it (a scheduler, `timeout`) sees its own signal, and 130 for Ctrl-C."""
+    return 128 + (signal.SIGTERM if isinstance(err, Terminated) else signal.SIGINT)
+
+
+def interruption(err: KeyboardInterrupt) -> str:
+    return "SIGTERM" if isinstance(err, Terminated) else "Ctrl-C"
+
+
+def _terminate(signum, frame):
+    raise Terminated
+
+
+@contextmanager
+def sigterm_interrupts():
+    """Inside the block SIGTERM raises Terminated in the main thread (elsewhere nothing changes); the
+    handler before it comes back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def number(text: str) -> float:

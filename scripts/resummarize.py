@@ -9,16 +9,17 @@ GPUs used; plot and report it afterwards. A suite run's summary holds its timing
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 from gpubench.job.watching import resummarize
-from gpubench.record.rundir import read_manifest, write_json, write_summary
+from gpubench.record.rundir import write_json, write_summary
 
 
 def main(runs: list[str]) -> int:
     for run in map(Path, runs):
-        manifest = read_manifest(run / "manifest.json")
+        manifest = json.loads((run / "manifest.json").read_text())  # as written: rewritten with every field
         if manifest.get("kind") != "watch":
             print(f"{run}: not a watch run, left alone")
             continue

@@ -28,9 +28,11 @@ SCENARIOS = [  # name, family, flops, bytes, traffic, unit, bound, util, sm_acti
 ]
 
 
-def make_run(run_dir, profiling=True, completed=True, fmt="arrows"):
+def make_run(run_dir, profiling=True, completed=True, fmt="arrows", scenarios=SCENARIOS, kind="run"):
     """Write manifest, samples and summary; without profiling there are no GPM columns (pre-Hopper). fmt:
-    "arrows" as a recording writes today, "csv" as runs recorded before samples.arrows hold them."""
+    "arrows" as a recording writes today, "csv" as runs recorded before samples.arrows hold them. scenarios:
+    a few of SCENARIOS, for a smaller run; kind "watch" for a run that the figures and report take for a
+    watched job's."""
     run_dir.mkdir(parents=True)
     columns = ["gpu_util_pct", "power_w", "energy_j"] + (
         ["sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct", "fp32_active_pct"]
@@ -38,7 +40,7 @@ def make_run(run_dir, profiling=True, completed=True, fmt="arrows"):
     path = run_dir / (SAMPLES_FILE if fmt == "arrows" else "samples.csv")
     sink = open_sink(path, columns) if fmt == "arrows" else CsvSink(path, columns)
     rows, results, t, energy = [], [], 0.0, 1000.0
-    for k, (name, fam, flops, nbytes, traffic, unit, bound, util, sm, tensor, base) in enumerate(SCENARIOS):
+    for k, (name, fam, flops, nbytes, traffic, unit, bound, util, sm, tensor, base) in enumerate(scenarios):
         start = t
         for phase, n in (("gap", 5), (name, 20)):
             for _ in range(n):
@@ -70,8 +72,8 @@ def make_run(run_dir, profiling=True, completed=True, fmt="arrows"):
     peaks = {"datasheet": {"bf16_tensor": 989.4e12, "fp32": 66.9e12, "dram": 4.8e12, "link": 63e9},
              "measured": {"bf16_tensor": 790e12, "dram": 4.28e12},
              "conditions": {"bf16_tensor": {"sm_clock_mhz": 1500.0, "power_w_energy": 690.0}}}
-    families = {f: {"story": importlib.import_module(f"gpubench.kernels.{f}").STORY} for _, f, *_ in SCENARIOS}
-    manifest = {"kind": "run", "gpu": {"name": "NVIDIA H200", "sm_count": 132, "nvml_index": 0, "memory_mib": 143771},
+    families = {f: {"story": importlib.import_module(f"gpubench.kernels.{f}").STORY} for _, f, *_ in scenarios}
+    manifest = {"kind": kind, "gpu": {"name": "NVIDIA H200", "sm_count": 132, "nvml_index": 0, "memory_mib": 143771},
                 "start_wall": "2026-11-21T11:39:11+0000", "completed": completed,
                 "status": "completed" if completed else "interrupted", "peaks": peaks, "families": families,
                 "versions": {"gpubench": "test"}, "options": {"trim_s": 0.5},

@@ -187,3 +187,29 @@ def test_torch_built_for_a_newer_cuda_than_the_driver_is_named():
     with mock.patch.object(torch.version, "cuda", "13.0"):
         ok, note = doctor.torch_cuda("12.4")
     assert not ok and "built for CUDA 13.0, newer than the driver supports (CUDA 12.4)" in note
+
+
+def test_a_backend_matplotlib_does_not_know_does_not_stop_plot(tmp_path):
+    """gpubench draws with Agg whatever MPLBACKEND says: a name matplotlib refuses is no reason to stop."""
+    import os
+
+    from synthetic import SCENARIOS, make_run
+
+    run_dir = make_run(tmp_path / "run", kind="watch", scenarios=[s for s in SCENARIOS if s[0] == "gemm-torch"])
+    r = subprocess.run([sys.executable, "-m", "gpubench", "plot", str(run_dir), "--out", str(tmp_path / "out")],
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "MPLBACKEND": "no-such-backend"})
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert (tmp_path / "out" / "timeline.png").is_file()
+
+
+def test_doctor_says_triton_is_installed_but_has_no_gpu_to_run_on():
+    from unittest import mock
+
+    from gpubench.record import doctor, nvml
+
+    with mock.patch.object(nvml, "device_count", side_effect=nvml.GpuUnavailable("no NVIDIA driver found")), \
+            mock.patch.object(doctor, "_triton", return_value=(True, "Triton 3.9.0")):
+        code, lines = doctor.diagnose()
+    triton = next(line.strip() for line in lines if line.strip().startswith("triton"))
+    assert code == 2
+    assert triton == "triton unavailable: Triton 3.9.0 is installed, but there is no GPU here to run its kernels on"

@@ -1,5 +1,6 @@
 """Figures and report from a synthetic run and from the committed reference runs."""
 
+import json
 import shutil
 import struct
 from pathlib import Path
@@ -163,3 +164,49 @@ def test_html_tables_align_numbers_right_and_words_left(tmp_path):
     page = to_html(blocks(manifest, summary, set()), tmp_path)
     assert "<td class=num>100%</td>" in page and "<th class=num>MFU</th>" in page
     assert "<td>share of cycles the FP32 pipe was busy</td>" in page and "<th>meaning</th>" in page
+
+
+WATCHED = Path(__file__).parents[1] / "results" / "watch-llama-eager-h100-80gb-hbm3"
+
+
+def test_a_watched_jobs_report_speaks_of_its_phases_and_of_the_job(tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(WATCHED, run_dir, ignore=shutil.ignore_patterns("figures", "report.*"))
+    assert main(["report", str(run_dir)]) == 0
+    md = (run_dir / "report.md").read_text()
+    assert md.startswith("# gpubench report: a job watched on NVIDIA H100 80GB HBM3\n")
+    assert "The job: `sh -c 'exec python3 examples/train_llama.py --seconds 10'`, which exited with code 0." in md
+    assert "| phase | nvidia-smi util |" in md and "## Phase by phase" in md
+    assert "scenario" not in md.lower() and "each kernel fools" not in md  # the suite's words
+    for unknown in ("? SMs", "n/a GB/s", "n/a TB/s", "n/a MHz", "n/a tokens/s"):  # facts this run did not record
+        assert unknown not in md
+    assert "![What nvidia-smi said in each phase of the job, against the work done (MFU)](figures/headline.png)" in md
+
+
+def test_a_job_that_a_signal_ended_is_said_so(tmp_path):
+    run_dir = make_run(tmp_path / "run", kind="watch")
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest.update(child={"argv": ["python", "train.py", "--lr", "3e-4"], "exit_code": 143, "signal": "SIGTERM"},
+                    gpu={"name": "NVIDIA H200", "nvml_index": 0}, peaks={"datasheet": {"bf16_tensor": 989.4e12}})
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["report", str(run_dir)]) == 0
+    md = (run_dir / "report.md").read_text()
+    assert "The job: `python train.py --lr 3e-4`, which SIGTERM ended (exit code 143)." in md
+    assert "Watch of 2026-11-21T11:39:11+0000, completed. gpubench test." in md  # no SMs, memory, driver: unknown
+    assert "Peaks. Datasheet: bf16 989 TFLOP/s. MFU divides" in md and "?" not in md.split("## Summary")[0]
+
+
+def test_words_from_the_run_are_text_in_both_reports_never_markup(tmp_path):
+    run_dir = make_run(tmp_path / "run")
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["gpu"]["name"] = "<script>alert(1)</script> H200"
+    manifest["warnings"] = ["<img src=x onerror=alert(2)> **not bold** `not code` a|b [x](y)"]
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["report", str(run_dir)]) == 0
+    md, page = (run_dir / "report.md").read_text(), (run_dir / "report.html").read_text()
+    for text in (md, page):
+        assert "<script" not in text and "<img src=x" not in text
+    assert "# gpubench report: &lt;script>alert(1)&lt;/script> H200" in md
+    assert r"Note: &lt;img src=x onerror=alert(2)> \*\*not bold\*\* \`not code\` a\|b [x\](y)" in md
+    assert "<h1>gpubench report: &lt;script&gt;alert(1)&lt;/script&gt; H200</h1>" in page
+    assert "<p>Note: &lt;img src=x onerror=alert(2)&gt; **not bold** `not code` a|b [x](y)</p>" in page

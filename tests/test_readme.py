@@ -21,3 +21,14 @@ def test_every_generated_part_has_results_behind_it():
         body = text[start:text.index(f"<!-- /gpubench:{name} -->")]
         assert all(g in body for g in gpus) and "<<measure" not in body, name
     assert "<<measure" not in text
+
+
+def test_every_promise_names_tests_that_exist():
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    promises = text[text.index("## Promises"):text.index("## Contributing")]
+    named = re.findall(r"`(tests/\w+\.py)::(\w+)`", promises)
+    assert len(named) >= 4 * 2
+    for path, name in named:
+        assert f"\ndef {name}(" in (ROOT / path).read_text(), f"{path}::{name}"

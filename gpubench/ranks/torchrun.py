@@ -10,7 +10,7 @@ from gpubench.ranks.launch import Comm, Launch, RankProblem, start, stop
 from gpubench.record.preflight import check_out, need_cuda_torch, require_gpu
 from gpubench.record.recording import Reporter
 from gpubench.suite.run import chosen, without_distributed
-from gpubench.usage import UsageError, say_error
+from gpubench.usage import UsageError, interrupted_code, say_error
 
 # The longest a rank waits for the others at one step (a scenario's warm-up and measurement on the slowest
 # rank) before the job fails instead of hanging.
@@ -86,10 +86,10 @@ def _run(args, launch: Launch, scenarios, comm: Comm) -> int:
             reporter.warn(f"--device {args.device} is ignored under torchrun: each rank uses CUDA device LOCAL_RANK")
     try:
         run_dir, summary = run_distributed(opts, launch, comm, backend, reporter)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
         if launch.is_root:
             print(f"interrupted: what was recorded is in {out} (manifest says incomplete)")
-        return 130
+        return interrupted_code(err)
     if launch.is_root:
         _print(run_dir, summary, launch)
     return 0

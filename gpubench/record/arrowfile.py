@@ -26,6 +26,7 @@ import pyarrow.ipc as ipc
 
 from gpubench.metrics import BY_COLUMN, RATIO_FIELDS
 from gpubench.read.samples import Samples, column_from
+from gpubench.record.schema import LONGEST_TEXT
 
 BATCH_S = 60.0  # a minute: 600 rows of one GPU at the default 0.1 s, 4,800 of eight
 BATCH_ROWS = 8192
@@ -172,11 +173,17 @@ def scan(path: Path) -> tuple[list[str], list[int], bool]:
         raise DamagedSamples("it is not a samples file gpubench wrote")
     try:
         with pa.OSFile(str(path), "rb") as src:
-            names = ipc.open_stream(src).schema.names
+            sch = ipc.open_stream(src).schema
     except (pa.ArrowInvalid, OSError) as err:
         if _torn(err):
             return [], [], True
         raise DamagedSamples("its header cannot be read") from None
+    names = sch.names
+    for field in sch:
+        if not _readable(field.name, field.type):
+            raise DamagedSamples(f"its column {field.name} holds {field.type}, not what gpubench writes there")
+    if len(set(names)) != len(names):
+        raise DamagedSamples("it names a column twice")
     with pa.OSFile(str(path), "rb") as src:
         reader = ipc.open_stream(src, options=ipc.IpcReadOptions(included_fields=[0]))
         sizes = []
@@ -191,6 +198,27 @@ def scan(path: Path) -> tuple[list[str], list[int], bool]:
                 raise DamagedSamples(f"batch {len(sizes) + 1} is damaged ({err})") from None
 
 
+def _readable(name: str, kind: pa.DataType) -> bool:
+    """Whether a column of this name and type reads as gpubench holds it; a column gpubench does not write
+    is never read, whatever it holds."""
+    if name in MONOTONIC or name == "t_wall":
+        return kind == field_type(name)
+    if name in ("gpu", "rank"):
+        return pa.types.is_integer(kind)
+    if name in ("uuid", "phase"):
+        return pa.types.is_string(kind) or (pa.types.is_dictionary(kind) and pa.types.is_string(kind.value_type))
+    if name in BY_COLUMN:
+        return pa.types.is_floating(kind) or pa.types.is_integer(kind)
+    return True
+
+
+def _names(words: list) -> list:
+    """The words of a text column (a phase, a UUID), each no longer than a name gpubench writes."""
+    if any(len(w) > LONGEST_TEXT for w in words if w is not None):
+        raise DamagedSamples(f"it holds a name longer than {LONGEST_TEXT} characters")
+    return words
+
+
 def _numpy(arr: pa.Array, pick: np.ndarray | None = None) -> np.ndarray:
     """An Arrow column as gpubench holds it: float64 seconds, float64 numbers (NaN for null), object text."""
     kind = arr.type
@@ -198,11 +226,11 @@ def _numpy(arr: pa.Array, pick: np.ndarray | None = None) -> np.ndarray:
         out = arr.view(pa.int64()).to_numpy(zero_copy_only=False)
         return (out if pick is None else out[pick]) / 1e6
     if pa.types.is_dictionary(kind):
-        words = np.array(arr.dictionary.to_pylist() + [""], dtype=object)
+        words = np.array(_names(arr.dictionary.to_pylist()) + [""], dtype=object)
         codes = arr.indices.fill_null(len(words) - 1).to_numpy()
         return words[codes if pick is None else codes[pick]]
     if pa.types.is_string(kind):
-        out = np.array(arr.fill_null("").to_pylist(), dtype=object)
+        out = np.array(_names(arr.fill_null("").to_pylist()), dtype=object)
     else:
         out = arr.to_numpy(zero_copy_only=False)  # null: NaN
     return (out if pick is None else out[pick]).astype(np.float64 if out.dtype != object else object, copy=False)
@@ -214,6 +242,12 @@ def fetcher(path: Path, names: list[str], sizes: list[int]):
     bounds = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
 
     def fetch(wanted: list[str], rows: np.ndarray | None) -> dict:
+        try:
+            return _fetch(wanted, rows)
+        except (pa.ArrowException, OSError, StopIteration) as err:  # scan decoded the first column only
+            raise DamagedSamples(f"a batch of its {', '.join(wanted)} cannot be read ({err or 'it ends early'})") from None
+
+    def _fetch(wanted: list[str], rows: np.ndarray | None) -> dict:
         fields = sorted(names.index(n) for n in wanted)
         parts: dict = {names[i]: [] for i in fields}
         with pa.OSFile(str(path), "rb") as src:
@@ -252,9 +286,12 @@ def valued(path: Path, names: list[str], sizes: list[int]):
     return any_value
 
 
-def read(path: Path, notes: list[str] | None = None) -> Samples:
+def read(path: Path, notes: list[str] | None = None, guard=None) -> Samples:
+    """The file as Samples, its columns read as asked for; guard(fetch) -> fetch, where given, wraps every
+    read of columns (rundir checks them there)."""
     names, sizes, torn = scan(path)
     if torn and notes is not None:
         notes.append(f"{path.name}: its last batch of rows was cut off mid-write (the run was killed) and is skipped")
-    return Samples(names=names, length=int(sum(sizes)), fetch=fetcher(path, names, sizes),
+    fetch = fetcher(path, names, sizes)
+    return Samples(names=names, length=int(sum(sizes)), fetch=guard(fetch) if guard else fetch,
                    valued=valued(path, names, sizes))

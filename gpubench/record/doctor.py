@@ -93,6 +93,8 @@ def diagnose() -> tuple[int, list[str]]:
         lines.append(f"  {name:<5} {status}  [{', '.join(cls.columns)}{floor}]")
     lines.append("kernels:")
     for name, (ok, note) in {"torch": (torch_ok, torch_note), "triton": _triton(), "cupy": _cupy()}.items():
+        if ok and name != "torch" and not count:  # installed is not runnable: its kernels need a GPU
+            ok, note = False, f"{note} is installed, but there is no GPU here to run its kernels on"
         lines.append(f"  {name:<6} {'available' if ok else 'unavailable'}: {note}")
     return (0 if count else 2), lines
 

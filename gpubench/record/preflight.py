@@ -4,6 +4,7 @@ runs or is written; without a GPU the sentence says how to explore a recorded ru
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 
@@ -14,11 +15,27 @@ from gpubench.usage import UsageError
 EXPLORE_DIR = Path(tempfile.gettempdir()) / "gpubench-report"
 
 
+REFERENCE_GPU = "NVIDIA H100 80GB HBM3"  # the GPU of the reference run the README shows
+
+
+def reference_run(roots) -> Path | None:
+    """The run to explore without a GPU: the newest suite run (kind "run") of the reference GPU, else the newest
+    suite run of any GPU, else the newest run of any kind; newest by the manifest's start time."""
+    found = []
+    for manifest in sorted({m.resolve() for root in roots if root.is_dir() for m in root.glob("*/manifest.json")}):
+        try:
+            m = json.loads(manifest.read_text())
+            kind, gpu, start = m.get("kind"), (m.get("gpu") or {}).get("name"), str(m.get("start_wall") or "")
+        except (OSError, ValueError, AttributeError):  # a damaged run is no run to suggest
+            continue
+        found.append(((kind == "run", gpu == REFERENCE_GPU and kind == "run", start), manifest.parent))
+    return max(found, key=lambda f: f[0])[1] if found else None
+
+
 def reference_hint() -> str:
-    roots = [Path.cwd() / "results", Path(__file__).resolve().parents[2] / "results"]
-    runs = sorted({m.parent for root in roots if root.is_dir() for m in root.glob("*/manifest.json")})
-    if runs:
-        return f"to explore a recorded run without a GPU: gpubench report {runs[-1]} --out {EXPLORE_DIR}"
+    run = reference_run([Path.cwd() / "results", Path(__file__).resolve().parents[2] / "results"])
+    if run is not None:
+        return f"to explore a recorded run without a GPU: gpubench report {run} --out {EXPLORE_DIR}"
     return (f"to explore a recorded run without a GPU: gpubench report RUN_DIR --out {EXPLORE_DIR}, with a reference "
             "run from results/ in the gpubench repository")
 

@@ -8,7 +8,8 @@
 On entry it chooses and opens the metric sources, starts the sampler, streams samples.arrows and writes
 the manifest. On exit, whatever happened, it stops the sampler, closes the sources and the file, runs
 the finishers, and records the status (completed, interrupted, failed) in the manifest. A second
-Ctrl-C while it finishes is ignored, and SIGTERM ends a recording the way Ctrl-C does.
+Ctrl-C while it finishes is ignored, and SIGTERM ends a recording the way Ctrl-C does (as Terminated, a
+KeyboardInterrupt of its own, so that the command exits 143 and not 130).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from gpubench.record import rundir
 from gpubench.record.gpus import Gpu
 from gpubench.record.sampler import Sampler
 from gpubench.record.sources.policy import DEFAULT_INTERVAL_S, describe, open_given, open_sources
+from gpubench.usage import Terminated
 
 
 class Reporter:
@@ -47,7 +49,7 @@ class Window:
 
 
 def _terminate(signum, frame):
-    raise KeyboardInterrupt
+    raise Terminated
 
 
 def _now_wall() -> str:

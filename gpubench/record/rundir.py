@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from gpubench.metrics import BY_COLUMN, COLUMNS
+from gpubench.record import schema
 
 SAMPLE_KEYS = ("t_start_s", "t_end_s", "t_wall", "gpu", "uuid", "phase")
 # Runs under torchrun: the rank using each GPU (empty for a GPU that --all-gpus samples but no rank uses).
@@ -27,6 +28,11 @@ RANKED_SAMPLE_KEYS = SAMPLE_KEYS[:4] + ("rank",) + SAMPLE_KEYS[4:]
 TIME_KEYS = frozenset({"t_start_s", "t_end_s", "t_wall", "t_start", "t_end"})
 FLOAT_KEYS = frozenset(COLUMNS) | {"t_start_s", "t_end_s", "t_wall"}
 INT_KEYS = frozenset({"gpu", "rank"})
+# Summary columns that hold words: kept as written, never read as numbers.
+TEXT_SUMMARY_KEYS = frozenset({"scenario", "phase", "family", "impl", "baseline", "launch", "sizes", "unit", "bound",
+                               "check", "uuid", "kind", "verdict", "verdict_rules", "node", "stream_rates",
+                               "step_clock", "msg_text", "regime_text", "straggler_text", "wait_signature",
+                               "straggler_note", "flop_convention"})
 NUMERIC_SUMMARY_KEYS = frozenset({"t_start", "t_end", "gpu", "n_samples", "n_timings", "n_calls",
                                   "speedup_vs_baseline", "link_gbps"})
 
@@ -54,9 +60,18 @@ def check_writable(path: Path, may_hold=()) -> str | None:
     """None if a directory can be made (or written) at path, else why not (one sentence).
 
     An existing directory must be empty or hold only entries named in may_hold (None: anything),
-    so that writing there never mixes with files that are not gpubench's.
+    so that writing there never mixes with files that are not gpubench's. A path the file system cannot
+    even look up (a name too long, a loop of symbolic links) is said so.
     """
-    path = Path(path)
+    try:
+        return _check_writable(Path(path), may_hold)
+    except RuntimeError:  # pathlib's word for a loop of symbolic links
+        return f"{path} leads into a loop of symbolic links"
+    except OSError as err:
+        return f"{path} cannot be used: {(err.strerror or str(err)).lower()}"
+
+
+def _check_writable(path: Path, may_hold) -> str | None:
     resolved = path.resolve()
     if resolved.parts[1:2] in (("proc",), ("sys",), ("dev",)):
         return f"{path} lies under /{resolved.parts[1]}, a kernel file system, not a place for files"
@@ -208,22 +223,60 @@ def _sample(raw: dict) -> dict:
     return row
 
 
-def read_samples(path: str | Path, notes: list[str] | None = None):
+def read_samples(path: str | Path, notes: list[str] | None = None, left_out: set | None = None):
     """A samples file, samples.arrows or samples.csv, as Samples (gpubench.read.samples): metric columns as
     float64 (missing values NaN), text as written. A torn last batch or line (a kill mid-write) is skipped
-    with a note; damage anywhere else is an error naming the file and where."""
+    with a note; damage anywhere else is an error naming the file and where. Values out of their column's
+    range become NaN, said in notes, their columns named in left_out (as each column is read)."""
     path = Path(path)
+    left_out = set() if left_out is None else left_out
     if path.suffix == ".arrows":
         from gpubench.record import arrowfile
 
+        check = _checker(path, notes, left_out, lambda i: f"row {i + 1}", texts=False)
+
+        def guard(fetch):
+            def checked(wanted, rows):
+                try:
+                    columns = fetch(wanted, rows)
+                except arrowfile.DamagedSamples as err:
+                    raise RunDirError(f"{path} is damaged: {err}") from None
+                return check(columns, rows)
+            return checked
+
         try:
-            return arrowfile.read(path, notes)
+            samples = arrowfile.read(path, notes, guard)
         except arrowfile.DamagedSamples as err:
             raise RunDirError(f"{path} is damaged: {err}") from None
-    return _read_csv(path, notes)
+    else:
+        samples = _read_csv(path, notes, left_out)
+    try:
+        if samples.names or len(samples):  # no header at all: killed before it was written, no rows
+            schema.sample_names(samples.names)
+    except schema.Bad as err:
+        raise RunDirError(f"{path} is damaged: {err}") from None
+    return samples
 
 
-def _read_csv(path: Path, notes: list[str] | None):
+def _checker(path: Path, notes, flagged: set, where, texts: bool = True):
+    """check(columns, rows) for the columns of some rows of a samples file, as they are read (schema's)."""
+    said: list = []
+
+    def check(columns: dict, rows=None) -> dict:
+        line = where if rows is None else (lambda i: where(int(rows[i])))
+        try:
+            return schema.sample_columns(columns, line, said, flagged, texts)
+        except schema.Bad as err:
+            raise RunDirError(f"{path} is damaged: {err}") from None
+        finally:
+            if notes is not None:
+                notes.extend(f"{path.name}: {n}" for n in said)
+            said.clear()
+
+    return check
+
+
+def _read_csv(path: Path, notes: list[str] | None, left_out: set):
     """samples.csv, column-wise: pyarrow's parser where the file is well formed (the same numbers as
     Python's float(), correctly rounded), else row by row, to name the line that is not a sample row."""
     from gpubench.read.samples import Samples, as_samples
@@ -239,9 +292,9 @@ def _read_csv(path: Path, notes: list[str] | None):
         if notes is not None:
             notes.append(f"{path.name}: its last line was cut off mid-write (the run was killed) and is skipped")
     columns = _fast_csv(data)
-    if columns is not None:
-        return Samples(columns)
-    return as_samples(_slow_csv(path, data.decode("utf-8")))
+    samples = Samples(columns) if columns is not None else as_samples(_slow_csv(path, data.decode("utf-8")))
+    check = _checker(path, notes, left_out, lambda i: f"line {i + 2}")  # line 1 is the header
+    return Samples(check(samples.columns()), names=samples.names, length=len(samples))
 
 
 def _fast_csv(data: bytes) -> dict | None:
@@ -249,7 +302,7 @@ def _fast_csv(data: bytes) -> dict | None:
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    from gpubench.record.arrowfile import _numpy
+    from gpubench.record.arrowfile import DamagedSamples, _numpy
 
     header = next(csv.reader([data.split(b"\n", 1)[0].decode()]), [])
     if not header or len(set(header)) != len(header):
@@ -262,8 +315,11 @@ def _fast_csv(data: bytes) -> dict | None:
         return None
     if table.column("gpu").null_count if "gpu" in header else False:
         return None
-    return {k: np.asarray(_numpy(table.column(k).combine_chunks(), None)) if table.num_rows else
-            np.array([], dtype=object if types[k] == pa.string() else np.float64) for k in header}
+    try:
+        return {k: np.asarray(_numpy(table.column(k).combine_chunks(), None)) if table.num_rows else
+                np.array([], dtype=object if types[k] == pa.string() else np.float64) for k in header}
+    except DamagedSamples:  # a name too long: read row by row, to say on which line
+        return None
 
 
 def _slow_csv(path: Path, text: str) -> list[dict]:
@@ -283,43 +339,55 @@ def _numeric(key: str) -> bool:
     return base in BY_COLUMN or base in NUMERIC_SUMMARY_KEYS or base.endswith(("_per_call", "_measured_pct"))
 
 
-def read_summary(path: Path) -> list[dict]:
+def read_summary(path: Path, notes: list[str] | None = None) -> list[dict]:
     """summary.csv as dicts; a row with the wrong number of fields, or text where a number belongs, is an
-    error naming the file and line."""
+    error naming the file and line. Text columns stay text (a scenario named 42 is named "42"); a number out
+    of its column's range is flagged (schema.summary_value), said in notes."""
+    said: list[str] = []
     try:
-        with open(path, newline="") as f:
+        with open(path, newline="", encoding="utf-8") as f:
             reader = csv.DictReader(f)
             rows = []
             for raw in reader:
                 if None in raw or None in raw.values():
                     raise RunDirError(f"{path} line {reader.line_num} does not have the header's fields")
-                row = {k: _value(v) for k, v in raw.items()}
+                row = {k: (v or math.nan) if k in TEXT_SUMMARY_KEYS else _value(v) for k, v in raw.items()}
                 bad = [k for k, v in row.items() if _numeric(k) and not isinstance(v, (int, float))]
-                if bad or not row.get("scenario"):
+                if bad or not row.get("scenario") or not isinstance(row["scenario"], str):
                     raise RunDirError(f"{path} line {reader.line_num} is not a summary row "
                                       f"({bad[0] + ' is not a number' if bad else 'it names no scenario'})")
-                rows.append(row)
+                if len(row["scenario"]) > schema.LONGEST_TEXT:
+                    raise RunDirError(f"{path} line {reader.line_num} is not a summary row (its scenario is longer "
+                                      f"than {schema.LONGEST_TEXT} characters)")
+                rows.append({k: schema.summary_value(k, v, row["scenario"], said) for k, v in row.items()})
     except UnicodeDecodeError:
         raise RunDirError(f"{path} is not text: it is not a summary gpubench wrote") from None
+    except csv.Error as err:  # a NUL byte, a field past csv's limit
+        raise RunDirError(f"{path} line {reader.line_num} is not a summary row ({err})") from None
+    if notes is not None:
+        notes += [f"{path.name}: {n}" for n in said]
     return rows
 
 
-# Manifest entries that plot and report read, with the JSON type each must have where present.
-MANIFEST_TYPES = {"gpu": dict, "peaks": dict, "families": dict, "sources": dict, "options": dict,
-                  "versions": dict, "warnings": list, "errors": list, "completed": bool}
+MANIFEST_MAX_BYTES = 64 << 20  # a day-long watch's manifest, its phases listed, is a few megabytes
 
 
 def read_manifest(path: Path) -> dict:
+    """manifest.json, its fields checked where plot and report read them (schema.MANIFEST)."""
+    with open(path, "rb") as f:
+        data = f.read(MANIFEST_MAX_BYTES + 1)
+    if len(data) > MANIFEST_MAX_BYTES:
+        raise RunDirError(f"{path} is larger than {MANIFEST_MAX_BYTES >> 20} MiB: it is not a manifest gpubench wrote")
     try:
-        manifest = json.loads(path.read_text())
+        manifest = json.loads(data.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise RunDirError(f"{path} is not valid JSON ({err})") from None
-    if not isinstance(manifest, dict):
-        raise RunDirError(f"{path} does not hold a gpubench manifest (a JSON object)")
-    for key, kind in MANIFEST_TYPES.items():
-        if manifest.get(key) is not None and not isinstance(manifest[key], kind):
-            raise RunDirError(f"{path} is damaged: its {key!r} is not a JSON {'object' if kind is dict else kind.__name__}")
-    return manifest
+    except RecursionError:
+        raise RunDirError(f"{path} is nested too deeply to be a manifest gpubench wrote") from None
+    try:
+        return schema.manifest(manifest)
+    except schema.Bad as err:
+        raise RunDirError(f"{path} is damaged: {err}") from None
 
 
 def load_run(run_dir: str | Path) -> tuple[dict, "Samples", list[dict]]:  # noqa: F821
@@ -334,10 +402,12 @@ def load_run(run_dir: str | Path) -> tuple[dict, "Samples", list[dict]]:  # noqa
         raise RunDirError(f"{run_dir} is not a gpubench run directory: {', '.join(missing)} missing")
     manifest = read_manifest(run_dir / "manifest.json")
     notes: list[str] = []
-    samples = read_samples(samples_path(run_dir), notes)
+    left_out: set = set()
+    samples = read_samples(samples_path(run_dir), notes, left_out)
     summary_path = run_dir / "summary.csv"
-    summary = read_summary(summary_path) if summary_path.is_file() else []
+    summary = read_summary(summary_path, notes) if summary_path.is_file() else []
     if not summary_path.is_file():
         notes.append(SUMMARY_MISSING)
-    manifest.setdefault("read_notes", []).extend(notes)
+    # both filled further as the samples' columns are read (a day's, as the figures ask for them)
+    manifest.update(read_notes=notes, left_out=left_out)
     return manifest, samples, summary

@@ -9,39 +9,66 @@ from gpubench.usage import UsageError
 
 
 def _load(run_dir: Path):
-    from gpubench.record.rundir import RunDirError, load_run
+    """The run directory's files, read and checked; UsageError where they cannot be, or hold no sample (a
+    run that recorded nothing is never reported as one that completed)."""
+    from gpubench.record.rundir import RunDirError, load_run, partial, samples_path
 
     try:
-        return load_run(run_dir)
+        manifest, samples, summary = load_run(run_dir)
     except RunDirError as err:
         raise UsageError(str(err)) from None
     except OSError as err:  # unreadable: permissions, a file vanished mid-read
         raise UsageError(f"cannot read {err.filename or run_dir}: {err.strerror or err}") from None
+    if not len(samples):
+        why = partial(manifest)
+        raise UsageError(f"{run_dir} holds no samples, so there is nothing to plot or report: "
+                         f"{samples_path(run_dir).name} has no rows" +
+                         (f" (the run {why})" if why else ", though its manifest says the run completed"))
+    return manifest, samples, summary
 
 
-def output_dir(args, default: Path) -> Path:
+def output_dir(args, default: Path, targets: list[str]) -> Path:
     """Where plot or report writes: --out DIR, or default inside the run directory; UsageError, before
-    anything is written, where that cannot work."""
+    anything is written, where that cannot work, or where any of targets (paths under it) cannot be
+    replaced. Stage folders that an ended gpubench left there are removed first."""
     from gpubench.record.rundir import check_writable
     from gpubench.show.figures import FIGURES
+    from gpubench.show.stage import clear_debris
 
+    out = args.out if args.out is not None else default
+    for folder in (out, out / "figures"):
+        if (pid := clear_debris(folder)) is not None:
+            raise UsageError(f"another gpubench (process {pid}) is writing into {folder}: let it finish first")
     if args.out is not None:
         own = {"figures", "report.md", "report.html"} | {f"{f.name}.{x}" for f in FIGURES for x in ("png", "svg")}
         if problem := check_writable(args.out, may_hold=own):
             raise UsageError(f"cannot write to --out: {problem}")
-        return args.out
-    figures = args.run_dir / "figures"
-    if figures.exists() and not figures.is_dir():
-        raise UsageError(f"{figures} is a file, not a folder of figures: move it away, or write elsewhere with --out DIR")
-    if args.run_dir.is_dir() and (problem := check_writable(default, may_hold=None)):
-        raise UsageError(f"cannot write into the run directory: {problem}; write elsewhere with --out DIR")
-    return default
+    else:
+        figures = args.run_dir / "figures"
+        if figures.exists() and not figures.is_dir():
+            raise UsageError(f"{figures} is a file, not a folder of figures: move it away, or write elsewhere "
+                             "with --out DIR")
+        if args.run_dir.is_dir() and (problem := check_writable(default, may_hold=None)):
+            raise UsageError(f"cannot write into the run directory: {problem}; write elsewhere with --out DIR")
+    for target in (out / name for name in targets):
+        if target.parent != out and target.parent.exists() and not target.parent.is_dir():
+            raise UsageError(f"{target.parent} is a file, where gpubench would write figures: move it away, or "
+                             "write elsewhere with --out DIR")
+        if target.is_dir():
+            raise UsageError(f"{target} is a folder, where gpubench would write a file: move it away, or write "
+                             "elsewhere with --out DIR")
+    return out
 
 
 def _written(args, write) -> int:
-    """Run write() -> paths and print them; a refusal of the disk (read-only, full) is one sentence."""
+    """Run write() -> paths and print them; a refusal of the disk (read-only, full), or damage found in a
+    column of the samples as it is read (a day's columns are read as the figures ask), is one sentence."""
+    from gpubench.record.rundir import RunDirError
+
     try:
         paths = write()
+    except RunDirError as err:
+        raise UsageError(str(err)) from None
     except OSError as err:
         hint = "" if args.out else "; write elsewhere with --out DIR"
         raise UsageError(f"cannot write {err.filename or 'the output'}: {err.strerror or err}{hint}") from None
@@ -51,16 +78,16 @@ def _written(args, write) -> int:
 
 
 def plot(args) -> int:
-    from gpubench.show.figures import plot_run
+    from gpubench.show.figures import figure_files, plot_run
 
     manifest, samples, summary = _load(args.run_dir)
-    out = output_dir(args, args.run_dir / "figures")
+    out = output_dir(args, args.run_dir / "figures", figure_files(manifest))
     return _written(args, lambda: plot_run(args.run_dir, manifest, samples, summary, out))
 
 
 def report(args) -> int:
-    from gpubench.show.report import write_report
+    from gpubench.show.report import report_files, write_report
 
     manifest, samples, summary = _load(args.run_dir)
-    out = output_dir(args, args.run_dir)
+    out = output_dir(args, args.run_dir, report_files(manifest))
     return _written(args, lambda: write_report(args.run_dir, manifest, samples, summary, out))

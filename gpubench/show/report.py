@@ -14,13 +14,25 @@ import re
 import string
 from pathlib import Path
 
-from gpubench.metrics import BY_COLUMN, GPU_UTIL_MEANING, TABLE, finite, fmt, fmt_value, pct
+from gpubench.metrics import (
+    BY_COLUMN,
+    GPU_UTIL_MEANING,
+    OUT_OF_RANGE,
+    TABLE,
+    WATCH_TABLE,
+    OutOfRange,
+    finite,
+    fmt_value,
+    pct,
+)
 from gpubench.read.summary import TRIM_S, batch_at, ridge_flop_per_byte, row_label
-from gpubench.record.rundir import partial
-from gpubench.show.figures import FIGURES, figures_for, plot_run
+from gpubench.show import markdown as md
+from gpubench.show import opening
+from gpubench.show.figures import FIGURES, draw_all, figure_files
 from gpubench.show.figures.decode import decode_rows, sweep_facts
 from gpubench.show.figures.energy import energy_rows, finding
-from gpubench.truth.peaks import SUSTAIN_S, UNIT_NAMES, WARM_S
+from gpubench.show.stage import commit, staging
+from gpubench.truth.peaks import UNIT_NAMES
 
 
 class _Percent(float):
@@ -33,6 +45,8 @@ class _Filler(string.Formatter):
         return _Percent(value) if isinstance(key, str) and key.endswith("_pct") and finite(value) else value
 
     def format_field(self, value, spec):
+        if isinstance(value, OutOfRange):
+            return OUT_OF_RANGE
         if value is None or (isinstance(value, float) and not math.isfinite(value)):
             return "n/a"
         if isinstance(value, _Percent):
@@ -53,10 +67,17 @@ def _is_metric(field: str) -> bool:
     return field in BY_COLUMN or field.endswith("_measured_pct")
 
 
+def _derived(field: str) -> bool:
+    """What the run computes (TFLOP/s, MBU, J per step), not what the GPU reported."""
+    return field in BY_COLUMN and not BY_COLUMN[field].sampled
+
+
 def context(row: dict, manifest: dict) -> dict:
     ctx = dict(row)
-    ctx.update(said=f"nvidia-smi said {fmt_value('gpu_util_pct', row.get('gpu_util_pct'))} busy",
-               sm_count=manifest.get("gpu", {}).get("sm_count", "?"),
+    util = row.get("gpu_util_pct")
+    ctx.update(said=f"nvidia-smi said {fmt_value('gpu_util_pct', util)} busy" if not isinstance(util, OutOfRange) else
+               "nvidia-smi's GPU-Util reading was out of range",
+               sm_count=manifest.get("gpu", {}).get("sm_count", math.nan),
                useful_gb=(row.get("bytes_per_call") or math.nan) / 1e9,
                traffic_gb=(row.get("traffic_per_call") if finite(row.get("traffic_per_call")) else math.nan) / 1e9,
                kernel_us=(row.get("kernel_ms") or math.nan) * 1e3,
@@ -65,7 +86,8 @@ def context(row: dict, manifest: dict) -> dict:
 
 
 def story(row: dict, manifest: dict) -> str:
-    """The family's sentences filled from the row; a sentence about a fact this row lacks is left out."""
+    """The family's sentences filled from the row; a sentence about a fact this row lacks is left out, and so is
+    one whose every computed number (tokens/s, MBU) is missing: it would say only n/a."""
     sentences = ((manifest.get("families") or {}).get(row.get("family")) or {}).get("story") or []
     ctx = context(row, manifest)
     out = []
@@ -73,85 +95,65 @@ def story(row: dict, manifest: dict) -> str:
         fields = [f for _, f, _, _ in string.Formatter().parse(sentence) if f]
         lacking = [f for f in fields if not _is_metric(f) and (ctx.get(f) in (None, "") or
                                                                (isinstance(ctx.get(f), float) and math.isnan(ctx[f])))]
-        if not lacking:
-            out.append(FILLER.vformat(sentence, (), _Facts(ctx)))
+        derived = [f for f in fields if _derived(f)]
+        if lacking or (derived and not any(finite(ctx.get(f)) or isinstance(ctx.get(f), OutOfRange) for f in derived)):
+            continue
+        try:
+            out.append(FILLER.vformat(sentence, (), _Facts(ctx)).replace(f"{OUT_OF_RANGE}%", OUT_OF_RANGE))
+        except (ValueError, TypeError):  # a fact of another kind than the sentence formats (text for a number)
+            continue
     return " ".join(out) or f"{ctx['said']}."
 
 
 def _kernel_ms(row) -> str:
     if not finite(row.get("kernel_ms")):
-        return "n/a"
-    return f"{row['kernel_ms']:.4g} ({row['kernel_ms_p10']:.4g}–{row['kernel_ms_p90']:.4g})"
-
-
-def _peaks_text(manifest) -> str:
-    peaks = manifest.get("peaks") or {}
-    meas, sheet, cond = peaks.get("measured") or {}, peaks.get("datasheet") or {}, peaks.get("conditions") or {}
-
-    def t(d, k, scale, pattern):
-        return fmt((d.get(k) or math.nan) / scale, pattern)
-
-    seen = cond.get("bf16_tensor") or {}
-    return (f"Peaks. Measured at the start, sustained (median over {SUSTAIN_S:g} s after {WARM_S:g} s of the same "
-            "work): "
-            f"device-to-device copy {t(meas, 'dram', 1e12, '{:.2f}')} TB/s (read + written), dense matmul "
-            f"bf16 {t(meas, 'bf16_tensor', 1e12, '{:.0f}')} and fp16 {t(meas, 'fp16_tensor', 1e12, '{:.0f}')} "
-            f"TFLOP/s (bf16 at {fmt(seen.get('sm_clock_mhz'), '{:.0f}')} MHz and "
-            f"{fmt(seen.get('power_w_energy'), '{:.0f}')} W). Datasheet: DRAM {t(sheet, 'dram', 1e12, '{:.2f}')} "
-            f"TB/s, bf16 {t(sheet, 'bf16_tensor', 1e12, '{:.0f}')} TFLOP/s, FP32 {t(sheet, 'fp32', 1e12, '{:.1f}')} "
-            f"TFLOP/s; host link {t(sheet, 'link', 1e9, '{:.0f}')} GB/s per direction. MFU, MBU and link share "
-            "divide by the datasheet; the `_measured_pct` columns of summary.csv divide by the measured peaks.")
-
-
-def _ranks_text(d: dict) -> str:
-    """Who ran where, in a run under torchrun."""
-    ranks = d.get("ranks") or []
-    nodes = sorted({r["node"] for r in ranks})
-    each = "; ".join(f"rank {r['rank']} on {r['node']}: GPU {r['gpu']['nvml_index']} ({r['gpu']['uuid']})"
-                     for r in ranks)
-    return (f"Run under torchrun: {d.get('world_size')} ranks on {len(nodes)} node(s), one GPU each ({each}). "
-            f"Each scenario ran on every rank at once; one process per node sampled that node's GPUs. "
-            f"Sample and window {d.get('clock', '')}.")
+        return fmt_value("kernel_ms", row.get("kernel_ms"))  # n/a, or out of range
+    lo, hi = (row.get(f"kernel_ms_p{q}") for q in (10, 90))
+    spread = f" ({fmt_value('kernel_ms', lo)}–{fmt_value('kernel_ms', hi)})" if finite(lo) and finite(hi) else ""
+    return fmt_value("kernel_ms", row["kernel_ms"]) + spread
 
 
 def blocks(manifest, summary, figures_present, figures_empty: dict | None = None) -> list[tuple]:
-    """The report as blocks; figures_empty names the figures that had nothing to draw, and why."""
-    gpu, versions = manifest.get("gpu", {}), manifest.get("versions", {})
-    out = [("h1", f"gpubench report: {gpu.get('name', 'unknown GPU')}")]
-    why = partial(manifest)
-    status = f"**a partial run**: it {why}, so it holds only what was recorded until then" if why else "completed"
-    out.append(("p", f"Run of {manifest.get('start_wall', '?')}, {status}. {gpu.get('sm_count', '?')} SMs, "
-                     f"{fmt((gpu.get('memory_mib') or math.nan) / 1024, '{:.0f}')} GiB, driver {gpu.get('driver', '?')}, "
-                     f"CUDA {gpu.get('cuda_driver', '?')}. " + ", ".join(f"{k} {v}" for k, v in versions.items() if v) + "."))
-    out.append(("p", _peaks_text(manifest)))
-    sources = manifest.get("sources", {})
-    out.append(("p", f"Metric sources used: {', '.join(sources.get('used', [])) or 'none'}. " + " ".join(
-        f"{name} not used: {why}." for name, why in sources.get("unavailable", {}).items())))
+    """The report as blocks; figures_empty names the figures that had nothing to draw, and why. A watched
+    job's report speaks of its phases and of the job; a suite run's of scenarios and kernels."""
+    job = opening.is_job(manifest)
+    out = [("h1", opening.title(manifest)), ("p", opening.run_line(manifest))]
+    out += [("p", line) for line in (opening.job_line(manifest), opening.peaks_line(manifest)) if line]
+    out.append(("p", opening.sources_line(manifest)))
     if manifest.get("distributed"):
-        out.append(("p", _ranks_text(manifest["distributed"])))
+        out.append(("p", opening.ranks_line(manifest["distributed"])))
     for w in manifest.get("warnings", []) + manifest.get("errors", []) + manifest.get("read_notes", []):
-        out.append(("p", f"Note: {w}"))
+        out.append(("p", f"Note: {md.text(w)}"))
+    trim = manifest.get("options", {}).get("trim_s", TRIM_S)
     out.append(("h2", "Summary"))
-    out.append(("p", f"Medians over each scenario's steady window (its first {manifest.get('options', {}).get('trim_s', TRIM_S)} s "
-                     "dropped); n/a where this run could not record the metric. GB/s counts useful bytes (each input "
-                     "read once, each output written once); the ground truth is MFU for arithmetic, MBU for "
-                     "memory-bound kernels and the link share for host-to-device copies."))
-    head = ["scenario"] + [BY_COLUMN[c].header for c in TABLE] + ["kernel ms (p10–p90)"]
-    rows = [[row_label(r)] + [fmt_value(c, r.get(c)) for c in TABLE] + [_kernel_ms(r)] for r in summary]
-    out.append(("table", head, rows) if rows else ("p", "No scenario was summarized in this run."))
-    out += _energy_blocks(summary)
-    out += _decode_blocks(summary, manifest)
+    if job:
+        out.append(("p", f"Medians over each phase's steady window (its first {trim} s dropped); n/a where this run "
+                         "could not record the metric. TFLOP/s and MFU count the FLOPs the job reported with its "
+                         "steps (gpubench.step); only MFU measures work done."))
+        columns, extra = WATCH_TABLE, []
+    else:
+        out.append(("p", f"Medians over each scenario's steady window (its first {trim} s dropped); n/a where this "
+                         "run could not record the metric. GB/s counts useful bytes (each input read once, each output "
+                         "written once); the ground truth is MFU for arithmetic, MBU for memory-bound kernels and the "
+                         "link share for host-to-device copies."))
+        columns, extra = TABLE, ["kernel ms (p10–p90)"]
+    head = ["phase" if job else "scenario"] + [BY_COLUMN[c].header for c in columns] + extra
+    rows = [[label(r)] + [fmt_value(c, r.get(c)) for c in columns] + ([] if job else [_kernel_ms(r)]) for r in summary]
+    out.append(("table", head, rows) if rows else ("p", f"No {'phase' if job else 'scenario'} was summarized in this run."))
+    out += _energy_blocks(summary, job)
+    if not job:
+        out += _decode_blocks(summary, manifest)
     out.append(("h2", "Figures"))
     for figure in FIGURES:
         if figure.name in figures_present:
-            out.append(("img", f"figures/{figure.name}.png", figure.caption))
+            out.append(("img", f"figures/{figure.name}.png", (job and figure.job_caption) or figure.caption))
     for why in sorted(set((figures_empty or {}).values())):
         names = ", ".join(n for n, w in figures_empty.items() if w == why)
         out.append(("p", f"Not drawn for this run ({why}): {names}."))
-    out.append(("h2", "Scenario by scenario"))
+    out.append(("h2", "Phase by phase" if job else "Scenario by scenario"))
     for r in summary:
-        out.append(("h3", row_label(r)))
-        out.append(("p", story(r, manifest)))
+        out.append(("h3", label(r)))
+        out.append(("p", md.text(story(r, manifest))))
     out.append(("h2", "The metrics, and where to find them in DCGM"))
     out.append(("p", f"GPU-Util (DCGM field 203) is the {GPU_UTIL_MEANING}. Add SM active (1002) and SM occupancy "
                      "(1003) to see how much of the chip is in use, tensor active (1004) to see matrix work, and DRAM "
@@ -163,21 +165,43 @@ def blocks(manifest, summary, figures_present, figures_empty: dict | None = None
     return out
 
 
+def label(row: dict) -> str:
+    """A summary row's name (its scenario or phase, and rank), escaped for report.md."""
+    return md.text(row_label(row))
+
+
 ENERGY = ("gpu_util_pct", "power_w_energy", "j_per_call", "gb_per_j", "tflop_per_kj", "tokens_per_j")
+JOB_ENERGY = ("gpu_util_pct", "power_w_energy", "j_per_step", "tflop_per_kj", "tokens_per_j")
 
 
-def _energy_blocks(summary) -> list[tuple]:
-    """Power in the ladder: what each kernel drew, and the useful work each joule bought."""
+def _energy_blocks(summary, job: bool = False) -> list[tuple]:
+    """Power in the ladder: what each kernel (or phase of the job) drew, and the useful work each joule bought."""
     rows = energy_rows(summary)
     if not rows:
         return []
-    return [("h2", "Energy"),
-            ("p", f"{finding(rows, summary)}. Power is the energy counter's rise over each steady window divided "
-                  "by its length; a call's energy is that power times its GPU time (the calls run back to back). "
-                  "Useful work per joule counts the ground truth's work: useful bytes where MBU judges, FLOPs "
-                  "where MFU does."),
-            ("table", ["scenario"] + [BY_COLUMN[c].header for c in ENERGY],
-             [[row_label(r)] + [fmt_value(c, r.get(c)) for c in ENERGY] for r in rows])]
+    if job:
+        text = (f"{_job_energy(rows)}. Power is the energy counter's rise over each phase's steady window divided "
+                "by its length; a step's energy is that power times the time of a step. Work per joule counts the "
+                "FLOPs and tokens the job reported with its steps.")
+    else:
+        text = (f"{md.text(finding(rows, summary))}. Power is the energy counter's rise over each steady window "
+                "divided by its length; a call's energy is that power times its GPU time (the calls run back to "
+                "back). Useful work per joule counts the ground truth's work: useful bytes where MBU judges, FLOPs "
+                "where MFU does.")
+    columns = JOB_ENERGY if job else ENERGY
+    return [("h2", "Energy"), ("p", text),
+            ("table", ["phase" if job else "scenario"] + [BY_COLUMN[c].header for c in columns],
+             [[label(r)] + [fmt_value(c, r.get(c)) for c in columns] for r in rows])]
+
+
+def _job_energy(rows) -> str:
+    """What each phase drew at the GPU-Util it read, and the FLOPs each kilojoule bought where the job
+    reported them."""
+    said = [f"{label(r)} drew {fmt_value('power_w_energy', r['power_w_energy'])} at "
+            f"{fmt_value('gpu_util_pct', r.get('gpu_util_pct'))} GPU-Util" +
+            (f" and did {fmt_value('tflop_per_kj', r['tflop_per_kj'])} TFLOP per kJ" if finite(r.get("tflop_per_kj"))
+             else "") for r in rows]
+    return "; ".join(said)[:1].upper() + "; ".join(said)[1:]
 
 
 def _decode_blocks(summary, manifest) -> list[tuple]:
@@ -189,7 +213,7 @@ def _decode_blocks(summary, manifest) -> list[tuple]:
     rows, peaks = by[impl], manifest.get("peaks") or {}
     f = sweep_facts(rows, peaks)
     first, last = rows[0], rows[-1]
-    text = [f"The {impl} decode steps from batch {f['b0']:.0f} to {f['b1']:.0f} read the same weights once a step: "
+    text = [f"The {md.text(impl)} decode steps from batch {f['b0']:.0f} to {f['b1']:.0f} read the same weights once a step: "
             f"tokens/s rose {f['tokens_x']:.0f}x ({first['tokens_per_s']:,.0f} to {last['tokens_per_s']:,.0f}) "
             f"while the step time rose {f['time_x']:.1f}x ({first['kernel_ms'] * 1e3:.0f} to "
             f"{last['kernel_ms'] * 1e3:.0f} µs)"]
@@ -227,12 +251,6 @@ def to_markdown(bl) -> str:
     return "\n".join(lines)
 
 
-def _inline(text: str) -> str:
-    """Escape for HTML, with `code` spans as <code> and **strong** as <strong>, as Markdown shows them."""
-    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
-    return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", text)
-
-
 NUMBER = re.compile(r"n/a|[<\d][\d.,e+\-–()% ]*")
 
 
@@ -241,7 +259,7 @@ def _table(head, rows) -> str:
     numeric = [bool(rows) and all(NUMBER.fullmatch(str(r[i])) for r in rows) for i in range(len(head))]
 
     def cell(tag, i, text):
-        return f"<{tag}{' class=num' if numeric[i] else ''}>{_inline(str(text))}</{tag}>"
+        return f"<{tag}{' class=num' if numeric[i] else ''}>{md.inline(str(text))}</{tag}>"
 
     body = "".join("<tr>" + "".join(cell("td", i, c) for i, c in enumerate(row)) + "</tr>" for row in rows)
     return "<table><tr>" + "".join(cell("th", i, h) for i, h in enumerate(head)) + f"</tr>{body}</table>"
@@ -258,9 +276,9 @@ def to_html(bl, figures_dir: Path) -> str:
     for b in bl:
         kind = b[0]
         if kind in ("h1", "h2", "h3"):
-            parts.append(f"<{kind}>{_inline(b[1])}</{kind}>")
+            parts.append(f"<{kind}>{md.inline(b[1])}</{kind}>")
         elif kind == "p":
-            parts.append(f"<p>{_inline(b[1])}</p>")
+            parts.append(f"<p>{md.inline(b[1])}</p>")
         elif kind == "img":
             data = base64.b64encode((figures_dir / Path(b[1]).name).read_bytes()).decode()
             parts.append(f"<figure><img alt='{html.escape(b[2])}' src='data:image/png;base64,{data}'>"
@@ -271,25 +289,23 @@ def to_html(bl, figures_dir: Path) -> str:
     return "\n".join(parts)
 
 
+def report_files(manifest: dict) -> list[str]:
+    """The files write_report writes for this run, relative to its folder."""
+    return ["report.md", "report.html"] + [f"figures/{name}" for name in figure_files(manifest)]
+
+
 def write_report(run_dir, manifest, samples, summary, out_dir=None) -> list[Path]:
     """report.md and report.html into out_dir (default the run directory), the figures drawn anew beside them
-    (an unchanged run gives the same bytes); a figure with nothing to draw is named, not shown."""
+    (an unchanged run gives the same bytes); a figure with nothing to draw is named, not shown. Everything is
+    written into a stage folder first and moved into place only when all of it was written."""
     out = Path(out_dir) if out_dir is not None else Path(run_dir)
-    figures_dir = out / "figures"
-    notes: dict = {}
-    plot_run(run_dir, manifest, samples, summary, figures_dir, notes=notes)  # the figures shown match the data
-    empty = {name: n["empty"] for name, n in notes.items() if isinstance(n, dict) and n.get("empty")}
-    present = {f.name for f in figures_for(manifest) if (figures_dir / f"{f.name}.png").is_file()} - set(empty)
-    bl = blocks(manifest, summary, present, empty)
-    md, page = out / "report.md", out / "report.html"
-    staged = []
-    try:  # both written in full before either replaces the old one
-        for path, text in ((md, to_markdown(bl)), (page, to_html(bl, figures_dir))):
-            staged.append((path.with_name(f".{path.name}.tmp"), path))
-            staged[-1][0].write_text(text)
-        for tmp, path in staged:
-            tmp.replace(path)
-    finally:
-        for tmp, _ in staged:
-            tmp.unlink(missing_ok=True)
-    return [md, page]
+    with staging(out) as stage:
+        notes: dict = {}
+        drawn = draw_all(manifest, samples, summary, stage / "figures", notes)  # the figures shown match the data
+        empty = {name: n["empty"] for name, n in notes.items() if isinstance(n, dict) and n.get("empty")}
+        present = {p.stem for p in drawn} - set(empty)
+        bl = blocks(manifest, summary, present, empty)
+        (stage / "report.md").write_text(to_markdown(bl))
+        (stage / "report.html").write_text(to_html(bl, stage / "figures"))
+        moved = commit(stage, out, [f"figures/{p.name}" for p in drawn] + ["report.md", "report.html"])
+    return moved[-2:]

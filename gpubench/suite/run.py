@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from gpubench.record.preflight import check_out, need_cuda_torch, require_gpu
-from gpubench.usage import UsageError
+from gpubench.usage import UsageError, interrupted_code
 
 
 def chosen(args, distributed: bool) -> list:
@@ -71,9 +71,9 @@ def run(args) -> int:
     reporter = ConsoleReporter()
     try:
         run_dir, summary = run_suite(opts, backend, reporter)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
         reporter.console.print(f"interrupted: what was recorded is in {out} (manifest says incomplete)")
-        return 130
+        return interrupted_code(err)
     print_table(summary, f"{gpu.name} — medians over each scenario's steady window")
     print(f"run directory: {run_dir}\nnext: gpubench plot {run_dir} && gpubench report {run_dir}")
     return 0

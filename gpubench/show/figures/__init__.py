@@ -7,23 +7,34 @@ record as unavailable instead of drawing it as 0. Legends sit outside the data, 
 axes, value labels at VALUE_PT or more, and every percentage is written by metrics.pct. Which row is a
 baseline, and which ground truth a kernel has (MFU, MBU, link), comes from the summary's own columns: no
 scenario name is written here. Each draw function returns the numbers it annotated, so tests can hold
-them against summary.csv. plot_run draws every figure into a hidden folder and moves them into place
-only when all succeeded; files carry no date and no library version, so re-plotting an unchanged run
-changes no byte.
+them against summary.csv. plot_run draws every figure into a stage folder (gpubench.show.stage) and
+moves them into place only when all succeeded; files carry no date and no library version, so
+re-plotting an unchanged run changes no byte.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import matplotlib
+from gpubench.show.stage import commit, staging
 
-matplotlib.use("Agg")  # before any figure module imports pyplot: no display is ever needed
+
+def _agg():
+    """matplotlib, drawing with Agg whatever MPLBACKEND says: gpubench never opens a window, and matplotlib
+    refuses to import at all where MPLBACKEND names a backend it does not know."""
+    saved = os.environ.pop("MPLBACKEND", None)
+    try:
+        import matplotlib
+    finally:
+        if saved is not None:
+            os.environ["MPLBACKEND"] = saved
+    matplotlib.use("Agg")  # before any figure module imports pyplot: no display is ever needed
+
+
+_agg()
 
 from . import compare, decode, energy, headline, ladder, ranks, roofline, timeline  # noqa: E402
 
@@ -53,12 +64,16 @@ class Figure:
     caption: str
     draw: Callable
     drawn_for: Callable[[dict], bool] = every_run  # the kinds of run this figure says something about
+    job_caption: str = ""  # the caption in a watched job's report, for a figure drawn for one
 
 
 FIGURES = (
-    Figure("headline", "What nvidia-smi said, against the work done", headline.draw),
-    Figure("ladder", "Which metric each kernel fools", ladder.draw),
-    Figure("timeline", "The whole run over time", timeline.draw),
+    Figure("headline", "What nvidia-smi said, against the work done", headline.draw,
+           job_caption="What nvidia-smi said in each phase of the job, against the work done (MFU)"),
+    Figure("ladder", "Which metric each kernel fools", ladder.draw,
+           job_caption="The metric ladder of each phase of the job, beside the work done"),
+    Figure("timeline", "The whole run over time", timeline.draw,
+           job_caption="The job over time: GPU-Util beside SM activity, the pipes and each phase's TFLOP/s"),
     Figure("roofline", "Each kernel against this GPU's roofs", roofline.draw, suite_run),
     Figure("compare", "Implementations against their baselines", compare.draw, suite_run),
     Figure("energy", "GPU-Util against the useful work each joule bought", energy.draw, suite_run),
@@ -74,34 +89,31 @@ def figures_for(manifest: dict) -> list[Figure]:
     return [f for f in FIGURES if f.drawn_for(manifest)]
 
 
-def plot_run(run_dir, manifest, samples, summary, out_dir=None, notes: dict | None = None) -> list[Path]:
-    """Every figure this kind of run gets (figures_for) into out_dir (default RUN_DIR/figures); notes, where given, receives
-    what each figure's draw returned, by figure name.
+def figure_files(manifest: dict) -> list[str]:
+    """The files plot_run writes for this run, each figure as PNG and SVG."""
+    return [f"{f.name}.{ext}" for f in figures_for(manifest) for ext in ("png", "svg")]
 
-    All are drawn into a hidden folder first and moved into place only when every one succeeded, so a
+
+def draw_all(manifest, samples, summary, out_dir: Path, notes: dict | None = None) -> list[Path]:
+    """Every figure this kind of run gets (figures_for) into out_dir, as it is drawn; notes, where given,
+    receives what each figure's draw returned, by figure name."""
+    Path(out_dir).mkdir(exist_ok=True)
+    drawn = []
+    for figure in figures_for(manifest):
+        files, marks = figure.draw(summary, samples, manifest, Path(out_dir))
+        drawn += files
+        if notes is not None:
+            notes[figure.name] = marks
+    return drawn
+
+
+def plot_run(run_dir, manifest, samples, summary, out_dir=None, notes: dict | None = None) -> list[Path]:
+    """Every figure this kind of run gets into out_dir (default RUN_DIR/figures); notes as draw_all's.
+
+    All are drawn into a stage folder first and moved into place only when every one succeeded, so a
     failure leaves out_dir as it was. OSError (a read-only or full disk) reaches the caller.
     """
     out = Path(out_dir) if out_dir is not None else Path(run_dir) / "figures"
-    made = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
-    stage = None
-    try:
-        stage = Path(tempfile.mkdtemp(prefix=".gpubench-", dir=out))
-        drawn = []
-        for figure in figures_for(manifest):
-            files, marks = figure.draw(summary, samples, manifest, stage)
-            drawn += files
-            if notes is not None:
-                notes[figure.name] = marks
-        paths = []
-        for f in drawn:
-            os.replace(f, out / f.name)
-            paths.append(out / f.name)
-        return paths
-    except BaseException:
-        if made:
-            shutil.rmtree(out, ignore_errors=True)
-        raise
-    finally:
-        if stage is not None:
-            shutil.rmtree(stage, ignore_errors=True)
+    with staging(out) as stage:
+        drawn = draw_all(manifest, samples, summary, stage, notes)
+        return commit(stage, out, [f.name for f in drawn])

@@ -33,10 +33,22 @@ def title(manifest, figure: str, suite_title: str) -> str:
 
 
 NO_SUMMARY = "no summary: the run stopped before it wrote summary.csv"
+# After a line's label, where the samples file held values no GPU reads (below 0, above 100%): not drawn,
+# rather than drawn as the edge of the axis (gpubench.record.schema).
+LEFT_OUT = "\n(values out of range left out)"
 PNG_DPI = 130
 VALUE_PT = 9  # value labels: readable where the README shows a figure about 900 pixels wide
 # Fixed metadata: no date, no library version, so re-plotting an unchanged run changes no byte.
 METADATA = {"png": {"Software": "gpubench"}, "svg": {"Date": None, "Creator": "gpubench"}}
+
+
+LABEL_MAX = 40  # characters of a row's or a phase's name on a figure: a job may name a phase at length
+
+
+def short(name: str) -> str:
+    """A name as a figure writes it: cut to LABEL_MAX characters, the cut marked."""
+    name = str(name)
+    return name if len(name) <= LABEL_MAX else name[:LABEL_MAX - 1] + "…"
 
 
 def stamp(fig, manifest):

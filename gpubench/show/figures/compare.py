@@ -6,7 +6,7 @@ import math
 
 import matplotlib.pyplot as plt
 
-from gpubench.metrics import finite, fmt_value, pct
+from gpubench.metrics import finite, fmt, fmt_value, pct
 from gpubench.read.summary import row_label
 
 from .common import VALUE_PT, C, empty, save, stamp
@@ -74,7 +74,7 @@ def _compare_row(axrow, rows, baselines, notes, measured):
         known = [v for v in vals if finite(v)]
         bars = ax.bar(range(len(rows)), [v if finite(v) else 0 for v in vals], color=colors)
         for b, v, r in zip(bars, vals, rows):
-            text = (form(v) if callable(form) else form.format(v)) if finite(v) else "n/a"
+            text = (form(v) if callable(form) else form.format(v)) if finite(v) else fmt(v, "{}")  # n/a, out of range
             if known:
                 ax.text(b.get_x() + b.get_width() / 2, b.get_height(), text, ha="center", va="bottom",
                         fontsize=VALUE_PT)

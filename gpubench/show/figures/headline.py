@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 from gpubench.metrics import finite, pct
 from gpubench.read.summary import row_label
 
-from .common import VALUE_PT, C, empty, kernel_rows, save, stamp, title, work_fraction
+from .common import VALUE_PT, C, empty, kernel_rows, save, short, stamp, title, work_fraction
 
 HEADLINE = [("gpu_util_pct", "nvidia-smi GPU util"), ("sm_active_pct", "SM active"),
             ("tensor_active_pct", "tensor active"), ("work", "work done (MFU, MBU or link share of peak)")]
@@ -26,13 +26,13 @@ def draw(summary, samples, manifest, out_dir):
             y = i + (j - (k - 1) / 2) * h
             name, v = work_fraction(row) if col == "work" else ("", row.get(col))
             if not finite(v):
-                ax.text(1, y, "n/a", va="center", fontsize=VALUE_PT - 1, color="#777", style="italic")
+                ax.text(1, y, pct(v), va="center", fontsize=VALUE_PT - 1, color="#777", style="italic")  # n/a, out of range
                 continue
             ax.barh(y, min(v, xmax), height=h, color=C[col], label=label)
             if col in ("gpu_util_pct", "work"):
                 _bar_label(ax, v, y, f"{name} {pct(v)}".strip(), xmax)
                 notes.setdefault(row_label(row), {})["work" if col == "work" else col] = v
-    ax.set_yticks(range(n), [row_label(r) for r in rows])
+    ax.set_yticks(range(n), [short(row_label(r)) for r in rows])
     ax.invert_yaxis()
     ax.set_xlim(0, xmax)
     ax.set_xlabel("percent (util and activity: share of time; MFU, MBU, link: share of the datasheet peak)")

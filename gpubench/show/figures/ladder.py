@@ -8,7 +8,7 @@ from gpubench import metrics
 from gpubench.metrics import BY_COLUMN, finite, pct
 from gpubench.read.summary import row_label
 
-from .common import VALUE_PT, empty, kernel_rows, save, stamp, title, work_fraction
+from .common import VALUE_PT, empty, kernel_rows, save, short, stamp, title, work_fraction
 
 # the ladder's sampled rungs (metrics.LADDER) under two-line headers, then the ground truth
 LADDER = [(BY_COLUMN[c].header.replace(" ", "\n", 1), c) for c in metrics.LADDER] + [("work done\n(ground truth)", None)]
@@ -32,13 +32,14 @@ def draw(summary, samples, manifest, out_dir):
                         fontsize=VALUE_PT, color="white" if v > 60 else "black")
             else:
                 ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor="#eee", hatch="//", edgecolor="#ccc"))
-                ax.text(j + 0.5, i + 0.5, "n/a", ha="center", va="center", fontsize=VALUE_PT, color="#777")
+                # n/a, or out of range
+                ax.text(j + 0.5, i + 0.5, pct(v), ha="center", va="center", fontsize=VALUE_PT, color="#777")
             notes.setdefault(row_label(r), {})[col or "work"] = v
     ax.set_xlim(0, len(LADDER))
     ax.set_ylim(len(rows), 0)
     ax.set_xticks([j + 0.5 for j in range(len(LADDER))], [h for h, _ in LADDER], fontsize=9)
     ax.xaxis.tick_top()
-    ax.set_yticks([i + 0.5 for i in range(len(rows))], [row_label(r) for r in rows], fontsize=9)
+    ax.set_yticks([i + 0.5 for i in range(len(rows))], [short(row_label(r)) for r in rows], fontsize=9)
     ax.axvline(len(LADDER) - 1, color="black", lw=2)
     ax.set_title(title(manifest, "ladder",
                        "Each rung of the ladder is fooled by some kernel; only the last column measures work done"),

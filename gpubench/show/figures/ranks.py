@@ -13,7 +13,7 @@ import numpy as np
 from gpubench.metrics import finite, fmt, pct
 from gpubench.read.samples import as_samples
 
-from .common import PNG_DPI, empty, envelope, save, stamp
+from .common import LEFT_OUT, PNG_DPI, empty, envelope, save, stamp
 
 MAX_RANKS = 8  # panels; a larger job shows its first ranks and says so
 TITLE = "Ranks of a torchrun job: who waits, and who is late"
@@ -48,7 +48,7 @@ def draw(summary, samples, manifest, out_dir):
         ax = fig.add_subplot(grid[k, :], sharex=axes[0] if axes else None)
         mine = samples.of("rank", rank)
         ends = mine.col("t_end_s")
-        _rank_panel(ax, rank, mine.take((t0 <= ends) & (ends <= t1)), t0, top)
+        _rank_panel(ax, rank, mine.take((t0 <= ends) & (ends <= t1)), t0, top, manifest.get("left_out", set()))
         for r in rows:
             if r["rank"] == rank:
                 ax.axvspan(r["t_start"] - t0, r["t_end"] - t0, color="#000", alpha=0.06, lw=0)
@@ -68,18 +68,20 @@ def draw(summary, samples, manifest, out_dir):
     return save(fig, out_dir, "ranks"), notes
 
 
-def _rank_panel(ax, rank, samples, t0, top):
+def _rank_panel(ax, rank, samples, t0, top, left_out=()):
     t = samples.col("t_end_s") - t0
     for col, color, label in (("gpu_util_pct", "#d62728", "GPU-Util"), ("sm_active_pct", "#ff7f0e", "SM active")):
         ys = samples.col(col)
         if np.isfinite(ys).any():
-            ax.plot(*envelope(t, ys, BINS), color=color, lw=1.1, label=f"{label}, %")
+            said = LEFT_OUT if col in left_out else ""
+            ax.plot(*envelope(t, ys, BINS), color=color, lw=1.1, label=f"{label}, %{said}")
         else:
             ax.plot([], [], color=color, ls=":", label=f"{label}: unavailable in this run")
     ax.set_ylim(-3, 108)
     ax.set_ylabel(f"rank {rank}\npercent", fontsize=8)
     power = ax.twinx()
-    power.plot(*envelope(t, samples.col("power_w"), BINS), color=POWER, lw=1, ls="--", label="power, W")
+    power.plot(*envelope(t, samples.col("power_w"), BINS), color=POWER, lw=1, ls="--",
+               label="power, W" + (LEFT_OUT if "power_w" in left_out else ""))
     power.set_ylim(0, top)
     power.set_ylabel("W", fontsize=8, color=POWER)
     handles = ax.get_legend_handles_labels()[0] + power.get_legend_handles_labels()[0]

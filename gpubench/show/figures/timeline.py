@@ -13,7 +13,7 @@ import numpy as np
 from gpubench.metrics import BY_COLUMN, finite
 from gpubench.read.samples import as_samples
 
-from .common import PNG_DPI, C, empty, envelope, save, stamp, title
+from .common import LEFT_OUT, PNG_DPI, C, empty, envelope, save, short, stamp, title
 
 PANELS = [("utilization, %", ["gpu_util_pct", "smi_gpu_util_pct"]), ("SM, %", ["sm_active_pct", "sm_occupancy_pct"]),
           ("pipes and DRAM, %", ["tensor_active_pct", "fp32_active_pct", "dram_active_pct"])]
@@ -61,6 +61,7 @@ def draw(summary, samples, manifest, out_dir):
         for col in cols:
             ys = rows.col(col)
             label = LINE_LABELS.get(col, BY_COLUMN[col].label)
+            label += LEFT_OUT if col in manifest.get("left_out", ()) else ""
             if np.isfinite(ys).any():
                 wide = col.startswith("smi_")
                 ax.plot(*envelope(t, ys, BINS), color=C[col], lw=4.5 if wide else 1.2, alpha=0.6 if wide else 1,
@@ -115,7 +116,7 @@ def label_layout(named, t0: float, span_s: float, width_in: float):
         used: list[list[tuple[float, float]]] = [[] for _ in range(lines)]
         placed = []
         for phase, a, b in order:
-            label = PHASE_LABELS.get(phase, phase)
+            label = short(PHASE_LABELS.get(phase, phase))
             half = size(label) * per_in / 2
             if (phase, a, b) not in first and 2 * half > b - a:
                 continue  # a phase named once already is named again only inside a span wide enough
@@ -125,7 +126,7 @@ def label_layout(named, t0: float, span_s: float, width_in: float):
             if line is not None:
                 used[line].append((x - half, x + half))
                 placed.append((a, label, x, line))
-        if {p[1] for p in placed} == {PHASE_LABELS.get(s[0], s[0]) for s in named} or way == "upright":
+        if {p[1] for p in placed} == {short(PHASE_LABELS.get(s[0], s[0])) for s in named} or way == "upright":
             break
     rows = 1 + max((p[3] for p in placed), default=0)
     band = (0.1 + rows * LABEL_PT * 1.6 / 72 if way == "across" else
