@@ -45,7 +45,8 @@ STORY = [
     "{step_ms_p90:.4g} ms), stamped on the {step_clock} timeline.",
     "{flops_per_step:.3g} FLOPs per step: {tflops:.3g} TFLOP/s, MFU {mfu_pct:.2g}% of the {dtype} datasheet "
     "peak ({flop_convention}), HFU {hfu_pct:.2g}%.",
-    "{tokens_per_s:.4g} tokens/s, MBU {mbu_pct:.2g}% of the datasheet DRAM bandwidth.",
+    "{tokens_per_s:.4g} tokens/s.",
+    "{gbps:.4g} GB/s of the bytes the steps must move: MBU {mbu_pct:.2g}% of the datasheet DRAM bandwidth.",
     "It used {energy_used_j:.4g} J at {power_w_energy:.0f} W: {j_per_step:.3g} J per step.",
     "Verdict: {verdict}",
 ]
