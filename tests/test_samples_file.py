@@ -210,3 +210,21 @@ def test_a_table_written_whole_is_cut_into_the_batches_a_recording_writes(tmp_pa
     names, sizes, torn = arrowfile.scan(tmp_path / "samples.arrows")
     assert sum(sizes) == len(data) and not torn and max(sizes) <= 8 * 601 and len(sizes) == 3
     assert isinstance(read_samples(tmp_path / "samples.arrows"), Samples)
+
+
+COPIED = sorted(p.parent for p in (Path(__file__).resolve().parents[1] / "results").glob("*/samples.arrows")
+                if (p.parent / "samples.csv").is_file())
+
+
+@pytest.mark.parametrize("run", COPIED, ids=lambda p: p.name)
+def test_a_committed_plain_text_copy_holds_the_rows_of_its_samples_file(run):
+    """scripts/samples_csv.py's copy beside samples.arrows: every row, every column, the same values (times
+    to the CSV's 0.1 ms, numbers to its ten digits)."""
+    arrows, text = read_samples(run / "samples.arrows"), read_samples(run / "samples.csv")
+    assert len(arrows) == len(text) > 0
+    for name in arrows.names:
+        a, t = arrows.col(name), text.col(name)
+        if a.dtype == object:
+            assert list(a) == list(t), name
+        else:
+            assert np.allclose(a, t, rtol=1e-9, atol=1e-4, equal_nan=True), name
