@@ -21,7 +21,7 @@ def main(runs: list[str]) -> int:
             print(f"{run}: no {rundir.SAMPLES_FILE}, left alone")
             continue
         manifest, samples, _ = load_run(run)
-        keys = rundir.RANKED_SAMPLE_KEYS if samples.has("rank") else rundir.SAMPLE_KEYS
+        keys = rundir.keys_of(samples)
         sink = CsvSink(run / rundir.CSV_SAMPLES, manifest["columns"], keys)
         try:
             for row in samples:

@@ -185,7 +185,7 @@ def test_a_committed_watch_run_summarizes_alike_from_samples_csv_and_samples_arr
     copy = tmp_path / run.name
     shutil.copytree(run, copy, ignore=shutil.ignore_patterns("samples.csv", "figures", "report.*"))
     manifest, samples, _ = load_run(run)
-    keys = rundir.RANKED_SAMPLE_KEYS if samples.has("rank") else rundir.SAMPLE_KEYS
+    keys = rundir.keys_of(samples)
     rundir.write_samples(copy / "samples.arrows", samples, manifest["columns"], keys)
     from_csv, from_arrows = resummarize(run).summary, resummarize(copy).summary
     assert [r["scenario"] for r in from_csv] == [r["scenario"] for r in from_arrows]

@@ -25,6 +25,13 @@ from gpubench.record import schema
 SAMPLE_KEYS = ("t_start_s", "t_end_s", "t_wall", "gpu", "uuid", "phase")
 # Runs under torchrun: the rank using each GPU (empty for a GPU that --all-gpus samples but no rank uses).
 RANKED_SAMPLE_KEYS = SAMPLE_KEYS[:4] + ("rank",) + SAMPLE_KEYS[4:]
+
+
+def keys_of(samples) -> tuple[str, ...]:
+    """The leading columns a samples table is written with: the ranked ones where it has a rank column."""
+    return RANKED_SAMPLE_KEYS if samples.has("rank") else SAMPLE_KEYS
+
+
 TIME_KEYS = frozenset({"t_start_s", "t_end_s", "t_wall", "t_start", "t_end"})
 FLOAT_KEYS = frozenset(COLUMNS) | {"t_start_s", "t_end_s", "t_wall"}
 INT_KEYS = frozenset({"gpu", "rank"})
