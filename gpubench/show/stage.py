@@ -24,8 +24,8 @@ HELD = {signal.SIGINT, signal.SIGTERM}
 
 
 def alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return False  # a stage of this process's own earlier call, which ended: this process writes one at a time
+    if pid <= 0 or pid == os.getpid():  # 0 would ask after this process's group; this process writes one at a time
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

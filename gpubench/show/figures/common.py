@@ -45,17 +45,22 @@ METADATA = {"png": {"Software": "gpubench"}, "svg": {"Date": None, "Creator": "g
 LABEL_MAX = 40  # characters of a row's or a phase's name on a figure: a job may name a phase at length
 
 
+def printable(text) -> str:
+    """text with what no font draws (a NUL, a newline from a damaged file) as spaces."""
+    return "".join(c if c.isprintable() else " " for c in str(text))
+
+
 def short(name: str) -> str:
-    """A name as a figure writes it: cut to LABEL_MAX characters, the cut marked."""
-    name = str(name)
+    """A name as a figure writes it: printable, cut to LABEL_MAX characters, the cut marked."""
+    name = printable(name)
     return name if len(name) <= LABEL_MAX else name[:LABEL_MAX - 1] + "…"
 
 
 def stamp(fig, manifest):
-    gpu = manifest.get("gpu", {}).get("name", "unknown GPU")
+    gpu = manifest.get("gpu", {}).get("name") or "unknown GPU"
     date = (manifest.get("start_wall") or "")[:10]
     why = partial(manifest)
-    text = f"{gpu} · {date} · gpubench" + (f" · PARTIAL RUN: it {why}" if why else "")
+    text = printable(f"{gpu} · {date} · gpubench" + (f" · PARTIAL RUN: it {why}" if why else ""))
     # below everything drawn so far, axis labels and legends included, right-aligned with it: it can overlap none
     box = fig.get_tightbbox(fig.canvas.get_renderer())
     width, height = fig.get_size_inches()

@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 from gpubench.metrics import finite, fmt, fmt_value, pct
 from gpubench.read.summary import row_label
 
-from .common import VALUE_PT, C, empty, save, stamp
+from .common import VALUE_PT, C, empty, save, short, stamp
 
 # The panels of a group, by the bound of its rows: (title, column, scale, format of one value).
 # Bytes over the host link are never drawn on a DRAM axis.
@@ -88,6 +88,6 @@ def _compare_row(axrow, rows, baselines, notes, measured):
             ax.set_yticks([])
             ax.text(0.5, 0.6, "not known for these\nimplementations", transform=ax.transAxes, ha="center",
                     fontsize=VALUE_PT, color="#777")
-        ax.set_xticks(range(len(rows)), [row_label(r) for r in rows], rotation=25, ha="right", fontsize=8.5)
+        ax.set_xticks(range(len(rows)), [short(row_label(r)) for r in rows], rotation=25, ha="right", fontsize=8.5)
         ax.set_title(title, fontsize=10)
     axrow[0].set_ylabel(f"{rows[0]['family']}\n(red: baseline)", fontsize=10)

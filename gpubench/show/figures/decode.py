@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 from gpubench.metrics import BY_COLUMN, finite, pct
 from gpubench.read.summary import batch_at, ridge_flop_per_byte, row_label
 
-from .common import VALUE_PT, C, empty, save, stamp
+from .common import VALUE_PT, C, empty, save, short, stamp
 
 TITLE = "LLM decode: tokens/s and step time against batch size"
 LINES = {"triton": ("-", "o"), "torch": ("--", "s"), "cupy": (":", "^")}
@@ -61,8 +61,8 @@ def draw(summary, samples, manifest, out_dir):
     for impl, rows in by.items():
         style, marker = LINES.get(impl, ("-.", "D"))
         xs = [r["tokens_per_call"] for r in rows]
-        ax_tok.plot(xs, [r["tokens_per_s"] for r in rows], style, marker=marker, color=C["decode"], label=impl)
-        ax_ms.plot(xs, [r["kernel_ms"] * 1e3 for r in rows], style, marker=marker, color=C["decode"], label=impl)
+        ax_tok.plot(xs, [r["tokens_per_s"] for r in rows], style, marker=marker, color=C["decode"], label=short(impl))
+        ax_ms.plot(xs, [r["kernel_ms"] * 1e3 for r in rows], style, marker=marker, color=C["decode"], label=short(impl))
         for r in rows:
             notes[row_label(r)] = {c: r.get(c) for c in ("tokens_per_call", "tokens_per_s", "kernel_ms") + PERCENT}
     first = sweep[0]

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 from gpubench.metrics import finite, fmt_value, pct
 from gpubench.read.summary import joules, row_label
 
-from .common import VALUE_PT, C, empty, kernel_rows, save, stamp
+from .common import VALUE_PT, C, empty, kernel_rows, save, short, stamp
 
 TITLE = "GPU-Util against the useful work each joule bought"
 # (column, axis title, bar colour, format of one value): bytes for the kernels MBU judges, FLOPs for MFU's
@@ -46,7 +46,7 @@ def draw(summary, samples, manifest, out_dir):
                     ha="right" if inside else "left", fontsize=VALUE_PT, color="white" if inside else "#222")
             notes.setdefault(row_label(r), {}).update({col: r[col], "gpu_util_pct": r.get("gpu_util_pct"),
                                                        "power_w_energy": r["power_w_energy"]})
-        ax.set_yticks(range(len(rs)), [row_label(r) for r in rs], fontsize=9)
+        ax.set_yticks(range(len(rs)), [short(row_label(r)) for r in rs], fontsize=9)
         ax.invert_yaxis()
         ax.set_xlim(0, top * 1.02)
         ax.set_title(head, fontsize=9.5, loc="left")

@@ -8,7 +8,7 @@ import matplotlib.transforms as mtransforms
 from gpubench.metrics import finite, fmt_value, pct
 from gpubench.read.summary import ridge_flop_per_byte, row_label
 
-from .common import BYTES_NOTE, VALUE_PT, C, empty, kernel_rows, save, stamp
+from .common import BYTES_NOTE, VALUE_PT, C, empty, kernel_rows, save, short, stamp
 
 # A dot's colour says which ground truth judges the kernel.
 DOTS = {"compute": (C["tensor_active_pct"], "compute-bound kernel, judged by MFU"),
@@ -57,7 +57,7 @@ def draw(summary, samples, manifest, out_dir):
             notes[row_label(r)]["ridge"] = ridge
     if flat:
         ax.text(0.985, 0.025, "No arithmetic (0 FLOP per byte), so no point on log axes:\n" + "\n".join(
-            f"{row_label(r)}: {fmt_value('gbps', r.get('gbps'))} GB/s useful, MBU {pct(r.get('mbu_pct'))}, "
+            f"{short(row_label(r))}: {fmt_value('gbps', r.get('gbps'))} GB/s useful, MBU {pct(r.get('mbu_pct'))}, "
             f"nvidia-smi {pct(r.get('gpu_util_pct'))}" for r in flat), transform=ax.transAxes, ha="right",
             va="bottom", fontsize=VALUE_PT, bbox={"fc": "white", "ec": "#bbb", "alpha": 0.9})
     ax.set_xlabel(f"arithmetic intensity, FLOP per byte ({BYTES_NOTE}; a GEMM's bytes are its minimum traffic)",
@@ -82,7 +82,7 @@ def _label_dots(ax, intensity, dots):
     pts = ax.transData.transform(list(zip(intensity, [r["tflops"] for r in dots])))
     for i in sorted(range(len(dots)), key=lambda i: -pts[i][1]):
         r, (px, py) = dots[i], pts[i]
-        text = f"{row_label(r)}: util {pct(r.get('gpu_util_pct'))}"
+        text = f"{short(row_label(r))}: util {pct(r.get('gpu_util_pct'))}"
         width = len(text) * VALUE_PT * 0.55 * dpi / 72
         left = px > box.x0 + 0.62 * box.width
         x0, x1 = (px - 8 - width, px - 8) if left else (px + 8, px + 8 + width)
