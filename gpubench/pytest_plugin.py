@@ -234,7 +234,7 @@ def open_device():
 
 @pytest.fixture
 def gpu_benchmark(benchmark, gpu_device, pytestconfig):
-    """gpu_benchmark(fn, *args, flops=None, bytes=None, unit=None, **kwargs): time fn(*args, **kwargs) in
+    """gpu_benchmark(fn, *args, flops=None, bytes=None, unit=None, graph=None, **kwargs): time fn(*args, **kwargs) in
     GPU time per call (CUDA events, after a warm-up and settling the clocks) through pytest-benchmark, and
     return its result.
 
@@ -243,7 +243,10 @@ def gpu_benchmark(benchmark, gpu_device, pytestconfig):
     the GPU's datasheet. When the working set (array arguments, or bytes) fits in L2, each round is one
     call after an L2 flush outside the timed events (flush_l2=False or --gpu-no-flush-l2 to turn it off;
     working_set_bytes=N to say what the call touches); otherwise calls run back to back behind a blocking
-    kernel, so a call shorter than its launch is timed at its GPU time. extra_info gets the timing plan,
+    kernel. A call shorter than two of its own launches is captured in a CUDA graph of 1000 calls and each
+    round is a replay, so it is timed at its GPU time, not the host's launch rate (graph=False: never;
+    graph=True: insist; extra_info's cuda_graph_calls says which, cuda_graph_refused why a call could not
+    be captured). extra_info gets the timing plan,
     the SM clock and clock-event reasons of every round, the metrics sampled meanwhile (median
     gpu_util_pct, sm_active_pct, tensor_active_pct, dram_active_pct, sm_clock_mhz, power_w ...) and the
     GPU's fingerprint. Once per test, like `benchmark`; skips without a GPU."""

@@ -13,8 +13,10 @@ import pytest
 
 from gpubench.gate import compare as bc
 from gpubench.gate import device as benchdevice
+from gpubench.gate.clock import CudaEventClock
 from gpubench.gate.fixture import (
     FLUSH_MIN_BYTES,
+    GRAPH_BELOW,
     LEAD_MARGIN_US,
     MAX_FLUSHED_ROUNDS,
     MAX_LEAD_US,
@@ -27,8 +29,11 @@ from gpubench.gate.fixture import (
     needs_flush,
     plan,
     round_facts,
+    round_start,
+    wants_graph,
     work_facts,
 )
+from gpubench.gate.report import compare_run
 from gpubench.record import gpus, nvml
 from gpubench.record.rundir import json_safe
 from gpubench.truth.peaks import datasheet_for
@@ -76,15 +81,17 @@ def test_without_flush_rounds_are_20ms_of_calls_back_to_back():
     assert (p.iterations, p.rounds, p.flush) == (40, 50, False)
 
 
-def test_with_flush_each_round_is_one_call_and_the_flush_counts_toward_the_time():
+def test_with_flush_each_round_is_one_call_and_the_flush_and_lead_count_toward_the_time():
     p = plan(call_ms=0.9, min_time_s=1.0, flush=True, flush_ms=0.1)
-    assert (p.iterations, p.rounds, p.flush) == (1, 1000, True)
+    assert (p.iterations, p.flush, p.lead_us) == (1, True, LEAD_MARGIN_US)
+    assert p.rounds == math.ceil(1e3 / (0.9 + 0.1 + LEAD_MARGIN_US / 1e3))
 
 
 def test_rounds_stay_between_the_floor_and_the_ceiling():
     assert plan(call_ms=500.0, min_time_s=1.0, flush=False).rounds == MIN_ROUNDS
     assert plan(call_ms=500.0, min_time_s=1.0, flush=True).rounds == MIN_ROUNDS
-    assert plan(call_ms=0.001, min_time_s=1.0, flush=True).rounds == MAX_FLUSHED_ROUNDS
+    assert plan(call_ms=0.001, min_time_s=5.0, flush=True).rounds == MAX_FLUSHED_ROUNDS
+    assert plan(call_ms=500.0, min_time_s=1.0, flush=False, graph_calls=1000).rounds == MIN_ROUNDS
 
 
 def test_a_round_of_tiny_calls_fits_in_the_launch_queue_behind_a_kernel_that_covers_its_launches():
@@ -94,9 +101,91 @@ def test_a_round_of_tiny_calls_fits_in_the_launch_queue_behind_a_kernel_that_cov
     assert p.rounds == pytest.approx(1e3 / (QUEUE_CALLS * 0.0026), abs=1)
 
 
-def test_the_blocking_kernel_is_bounded_and_none_sits_ahead_of_a_flushed_round():
+def test_the_blocking_kernel_is_bounded_and_a_flushed_round_waits_behind_one_that_covers_its_launch():
     assert plan(call_ms=1.0, min_time_s=1.0, flush=False, launch_us=1e6).lead_us == MAX_LEAD_US
-    assert plan(call_ms=1.0, min_time_s=1.0, flush=True, launch_us=7.0).lead_us == 0.0
+    # the flushed 1 ms spin read up to 64 us long in rounds where the host launched it after the flush ended
+    assert plan(call_ms=1.0, min_time_s=1.0, flush=True, launch_us=7.0).lead_us == 2 * 7.0 + LEAD_MARGIN_US
+    assert LEAD_MARGIN_US >= 64
+
+
+def test_a_graph_round_is_one_replay_of_its_calls_behind_a_kernel_that_covers_one_launch():
+    p = plan(call_ms=0.0028, min_time_s=1.0, flush=False, launch_us=12.0, graph_calls=1000)
+    assert (p.iterations, p.graph_calls, p.flush) == (1, 1000, False)
+    assert p.lead_us == 2 * 12.0 + LEAD_MARGIN_US
+    assert p.rounds == math.ceil(1e3 / (1000 * 0.0028))
+    assert "CUDA graph of 1000 calls" in round_start(p)
+    assert "launched by the host" in round_start(plan(call_ms=1.0, min_time_s=1.0, flush=False, launch_us=7.0))
+    assert "L2 flush" in round_start(plan(call_ms=1.0, min_time_s=1.0, flush=True, launch_us=7.0))
+
+
+@pytest.mark.parametrize("call_us, launch_us, flush, asked, expected", [
+    (12.0, 12.0, False, None, True),  # timed back to back at the host's pace: a graph
+    (GRAPH_BELOW * 12.0 - 0.1, 12.0, False, None, True),
+    (GRAPH_BELOW * 12.0 + 0.1, 12.0, False, None, False),  # the GPU sets the pace
+    (1000.0, 12.0, False, True, True),  # asked for
+    (12.0, 12.0, False, False, False),  # refused
+    (12.0, 12.0, True, None, False),  # a flushed round is one call
+    (12.0, float("nan"), False, None, False),  # launch time unknown: as before
+])
+def test_a_call_is_timed_in_a_graph_when_the_host_may_set_its_pace_or_when_asked(call_us, launch_us, flush, asked,
+                                                                                expected):
+    assert wants_graph(call_us / 1e3, launch_us, flush, asked) is expected
+
+
+def test_graph_true_with_the_flush_or_a_graph_of_another_type_is_refused_before_anything_runs():
+    device = SimpleNamespace(warm_up=lambda run: 0.001, l2_bytes=L2, launch_us=lambda run: 10.0)
+    bench = GpuBenchmark(benchmark=SimpleNamespace(enabled=True), device=device)
+    with pytest.raises(ValueError, match="flush_l2=False"):
+        bench(lambda: None, graph=True)
+    with pytest.raises(ValueError, match="graph must be"):
+        bench(lambda: None, graph="yes")
+
+
+# --- the clock -------------------------------------------------------------------------------------
+
+class FakeEvent:
+    """A CUDA event on a GPU whose clock the test sets: record() reads it."""
+
+    now_ms = 0.0
+
+    def record(self):
+        self.at = FakeEvent.now_ms
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, end):
+        return end.at - self.at
+
+
+def test_the_clock_counts_gpu_time_per_call_of_a_graph_replay_and_runs_the_lead_before_each_start():
+    clock, leads = CudaEventClock(), []
+    clock.event = FakeEvent
+    clock.attach(lead=lambda: leads.append(FakeEvent.now_ms), on_round=lambda: "state", calls=1000)
+    for _ in range(3):
+        start = clock()
+        FakeEvent.now_ms += 2.8  # one replay of 1000 calls of 2.8 us
+        assert clock() - start == pytest.approx(2.8e-6)
+    assert len(leads) == 3 and clock.detach() == ["state"] * 3
+    assert clock.calls == 1 and clock.lead is None
+    with pytest.raises(ValueError):
+        clock.attach(calls=0)
+
+
+def test_rounds_timed_from_a_graph_are_never_compared_with_rounds_the_host_launched():
+    rounds = [1e-3 * (1 + 0.001 * i) for i in range(20)]
+    baseline = {"benchmarks": [{"fullname": "t", "stats": {"median": 1e-3, "data": rounds},
+                                "extra_info": {"cuda_graph_calls": 0}}]}
+    for now_calls, compared in ((1000, False), (0, True)):
+        run = {"t": {"name": "t", "rounds": rounds, "extra_info": {"cuda_graph_calls": now_calls}}}
+        (c,) = compare_run(baseline, run, 1.0)
+        assert (c.verdict is not None) is compared
+        if not compared:
+            assert "CUDA graph" in c.not_compared and "--gpu-save-baseline" in c.not_compared
+    # a baseline saved before graphs existed says nothing of them: its rounds were launched by the host
+    del baseline["benchmarks"][0]["extra_info"]["cuda_graph_calls"]
+    run = {"t": {"name": "t", "rounds": rounds, "extra_info": {"cuda_graph_calls": 1000}}}
+    assert compare_run(baseline, run, 1.0)[0].not_compared
 
 
 # --- clocks round by round -------------------------------------------------------------------------

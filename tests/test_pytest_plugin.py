@@ -14,6 +14,7 @@ import pytest
 
 from gpubench import pytest_plugin
 from gpubench.gate.device import NoGpu
+from gpubench.gate.fixture import GraphRefused
 
 pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,7 +37,8 @@ TEST_TINY = """
 import os
 
 def test_tiny(gpu_benchmark, gpu_device):
-    gpu_benchmark(gpu_device.kernel, float(os.environ["TINY_MS"]), flush_l2=False)
+    graph = {"auto": None, "no": False, "yes": True}[os.environ.get("TINY_GRAPH", "auto")]
+    gpu_benchmark(gpu_device.kernel, float(os.environ["TINY_MS"]), flush_l2=False, graph=graph)
 """
 
 
@@ -51,12 +53,22 @@ class GpuClock:
         self.launch_ms = launch_ms
         self.jitter = itertools.cycle([1.0, 0.998, 1.002, 0.999, 1.001])
         self.boost, self.boost_ms = 1.0, 0.0
+        self.captured = None  # while a CUDA graph is captured: the kernels' times, which nothing runs yet
 
     def run(self, ms):
-        ms *= next(self.jitter) * (self.boost if self.busy < self.boost_ms else 1.0)
+        if self.captured is not None:
+            self.captured.append(ms)
+            return
+        self.run_many([ms])
+
+    def run_many(self, kernels):
+        """Launch kernels: one at a time from the host, or all at once as a CUDA graph's one launch."""
         self.host += self.launch_ms
-        self.gpu = max(self.gpu, self.host) + ms
-        self.busy += ms
+        self.gpu = max(self.gpu, self.host)
+        for ms in kernels:
+            ms *= next(self.jitter) * (self.boost if self.busy < self.boost_ms else 1.0)
+            self.gpu += ms
+            self.busy += ms
 
     def event(self):
         return max(self.gpu, self.host)
@@ -78,6 +90,7 @@ class FakeDevice:
         self.flushes = self.settled_ms = 0
         self.closed = False
         self.sm_clock_mhz, self.clock_events = 1980.0, 0
+        self.refuse_graph = None  # why a capture fails, as the real device says it, or None
 
     def kernel(self, ms):
         self.clock.run(ms)
@@ -96,8 +109,22 @@ class FakeDevice:
         self.clock.sync()
         return host_ms / 20 * 1e3
 
+    def graph(self, run, calls):
+        if self.refuse_graph:
+            raise GraphRefused(self.refuse_graph)
+        self.clock.captured = []
+        for _ in range(calls):
+            run()
+        kernels, self.clock.captured = self.clock.captured, None
+        t = self.clock.event()
+        self.clock.run_many(kernels)
+        self.clock.sync()
+        return (lambda: self.clock.run_many(kernels)), (self.clock.event() - t) / calls
+
     def hold(self, us):
-        self.clock.run(us / 1e3)
+        """A spin on the GPU's timer: exactly `us`, at any clock."""
+        self.clock.host += self.clock.launch_ms
+        self.clock.gpu = max(self.clock.gpu, self.clock.host) + us / 1e3
 
     def settle(self, run, call_ms, settle_s):
         t = self.clock.gpu
@@ -275,7 +302,7 @@ def test_a_small_working_set_is_timed_one_call_per_round_after_a_flush(suite, fa
     info, stats = bench["extra_info"], bench["stats"]
     assert stats["median"] == pytest.approx(1e-3)  # GPU time per call from the events, not host time
     assert info["l2_flush"] is True and info["calls_per_round"] == 1 and info["working_set_bytes"] == 1_000_000
-    assert info["round_start"] == "behind the L2 flush"
+    assert info["round_start"] == "behind the L2 flush and a blocking kernel of 200 µs"
     assert fake_gpu.flushes == stats["rounds"] + 1  # before every round and the warm-up round
     assert info["metrics_window"].startswith("calls back to back")
     assert info["gbps"] == pytest.approx(1.0) and info["tflops"] == pytest.approx(2.0)
@@ -290,13 +317,14 @@ def test_without_the_flush_rounds_are_calls_back_to_back_behind_a_blocking_kerne
     info = json.loads((tmp_path / "run.json").read_text())["benchmarks"][0]["extra_info"]
     assert info["l2_flush"] is False and info["calls_per_round"] > 1 and fake_gpu.flushes == 0
     assert info["metrics_window"] == "the timed rounds"
-    assert info["round_start"] == "behind a blocking kernel of 50 µs"  # the fake host launches in no time
+    # the fake host launches in no time
+    assert info["round_start"] == f"behind a blocking kernel of 200 µs, {info['calls_per_round']} calls launched by the host"
 
 
 def test_the_clocks_settle_before_the_rounds(suite, fake_gpu, tmp_path):
-    """The fake GPU runs 10% fast for its first 60 ms of work, as a GPU does before it reaches its power limit:
+    """The fake GPU runs 10% fast for its first 30 ms of work, as a GPU does before it reaches its power limit:
     rounds timed from then on catch both clocks, rounds after settling only the one it sustains."""
-    fake_gpu.clock.boost, fake_gpu.clock.boost_ms = 0.9, 60.0
+    fake_gpu.clock.boost, fake_gpu.clock.boost_ms = 0.9, 30.0
     suite("--gpu-settle=0", f"--benchmark-json={tmp_path / 'cold.json'}").assert_outcomes(passed=1)
     cold = json.loads((tmp_path / "cold.json").read_text())["benchmarks"][0]["stats"]["data"]
     assert min(cold) == pytest.approx(0.9e-3, rel=0.01) and max(cold) == pytest.approx(1e-3, rel=0.01)
@@ -317,19 +345,47 @@ def tiny(pytester, fake_gpu, monkeypatch):
     return lambda *args: pytester.runpytest(*PLUGINS, "--gpu-min-time=0.02", "--gpu-settle=0.001", *args)
 
 
-def test_a_call_shorter_than_its_launch_is_timed_at_its_gpu_time(tiny, tmp_path):
+def test_a_call_shorter_than_its_launch_is_timed_in_a_cuda_graph_at_its_gpu_time(tiny, tmp_path):
     tiny(f"--benchmark-json={tmp_path / 'run.json'}").assert_outcomes(passed=1)
     bench = json.loads((tmp_path / "run.json").read_text())["benchmarks"][0]
     assert bench["stats"]["median"] == pytest.approx(2.6e-6, rel=0.01)  # not the 7 us launch rate
     info = bench["extra_info"]
-    assert info["launch_us"] == pytest.approx(7.0) and info["calls_per_round"] == 256
-    assert info["round_start"] == "behind a blocking kernel of 3634 µs"  # 2 x 256 launches of 7 us, + 50 us
+    assert info["launch_us"] == pytest.approx(7.0) and info["calls_per_round"] == info["cuda_graph_calls"] == 1000
+    assert info["round_start"] == "one replay of a CUDA graph of 1000 calls, behind a blocking kernel of 214 µs"
+    assert "cuda_graph_refused" not in info
+    assert info["metrics_window"] == "the timed rounds"  # 0.2 ms of lead ahead of 2.6 ms of calls
+
+
+def test_launched_one_by_one_a_call_shorter_than_its_launch_is_timed_behind_a_blocking_kernel(tiny, tmp_path,
+                                                                                              monkeypatch):
+    monkeypatch.setenv("TINY_GRAPH", "no")
+    tiny(f"--benchmark-json={tmp_path / 'run.json'}").assert_outcomes(passed=1)
+    bench = json.loads((tmp_path / "run.json").read_text())["benchmarks"][0]
+    assert bench["stats"]["median"] == pytest.approx(2.6e-6, rel=0.01)  # not the 7 us launch rate
+    info = bench["extra_info"]
+    assert info["calls_per_round"] == 256 and info["cuda_graph_calls"] == 0
+    # 2 x 256 launches of 7 us, + 200 us
+    assert info["round_start"] == "behind a blocking kernel of 3784 µs, 256 calls launched by the host"
     assert info["metrics_window"].startswith("calls back to back")  # the rounds mostly wait behind the lead
 
 
+def test_a_call_that_cannot_be_captured_is_launched_one_by_one_and_says_why(tiny, fake_gpu, tmp_path, monkeypatch):
+    fake_gpu.refuse_graph = "the call could not be captured in a CUDA graph (operation not permitted)"
+    tiny(f"--benchmark-json={tmp_path / 'run.json'}").assert_outcomes(passed=1)
+    bench = json.loads((tmp_path / "run.json").read_text())["benchmarks"][0]
+    assert bench["stats"]["median"] == pytest.approx(2.6e-6, rel=0.01)
+    info = bench["extra_info"]
+    assert info["cuda_graph_calls"] == 0 and "operation not permitted" in info["cuda_graph_refused"]
+    monkeypatch.setenv("TINY_GRAPH", "yes")  # insisted on: the test fails and says why
+    r = tiny()
+    r.assert_outcomes(failed=1)
+    assert "graph=True, but the call could not be captured" in r.stdout.str()
+
+
 def test_without_the_blocking_kernel_the_fake_gpu_times_the_launch_rate(tiny, fake_gpu, tmp_path, monkeypatch):
-    """What the test above guards against: a start event on an idle GPU times the host's launches."""
+    """What the tests above guard against: a start event on an idle GPU times the host's launches."""
     monkeypatch.setattr(FakeDevice, "hold", lambda self, us: None)
+    monkeypatch.setenv("TINY_GRAPH", "no")
     tiny(f"--benchmark-json={tmp_path / 'run.json'}").assert_outcomes(passed=1)
     assert json.loads((tmp_path / "run.json").read_text())["benchmarks"][0]["stats"]["median"] == \
         pytest.approx(7e-6, rel=0.01)
@@ -449,7 +505,7 @@ def test_the_verdicts_go_to_a_json_file_with_their_numbers(suite, saved, tmp_pat
     assert (v["name"], v["word"], v["baseline"]) == ("test_kernel", "slower", "h100-80gb-hbm3.json")
     assert set(v["changes"]) == {"median", "q1", "q3", "mean"}
     assert v["changes"]["median"]["pct"] == pytest.approx(50.0) and v["changes"]["median"]["floor"] == 1.0
-    assert data["runs"]["test_k.py::test_kernel"]["extra_info"]["round_start"] == "behind the L2 flush"
+    assert data["runs"]["test_k.py::test_kernel"]["extra_info"]["round_start"].startswith("behind the L2 flush")
 
 
 # --- the between-run floor -------------------------------------------------------------------------
@@ -463,7 +519,8 @@ def test_the_floor_is_measured_by_reruns_stored_with_the_baseline_and_used(suite
     assert "gpu baseline floor: rerun 2 added to" in r.stdout.str()
     stored = json.loads(path.read_text())
     assert [len(run["benchmarks"]) for run in stored["gpubench"]["reruns"]] == [1, 1]
-    assert stored["gpubench"]["floor_pct"]["test_k.py::test_kernel"]["median"] == pytest.approx(3.0, abs=0.05)
+    # the largest end of the reruns' intervals: their 3% change, widened by the jitter of their rounds
+    assert 3.0 <= stored["gpubench"]["floor_pct"]["test_k.py::test_kernel"]["median"] <= 3.3
     assert stored["benchmarks"][0]["stats"]["median"] == pytest.approx(1e-3)  # the baseline itself is unchanged
     line = verdict_line(suite(f"--gpu-baseline={saved}", kernel_ms=1.02))
     assert "  same  " in line and "floors from 2 reruns" in line  # +2% is within what unchanged reruns move

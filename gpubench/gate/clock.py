@@ -9,8 +9,10 @@ per-call GPU time of kernels launched back to back.
 A start event recorded on an idle GPU completes at once, and the GPU then waits for each launch: calls
 shorter than their launch would be timed at the host's launch rate. So the fixture gives the clock a
 `lead`, a blocking kernel it launches just before the start event, long enough for the host to queue the
-whole round behind it; the GPU then runs the round's calls from a full queue. After each round, `on_round`
-reads what the GPU's clocks were doing (outside the timed events), and `rounds` keeps what it returned.
+whole round behind it; the GPU then runs the round's calls from a full queue. Where the round is one
+replay of a CUDA graph of `calls` calls, the clock divides the round's GPU time by them, so the statistics
+stay per call. After each round, `on_round` reads what the GPU's clocks were doing (outside the timed
+events), and `rounds` keeps what it returned.
 
 A round whose target raised never makes its second call: reset() before each benchmark drops that
 stale start, and a round of zero or negative GPU time is an error, never a result.
@@ -31,34 +33,44 @@ class CudaEventClock:
         self._start = None
         self.lead = None  # called right before each start event (a blocking kernel), or None
         self.on_round = None  # called after each round's end event completed; what it returns goes to rounds
+        self.calls = 1  # calls in one call of the target (a CUDA graph's replay runs many)
         self.rounds: list = []
+        self.event = None  # makes a timing event; None: torch.cuda.Event (a seam for tests without a GPU)
 
     def reset(self) -> None:
         self._start = None
         self.rounds = []
 
-    def attach(self, lead=None, on_round=None) -> None:
+    def attach(self, lead=None, on_round=None, calls: int = 1) -> None:
         """Set the hooks of the next benchmark and forget the last one's rounds."""
+        if calls < 1:
+            raise ValueError(f"a target runs one call or more, not {calls}")
         self.reset()
-        self.lead, self.on_round = lead, on_round
+        self.lead, self.on_round, self.calls = lead, on_round, calls
 
     def detach(self) -> list:
         """Drop the hooks; what on_round returned for each round, warm-up rounds included."""
         self.lead = self.on_round = None
+        self.calls = 1
         return self.rounds
 
-    def __call__(self) -> float:
+    def _event(self):
+        if self.event is not None:
+            return self.event()
         import torch
 
+        return torch.cuda.Event(enable_timing=True)
+
+    def __call__(self) -> float:
         if self._start is None and self.lead is not None:
             self.lead()
-        event = torch.cuda.Event(enable_timing=True)
+        event = self._event()
         event.record()
         if self._start is None:
             self._start = event
             return self.total_s
         event.synchronize()
-        elapsed_s = self._start.elapsed_time(event) / 1e3
+        elapsed_s = self._start.elapsed_time(event) / 1e3 / self.calls
         self._start = None
         if not elapsed_s > 0:
             raise ClockError(f"a round measured {elapsed_s * 1e3:.4g} ms of GPU time: no round takes none")

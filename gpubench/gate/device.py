@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 from gpubench.gate.compare import fingerprint
-from gpubench.gate.fixture import flush_bytes
+from gpubench.gate.fixture import GraphRefused, flush_bytes
 from gpubench.read.summary import metric_stats, steady_rows
 from gpubench.record import gpus, nvml
 from gpubench.record.sampler import Sampler
@@ -72,6 +72,36 @@ class CudaDevice:
         host_s = time.perf_counter() - t0
         torch.cuda.synchronize()
         return host_s / LAUNCH_PROBE_CALLS * 1e6
+
+    def graph(self, run, calls: int):
+        """`calls` calls of run captured in one CUDA graph: (its replay, one call's GPU time in ms in it).
+        GraphRefused, in one clause, where the call cannot be captured: it synchronizes, reads back to the
+        host, or launches on a stream torch does not capture (CuPy's own)."""
+        import torch
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.stream(side):  # torch asks for warm-up calls off the default stream before a capture
+                for _ in range(3):
+                    run()
+            torch.cuda.current_stream().wait_stream(side)
+            with torch.cuda.graph(graph):
+                for _ in range(calls):
+                    run()
+        except Exception as err:  # noqa: BLE001 - whatever the call raised under capture, it cannot be captured
+            torch.cuda.synchronize()
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise GraphRefused(f"the call could not be captured in a CUDA graph ({first[:200]})") from None
+        graph.replay()  # the first replay uploads the graph
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        return graph.replay, start.elapsed_time(end) / calls
 
     def hold(self, us: float) -> None:
         """Keep the GPU busy for `us` microseconds: one thread spins on the GPU's timer (kernels.spin)."""

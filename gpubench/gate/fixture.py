@@ -1,16 +1,22 @@
-"""What the gpu_benchmark fixture does with a call: warm it up, decide on the L2 flush, settle the GPU's
-clocks, time it in GPU time through pytest-benchmark's pedantic mode, and record beside the timing what
-the GPU did meanwhile, round by round.
+"""What the gpu_benchmark fixture does with a call: warm it up, decide on the L2 flush and how the calls are
+launched, settle the GPU's clocks, time it in GPU time through pytest-benchmark's pedantic mode, and record
+beside the timing what the GPU did meanwhile, round by round.
 
 A call whose working set fits in L2 finds its data there when it runs again at once, so back-to-back
 calls would time the cache, not the memory a real workload reads. With the flush, each round is one call
 after a write of at least twice the L2 size, outside the timed events (pytest-benchmark runs `setup`
-before every round, and only with one call per round). The write is at least FLUSH_MIN_BYTES long so the
-host has queued the timed call before the GPU reaches it: a launch gap is never timed. Without the flush
-(a working set larger than L2, or --gpu-no-flush-l2) a round is about 20 ms of calls back to back, at
-most QUEUE_CALLS of them, queued behind a blocking kernel (the clock's lead) that lasts twice the time
-the host took to launch them: the GPU runs them from a full queue, so a call shorter than its launch is
-timed at its GPU time, not at the host's launch rate.
+before every round, and only with one call per round). Without the flush (a working set larger than L2,
+or --gpu-no-flush-l2) a round is about 20 ms of calls back to back, at most QUEUE_CALLS of them.
+
+Every round starts behind a blocking kernel (the clock's lead) that lasts twice the time the host takes to
+launch the round's calls, and LEAD_MARGIN_US more for the host's hiccups: the GPU reaches the start event
+only once the round is queued, so a launch gap is never timed (without it, a flushed 1 ms spin read up to
+6% long in the rounds where the host was late). A call shorter than two of its own launches is not timed
+from the host's launches at all: GRAPH_CALLS of it are captured in one CUDA graph and each round is one
+replay, the calls back to back on the GPU with nothing of the host between them; launched one by one from
+a full queue, the GPU's own per-launch work moved such a call by several percent from run to run. A call
+that cannot be captured (it synchronizes, or launches on a stream of its own) is launched one by one, and
+extra_info says why; graph=False asks for that, graph=True insists on the graph.
 
 Before the rounds the GPU runs the call back to back for settle_s (1 s, as timing.interleaved settles):
 a GPU at its power limit lowers its clock within a second of heavy work, and rounds timed from idle
@@ -49,8 +55,10 @@ WARMUP_ROUNDS = 1
 # launches, and once it is full the host waits for the GPU to free a slot, which is the launch rate again.
 QUEUE_CALLS = 256
 LEAD_FACTOR = 2.0  # the lead kernel lasts this many times the host's time to launch the round's calls
-LEAD_MARGIN_US = 50.0  # and this much more, for recording the start event
+LEAD_MARGIN_US = 200.0  # and this much more: the start event, and the host's hiccups (up to 64 us seen)
 MAX_LEAD_US = 50_000.0  # a call that waits on the GPU itself gains nothing from a longer lead
+GRAPH_CALLS = 1000  # calls in one CUDA graph: a replay of calls shorter than their launch lasts a few ms
+GRAPH_BELOW = 2.0  # a call back to back within this many of its own launches may be timed at the host's pace
 LEAD_SHARE = 0.1  # rounds whose lead is longer than this share of them: their metrics come from a window apart
 IGNORED_EVENTS = ("idle",)  # read right after a round completed, the GPU is idle: not a reason of the round
 TIMER = "CUDA events, GPU time per call"
@@ -83,19 +91,50 @@ class Plan:
     rounds: int
     iterations: int  # calls per round
     flush: bool
-    lead_us: float = 0.0  # the blocking kernel ahead of each round's start event (none behind a flush)
+    lead_us: float = 0.0  # the blocking kernel ahead of each round's start event
+    graph_calls: int = 0  # calls in the CUDA graph one round replays; 0: the host launches every call
 
 
-def plan(call_ms: float, min_time_s: float, flush: bool, flush_ms: float = 0.0, launch_us: float = 0.0) -> Plan:
-    """Rounds and calls per round for about min_time_s of GPU time (and never fewer than MIN_ROUNDS rounds);
-    for calls back to back, the lead kernel that covers the host's launches of a round (launch_us each)."""
+def lead_for(launches: int, launch_us: float) -> float:
+    """How long the blocking kernel ahead of a round lasts, in us, for `launches` launches of launch_us each."""
+    return min(MAX_LEAD_US, LEAD_FACTOR * launches * max(launch_us, 0.0) + LEAD_MARGIN_US)
+
+
+def plan(call_ms: float, min_time_s: float, flush: bool, flush_ms: float = 0.0, launch_us: float = 0.0,
+         graph_calls: int = 0) -> Plan:
+    """Rounds and calls per round for about min_time_s of GPU time (and never fewer than MIN_ROUNDS rounds),
+    and the lead kernel that covers the host's launches of a round (launch_us each; a graph's replay is one
+    launch). call_ms is one call's GPU time (in a graph, when graph_calls is given)."""
     call_ms = max(call_ms, 1e-6)
     if flush:
-        rounds = math.ceil(min_time_s * 1e3 / (call_ms + flush_ms))
-        return Plan(min(max(rounds, MIN_ROUNDS), MAX_FLUSHED_ROUNDS), 1, True)
+        lead_us = lead_for(1, launch_us)
+        rounds = math.ceil(min_time_s * 1e3 / (call_ms + flush_ms + lead_us / 1e3))
+        return Plan(min(max(rounds, MIN_ROUNDS), MAX_FLUSHED_ROUNDS), 1, True, lead_us)
+    if graph_calls:
+        rounds = math.ceil(min_time_s * 1e3 / (graph_calls * call_ms))
+        return Plan(max(MIN_ROUNDS, rounds), 1, False, lead_for(1, launch_us), graph_calls)
     iterations = min(calls_for(call_ms, GROUP_MS), QUEUE_CALLS)
-    lead_us = min(MAX_LEAD_US, LEAD_FACTOR * iterations * max(launch_us, 0.0) + LEAD_MARGIN_US)
+    lead_us = lead_for(iterations, launch_us)
     return Plan(max(MIN_ROUNDS, math.ceil(min_time_s * 1e3 / (iterations * call_ms))), iterations, False, lead_us)
+
+
+def wants_graph(call_ms: float, launch_us: float, flush: bool, asked: bool | None) -> bool:
+    """Whether to time the call in a CUDA graph: asked for (True), refused (False), or by default when calls
+    back to back take less than GRAPH_BELOW of their own launches (the host may set their pace). Never
+    with the flush: a flushed round is one call."""
+    if flush or asked is False:
+        return False
+    return asked is True or (finite(launch_us) and call_ms * 1e3 < GRAPH_BELOW * launch_us)
+
+
+def round_start(p: Plan) -> str:
+    """How a round starts and how its calls are launched, in words for extra_info."""
+    lead = f"a blocking kernel of {p.lead_us:.0f} µs"
+    if p.flush:
+        return f"behind the L2 flush and {lead}"
+    if p.graph_calls:
+        return f"one replay of a CUDA graph of {p.graph_calls} calls, behind {lead}"
+    return f"behind {lead}, {p.iterations} calls launched by the host"
 
 
 def round_facts(states: list, event_names) -> dict:
@@ -129,6 +168,10 @@ def work_facts(median_ms: float, flops, nbytes, unit, bound, peaks: dict) -> dic
     return {k: v for k, v in facts.items() if v is not None}
 
 
+class GraphRefused(RuntimeError):
+    """The call could not be captured in a CUDA graph; the message says why, in one clause."""
+
+
 class GpuBenchmark:
     """gpu_benchmark(fn, *args, flops=None, bytes=None, unit=None, ...): see the fixture's docstring."""
 
@@ -151,9 +194,11 @@ class GpuBenchmark:
 
     def __call__(self, fn, *args, flops: float | None = None, bytes: float | None = None,  # noqa: A002
                  unit: str | None = None, bound: str | None = None, flush_l2: bool | None = None,
-                 working_set_bytes: int | None = None, **kwargs):
+                 working_set_bytes: int | None = None, graph: bool | None = None, **kwargs):
         if unit is not None and unit not in UNITS:
             raise ValueError(f"gpu_benchmark: unit must be one of {', '.join(UNITS)}, got {unit!r}")
+        if graph not in (None, True, False):
+            raise ValueError(f"gpu_benchmark: graph must be None, True or False, got {graph!r}")
         if not self.benchmark.enabled:  # --benchmark-disable: run once, as pytest-benchmark does
             return fn(*args, **kwargs)
         dev = self.device
@@ -161,27 +206,44 @@ class GpuBenchmark:
         call_ms = dev.warm_up(run)
         ws = working_set_bytes if working_set_bytes is not None else estimate_working_set(args, kwargs, bytes)
         flush = needs_flush(ws, dev.l2_bytes, self.flush_l2 if flush_l2 is None else flush_l2)
+        if graph is True and flush:
+            raise ValueError("gpu_benchmark: graph=True runs calls back to back, which the L2 flush forbids: "
+                             "pass flush_l2=False as well")
         launch_us = dev.launch_us(run)
-        p = plan(call_ms, self.min_time_s, flush, dev.flush_ms() if flush else 0.0, launch_us)
-        dev.settle(run, call_ms, self.settle_s)
-        CLOCK.attach(lead=None if flush else partial(dev.hold, p.lead_us), on_round=dev.round_state)
+        timed, graph_calls, refused = run, 0, None
+        if wants_graph(call_ms, launch_us, flush, graph):
+            try:
+                timed, call_ms = dev.graph(run, GRAPH_CALLS)
+                graph_calls = GRAPH_CALLS
+            except GraphRefused as err:
+                if graph is True:
+                    raise ValueError(f"gpu_benchmark: graph=True, but {err}") from None
+                refused = str(err)
+        p = plan(call_ms, self.min_time_s, flush, dev.flush_ms() if flush else 0.0, launch_us, graph_calls)
+        dev.settle(timed, call_ms * max(graph_calls, 1), self.settle_s)
+        CLOCK.attach(lead=partial(dev.hold, p.lead_us), on_round=dev.round_state, calls=max(graph_calls, 1))
         t0 = time.monotonic()
         try:
-            result = self.benchmark.pedantic(fn, args=args, kwargs=kwargs, setup=dev.flush_l2 if flush else None,
-                                             rounds=p.rounds, iterations=p.iterations, warmup_rounds=WARMUP_ROUNDS)
+            result = self.benchmark.pedantic(timed, setup=dev.flush_l2 if flush else None, rounds=p.rounds,
+                                             iterations=p.iterations, warmup_rounds=WARMUP_ROUNDS)
         finally:
             states = CLOCK.detach()[WARMUP_ROUNDS:]
         t1 = time.monotonic()
         self.rounds_s = list(self.benchmark.stats.stats.data)
         window = TIMED_WINDOW
-        if flush or p.lead_us / 1e3 > LEAD_SHARE * p.iterations * call_ms:
-            t0, t1 = dev.back_to_back(run, call_ms, self.min_time_s)
+        round_ms = call_ms * max(graph_calls, p.iterations)
+        if flush or p.lead_us / 1e3 > LEAD_SHARE * round_ms:
+            t0, t1 = dev.back_to_back(timed, call_ms * max(graph_calls, 1), self.min_time_s)
             window = BACK_TO_BACK_WINDOW
+        if graph_calls:
+            result = run()  # the caller gets what a call returns, not what a replay does (None)
         median_ms = self.benchmark.stats["median"] * 1e3
-        start = "behind the L2 flush" if flush else f"behind a blocking kernel of {p.lead_us:.0f} µs"
-        info = {"kernel_ms": median_ms, "timer": TIMER, "calls_per_round": p.iterations, "rounds": p.rounds,
-                "l2_flush": flush, "working_set_bytes": ws, "l2_bytes": dev.l2_bytes, "settle_s": self.settle_s,
-                "round_start": start, "launch_us": launch_us}
+        info = {"kernel_ms": median_ms, "timer": TIMER, "calls_per_round": graph_calls or p.iterations,
+                "rounds": p.rounds, "l2_flush": flush, "working_set_bytes": ws, "l2_bytes": dev.l2_bytes,
+                "settle_s": self.settle_s, "round_start": round_start(p), "launch_us": launch_us,
+                "cuda_graph_calls": graph_calls}
+        if refused:
+            info["cuda_graph_refused"] = refused
         info.update(round_facts(states, dev.event_names))
         info.update(work_facts(median_ms, flops, bytes, unit, bound, dev.peaks))
         info.update(dev.metrics(t0, t1), metrics_window=window)

@@ -30,6 +30,17 @@ def clock_note(before: dict, now: dict) -> str | None:
     return f"clocks differ: {', '.join(parts)}" if parts else None
 
 
+def launch_mismatch(before: dict, now: dict) -> str | None:
+    """Why rounds timed from a CUDA graph and rounds of calls the host launched one by one are not compared
+    (the GPU's own work per launch is in the one and not the other), or None where both were timed alike."""
+    graphs = [bool(info.get("cuda_graph_calls")) for info in (before, now)]
+    if graphs[0] == graphs[1]:
+        return None
+    how = {True: "from a CUDA graph", False: "from calls the host launched one by one"}
+    return (f"the baseline timed it {how[graphs[0]]} and this run {how[graphs[1]]}, which time different things: "
+            "save the baseline again (--gpu-save-baseline)")
+
+
 @dataclass
 class Compared:
     """One benchmark of this run against the baseline's: a verdict, or why there is none."""
@@ -74,6 +85,10 @@ def compare_run(baseline: dict, runs: dict[str, dict], least_floor_pct: float,
         if len(before) < 2 or len(rounds) < 2:
             c.not_compared = (f"the baseline holds {len(before)} rounds of it and this run {len(rounds)}: a "
                               "verdict needs two or more of each (save the baseline with --gpu-save-baseline)")
+            continue
+        launched = launch_mismatch(bench.get("extra_info") or {}, run.get("extra_info") or {})
+        if launched:
+            c.not_compared = launched
             continue
         floors, c.floor_reruns = floor.floors(baseline, fullname, least_floor_pct)
         c.verdict = judge(before, rounds, floors)

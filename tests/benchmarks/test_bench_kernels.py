@@ -125,8 +125,8 @@ def graph_us_per_call(run, calls: int = 1000, replays: int = 10) -> float:
 @pytest.mark.benchmark(group="tiny")
 def test_tiny(gpu_benchmark):
     """A 2 us spin, launched through Triton's Python launcher, which takes the host longer than the GPU takes
-    to run it, timed back to back: its time per call must be the GPU's, as a CUDA graph of the same calls
-    runs them, not the host's launch rate."""
+    to run it: its time per call must be the GPU's, as a CUDA graph of the same calls runs them (the fixture
+    times it from one), not the host's launch rate."""
     from gpubench.kernels import spin
 
     ns = 2000
@@ -138,6 +138,8 @@ def test_tiny(gpu_benchmark):
     graph_us, kernel_us, launch_us = graph_us_per_call(prepared.run), info["kernel_ms"] * 1e3, info["launch_us"]
     info.update(graph_us=graph_us, kernel_us=kernel_us, spin_ns=ns)
     assert kernel_us >= ns / 1e3  # no call spins for less than it was asked
+    # shorter than two of its launches: the fixture chose a CUDA graph by itself (a Triton launch captures)
+    assert info["cuda_graph_calls"] > 0, info.get("cuda_graph_refused")
     if launch_us > 2 * graph_us:  # the host launches slower than the GPU runs it: the case at stake
         assert kernel_us < (graph_us + launch_us) / 2, f"{kernel_us:.2f} us a call: nearer the launch rate " \
             f"({launch_us:.2f} us) than the GPU time in a CUDA graph ({graph_us:.2f} us)"
