@@ -594,6 +594,21 @@ def test_each_round_records_the_sm_clock_and_clock_events_and_a_verdict_says_whe
     assert saved_info["rounds_clock_events"] == [0] * saved_info["rounds"]
 
 
+def test_a_gpu_held_by_its_power_limit_after_settling_gets_four_times_the_rounds(suite, fake_gpu, tmp_path):
+    suite(f"--benchmark-json={tmp_path / 'free.json'}").assert_outcomes(passed=1)
+    free = json.loads((tmp_path / "free.json").read_text())["benchmarks"][0]
+    fake_gpu.clock_events = 4 | 1  # power cap; idle (after a round) keeps nothing swaying
+    suite(f"--benchmark-json={tmp_path / 'capped.json'}").assert_outcomes(passed=1)
+    capped = json.loads((tmp_path / "capped.json").read_text())["benchmarks"][0]
+    assert "min_time_why" not in free["extra_info"] and free["extra_info"]["min_time_s"] == 0.05
+    assert capped["extra_info"]["min_time_s"] == 0.2
+    assert capped["extra_info"]["min_time_why"] == "power cap after settling: 4x --gpu-min-time"
+    assert capped["stats"]["rounds"] == pytest.approx(4 * free["stats"]["rounds"], rel=0.05)
+    fake_gpu.clock_events = 1  # idle alone is no limit
+    suite(f"--benchmark-json={tmp_path / 'idle.json'}").assert_outcomes(passed=1)
+    assert json.loads((tmp_path / "idle.json").read_text())["benchmarks"][0]["extra_info"]["min_time_s"] == 0.05
+
+
 # --- a gate never silently off (issue 27) ----------------------------------------------------------
 
 DAMAGED = {"empty": "", "truncated": '{"machine_info": {}, "benchmarks": [', "not an object": "[]",

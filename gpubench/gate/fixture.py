@@ -20,7 +20,10 @@ extra_info says why; graph=False asks for that, graph=True insists on the graph.
 
 Before the rounds the GPU runs the call back to back for settle_s (1 s, as timing.interleaved settles):
 a GPU at its power limit lowers its clock within a second of heavy work, and rounds timed from idle
-would catch the higher clock first and the lower one later. After each round the device reads the SM
+would catch the higher clock first and the lower one later. A GPU still held by its power limit (or a
+thermal one) after settling keeps swaying its clock (an H100 GEMM: 1230 to 1590 MHz and back within a
+second), so its rounds go on for SWAY_FACTOR times the minimum time: one second holds about two swings,
+and the median of one run then moved 8% from another's. After each round the device reads the SM
 clock and NVML's clock-event reasons, so a verdict can say when a baseline and a run ran at other clocks.
 
 The metrics sampled while single calls alternate with flushes would describe the flush, so with the
@@ -60,6 +63,8 @@ MAX_LEAD_US = 50_000.0  # a call that waits on the GPU itself gains nothing from
 GRAPH_CALLS = 1000  # calls in one CUDA graph: a replay of calls shorter than their launch lasts a few ms
 GRAPH_BELOW = 2.0  # a call back to back within this many of its own launches may be timed at the host's pace
 LEAD_SHARE = 0.1  # rounds whose lead is longer than this share of them: their metrics come from a window apart
+SWAY_FACTOR = 4  # rounds go on this many times longer while a limit sways the clock
+SWAYING = ("power cap", "power brake", "thermal (software)", "thermal (hardware)", "hardware slowdown")
 IGNORED_EVENTS = ("idle",)  # read right after a round completed, the GPU is idle: not a reason of the round
 TIMER = "CUDA events, GPU time per call"
 UNITS = tuple(peaks.UNITS.values())  # the compute peaks of peaks.DATASHEET that MFU divides by
@@ -135,6 +140,11 @@ def round_start(p: Plan) -> str:
     if p.graph_calls:
         return f"one replay of a CUDA graph of {p.graph_calls} calls, behind {lead}"
     return f"behind {lead}, {p.iterations} calls launched by the host"
+
+
+def limits_swaying(mask: int | None, event_names) -> list[str]:
+    """The clock-event reasons in mask that keep the clock swaying while they hold (a limit, not idleness)."""
+    return [n for n in event_names(mask) if n in SWAYING] if mask is not None else []
 
 
 def round_facts(states: list, event_names) -> dict:
@@ -219,8 +229,11 @@ class GpuBenchmark:
                 if graph is True:
                     raise ValueError(f"gpu_benchmark: graph=True, but {err}") from None
                 refused = str(err)
-        p = plan(call_ms, self.min_time_s, flush, dev.flush_ms() if flush else 0.0, launch_us, graph_calls)
         dev.settle(timed, call_ms * max(graph_calls, 1), self.settle_s)
+        min_time_s, swaying = self.min_time_s, limits_swaying(dev.round_state()[1], dev.event_names)
+        if swaying:
+            min_time_s *= SWAY_FACTOR
+        p = plan(call_ms, min_time_s, flush, dev.flush_ms() if flush else 0.0, launch_us, graph_calls)
         CLOCK.attach(lead=partial(dev.hold, p.lead_us), on_round=dev.round_state, calls=max(graph_calls, 1))
         t0 = time.monotonic()
         try:
@@ -241,7 +254,9 @@ class GpuBenchmark:
         info = {"kernel_ms": median_ms, "timer": TIMER, "calls_per_round": graph_calls or p.iterations,
                 "rounds": p.rounds, "l2_flush": flush, "working_set_bytes": ws, "l2_bytes": dev.l2_bytes,
                 "settle_s": self.settle_s, "round_start": round_start(p), "launch_us": launch_us,
-                "cuda_graph_calls": graph_calls}
+                "cuda_graph_calls": graph_calls, "min_time_s": min_time_s}
+        if swaying:
+            info["min_time_why"] = f"{' and '.join(swaying)} after settling: {SWAY_FACTOR}x --gpu-min-time"
         if refused:
             info["cuda_graph_refused"] = refused
         info.update(round_facts(states, dev.event_names))
