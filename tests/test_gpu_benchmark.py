@@ -16,7 +16,6 @@ from gpubench.gate import device as benchdevice
 from gpubench.gate.clock import CudaEventClock
 from gpubench.gate.fixture import (
     FLUSH_MIN_BYTES,
-    GRAPH_BELOW,
     LEAD_MARGIN_US,
     MAX_FLUSHED_ROUNDS,
     MAX_LEAD_US,
@@ -30,9 +29,9 @@ from gpubench.gate.fixture import (
     plan,
     round_facts,
     round_start,
-    wants_graph,
     work_facts,
 )
+from gpubench.gate.graph import GRAPH_BELOW_US, GRAPH_CALLS, GRAPH_PROBE_MS, GraphRefused, graph_or_not
 from gpubench.gate.report import compare_run
 from gpubench.record import gpus, nvml
 from gpubench.record.rundir import json_safe
@@ -118,18 +117,54 @@ def test_a_graph_round_is_one_replay_of_its_calls_behind_a_kernel_that_covers_on
     assert "L2 flush" in round_start(plan(call_ms=1.0, min_time_s=1.0, flush=True, launch_us=7.0))
 
 
-@pytest.mark.parametrize("call_us, launch_us, flush, asked, expected", [
-    (12.0, 12.0, False, None, True),  # timed back to back at the host's pace: a graph
-    (GRAPH_BELOW * 12.0 - 0.1, 12.0, False, None, True),
-    (GRAPH_BELOW * 12.0 + 0.1, 12.0, False, None, False),  # the GPU sets the pace
-    (1000.0, 12.0, False, True, True),  # asked for
-    (12.0, 12.0, False, False, False),  # refused
-    (12.0, 12.0, True, None, False),  # a flushed round is one call
-    (12.0, float("nan"), False, None, False),  # launch time unknown: as before
+class GraphDevice:
+    """A device whose graphs run each call in call_us of GPU time, or refuse to capture."""
+
+    def __init__(self, call_us, refuse=None):
+        self.call_us, self.refuse, self.captures = call_us, refuse, []
+
+    def graph(self, run, calls):
+        self.captures.append(calls)
+        if self.refuse:
+            raise GraphRefused(self.refuse)
+        return f"replay of {calls}", self.call_us / 1e3
+
+
+def run():
+    pass
+
+
+@pytest.mark.parametrize("host_us", [12.0, 20.0, 45.0, 200.0, 900.0])
+def test_a_call_short_on_the_gpu_is_timed_from_a_graph_whatever_pace_the_host_kept(host_us):
+    """The host's pace (the warm-up's time per call) only decides whether to look; the GPU time decides."""
+    dev = GraphDevice(call_us=2.8)
+    timed, call_ms, calls, refused = graph_or_not(dev, run, host_us / 1e3, flush=False, asked=None)
+    assert (timed, calls, refused) == (f"replay of {GRAPH_CALLS}", GRAPH_CALLS, None)
+    assert call_ms == pytest.approx(2.8e-3)
+    assert dev.captures[-1] == GRAPH_CALLS  # a first graph the host's pace made small is captured again, whole
+
+
+@pytest.mark.parametrize("call_us, host_us, flush, asked, expected_calls", [
+    (GRAPH_BELOW_US + 1, GRAPH_BELOW_US + 5, False, None, 0),  # long enough on the GPU: the host's launches
+    (GRAPH_BELOW_US - 1, GRAPH_BELOW_US + 5, False, None, 20_000 // int(GRAPH_BELOW_US - 1)),
+    (2.8, GRAPH_PROBE_MS * 1e3 + 1, False, None, 0),  # the host took 1 ms a call: not looked at
+    (2.8, 12.0, True, None, 0),  # a flushed round is one call
+    (2.8, 12.0, False, False, 0),  # refused
+    (400.0, 500.0, False, True, 50),  # asked for: a graph of about 20 ms
 ])
-def test_a_call_is_timed_in_a_graph_when_the_host_may_set_its_pace_or_when_asked(call_us, launch_us, flush, asked,
-                                                                                expected):
-    assert wants_graph(call_us / 1e3, launch_us, flush, asked) is expected
+def test_which_calls_are_timed_from_a_graph(call_us, host_us, flush, asked, expected_calls):
+    dev = GraphDevice(call_us)
+    _, _, calls, _ = graph_or_not(dev, run, host_us / 1e3, flush, asked)
+    assert calls == expected_calls
+    assert (dev.captures != []) is (not flush and asked is not False and (asked or host_us < GRAPH_PROBE_MS * 1e3))
+
+
+def test_a_call_that_cannot_be_captured_is_launched_by_the_host_and_why_is_said_if_it_was_short():
+    why = "the call could not be captured in a CUDA graph (operation not permitted)"
+    assert graph_or_not(GraphDevice(2.8, why), run, 0.012, False, None) == (run, 0.012, 0, why)
+    assert graph_or_not(GraphDevice(2.8, why), run, 0.5, False, None) == (run, 0.5, 0, None)  # not short: no word
+    with pytest.raises(ValueError, match="graph=True, but the call could not be captured"):
+        graph_or_not(GraphDevice(2.8, why), run, 0.5, False, True)
 
 
 def test_graph_true_with_the_flush_or_a_graph_of_another_type_is_refused_before_anything_runs():

@@ -5,7 +5,7 @@ import pytest
 import torch
 from gpubench.kernels import spin
 
-from gpubench.gate.fixture import GraphRefused
+from gpubench.gate.graph import GraphRefused
 
 pytestmark = pytest.mark.gpu
 
@@ -38,3 +38,28 @@ def test_a_call_that_reads_back_to_the_host_is_refused_and_the_gpu_still_works(d
     replay, _ = device.graph(lambda: x.mul_(1.0), 10)  # and the next capture works
     replay()
     torch.cuda.synchronize()
+
+
+def test_a_cupy_call_on_its_own_stream_is_refused_and_the_gpu_still_works(device):
+    from gpubench.kernels.common import CupyMissing, cupy
+
+    try:
+        cp = cupy()
+    except CupyMissing as err:
+        pytest.skip(str(err))
+    out = cp.zeros(2, dtype=cp.int64)
+    run = lambda: spin.cupy_spin(2000, 1, 1, out)  # noqa: E731
+    run()
+    try:
+        replay, call_ms = device.graph(run, 10)
+    except GraphRefused as err:
+        assert "could not be captured" in str(err)
+    else:  # a CuPy that launches on torch's capturing stream is captured: then the replay must run the spin
+        out[:] = 0
+        replay()
+        torch.cuda.synchronize()
+        assert int(out[0]) >= 2000 and call_ms >= 0.002
+    run()  # CuPy and torch both still launch and complete
+    cp.cuda.runtime.deviceSynchronize()
+    assert int(out[0]) >= 2000
+    assert float(torch.ones(8, device="cuda").sum()) == 8.0

@@ -14,7 +14,7 @@ import pytest
 
 from gpubench import pytest_plugin
 from gpubench.gate.device import NoGpu
-from gpubench.gate.fixture import GraphRefused
+from gpubench.gate.graph import GraphRefused
 
 pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parents[1]

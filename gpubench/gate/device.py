@@ -9,7 +9,8 @@ from __future__ import annotations
 import time
 
 from gpubench.gate.compare import fingerprint
-from gpubench.gate.fixture import GraphRefused, flush_bytes
+from gpubench.gate.fixture import flush_bytes
+from gpubench.gate.graph import GraphRefused
 from gpubench.read.summary import metric_stats, steady_rows
 from gpubench.record import gpus, nvml
 from gpubench.record.sampler import Sampler

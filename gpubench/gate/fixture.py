@@ -11,12 +11,10 @@ or --gpu-no-flush-l2) a round is about 20 ms of calls back to back, at most QUEU
 Every round starts behind a blocking kernel (the clock's lead) that lasts twice the time the host takes to
 launch the round's calls, and LEAD_MARGIN_US more for the host's hiccups: the GPU reaches the start event
 only once the round is queued, so a launch gap is never timed (without it, a flushed 1 ms spin read up to
-6% long in the rounds where the host was late). A call shorter than two of its own launches is not timed
-from the host's launches at all: GRAPH_CALLS of it are captured in one CUDA graph and each round is one
-replay, the calls back to back on the GPU with nothing of the host between them; launched one by one from
-a full queue, the GPU's own per-launch work moved such a call by several percent from run to run. A call
-that cannot be captured (it synchronizes, or launches on a stream of its own) is launched one by one, and
-extra_info says why; graph=False asks for that, graph=True insists on the graph.
+6% long in the rounds where the host was late). A call shorter than 50 us of GPU time is timed from a CUDA
+graph instead, each round one replay (gpubench.gate.graph says when and why); extra_info says which, and
+why a call that short could not be captured; graph=False asks for the host's launches, graph=True insists
+on the graph.
 
 Before the rounds the GPU runs the call back to back for settle_s (1 s, as timing.interleaved settles):
 a GPU at its power limit lowers its clock within a second of heavy work, and rounds timed from idle
@@ -41,6 +39,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from gpubench.gate.clock import CLOCK
+from gpubench.gate.graph import graph_or_not
 from gpubench.metrics import finite
 from gpubench.read.summary import derive
 from gpubench.record.rundir import json_safe
@@ -60,8 +59,6 @@ QUEUE_CALLS = 256
 LEAD_FACTOR = 2.0  # the lead kernel lasts this many times the host's time to launch the round's calls
 LEAD_MARGIN_US = 200.0  # and this much more: the start event, and the host's hiccups (up to 64 us seen)
 MAX_LEAD_US = 50_000.0  # a call that waits on the GPU itself gains nothing from a longer lead
-GRAPH_CALLS = 1000  # calls in one CUDA graph: a replay of calls shorter than their launch lasts a few ms
-GRAPH_BELOW = 2.0  # a call back to back within this many of its own launches may be timed at the host's pace
 LEAD_SHARE = 0.1  # rounds whose lead is longer than this share of them: their metrics come from a window apart
 SWAY_FACTOR = 4  # rounds go on this many times longer while a limit sways the clock
 SWAYING = ("power cap", "power brake", "thermal (software)", "thermal (hardware)", "hardware slowdown")
@@ -123,15 +120,6 @@ def plan(call_ms: float, min_time_s: float, flush: bool, flush_ms: float = 0.0, 
     return Plan(max(MIN_ROUNDS, math.ceil(min_time_s * 1e3 / (iterations * call_ms))), iterations, False, lead_us)
 
 
-def wants_graph(call_ms: float, launch_us: float, flush: bool, asked: bool | None) -> bool:
-    """Whether to time the call in a CUDA graph: asked for (True), refused (False), or by default when calls
-    back to back take less than GRAPH_BELOW of their own launches (the host may set their pace). Never
-    with the flush: a flushed round is one call."""
-    if flush or asked is False:
-        return False
-    return asked is True or (finite(launch_us) and call_ms * 1e3 < GRAPH_BELOW * launch_us)
-
-
 def round_start(p: Plan) -> str:
     """How a round starts and how its calls are launched, in words for extra_info."""
     lead = f"a blocking kernel of {p.lead_us:.0f} µs"
@@ -178,10 +166,6 @@ def work_facts(median_ms: float, flops, nbytes, unit, bound, peaks: dict) -> dic
     return {k: v for k, v in facts.items() if v is not None}
 
 
-class GraphRefused(RuntimeError):
-    """The call could not be captured in a CUDA graph; the message says why, in one clause."""
-
-
 class GpuBenchmark:
     """gpu_benchmark(fn, *args, flops=None, bytes=None, unit=None, ...): see the fixture's docstring."""
 
@@ -220,15 +204,7 @@ class GpuBenchmark:
             raise ValueError("gpu_benchmark: graph=True runs calls back to back, which the L2 flush forbids: "
                              "pass flush_l2=False as well")
         launch_us = dev.launch_us(run)
-        timed, graph_calls, refused = run, 0, None
-        if wants_graph(call_ms, launch_us, flush, graph):
-            try:
-                timed, call_ms = dev.graph(run, GRAPH_CALLS)
-                graph_calls = GRAPH_CALLS
-            except GraphRefused as err:
-                if graph is True:
-                    raise ValueError(f"gpu_benchmark: graph=True, but {err}") from None
-                refused = str(err)
+        timed, call_ms, graph_calls, refused = graph_or_not(dev, run, call_ms, flush, graph)
         dev.settle(timed, call_ms * max(graph_calls, 1), self.settle_s)
         min_time_s, swaying = self.min_time_s, limits_swaying(dev.round_state()[1], dev.event_names)
         if swaying:
