@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The benchmarks' baseline for this GPU model, and what the regression gate promises, shown on this GPU in
-# one run (about 7 minutes on an H100 or an H200):
-#   1. pytest tests/benchmarks --gpu-save-baseline, then three unchanged reruns with --gpu-measure-floor:
+# one run (about 8 minutes on an H100 or an H200):
+#   1. pytest tests/benchmarks --gpu-save-baseline, then two unchanged reruns with --gpu-measure-floor:
 #      a fresh baseline that carries its between-run floor
 #   a. every call of the torch GEMM and copy does 5% more work     -> slower or unsure, never same
 #   b. 40% of their calls, in whole rounds, do 30% more work        -> slower (the median hardly moves)
@@ -48,9 +48,10 @@ step() {
 }
 
 pytest=(python3 -m pytest -p no:cacheprovider)
-# unchanged reruns that measure the floor: the next rerun moves further than all n of them about 1 time in
-# n + 1 (for a benchmark whose runs differ by more than the least floor), so more than two
-floor_reruns=${FLOOR_RERUNS:-3}
+# unchanged reruns that measure the floor: a benchmark whose runs differ by more than the least floor moves
+# further in the next run than in all n of them about 1 time in n + 1, less often as each floor is the far
+# end of a rerun's interval; FLOOR_RERUNS=3 adds a third (about a minute more)
+floor_reruns=${FLOOR_RERUNS:-2}
 bench=tests/benchmarks/test_bench_kernels.py
 gemm="$bench::test_gemm[torch-bf16]"
 copy="$bench::test_copy[torch-1GiB]"

@@ -1,5 +1,6 @@
 """The gate's CUDA graph on a real GPU: a Triton call captures and replays at its GPU time; a call that cannot
-be captured (a host read-back) is refused in one clause, and the GPU works as before afterwards."""
+be captured (a host read-back, CuPy's launches on the legacy stream) is refused in one clause, and the GPU
+works as before afterwards."""
 
 import pytest
 import torch
@@ -50,15 +51,11 @@ def test_a_cupy_call_on_its_own_stream_is_refused_and_the_gpu_still_works(device
     out = cp.zeros(2, dtype=cp.int64)
     run = lambda: spin.cupy_spin(2000, 1, 1, out)  # noqa: E731
     run()
-    try:
-        replay, call_ms = device.graph(run, 10)
-    except GraphRefused as err:
-        assert "could not be captured" in str(err)
-    else:  # a CuPy that launches on torch's capturing stream is captured: then the replay must run the spin
-        out[:] = 0
-        replay()
-        torch.cuda.synchronize()
-        assert int(out[0]) >= 2000 and call_ms >= 0.002
+    # on the legacy default stream: made to wait on the blocking capture stream, which CUDA refuses, or run at
+    # once outside the graph, which leaves it empty; either way refused, never an empty graph timed
+    with pytest.raises(GraphRefused, match="captured"):
+        device.graph(run, 10)
+    out[:] = 0
     run()  # CuPy and torch both still launch and complete
     cp.cuda.runtime.deviceSynchronize()
     assert int(out[0]) >= 2000

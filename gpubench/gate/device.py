@@ -10,7 +10,6 @@ import time
 
 from gpubench.gate.compare import fingerprint
 from gpubench.gate.fixture import flush_bytes
-from gpubench.gate.graph import GraphRefused
 from gpubench.read.summary import metric_stats, steady_rows
 from gpubench.record import gpus, nvml
 from gpubench.record.sampler import Sampler
@@ -47,6 +46,7 @@ class CudaDevice:
         self.fingerprint = fingerprint({**info, **nvml.speed_settings(self.gpu.nvml_index)})
         self._nvml = nvml.handle(self.gpu.nvml_index)
         self._hold_out = None
+        self._capture_stream = None
         self.l2_bytes = int(round(info["l2_cache_mib"] * 2**20))
         self.peaks = {"datasheet": peaks.sheet_for(info), "measured": None}
         self.versions = backend.versions()
@@ -75,34 +75,13 @@ class CudaDevice:
         return host_s / LAUNCH_PROBE_CALLS * 1e6
 
     def graph(self, run, calls: int):
-        """`calls` calls of run captured in one CUDA graph: (its replay, one call's GPU time in ms in it).
-        GraphRefused, in one clause, where the call cannot be captured: it synchronizes, reads back to the
-        host, or launches on a stream torch does not capture (CuPy's own)."""
-        import torch
+        """`calls` calls of run captured in one CUDA graph: (its replay, one call's GPU time in ms in it), or
+        GraphRefused in one clause (gpubench.gate.capture)."""
+        from gpubench.gate import capture
 
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        graph = torch.cuda.CUDAGraph()
-        try:
-            with torch.cuda.stream(side):  # torch asks for warm-up calls off the default stream before a capture
-                for _ in range(3):
-                    run()
-            torch.cuda.current_stream().wait_stream(side)
-            with torch.cuda.graph(graph):
-                for _ in range(calls):
-                    run()
-        except Exception as err:  # noqa: BLE001 - whatever the call raised under capture, it cannot be captured
-            torch.cuda.synchronize()
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise GraphRefused(f"the call could not be captured in a CUDA graph ({first[:200]})") from None
-        graph.replay()  # the first replay uploads the graph
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        return graph.replay, start.elapsed_time(end) / calls
+        if self._capture_stream is None:
+            self._capture_stream = capture.CaptureStream()
+        return capture.capture(run, calls, self._capture_stream)
 
     def hold(self, us: float) -> None:
         """Keep the GPU busy for `us` microseconds: one thread spins on the GPU's timer (kernels.spin)."""
@@ -159,3 +138,5 @@ class CudaDevice:
         for source in self.sources:
             source.close()
         self._flush_buffer = None
+        if self._capture_stream is not None:
+            self._capture_stream.close()
