@@ -16,6 +16,7 @@
 #   bench.log          everything, in order      -> commit as results/logs/bench-baseline-<gpu>.log
 #   <gpu>.json         the baseline and its floor -> commit as results/benchmarks/<gpu>.json
 #   bench-gate.json    the checks and the numbers the README quotes -> commit as results/logs/bench-gate-<gpu>.json
+#   steps.tar.gz       each step's verdicts, rounds and output       -> commit as results/logs/bench-steps-<gpu>.tar.gz
 # Run from the repository root on a GPU machine:  OUT=DIR scripts/bench_baseline.sh
 # Check the script without a GPU:                  OUT=DIR scripts/bench_baseline.sh --dry-run
 #   (every pytest command only collects its tests, so options and test ids are checked; nothing is timed)
@@ -102,5 +103,6 @@ fi
 say "the checks (+$((SECONDS - started)) s):"
 python3 scripts/bench_baseline_check.py "$work" "$OUT/$slug.json" "$OUT/bench-gate.json" | tee -a "$log"
 rc=${PIPESTATUS[0]}
-say "baseline: $OUT/$slug.json; checks: $OUT/bench-gate.json; $((SECONDS - started)) s in all"
+tar -czf "$OUT/steps.tar.gz" -C "$work" . # every step's verdicts and rounds, beside the log
+say "baseline: $OUT/$slug.json; checks: $OUT/bench-gate.json; steps: $OUT/steps.tar.gz; $((SECONDS - started)) s in all"
 exit "$rc"

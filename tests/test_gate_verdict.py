@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpubench.gate import floor
-from gpubench.gate.verdict import LEVEL, RULES, Change, judge
+from gpubench.gate.verdict import LEVEL, RULES, Change, clock_explains, judge
 from gpubench.stats import (
     STATISTICS,
     Interval,
@@ -198,3 +198,34 @@ def test_a_floor_survives_its_file_and_a_failed_write_leaves_the_old_file(tmp_pa
     with pytest.raises(OSError):
         floor.write(path, {"benchmarks": [], "gpubench": {}})
     assert "gpubench" in json.loads(path.read_text())  # the file as it was
+
+
+# --- rounds at another clock -----------------------------------------------------------------------
+
+def test_a_change_no_larger_than_the_fall_of_the_clock_explains_is_unsure_not_slower():
+    """The H100 triton GEMM, unchanged: the baseline's rounds ran at a median 1620 MHz, a rerun's at 1440 MHz
+    (the GPU warmer, at its power limit), 2.6% slower, past a floor of 1.6% from two reruns."""
+    before, now = noise(n=200, seed=1), [x * 1.026 for x in noise(n=200, seed=2)]
+    assert judge(before, now, floors(1.6)).word == "slower"  # blind to the clocks
+    v = judge(before, now, floors(1.6), clocks=(1620.0, 1440.0))
+    assert v.word == "unsure"
+    assert "within the +12.5% that the SM clock explains (1620 -> 1440 MHz)" in v.why
+
+
+@pytest.mark.parametrize("clocks, factor, expected", [
+    ((1620.0, 1440.0), 1.20, "slower"),  # 20% slower: more than a 12.5% clock explains
+    ((1440.0, 1620.0), 1.026, "slower"),  # the clock rose: it explains no slowdown
+    ((1620.0, 1440.0), 0.95, "faster"),  # the clock fell: it explains no speed-up
+    ((1440.0, 1620.0), 0.95, "unsure"),  # the clock rose 12.5%: a 5% speed-up is within it
+    ((1980.0, 1965.0), 1.026, "slower"),  # one 15 MHz step: not another clock
+    ((None, 1440.0), 1.026, "slower"),  # a clock unknown: nothing explained
+])
+def test_the_clock_explains_only_a_change_in_its_own_direction_and_size(clocks, factor, expected):
+    before, now = noise(n=200, seed=1), [x * factor for x in noise(n=200, seed=2)]
+    assert judge(before, now, floors(1.6), clocks=clocks).word == expected
+
+
+def test_what_a_clock_explains_is_the_inverse_of_its_change():
+    assert clock_explains(1620.0, 1440.0) == pytest.approx(12.5)
+    assert clock_explains(1440.0, 1620.0) == pytest.approx(-11.11, abs=0.01)
+    assert clock_explains(1980.0, 1980.0) == clock_explains(float("nan"), 1.0) == clock_explains(0.0, 1.0) == 0.0

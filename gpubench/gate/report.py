@@ -7,10 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpubench.gate import floor
-from gpubench.gate.verdict import LEVEL, Verdict, judge
+from gpubench.gate.verdict import CLOCK_DIFF, LEVEL, Verdict, judge
 from gpubench.metrics import finite
 
-CLOCK_DIFF = 0.02  # a median SM clock 2% apart (about two of NVML's 15 MHz steps on an H100) is said
 EVENT_DIFF = 0.25  # and a clock-event reason that held in a quarter more (or fewer) of the rounds
 
 
@@ -91,8 +90,10 @@ def compare_run(baseline: dict, runs: dict[str, dict], least_floor_pct: float,
             c.not_compared = launched
             continue
         floors, c.floor_reruns = floor.floors(baseline, fullname, least_floor_pct)
-        c.verdict = judge(before, rounds, floors)
-        note = clock_note(bench.get("extra_info") or {}, run.get("extra_info") or {})
+        info_before, info_now = bench.get("extra_info") or {}, run.get("extra_info") or {}
+        c.verdict = judge(before, rounds, floors,
+                          (info_before.get("sm_clock_mhz_rounds"), info_now.get("sm_clock_mhz_rounds")))
+        note = clock_note(info_before, info_now)
         c.notes = [n for n in (note, *always) if n]
     return out
 

@@ -5,7 +5,11 @@ rounds with a fixed seed), held against the between-run floor of that statistic 
 unchanged synthetic rounds; tests/test_gate_verdict.py).
 
 A statistic whose whole interval lies above its floor has slowed by more than unchanged reruns move; one
-whose interval lies within +-floor has not changed by more than they do. The verdict is the first rule of
+whose interval lies within +-floor has not changed by more than they do. Where the rounds ran at another SM
+clock than the baseline's (a GPU at its power limit runs slower as it warms: an unchanged H100 GEMM rerun
+went from 1620 to 1440 MHz and read 2.6% slower), a change is no longer the code's until it also exceeds
+what the clock explains (time per call in inverse proportion to the clock, the most a clock can account
+for): within that, `unsure`, with the clocks in the sentence. The verdict is the first rule of
 RULES that holds, so `same` needs every interval inside its floor: a change the data cannot rule out is
 never called `same`, and a slowdown of part of the rounds, which leaves the median where it was, moves
 a quartile or the mean and reads `slower`.
@@ -15,10 +19,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpubench.metrics import finite
 from gpubench.stats import STATISTICS, change_intervals
 
 LEAST_FLOOR_PCT = 1.0  # --gpu-noise-floor's default: a smaller change is never worth a verdict
 LEVEL = 0.99  # of each statistic's interval
+CLOCK_DIFF = 0.02  # median SM clocks of the rounds 2% apart (about two of NVML's 15 MHz steps on an H100) differ
 
 
 @dataclass(frozen=True)
@@ -30,14 +36,20 @@ class Change:
     lo: float
     hi: float
     floor: float
+    clock_pct: float = 0.0  # the change the SM clock explains: + where it fell, - where it rose
 
     @property
     def above(self) -> bool:
-        return self.lo > self.floor
+        return self.lo > self.floor + max(self.clock_pct, 0.0)
 
     @property
     def below(self) -> bool:
-        return self.hi < -self.floor
+        return self.hi < -self.floor + min(self.clock_pct, 0.0)
+
+    @property
+    def clocked(self) -> bool:
+        """Past its floor, but no further than the change of the clock explains."""
+        return (self.lo > self.floor or self.hi < -self.floor) and not (self.above or self.below)
 
     @property
     def within(self) -> bool:
@@ -59,6 +71,11 @@ RULES = (
     ("same", "every statistic's interval lies within plus or minus its floor",
      lambda cs: cs[0] if all(c.within for c in cs) else None,
      "{change}: every interval within its floor"),
+    ("unsure", "a statistic's interval lies past its floor, but no further than the rounds' other SM clock "
+     "explains",
+     lambda cs: next((c for c in cs if c.clocked), None),
+     "{change} is past its floor of {floor:.1f}%, but within the {clock_pct:+.1f}% that the SM clock explains "
+     "({clocks}): the GPU's clock, not the code, may account for it"),
     ("unsure", "otherwise: an interval reaches past its floor",
      lambda cs: next(c for c in cs if not c.within),
      "{change} reaches past its floor of {floor:.1f}%: the rounds can neither show nor rule out a change of "
@@ -77,13 +94,28 @@ class Verdict:
         return next(c for c in self.changes if c.stat == "median")
 
 
-def judge(before: list[float], now: list[float], floors: dict[str, float]) -> Verdict:
+def clock_explains(before_mhz, now_mhz) -> float:
+    """The change in percent of a time per call in inverse proportion to the SM clock, from the baseline's
+    median clock of the rounds to this run's; 0 where they are within CLOCK_DIFF or either is unknown."""
+    if not (finite(before_mhz) and finite(now_mhz)) or before_mhz <= 0 or now_mhz <= 0:
+        return 0.0
+    if abs(now_mhz - before_mhz) < CLOCK_DIFF * before_mhz:
+        return 0.0
+    return (before_mhz / now_mhz - 1) * 100
+
+
+def judge(before: list[float], now: list[float], floors: dict[str, float], clocks: tuple = (None, None)) -> Verdict:
     """slower, faster, same or unsure: the rounds of a run against the baseline's, each statistic against its
-    floor in percent (floors names every statistic of gpubench.stats.STATISTICS)."""
+    floor in percent (floors names every statistic of gpubench.stats.STATISTICS), and against what the
+    change of the rounds' median SM clock explains (clocks: the baseline's and this run's, MHz)."""
     intervals = change_intervals(before, now, level=LEVEL)
-    changes = tuple(Change(s, intervals[s].pct, intervals[s].lo, intervals[s].hi, floors[s]) for s in STATISTICS)
+    clock_pct = clock_explains(*clocks)
+    changes = tuple(Change(s, intervals[s].pct, intervals[s].lo, intervals[s].hi, floors[s], clock_pct)
+                    for s in STATISTICS)
+    said = f"{clocks[0]:.0f} -> {clocks[1]:.0f} MHz" if clock_pct else ""
     for word, _, pick, sentence in RULES:
         change = pick(changes)
         if change is not None:
-            return Verdict(word, sentence.format(change=change.text(), floor=change.floor), changes)
+            why = sentence.format(change=change.text(), floor=change.floor, clock_pct=clock_pct, clocks=said)
+            return Verdict(word, why, changes)
     raise AssertionError("the last rule always holds")
