@@ -369,8 +369,10 @@ def gate_sentence(name: str, slug: str, summary: dict) -> str:
               f"(`slower` {c['slower']}, `faster` {c['faster']}) and {c['failed']} of them failed;"]
     if n["d"]:
         d = n["d"][0]
-        parts.append(f"(d) the 2 µs spin took {d['kernel_us']:.2f} µs a call, against {d['graph_us']:.2f} µs "
-                     f"in a CUDA graph, while the host launched one every {d['launch_us']:.2f} µs;")
+        how = (f"timed from a CUDA graph of {d['cuda_graph_calls']} calls" if d.get("cuda_graph_calls")
+               else "launched one by one behind a blocking kernel")
+        parts.append(f"(d) the 2 µs spin took {d['kernel_us']:.2f} µs a call ({how}), against {d['graph_us']:.2f} "
+                     f"µs in the test's own CUDA graph, while the host launched one every {d['launch_us']:.2f} µs;")
     slow = n.get("e_slow_copy") or {}
     parts.append(f"(e) the slow copy reads `{slow.get('word')}` (median {_change(slow.get('median'))}).")
     return " ".join(p for p in parts if p)
