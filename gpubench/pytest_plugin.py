@@ -243,20 +243,34 @@ def gpu_benchmark(benchmark, gpu_device, pytestconfig):
     the GPU's datasheet. When the working set (array arguments, or bytes) fits in L2, each round is one
     call after an L2 flush outside the timed events (flush_l2=False or --gpu-no-flush-l2 to turn it off;
     working_set_bytes=N to say what the call touches); otherwise calls run back to back behind a blocking
-    kernel. A call shorter than two of its own launches is captured in a CUDA graph of 1000 calls and each
-    round is a replay, so it is timed at its GPU time, not the host's launch rate (graph=False: never;
-    graph=True: insist; extra_info's cuda_graph_calls says which, cuda_graph_refused why a call could not
-    be captured). extra_info gets the timing plan,
+    kernel. A call shorter than 50 us of GPU time is captured in a CUDA graph of up to 1000 calls and each
+    round is a replay, so it is timed at its GPU time, not the host's launch rate; against a baseline, a
+    benchmark is timed as the baseline timed it (graph=False: never; graph=True: insist; extra_info's
+    cuda_graph_calls says which, cuda_graph_refused why a call could not be captured). extra_info gets the
+    timing plan,
     the SM clock and clock-event reasons of every round, the metrics sampled meanwhile (median
     gpu_util_pct, sm_active_pct, tensor_active_pct, dram_active_pct, sm_clock_mhz, power_w ...) and the
     GPU's fingerprint. Once per test, like `benchmark`; skips without a GPU."""
     bench = GpuBenchmark(benchmark, gpu_device, min_time_s=pytestconfig.getoption("gpu_min_time"),
                          flush_l2=not pytestconfig.getoption("gpu_no_flush_l2"),
-                         settle_s=pytestconfig.getoption("gpu_settle"))
+                         settle_s=pytestconfig.getoption("gpu_settle"),
+                         graph_before=graph_in_baseline(pytestconfig, benchmark.fullname))
     yield bench
     if bench.rounds_s:
         pytestconfig.stash[RUNS][benchmark.fullname] = {"name": benchmark.name, "rounds": bench.rounds_s,
                                                        "extra_info": dict(benchmark.extra_info)}
+
+
+def graph_in_baseline(config, fullname: str) -> bool | None:
+    """Whether the baseline (loaded when pytest-benchmark configured itself) timed this benchmark from a CUDA
+    graph; None without a baseline or without the benchmark in it."""
+    saved = config.stash.get(BASELINE, None)
+    benchmarks = (saved[1] or {}).get("benchmarks") if saved and isinstance(saved[1], dict) else None
+    for bench in benchmarks if isinstance(benchmarks, list) else []:
+        if isinstance(bench, dict) and bench.get("fullname") == fullname:
+            info = bench.get("extra_info")
+            return bool(info.get("cuda_graph_calls")) if isinstance(info, dict) else False
+    return None
 
 
 # optionalhook: pytest-benchmark's hooks exist only while it is loaded (not under -p no:benchmark)

@@ -217,6 +217,7 @@ def test_a_change_no_larger_than_the_fall_of_the_clock_explains_is_unsure_not_sl
     ((1440.0, 1620.0), 1.026, "slower"),  # the clock rose: it explains no slowdown
     ((1620.0, 1440.0), 0.95, "faster"),  # the clock fell: it explains no speed-up
     ((1440.0, 1620.0), 0.95, "unsure"),  # the clock rose 12.5%: a 5% speed-up is within it
+    ((1620.0, 1440.0), 1.12, "unsure"),  # 12% slower: within the floor and the 12.5% the clock explains
     ((1980.0, 1965.0), 1.026, "slower"),  # one 15 MHz step: not another clock
     ((None, 1440.0), 1.026, "slower"),  # a clock unknown: nothing explained
 ])
@@ -229,3 +230,24 @@ def test_what_a_clock_explains_is_the_inverse_of_its_change():
     assert clock_explains(1620.0, 1440.0) == pytest.approx(12.5)
     assert clock_explains(1440.0, 1620.0) == pytest.approx(-11.11, abs=0.01)
     assert clock_explains(1980.0, 1980.0) == clock_explains(float("nan"), 1.0) == clock_explains(0.0, 1.0) == 0.0
+
+
+def test_the_clock_sentence_is_said_only_of_an_interval_the_clock_can_cover():
+    v = judge(noise(n=200, seed=1), [x * 1.026 for x in noise(n=200, seed=2)], floors(1.6), (1620.0, 1440.0))
+    assert "SM clock explains" in v.why
+    wide = Change("median", 10.0, 2.0, 20.0, 1.6, clock_pct=12.5)  # could be more than the clock explains
+    assert not wide.clocked and not wide.above and not wide.within
+
+
+def test_the_clock_is_held_against_a_change_only_where_a_limit_swayed_it():
+    from gpubench.gate.report import compare_run
+
+    before, now = noise(n=200, seed=1), [x * 1.026 for x in noise(n=200, seed=2)]
+    for events, expected in (({"power cap": 1.0}, "unsure"), ({}, "slower"), ({"power cap": 0.2}, "slower")):
+        base = {"benchmarks": [{"fullname": "t", "stats": {"median": 1e-3, "data": before},
+                                "extra_info": {"sm_clock_mhz_rounds": 1620.0, "clock_events_rounds": events}}]}
+        run = {"t": {"name": "t", "rounds": now,
+                     "extra_info": {"sm_clock_mhz_rounds": 1440.0, "clock_events_rounds": events}}}
+        (c,) = compare_run({**base, "gpubench": {"reruns": [
+            {"benchmarks": {"t": {st: [0.0, -1.6, 1.6] for st in ("median", "q1", "q3", "mean")}}}]}}, run, 1.0)
+        assert c.verdict.word == expected, events

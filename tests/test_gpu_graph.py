@@ -35,7 +35,9 @@ def test_a_call_that_reads_back_to_the_host_is_refused_and_the_gpu_still_works(d
     x = torch.ones(1024, device="cuda")
     with pytest.raises(GraphRefused, match="could not be captured in a CUDA graph"):
         device.graph(lambda: float(x.sum()), 10)
-    assert float((x * 2).sum()) == 2048.0  # nothing of the failed capture is left behind
+    # nothing of the failed capture is left behind: torch's graph context left its capture stream current
+    assert torch.cuda.current_stream() == torch.cuda.default_stream()
+    assert float((x * 2).sum()) == 2048.0
     replay, _ = device.graph(lambda: x.mul_(1.0), 10)  # and the next capture works
     replay()
     torch.cuda.synchronize()
@@ -55,6 +57,7 @@ def test_a_cupy_call_on_its_own_stream_is_refused_and_the_gpu_still_works(device
     # once outside the graph, which leaves it empty; either way refused, never an empty graph timed
     with pytest.raises(GraphRefused, match="captured"):
         device.graph(run, 10)
+    assert torch.cuda.current_stream() == torch.cuda.default_stream()
     out[:] = 0
     run()  # CuPy and torch both still launch and complete
     cp.cuda.runtime.deviceSynchronize()

@@ -382,6 +382,23 @@ def test_a_call_that_cannot_be_captured_is_launched_one_by_one_and_says_why(tiny
     assert "graph=True, but the call could not be captured" in r.stdout.str()
 
 
+def test_a_run_against_a_baseline_times_each_benchmark_as_the_baseline_did(tiny, tmp_path, monkeypatch):
+    """Decided afresh, a call that grew past 50 us would leave its graph and go uncompared: it follows."""
+    monkeypatch.setenv("TINY_GRAPH", "no")
+    tiny(f"--gpu-save-baseline={tmp_path}").assert_outcomes(passed=1)
+    monkeypatch.delenv("TINY_GRAPH")
+    out = tmp_path / "v.json"
+    tiny(f"--gpu-baseline={tmp_path}", f"--gpu-verdict-json={out}").assert_outcomes(passed=1)
+    data = json.loads(out.read_text())
+    info = data["runs"]["test_t.py::test_tiny"]["extra_info"]
+    assert info["cuda_graph_calls"] == 0 and info["cuda_graph_as_baseline"] is False
+    (v,) = data["verdicts"]
+    assert v["word"] is not None and v["not_compared"] is None
+    tiny(f"--benchmark-json={tmp_path / 'fresh.json'}").assert_outcomes(passed=1)  # no baseline: a graph
+    fresh = json.loads((tmp_path / "fresh.json").read_text())["benchmarks"][0]["extra_info"]
+    assert fresh["cuda_graph_calls"] == 1000 and "cuda_graph_as_baseline" not in fresh
+
+
 def test_without_the_blocking_kernel_the_fake_gpu_times_the_launch_rate(tiny, fake_gpu, tmp_path, monkeypatch):
     """What the tests above guard against: a start event on an idle GPU times the host's launches."""
     monkeypatch.setattr(FakeDevice, "hold", lambda self, us: None)

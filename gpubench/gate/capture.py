@@ -33,14 +33,20 @@ class CaptureStream:
         import torch
 
         self._lib = _libcuda()
+        self._handle = None
         handle = ctypes.c_void_p()
         rc = self._lib.cuStreamCreate(ctypes.byref(handle), 0)  # 0: CU_STREAM_DEFAULT, blocking
         if rc != 0:
             raise GraphRefused(f"no stream to capture on (CUDA driver error {rc})")
         self._handle = handle
-        self.torch = torch.cuda.ExternalStream(handle.value)
+        try:
+            self.torch = torch.cuda.ExternalStream(handle.value)
+        except Exception as err:  # noqa: BLE001 - any failure here means no graph, never a failed benchmark
+            self.close()
+            raise GraphRefused(f"no stream to capture on ({type(err).__name__}: {err})") from None
 
     def close(self) -> None:
+        """Destroy the stream once the work on it is done (a second close does nothing)."""
         if self._handle is not None:
             self._lib.cuStreamSynchronize(self._handle)
             self._lib.cuStreamDestroy_v2(self._handle)
@@ -61,7 +67,8 @@ def capture(run, calls: int, stream: CaptureStream):
     """`calls` calls of run in one instantiated CUDA graph: (its replay, one call's GPU time in ms in it)."""
     import torch
 
-    stream.torch.wait_stream(torch.cuda.current_stream())
+    home = torch.cuda.current_stream()
+    stream.torch.wait_stream(home)
     graph = torch.cuda.CUDAGraph(keep_graph=True)
     try:
         with torch.cuda.stream(stream.torch):
@@ -72,30 +79,34 @@ def capture(run, calls: int, stream: CaptureStream):
             for _ in range(calls):
                 run()
     except Exception as err:  # noqa: BLE001 - whatever the call raised under capture, it cannot be captured
-        _settle_after_failure()
-        text = str(err).strip()
-        first = text.splitlines()[0][:200] if text else type(err).__name__
-        raise GraphRefused(f"the call could not be captured in a CUDA graph ({first})") from None
+        raise _refused("the call could not be captured in a CUDA graph", err, home) from None
     if node_count(graph.raw_cuda_graph()) == 0:
         raise GraphRefused("nothing of the call was captured in a CUDA graph: it launches its work on a stream of "
                            "its own")
-    graph.instantiate()
-    graph.replay()  # the first replay uploads the graph
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    graph.replay()
-    end.record()
-    end.synchronize()
+    try:
+        graph.instantiate()
+        graph.replay()  # the first replay uploads the graph
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+    except RuntimeError as err:
+        raise _refused("the captured graph could not be replayed", err, home) from None
     return graph.replay, start.elapsed_time(end) / calls
 
 
-def _settle_after_failure() -> None:
-    """Wait for what the failed capture left running, whatever CUDA says of it: the caller's next step is to
-    launch the call one by one."""
+def _refused(what: str, err: Exception, home) -> GraphRefused:
+    """GraphRefused for a failure, once the process is back where it was: torch's graph context leaves the
+    capture stream current when its capture_end raises (an invalidated capture), and the failed capture
+    may have left work running. The caller's next step is to launch the call one by one."""
     import torch
 
+    torch.cuda.set_stream(home)
     try:
         torch.cuda.synchronize()
     except RuntimeError:
         pass
+    text = str(err).strip()
+    return GraphRefused(f"{what} ({text.splitlines()[0][:200] if text else type(err).__name__})")

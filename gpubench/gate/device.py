@@ -140,3 +140,4 @@ class CudaDevice:
         self._flush_buffer = None
         if self._capture_stream is not None:
             self._capture_stream.close()
+            self._capture_stream = None

@@ -170,9 +170,10 @@ class GpuBenchmark:
     """gpu_benchmark(fn, *args, flops=None, bytes=None, unit=None, ...): see the fixture's docstring."""
 
     def __init__(self, benchmark, device, min_time_s: float = MIN_TIME_S, flush_l2: bool = True,
-                 settle_s: float = SETTLE_S):
+                 settle_s: float = SETTLE_S, graph_before: bool | None = None):
         self.benchmark = benchmark
         self.device = device
+        self.graph_before = graph_before  # how the baseline timed this benchmark: from a graph, or None: no baseline
         self.min_time_s = min_time_s
         self.flush_l2 = flush_l2
         self.settle_s = settle_s
@@ -204,7 +205,7 @@ class GpuBenchmark:
             raise ValueError("gpu_benchmark: graph=True runs calls back to back, which the L2 flush forbids: "
                              "pass flush_l2=False as well")
         launch_us = dev.launch_us(run)
-        timed, call_ms, graph_calls, refused = graph_or_not(dev, run, call_ms, flush, graph)
+        timed, call_ms, graph_calls, refused = graph_or_not(dev, run, call_ms, flush, graph, self.graph_before)
         dev.settle(timed, call_ms * max(graph_calls, 1), self.settle_s)
         min_time_s, swaying = self.min_time_s, limits_swaying(dev.round_state()[1], dev.event_names)
         if swaying:
@@ -235,6 +236,8 @@ class GpuBenchmark:
             info["min_time_why"] = f"{' and '.join(swaying)} after settling: {SWAY_FACTOR}x --gpu-min-time"
         if refused:
             info["cuda_graph_refused"] = refused
+        if graph is None and self.graph_before is not None:
+            info["cuda_graph_as_baseline"] = self.graph_before  # followed, not decided afresh
         info.update(round_facts(states, dev.event_names))
         info.update(work_facts(median_ms, flops, bytes, unit, bound, dev.peaks))
         info.update(dev.metrics(t0, t1), metrics_window=window)

@@ -27,38 +27,45 @@ class GraphRefused(RuntimeError):
     """The call could not be captured in a CUDA graph; the message says why, in one clause."""
 
 
-def try_graph(call_ms: float, flush: bool, asked: bool | None) -> bool:
-    """Whether to capture the call in a CUDA graph to learn its GPU time: asked for (True), refused (False), or by
-    default when calls back to back took less than GRAPH_PROBE_MS. Never with the flush: a flushed round is
+def try_graph(call_ms: float, flush: bool, want: bool | None) -> bool:
+    """Whether to capture the call in a CUDA graph: wanted (True), not (False), or by default when calls back
+    to back took less than GRAPH_PROBE_MS, to learn its GPU time. Never with the flush: a flushed round is
     one call."""
-    if flush or asked is False:
+    if flush or want is False:
         return False
-    return asked is True or call_ms < GRAPH_PROBE_MS
+    return want is True or call_ms < GRAPH_PROBE_MS
 
 
-def graph_wins(graph_call_ms: float, asked: bool | None) -> bool:
-    """Whether rounds are replays of the graph: asked for, or the call's GPU time in the graph is below
+def graph_wins(graph_call_ms: float, want: bool | None) -> bool:
+    """Whether rounds are replays of the graph: wanted, or the call's GPU time in the graph is below
     GRAPH_BELOW_US. Decided on that GPU time, which moves a percent or less from run to run, so one benchmark
     is timed the same way in every run (a time from the host's launches would decide by the host's pace)."""
-    return asked is True or graph_call_ms * 1e3 < GRAPH_BELOW_US
+    return want is True or graph_call_ms * 1e3 < GRAPH_BELOW_US
 
 
-def graph_or_not(dev, run, call_ms: float, flush: bool, asked: bool | None):
+def graph_or_not(dev, run, call_ms: float, flush: bool, asked: bool | None, before: bool | None = None):
     """What the rounds time and how: (the target, one call's GPU time in ms, calls per graph or 0, why a call
-    short enough for a graph could not be captured or None)."""
-    if not try_graph(call_ms, flush, asked):
+    short enough for a graph could not be captured or None). asked: the caller's graph=; before: how the
+    baseline timed this benchmark (True: from a graph), which a run follows unless asked otherwise, so
+    that a call that grew past GRAPH_BELOW_US is still compared with its baseline, and reads slower."""
+    want = asked if asked is not None else before
+    if not try_graph(call_ms, flush, want):
         return run, call_ms, 0, None
     calls = min(GRAPH_CALLS, calls_for(call_ms, GROUP_MS))
     try:
         replay, graph_ms = dev.graph(run, calls)
-        if not graph_wins(graph_ms, asked):
-            return run, call_ms, 0, None  # the first graph is dropped with its memory
-        if calls < min(GRAPH_CALLS, calls_for(graph_ms, GROUP_MS)):  # the host's pace hid how short it is
-            calls = min(GRAPH_CALLS, calls_for(graph_ms, GROUP_MS))
-            replay, graph_ms = dev.graph(run, calls)
-        return replay, graph_ms, calls, None
     except GraphRefused as err:
         if asked is True:
             raise ValueError(f"gpu_benchmark: graph=True, but {err}") from None
-        # said only where the call is short enough that it would have been timed from a graph
-        return run, call_ms, 0, str(err) if call_ms * 1e3 < GRAPH_BELOW_US else None
+        # said where the call would have been timed from a graph: wanted, or short enough
+        return run, call_ms, 0, str(err) if want or call_ms * 1e3 < GRAPH_BELOW_US else None
+    if not graph_wins(graph_ms, want):
+        return run, call_ms, 0, None  # the first graph is dropped with its memory
+    wanted = min(GRAPH_CALLS, calls_for(graph_ms, GROUP_MS))
+    if wanted >= 2 * calls:  # the host's pace hid how short the call is: a graph of about GROUP_MS
+        try:
+            replay, graph_ms = dev.graph(run, wanted)
+            calls = wanted
+        except GraphRefused:
+            pass  # the first graph times the call as well, in shorter replays
+    return replay, graph_ms, calls, None

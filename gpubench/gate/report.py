@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpubench.gate import floor
+from gpubench.gate.fixture import SWAYING
 from gpubench.gate.verdict import CLOCK_DIFF, LEVEL, Verdict, judge
 from gpubench.metrics import finite
 
@@ -27,6 +28,12 @@ def clock_note(before: dict, now: dict) -> str | None:
             if abs(y - x) >= EVENT_DIFF:
                 parts.append(f"{name} in {x:.0%} -> {y:.0%} of rounds")
     return f"clocks differ: {', '.join(parts)}" if parts else None
+
+
+def limited(info: dict) -> bool:
+    """Whether a limit that sways the clock (a power cap, a thermal limit) held in most of a run's rounds."""
+    shares = info.get("clock_events_rounds")
+    return isinstance(shares, dict) and any(finite(shares.get(n)) and shares[n] >= 0.5 for n in SWAYING)
 
 
 def launch_mismatch(before: dict, now: dict) -> str | None:
@@ -91,8 +98,9 @@ def compare_run(baseline: dict, runs: dict[str, dict], least_floor_pct: float,
             continue
         floors, c.floor_reruns = floor.floors(baseline, fullname, least_floor_pct)
         info_before, info_now = bench.get("extra_info") or {}, run.get("extra_info") or {}
-        c.verdict = judge(before, rounds, floors,
-                          (info_before.get("sm_clock_mhz_rounds"), info_now.get("sm_clock_mhz_rounds")))
+        clocks = (info_before.get("sm_clock_mhz_rounds"), info_now.get("sm_clock_mhz_rounds")) \
+            if limited(info_before) or limited(info_now) else (None, None)
+        c.verdict = judge(before, rounds, floors, clocks)
         note = clock_note(info_before, info_now)
         c.notes = [n for n in (note, *always) if n]
     return out

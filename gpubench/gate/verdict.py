@@ -9,7 +9,10 @@ whose interval lies within +-floor has not changed by more than they do. Where t
 clock than the baseline's (a GPU at its power limit runs slower as it warms: an unchanged H100 GEMM rerun
 went from 1620 to 1440 MHz and read 2.6% slower), a change is no longer the code's until it also exceeds
 what the clock explains (time per call in inverse proportion to the clock, the most a clock can account
-for): within that, `unsure`, with the clocks in the sentence. The verdict is the first rule of
+for): within that, `unsure`, with the clocks in the sentence. Only where a limit that sways the clock
+(a power cap, a thermal limit) held in the rounds of either run: a clock that moved for no such reason
+explains nothing. The price: code that draws more power, and so runs at a lower clock under the cap,
+reads `unsure` rather than `slower` for the part of its slowdown the clock accounts for. The verdict is the first rule of
 RULES that holds, so `same` needs every interval inside its floor: a change the data cannot rule out is
 never called `same`, and a slowdown of part of the rounds, which leaves the median where it was, moves
 a quartile or the mean and reads `slower`.
@@ -48,8 +51,10 @@ class Change:
 
     @property
     def clocked(self) -> bool:
-        """Past its floor, but no further than the change of the clock explains."""
-        return (self.lo > self.floor or self.hi < -self.floor) and not (self.above or self.below)
+        """Past its floor, but wholly within the floor widened by what the change of the clock explains."""
+        past = self.lo > self.floor or self.hi < -self.floor
+        inside = -self.floor + min(self.clock_pct, 0.0) <= self.lo and self.hi <= self.floor + max(self.clock_pct, 0.0)
+        return past and inside
 
     @property
     def within(self) -> bool:
