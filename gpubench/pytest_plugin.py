@@ -234,8 +234,8 @@ def open_device():
 
 @pytest.fixture
 def gpu_benchmark(benchmark, gpu_device, pytestconfig):
-    """gpu_benchmark(fn, *args, flops=None, bytes=None, unit=None, graph=None, **kwargs): time fn(*args, **kwargs) in
-    GPU time per call (CUDA events, after a warm-up and settling the clocks) through pytest-benchmark, and
+    """gpu_benchmark(fn, *args, flops=None, bytes=None, unit=None, graph=None, **kwargs): time
+    fn(*args, **kwargs) in GPU time per call (CUDA events, after a warm-up and settling the clocks) through pytest-benchmark, and
     return its result.
 
     flops, bytes: the work of one call (bytes: each input read once, each output written once); they add
@@ -247,10 +247,9 @@ def gpu_benchmark(benchmark, gpu_device, pytestconfig):
     round is a replay, so it is timed at its GPU time, not the host's launch rate; against a baseline, a
     benchmark is timed as the baseline timed it (graph=False: never; graph=True: insist; extra_info's
     cuda_graph_calls says which, cuda_graph_refused why a call could not be captured). extra_info gets the
-    timing plan,
-    the SM clock and clock-event reasons of every round, the metrics sampled meanwhile (median
-    gpu_util_pct, sm_active_pct, tensor_active_pct, dram_active_pct, sm_clock_mhz, power_w ...) and the
-    GPU's fingerprint. Once per test, like `benchmark`; skips without a GPU."""
+    timing plan, the SM clock and clock-event reasons of every round, the metrics sampled meanwhile
+    (median gpu_util_pct, sm_active_pct, tensor_active_pct, dram_active_pct, sm_clock_mhz, power_w ...)
+    and the GPU's fingerprint. Once per test, like `benchmark`; skips without a GPU."""
     bench = GpuBenchmark(benchmark, gpu_device, min_time_s=pytestconfig.getoption("gpu_min_time"),
                          flush_l2=not pytestconfig.getoption("gpu_no_flush_l2"),
                          settle_s=pytestconfig.getoption("gpu_settle"),

@@ -4,7 +4,8 @@ summarized, the committed summaries follow the code and the samples stay as reco
     python scripts/resummarize.py results/watch-*/
 
 Rewrites summary.csv and summary.json of each watch run (kind "watch") and the manifest's account of the
-GPUs used and the sentences its report tells each row with; plot and report it afterwards. A suite run's summary holds its timings and is left alone.
+GPUs used and the sentences its report tells each row with; plot and report it afterwards. A suite run's
+summary holds its timings and is left alone.
 """
 
 from __future__ import annotations

@@ -206,12 +206,13 @@ class GpuBenchmark:
                              "pass flush_l2=False as well")
         launch_us = dev.launch_us(run)
         timed, call_ms, graph_calls, refused = graph_or_not(dev, run, call_ms, flush, graph, self.graph_before)
-        dev.settle(timed, call_ms * max(graph_calls, 1), self.settle_s)
+        per_target = max(graph_calls, 1)  # calls in one call of `timed`
+        dev.settle(timed, call_ms * per_target, self.settle_s)
         min_time_s, swaying = self.min_time_s, limits_swaying(dev.round_state()[1], dev.event_names)
         if swaying:
             min_time_s *= SWAY_FACTOR
         p = plan(call_ms, min_time_s, flush, dev.flush_ms() if flush else 0.0, launch_us, graph_calls)
-        CLOCK.attach(lead=partial(dev.hold, p.lead_us), on_round=dev.round_state, calls=max(graph_calls, 1))
+        CLOCK.attach(lead=partial(dev.hold, p.lead_us), on_round=dev.round_state, calls=per_target)
         t0 = time.monotonic()
         try:
             result = self.benchmark.pedantic(timed, setup=dev.flush_l2 if flush else None, rounds=p.rounds,
@@ -221,9 +222,8 @@ class GpuBenchmark:
         t1 = time.monotonic()
         self.rounds_s = list(self.benchmark.stats.stats.data)
         window = TIMED_WINDOW
-        round_ms = call_ms * max(graph_calls, p.iterations)
-        if flush or p.lead_us / 1e3 > LEAD_SHARE * round_ms:
-            t0, t1 = dev.back_to_back(timed, call_ms * max(graph_calls, 1), self.min_time_s)
+        if flush or p.lead_us / 1e3 > LEAD_SHARE * call_ms * per_target * p.iterations:
+            t0, t1 = dev.back_to_back(timed, call_ms * per_target, self.min_time_s)
             window = BACK_TO_BACK_WINDOW
         if graph_calls:
             result = run()  # the caller gets what a call returns, not what a replay does (None)

@@ -92,12 +92,12 @@ def compare_run(baseline: dict, runs: dict[str, dict], least_floor_pct: float,
             c.not_compared = (f"the baseline holds {len(before)} rounds of it and this run {len(rounds)}: a "
                               "verdict needs two or more of each (save the baseline with --gpu-save-baseline)")
             continue
-        launched = launch_mismatch(bench.get("extra_info") or {}, run.get("extra_info") or {})
+        info_before, info_now = bench.get("extra_info") or {}, run.get("extra_info") or {}
+        launched = launch_mismatch(info_before, info_now)
         if launched:
             c.not_compared = launched
             continue
         floors, c.floor_reruns = floor.floors(baseline, fullname, least_floor_pct)
-        info_before, info_now = bench.get("extra_info") or {}, run.get("extra_info") or {}
         clocks = (info_before.get("sm_clock_mhz_rounds"), info_now.get("sm_clock_mhz_rounds")) \
             if limited(info_before) or limited(info_now) else (None, None)
         c.verdict = judge(before, rounds, floors, clocks)

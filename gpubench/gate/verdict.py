@@ -12,8 +12,9 @@ what the clock explains (time per call in inverse proportion to the clock, the m
 for): within that, `unsure`, with the clocks in the sentence. Only where a limit that sways the clock
 (a power cap, a thermal limit) held in the rounds of either run: a clock that moved for no such reason
 explains nothing. The price: code that draws more power, and so runs at a lower clock under the cap,
-reads `unsure` rather than `slower` for the part of its slowdown the clock accounts for. The verdict is the first rule of
-RULES that holds, so `same` needs every interval inside its floor: a change the data cannot rule out is
+reads `unsure` rather than `slower` for the part of its slowdown the clock accounts for.
+
+The verdict is the first rule of RULES that holds, so `same` needs every interval inside its floor: a change the data cannot rule out is
 never called `same`, and a slowdown of part of the rounds, which leaves the median where it was, moves
 a quartile or the mean and reads `slower`.
 """
