@@ -199,8 +199,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         p.print_help()
         return 2
+    stdout = sys.stdout
+    sys.stdout = Stdout(stdout)
     try:
         with sigterm_interrupts():
+            if args.command in NEED_CWD:
+                _check_cwd()
             code = dispatch(args)
             sys.stdout.flush()  # a reader gone away (`gpubench list | head -1`) is found here, not at exit
         return code
@@ -214,15 +218,68 @@ def main(argv: list[str] | None = None) -> int:
         say_error(args.command, f"interrupted by {interruption(err)}; no file was left half-written")
         return interrupted_code(err)
     except BrokenPipeError:
-        _quiet_stdout()
+        _quiet_stdout(stdout)
         return 128 + signal.SIGPIPE  # as a command that SIGPIPE ended: `head` has what it asked for
+    except OutputFailed as err:
+        _quiet_stdout(stdout)
+        say_error(args.command, f"cannot write to standard output: {err}")
+        return 2
+    finally:
+        sys.stdout = stdout
 
 
-def _quiet_stdout() -> None:
-    """Point stdout at /dev/null, so that the flush at exit finds no closed pipe to complain of."""
+NEED_CWD = ("run", "watch", "plot", "report")  # relative paths, and the default run directory, start from it
+
+
+def _check_cwd() -> None:
     try:
-        fd = sys.stdout.fileno()
-    except (AttributeError, OSError, ValueError):  # replaced by something without a file (a test's capture)
+        os.getcwd()
+    except FileNotFoundError:
+        raise UsageError("the current directory no longer exists (it was deleted or moved away): cd into one "
+                         "that does, and run gpubench again") from None
+
+
+class OutputFailed(Exception):
+    """Standard output cannot take what a command prints: closed (`>&-`), a full disk (`> /dev/full`)."""
+
+
+class Stdout:
+    """sys.stdout while a command runs: a write that cannot be made ends the command in one sentence instead
+    of a traceback, and a character the output's encoding lacks (PYTHONIOENCODING=ascii and a path with ü)
+    is written as an escape. A broken pipe passes as it is: `gpubench list | head -1` is no error."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def _do(self, what, *args):
+        if self.stream is None:
+            raise OutputFailed("it is closed")
+        try:
+            return getattr(self.stream, what)(*args)
+        except BrokenPipeError:
+            raise
+        except UnicodeEncodeError:
+            encoding = getattr(self.stream, "encoding", None) or "ascii"
+            return self.stream.write(args[0].encode(encoding, "backslashreplace").decode(encoding))
+        except (OSError, ValueError) as err:  # ValueError: a file closed under it
+            raise OutputFailed(getattr(err, "strerror", None) or str(err)) from None
+
+    def write(self, text: str):
+        return self._do("write", text)
+
+    def flush(self) -> None:
+        if self.stream is not None:
+            self._do("flush")
+
+    def __getattr__(self, name):  # fileno, isatty, encoding: as the stream has them
+        return getattr(self.stream, name)
+
+
+def _quiet_stdout(stdout) -> None:
+    """Point stdout at /dev/null, so that the flush at exit finds no closed pipe or full disk to complain of."""
+    try:
+        fd = stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # closed, or replaced by something without a file (a test's capture)
         return
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, fd)

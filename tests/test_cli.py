@@ -1,7 +1,9 @@
 """The command line's answers without a GPU: help, list, doctor, and refusals before anything runs."""
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -213,3 +215,48 @@ def test_doctor_says_triton_is_installed_but_has_no_gpu_to_run_on():
     triton = next(line.strip() for line in lines if line.strip().startswith("triton"))
     assert code == 2
     assert triton == "triton unavailable: Triton 3.9.0 is installed, but there is no GPU here to run its kernels on"
+
+
+def shell(command: str, cwd=None, **env) -> subprocess.CompletedProcess:
+    """A gpubench command line as a shell runs it (redirections and all)."""
+    gpubench = f"{sys.executable} -m gpubench"
+    return subprocess.run(["sh", "-c", command.replace("gpubench", gpubench, 1)], capture_output=True, text=True,
+                          timeout=120, cwd=cwd, env=dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1]), **env))
+
+
+@pytest.mark.parametrize("redirect,why", [(">&-", "it is closed"), ("> /dev/full", "No space left on device")])
+def test_an_output_that_cannot_be_written_is_one_sentence_never_a_traceback(redirect, why):
+    if redirect == "> /dev/full" and not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    r = shell(f"gpubench list {redirect}")
+    assert r.returncode == 2 and r.stderr == f"gpubench list: error: cannot write to standard output: {why}\n"
+
+
+def test_a_pipe_closed_early_is_no_error():
+    r = shell("gpubench list | head -1")
+    assert r.returncode == 0 and len(r.stdout.splitlines()) == 1 and r.stderr == ""
+
+
+def test_a_working_directory_deleted_under_gpubench_is_one_sentence(tmp_path):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    for command in ("run", "report results/x", "plot x", "watch -- true"):
+        r = shell(f"cd {gone} && rmdir {gone} && gpubench {command}", cwd=tmp_path)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert r.stderr.endswith("error: the current directory no longer exists (it was deleted or moved away): cd "
+                                 "into one that does, and run gpubench again\n"), r.stderr
+        gone.mkdir()
+    assert shell(f"cd {gone} && rmdir {gone} && gpubench list").returncode == 0  # list needs no directory
+
+
+def test_a_path_the_output_cannot_encode_is_written_escaped_after_the_files(tmp_path):
+    """PYTHONIOENCODING=ascii and an --out with ü: the files are written, and their paths printed escaped."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from synthetic import SCENARIOS, make_run
+
+    run_dir = make_run(tmp_path / "run", kind="watch", scenarios=[s for s in SCENARIOS if s[0] == "copy-triton"])
+    out = tmp_path / "bericht-ü"
+    r = shell(f"gpubench report {run_dir} --out {out}", PYTHONIOENCODING="ascii")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert r.stdout.splitlines() == [f"{tmp_path}/bericht-\\xfc/report.md", f"{tmp_path}/bericht-\\xfc/report.html"]
+    assert (out / "report.md").is_file() and (out / "report.html").is_file()
