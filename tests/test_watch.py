@@ -289,12 +289,88 @@ def test_bad_input_is_one_sentence_and_exit_2(args, message):
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
 
 
-@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU")
-def test_watch_without_a_gpu_is_one_sentence_and_exit_2(tmp_path):
-    r = run_cli("watch", "--out", str(tmp_path / "run"), "--", sys.executable, "-c", "print('never')")
-    assert r.returncode == 2 and "never" not in r.stdout
-    assert r.stderr.startswith("gpubench watch: error: gpubench watch needs an NVIDIA GPU: no NVIDIA driver")
-    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+def _no_nvml() -> bool:
+    from gpubench.record import nvml
+
+    try:
+        nvml.device_count()
+    except nvml.GpuUnavailable:
+        return True
+    return False
+
+
+@pytest.mark.skipif(not _no_nvml(), reason="this machine has an NVIDIA driver")
+def test_without_a_gpu_the_job_runs_unrecorded_and_its_exit_code_is_kept(tmp_path):
+    """A CPU node: the job runs as it would alone, gpubench says once that nothing is recorded, writes
+    nothing, and exits with the job's code."""
+    r = run_cli("watch", "--out", str(tmp_path / "run"), "--", sys.executable, "-c",
+                "import sys; print('the job ran'); sys.exit(7)")
+    assert r.returncode == 7 and r.stdout == "the job ran\n"
+    assert r.stderr.startswith("gpubench watch: nothing can be recorded here (no NVIDIA driver found")
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert not (tmp_path / "run").exists()
+    r = run_cli("watch", "--", "no-such-command-here")
+    assert r.returncode == 127 and "no-such-command-here: command not found" in r.stderr
+    r = run_cli("watch", "--duration", "2")  # attach mode: nothing to run, nothing to record
+    assert r.returncode == 2 and "needs an NVIDIA GPU" in r.stderr
+
+
+SHOW_HARNESS = """
+import sys
+sys.path.insert(0, {tests!r})
+from pathlib import Path
+from fakes import GPU, FakeSource
+from gpubench.job import watch
+from gpubench.job.watching import WatchOptions
+opts = WatchOptions(Path(sys.argv[1]), [GPU], {{"name": "GPU [/i] \\x1b[2J"}}, interval_s=0.05, sources=[FakeSource()])
+sys.exit(watch._run_and_show(opts, sys.argv[2:], None, ["a note [/u] from \\x1b]0;outside\\x07"]))
+"""
+
+
+def test_words_from_the_job_reach_the_terminal_as_text_and_its_exit_code_is_kept(tmp_path):
+    """The command, the phase names, the GPU's name and the warnings: never rich markup (`[/x]` would end
+    the watch in a MarkupError), never a raw control character (ESC, OSC, NUL)."""
+    script = tmp_path / "harness.py"
+    script.write_text(SHOW_HARNESS.format(tests=str(ROOT / "tests")))
+    job = py("""
+        import sys, time, gpubench
+        print("[/x] the job's own output")
+        gpubench.mark("step [/b]"); time.sleep(0.8)
+        gpubench.mark("a\\x00b\\x1b]0;pwned\\x07c\\x1b[31m"); time.sleep(0.8)
+        sys.exit(5)
+    """) + ["[/x]"]
+    r = subprocess.run([sys.executable, str(script), str(tmp_path / "run"), *job], capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ, COLUMNS="300"))
+    assert r.returncode == 5, r.stderr
+    assert r.stdout == "[/x] the job's own output\n"  # the job's output, untouched
+    assert "Traceback" not in r.stderr and "MarkupError" not in r.stderr
+    for shown in ("[/x]", "step [/b]", "a\\x00b\\x1b]0;pwned\\x07c\\x1b[31m", "GPU [/i] \\x1b[2J",
+                  "a note [/u] from \\x1b]0;outside\\x07", "the command exited with code 5"):
+        assert shown in r.stderr, shown
+    assert not set(r.stderr) & ({chr(c) for c in range(32)} - {"\n"} | {"\x7f"}), repr(r.stderr)
+
+
+def test_a_process_the_job_leaves_running_is_said_in_the_manifest_and_one_line(tmp_path, capfd):
+    """A job that forks and exits, leaving its child running, does not pass unsaid."""
+    job = py("""
+        import subprocess, sys
+        p = subprocess.Popen(["sleep", "30"], start_new_session=True)  # a daemon's own session, even
+        print(p.pid)
+    """)
+    code, w = watch.run(options(tmp_path / "run", [FakeSource()]), job)
+    pid = int(capfd.readouterr().out.strip())
+    try:
+        assert code == 0
+        manifest, _, _ = load_run(tmp_path / "run")
+        child = manifest["child"]
+        assert child["exit_code"] == 0 and child["still_running"] is False
+        assert child["left_running"] == [{"pid": pid, "argv": ["sleep", "30"]}]
+        said = [m for m in manifest["warnings"] if "left 1 process running" in m]
+        assert said == [f"the command left 1 process running when it exited (pid {pid}: sleep 30); gpubench did "
+                        "not watch it after that"]
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)  # adopted by the watch: reaped here
 
 
 def test_help_names_watch():

@@ -10,10 +10,16 @@ finished, and the waiting main thread takes it. SIGTERM, which no terminal sends
 
 gpubench waits for the child to exit, however long its shutdown takes; a third Ctrl-C stops waiting
 and leaves the child running. The exit code is the child's, or 128 + N where signal N ended it.
+
+A job can fork a process and exit without waiting for it (a daemon, a server started in the background, a
+worker a launcher forgot). While the child runs, gpubench is its subreaper (Linux's
+PR_SET_CHILD_SUBREAPER): whatever the job leaves behind, however many forks deep, is handed to gpubench
+instead of to init, so that when the child exits gpubench can name what is still running.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
@@ -21,11 +27,15 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 SI_KERNEL = 0x80  # Linux's si_code for a signal the kernel raised, as a terminal's Ctrl-C is
 HELD = frozenset({signal.SIGINT, signal.SIGCHLD})  # SIGCHLD too: the wait wakes as soon as the child exits
 GIVE_UP_AFTER = 3  # Ctrl-Cs after which gpubench stops waiting for a child that ignores them
 POLL_S = 0.25
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+SHOWN = 3  # processes left running named in the line gpubench prints (the manifest lists them all)
+ARGV_MAX = 200  # characters of a left process's command line kept
 
 
 @dataclass
@@ -112,3 +122,61 @@ def wait(pid: int | None, duration_s: float | None = None) -> Outcome:
     finally:
         if main:
             signal.signal(signal.SIGTERM, previous)
+
+
+def subreaper(on: bool) -> bool:
+    """Make this process the one that adopts the orphans of its descendants (on), or stop; False where the
+    system cannot (not Linux)."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def children(proc: Path = Path("/proc")) -> dict[int, str]:
+    """This process's children now: pid -> state (R, S, Z, ...), from /proc/<pid>/stat."""
+    me, out = os.getpid(), {}
+    for entry in proc.iterdir() if proc.is_dir() else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 1 and fields[1] == str(me):
+            out[int(entry.name)] = fields[0]
+    return out
+
+
+def left_running(ours, proc: Path = Path("/proc")) -> list[dict]:
+    """The processes the job left behind that still run: children this process adopted as subreaper, other
+    than ours (those it had before the job started: its own sampling processes). Those that already exited
+    are reaped here (nobody else waits for them)."""
+    out = []
+    for pid, state in sorted(children(proc).items()):
+        if pid in ours:
+            continue
+        if state == "Z":
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+            continue
+        try:
+            argv = (proc / str(pid) / "cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        except OSError:
+            continue  # gone meanwhile
+        out.append({"pid": pid, "argv": [a.decode(errors="replace")[:ARGV_MAX] for a in argv if a][:20]})
+    return out
+
+
+def left_running_line(left: list[dict]) -> str:
+    """One sentence on the processes the job left running."""
+    import shlex
+
+    named = "; ".join(f"pid {p.get('pid')}: {shlex.join(str(a) for a in p.get('argv') or [])[:ARGV_MAX]}"
+                      for p in left[:SHOWN])
+    more = f"; and {len(left) - SHOWN} more" if len(left) > SHOWN else ""
+    return (f"the command left {len(left)} process{'es' if len(left) > 1 else ''} running when it exited ({named}"
+            f"{more}); gpubench did not watch {'them' if len(left) > 1 else 'it'} after that")

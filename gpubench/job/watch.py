@@ -12,6 +12,7 @@ untouched (gpubench writes only to stderr) and gpubench ends with the command's 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import sys
 from contextlib import contextmanager
@@ -21,6 +22,11 @@ from gpubench.job import child, marks
 from gpubench.job.watching import MARKS_FILE, Watch, WatchOptions, watching
 from gpubench.record import nvml
 from gpubench.record.recording import Reporter
+from gpubench.usage import visible
+
+
+class NoGpu(LookupError):
+    """The command has no GPU here to record (no driver, or CUDA_VISIBLE_DEVICES hides them all)."""
 
 
 class CannotStart(Exception):
@@ -65,15 +71,32 @@ def _attend(watch: Watch, argv: list[str], env: dict, duration_s: float | None) 
     if watch.interrupted:  # while the peaks were measured: the command is not started
         return child.Outcome(None, interrupted=True)
     env[marks.ENV] = str(watch.marks_path.resolve())
-    try:
-        pid = child.spawn(argv, env)
-    except OSError as err:
-        raise CannotStart(127 if isinstance(err, FileNotFoundError) else 126,
-                          f"{argv[0]} could not be started: {err.strerror or err}") from None
-    record["pid"] = watch.child_pid = pid
-    outcome = child.wait(pid)
+    outcome, left = _spawn_and_wait(argv, env, lambda pid: (record.__setitem__("pid", pid),
+                                                             setattr(watch, "child_pid", pid)))
     record.update(exit_code=outcome.exit_code, signal=outcome.signal_name, still_running=outcome.exit_code is None)
+    if left:
+        record["left_running"] = left
+        watch.rec.warn(child.left_running_line(left))
     return outcome
+
+
+def _spawn_and_wait(argv: list[str], env: dict, started=lambda pid: None) -> tuple[child.Outcome, list[dict]]:
+    """Start argv, wait for it (inside held_signals), and name what it left running when it exited."""
+    ours = set(child.children())
+    adopting = child.subreaper(True)
+    try:
+        try:
+            pid = child.spawn(argv, env)
+        except OSError as err:
+            raise CannotStart(127 if isinstance(err, FileNotFoundError) else 126,
+                              f"{argv[0]} could not be started: {err.strerror or err}") from None
+        started(pid)
+        outcome = child.wait(pid)
+        left = child.left_running(ours) if adopting and outcome.exit_code is not None else []
+    finally:
+        if adopting:
+            child.subreaper(False)
+    return outcome, left
 
 
 def _discard(out_dir: Path, existed: bool) -> None:
@@ -97,8 +120,9 @@ def resolve_gpus(device: int | None, all_gpus: bool, env: dict) -> tuple[list, s
             raise LookupError(f"--device {device or 0}: {err}") from None
     found, note = gpus.visible_under(env)
     if not found:
-        visible = env.get("CUDA_VISIBLE_DEVICES")
-        raise LookupError(f"CUDA_VISIBLE_DEVICES={visible!r} leaves the command no GPU to watch")
+        hidden = env.get("CUDA_VISIBLE_DEVICES")
+        raise NoGpu(f"CUDA_VISIBLE_DEVICES={hidden!r} leaves the command no GPU to watch" if hidden is not None else
+                    "the driver lists no GPU")
     return found, note
 
 
@@ -118,7 +142,7 @@ def cmd(args) -> int:
         raise UsageError(f"--duration must be longer than the {TRIM_S:g} s that each phase's summary leaves out")
     env = dict(os.environ)
     if argv and (problem := child.cannot_start(argv, env)):
-        print(f"gpubench watch: {problem[1]}", file=sys.stderr)
+        print(f"gpubench watch: {visible(problem[1])}", file=sys.stderr)
         return problem[0]
     check_out(args.out)
     endpoint = serve_metrics(args.metrics_port, UsageError)  # a port in use is said before anything runs
@@ -146,9 +170,15 @@ def _prepare_and_run(args, argv, env, endpoint) -> int:
     from gpubench.record.rundir import default_run_dir
     from gpubench.usage import UsageError
 
-    require_gpu("watch")
+    if not argv:
+        require_gpu("watch")  # attach mode has nothing to do without a GPU
     try:
+        nvml.device_count()
         gpus, note = resolve_gpus(args.device, args.all_gpus, env)
+    except nvml.GpuUnavailable as err:  # a CPU node: the job comes first
+        return run_unrecorded(argv, env, str(err).split(";")[0])
+    except NoGpu as err:
+        return run_unrecorded(argv, env, str(err))
     except LookupError as err:
         raise UsageError(str(err)) from None
     info = nvml.device_info(gpus[0].nvml_index)
@@ -163,55 +193,71 @@ def _prepare_and_run(args, argv, env, endpoint) -> int:
     return _run_and_show(opts, argv, args.duration, [note] if note else [])
 
 
+def run_unrecorded(argv: list[str], env: dict, why: str) -> int:
+    """The command alone, where there is no GPU to record (a CPU node, a job that hides every GPU): said once,
+    then run as a watch runs it (output untouched, signals passed on) and its exit code returned. A user who
+    puts `gpubench watch --` in front of a launcher never loses the job to it."""
+    print(f"gpubench watch: nothing can be recorded here ({visible(why)}): the command runs unrecorded", file=sys.stderr)
+    try:
+        with child.held_signals():
+            outcome, left = _spawn_and_wait(argv, env)
+    except CannotStart as err:
+        print(f"gpubench watch: {visible(err)}", file=sys.stderr)
+        return err.code
+    if left:
+        print(f"gpubench watch: {visible(child.left_running_line(left))}", file=sys.stderr)
+    return outcome.exit_code if outcome.exit_code is not None else 130
+
+
 def _run_and_show(opts: WatchOptions, argv, duration_s, notes) -> int:
-    from gpubench.show.console import ConsoleReporter, make_console
+    from gpubench.show.console import ConsoleReporter, make_console, say
 
     reporter = ConsoleReporter(make_console(stderr=True))
     names = ", ".join(f"GPU {g.nvml_index} ({g.name})" for g in opts.gpus)
-    what = " ".join(argv) if argv else f"{names} for {duration_s:g} s"
-    reporter.console.print(f"gpubench watch: recording {names} into {opts.out_dir} while {what} runs"
-                           if argv else f"gpubench watch: recording {what} into {opts.out_dir}")
+    what = shlex.join(argv) if argv else f"{names} for {duration_s:g} s"
+    say(reporter.console, f"gpubench watch: recording {names} into {opts.out_dir} while {what} runs"
+        if argv else f"gpubench watch: recording {what} into {opts.out_dir}")
     if opts.metrics is not None:
-        reporter.console.print(f"gpubench watch: serving the ladder and the job's MFU at {opts.metrics.url}",
-                               highlight=False)
+        say(reporter.console, f"gpubench watch: serving the ladder and the job's MFU at {opts.metrics.url}")
     try:
         code, watch = run(opts, argv, duration_s, reporter, notes)
     except CannotStart as err:
-        print(f"gpubench watch: {err}", file=sys.stderr)
+        print(f"gpubench watch: {visible(err)}", file=sys.stderr)
         return err.code
     show(watch, reporter.console)
     return code
 
 
 def show(watch: Watch, console=None) -> None:
-    """The phases' ladder as a table, each phase's verdict, how the command ended and where the run is."""
+    """The phases' ladder as a table, each phase's verdict, how the command ended and where the run is; every
+    word from the job (its phases, its command, the GPU's name, the paths) printed as text, never as markup."""
     from gpubench.metrics import WATCH_TABLE
-    from gpubench.show.console import make_console, summary_table
+    from gpubench.show.console import make_console, say, summary_table
 
     console = console or make_console()
     console.print(summary_table(watch.summary, f"{watch.manifest.get('gpu', {}).get('name', 'GPU')} — medians over "
                                 "each phase", columns=WATCH_TABLE, header="phase"))
     for r in watch.summary:
-        console.print(f"[bold]{r['scenario']}[/]: {r['verdict']}", highlight=False)
+        say(console, (str(r["scenario"]), "bold"), f": {r['verdict']}")
         if r.get("streams", 0) > 1:
-            console.print(f"  steps/s per process on GPU {r['gpu']}: {r['stream_rates']} (TFLOP/s and MFU are "
-                          "their sum)", highlight=False)
+            say(console, f"  steps/s per process on GPU {r['gpu']}: {r['stream_rates']} (TFLOP/s and MFU are "
+                "their sum)")
     idle = watch.manifest.get("gpus_idle") or []
     if idle:
-        console.print("idle, no process of the command used them: " + ", ".join(
-            f"GPU {g['nvml_index']} ({g['name']})" for g in idle) + " (--all-gpus keeps their rows)", highlight=False)
+        say(console, "idle, no process of the command used them: " + ", ".join(
+            f"GPU {g['nvml_index']} ({g['name']})" for g in idle) + " (--all-gpus keeps their rows)")
     ended = watch.manifest.get("child") or {}
     if ended.get("signal"):
-        console.print(f"the command was ended by {ended['signal']} (exit code {ended['exit_code']})")
+        say(console, f"the command was ended by {ended['signal']} (exit code {ended['exit_code']})")
     elif ended and ended.get("pid") is None:
-        console.print("the command was not started")
+        say(console, "the command was not started")
     elif ended.get("still_running"):
-        console.print(f"the command (pid {ended['pid']}) is still running; gpubench stopped watching it")
+        say(console, f"the command (pid {ended['pid']}) is still running; gpubench stopped watching it")
     elif ended:
-        console.print(f"the command exited with code {ended['exit_code']}")
+        say(console, f"the command exited with code {ended['exit_code']}")
     status = "" if watch.manifest.get("completed") else f" ({watch.manifest.get('status')})"
-    console.print(f"run directory{status}: {watch.out_dir}\nnext: gpubench plot {watch.out_dir} && "
-                  f"gpubench report {watch.out_dir}", highlight=False)
+    say(console, f"run directory{status}: {watch.out_dir}")
+    say(console, f"next: gpubench plot {watch.out_dir} && gpubench report {watch.out_dir}")
 
 
 @contextmanager

@@ -59,7 +59,7 @@ def run(args) -> int:
     backend, gpu, _ = gpu_for(args)
     need_cuda_torch()
     from gpubench.record.rundir import default_run_dir
-    from gpubench.show.console import ConsoleReporter, print_table
+    from gpubench.show.console import ConsoleReporter, print_table, say
     from gpubench.suite.runner import RunOptions, run_suite
 
     out = args.out or default_run_dir(gpu.name)
@@ -72,7 +72,7 @@ def run(args) -> int:
     try:
         run_dir, summary = run_suite(opts, backend, reporter)
     except KeyboardInterrupt as err:
-        reporter.console.print(f"interrupted: what was recorded is in {out} (manifest says incomplete)")
+        say(reporter.console, f"interrupted: what was recorded is in {out} (manifest says incomplete)")
         return interrupted_code(err)
     print_table(summary, f"{gpu.name} — medians over each scenario's steady window")
     print(f"run directory: {run_dir}\nnext: gpubench plot {run_dir} && gpubench report {run_dir}")
