@@ -127,6 +127,89 @@ def test_unusable_flops_are_said_once_and_the_step_is_recorded(to_file, capsys, 
     assert (s.n, s.bad, s.counted, s.flops) == (4, 3, 1, 2.0)
 
 
+@pytest.mark.parametrize("value", ["10**400", "-(10**5000)", "'1e400'", "Raises()"])
+def test_a_bad_value_spoils_that_value_only_never_the_later_steps_and_marks(tmp_path, value):
+    """A value that overflows a float (or raises in float(), or in .hardware) loses that value alone: the
+    step is counted without it, and every later step and mark is recorded."""
+    r = child(f"""
+        import gpubench
+
+        class Raises:
+            def __float__(self):
+                raise RuntimeError("no float here")
+            hardware = property(lambda self: 1 / 0)
+
+        gpubench.mark("warmup")
+        gpubench.step(flops={value})
+        gpubench.step(flops=2.0, tokens={value})
+        gpubench.mark("train")
+        gpubench.step(flops=3.0)
+        gpubench.step(flops={value}, bytes={value})
+        gpubench.mark("eval")
+        print("the job went on")
+    """, tmp_path / "marks.tsv")
+    assert r.returncode == 0 and "the job went on" in r.stdout, r.stderr
+    assert "marks are off" not in r.stderr and "Traceback" not in r.stderr
+    assert r.stderr.count("gpubench.step() was given a value") == 1 and len(r.stderr.splitlines()) == 1, r.stderr
+    events = read_all(tmp_path / "marks.tsv")
+    assert [e.name for e in events if isinstance(e, Mark)] == ["warmup", "train", "eval"]
+    steps = [e for e in events if isinstance(e, Steps)]
+    assert sum(s.n for s in steps) == 4 and sum(s.flops for s in steps) == 5.0
+    assert sum(s.bad for s in steps) == 2 and sum(s.counted for s in steps) == 2
+
+
+def test_an_error_inside_a_call_loses_that_call_only(to_file, capsys, monkeypatch):
+    """Anything unexpected in one call is said once; marks stay on for the calls after it."""
+    real = marks._Writer.on_mark
+    calls = []
+
+    def flaky(self, t, name):
+        calls.append(name)
+        if len(calls) == 1:
+            raise RuntimeError("a passing fault")
+        real(self, t, name)
+
+    monkeypatch.setattr(marks._Writer, "on_mark", flaky)
+    for name in ("lost", "train", "eval"):
+        gpubench.mark(name)
+    gpubench.step(flops=1.0)
+    marks.flush()
+    assert [e.name for e in read_all(to_file) if isinstance(e, Mark)] == ["train", "eval"]
+    err = capsys.readouterr().err
+    assert err.count("a mark or step was lost") == 1 and "marks are off" not in err
+
+
+def test_control_characters_in_a_phase_name_are_written_out_never_sent(to_file):
+    """A name is a label for a terminal and a report: NUL, ESC (a colour, an OSC title), BEL, C1 and bidi
+    controls are written as escapes, whoever wrote the line."""
+    gpubench.mark("a\x00b\x1b]0;pwned\x07c\x9b2J\u202ed")
+    with open(to_file, "a") as f:  # a line another writer left, raw
+        f.write("M\t5.0\t\t77\t\thost\tx\x1b[31my\x00z\n")
+    names = [e.name for e in read_all(to_file) if isinstance(e, Mark)]
+    assert names == ["a\\x00b\\x1b]0;pwned\\x07c\\x9b2J\\u202ed", "x\\x1b[31my\\x00z"]
+    assert all(n.isprintable() for n in names)
+    assert all(len(n) <= marks.NAME_MAX for n in (read_all(to_file)[0].name,))
+
+
+def test_marks_with_times_that_are_not_times_are_left_out_and_said(tmp_path):
+    """Negative, NaN and infinite times, a step group that ends before it starts: skipped, counted, and
+    said in one sentence naming the file and the first line; a byte-order mark is no part of a line."""
+    path = tmp_path / "marks.tsv"
+    path.write_bytes("\ufeffM\t10.0\t\t9\t\thost\ttrain\n"
+                     "M\t-5.0\t\t9\t=\thost\twarmup\n"
+                     "M\tnan\t\t9\t=\thost\twarmup\n"
+                     "S\tinf\t\t9\t=\thost\t12.0\t1\t1\t1e12\t1e12\t0\t0\t0\t0\n"
+                     "S\t11.0\t\t9\t=\thost\t12.0\t2\t2\t2e12\t2e12\t0\t0\t0\tnan\n"
+                     "S\t11.0\t\t9\t=\thost\t12.0\t2\t2\t2e12\t2e12\t0\t0\t0\t0.0\n"
+                     "1e20\t0\t9\tmark\tlate\n".encode())
+    reader = Reader(path)
+    events = reader.poll()
+    assert [(type(e).__name__, e.t) for e in events] == [("Mark", 10.0), ("Steps", 11.0)]
+    note = reader.note()
+    assert note.startswith("marks.tsv: left out ") and "4 lines whose time is not a time on the monotonic clock " \
+        "(the first, line 2, reads -5.0)" in note and "1 line that is not a line of marks (line 5)" in note
+
+
 @pytest.mark.parametrize("where", ["missing/dir/marks.tsv", ".", "readonly/marks.tsv"])
 def test_a_marks_file_that_cannot_be_written_never_stops_the_job(tmp_path, where):
     (tmp_path / "readonly").mkdir()

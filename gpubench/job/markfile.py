@@ -16,12 +16,23 @@ the process ran on ("" where unknown), and "=" says it is the one of that proces
 
 Lines of the earlier one-line-per-call format (t, rank, pid, "mark"|"step", name or FLOPs) are read too,
 each step as a one-step S.
+
+Garbage is left out and said, never averaged in: a line whose time is not a time on the monotonic clock
+(negative, NaN, infinite, past LONGEST_TIME_S, a step group that ends before it starts) or that is not a
+line of marks at all is skipped, and the reader counts what it skipped and why (Reader.note), for the
+watch to say. A name is cleaned as gpubench.mark cleans it (one line, at most NAME_MAX characters, control
+characters written out), whoever wrote the file. A byte-order mark before the first line is no part of it.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
+
+from gpubench.job.marks import clean_name
+from gpubench.record.schema import LONGEST_TIME_S
+from gpubench.usage import visible
 
 
 @dataclass(frozen=True)
@@ -87,6 +98,18 @@ def _stream(rank: str, pid: str) -> Stream:
 
 
 SAME = "="  # the uuid of the stream's previous line
+BOM = b"\xef\xbb\xbf"
+
+
+class BadTime(ValueError):
+    """A line whose time is not a time on the monotonic clock."""
+
+
+def _time(text: str) -> float:
+    t = float(text)
+    if not (0 <= t <= LONGEST_TIME_S):  # NaN fails too
+        raise BadTime(text)
+    return t
 
 
 def _uuid(stream: Stream, text: str, uuids: dict) -> str:
@@ -98,12 +121,15 @@ def _uuid(stream: Stream, text: str, uuids: dict) -> str:
 
 def _parse_new(p: list[str], uuids: dict):
     if p[0] == "M" and len(p) == 7:
+        t = _time(p[1])
         stream = _stream(p[2], p[3])
-        return Mark(float(p[1]), stream, _uuid(stream, p[4], uuids), p[5], p[6])
+        return Mark(t, stream, _uuid(stream, p[4], uuids), p[5], clean_name(p[6]))
     if p[0] == "S" and len(p) == 15:
-        t_first, t_last, n = float(p[1]), float(p[6]), int(p[7])
+        t_first, t_last, n = _time(p[1]), _time(p[6]), int(p[7])
         counted, bad = int(p[8]), int(p[13])
-        if not (n >= 1 and t_last >= t_first and 0 <= counted <= n and 0 <= bad <= n):
+        if t_last < t_first:
+            raise BadTime(p[6])
+        if not (n >= 1 and 0 <= counted <= n and 0 <= bad <= n and math.isfinite(float(p[14]))):
             return None
         flops, hw_flops, nbytes, tokens = float(p[9]), float(p[10]), float(p[11]), float(p[12])
         if not (0 <= flops < INF and 0 <= hw_flops < INF and 0 <= nbytes < INF and 0 <= tokens < INF):
@@ -115,27 +141,40 @@ def _parse_new(p: list[str], uuids: dict):
 
 
 def _parse_old(p: list[str]):
-    t, stream = float(p[0]), Stream(int(p[1]), int(p[2]))
+    t, stream = _time(p[0]), Stream(int(p[1]), int(p[2]))
     if p[3] == "mark":
-        return Mark(t, stream, "", "host", p[4])
+        return Mark(t, stream, "", "host", clean_name(p[4]))
     flops = float(p[4]) if p[4] else None
     counted = flops is not None and flops >= 0 and flops != float("inf")
     return Steps(t, stream, "", "host", t, 1, int(counted), flops if counted else 0.0, flops if counted else 0.0,
                  0.0, 0.0, 0, 0.0)
 
 
-def parse(line: str, uuids: dict | None = None):
-    """One line of a marks file as a Mark or Steps; None for a line that is not one (skipped, never fatal).
-    uuids: each stream's last uuid, which a line's "=" refers to (kept by the caller from line to line)."""
+def parse(line: str, uuids: dict | None = None, why: list | None = None):
+    """One line of a marks file as a Mark or Steps; None for a line that is not one (skipped, never fatal),
+    with the reason appended to why where given. uuids: each stream's last uuid, which a line's "=" refers
+    to (kept by the caller from line to line)."""
     p = line.rstrip("\n").split("\t")
     try:
         if p[0] in ("M", "S"):
-            return _parse_new(p, {} if uuids is None else uuids)
-        if len(p) == 5 and p[3] in ("mark", "step"):
-            return _parse_old(p)
-    except (ValueError, IndexError):
+            found = _parse_new(p, {} if uuids is None else uuids)
+        elif len(p) == 5 and p[3] in ("mark", "step"):
+            found = _parse_old(p)
+        else:
+            found = None
+    except BadTime as err:
+        if why is not None:
+            why.append(("time", visible(str(err)[:40])))
         return None
-    return None
+    except (ValueError, IndexError, OverflowError):
+        found = None
+    if found is None and why is not None:
+        why.append(("line", ""))
+    return found
+
+
+WHY = {"time": ("whose time is not a time on the monotonic clock",) * 2,  # (one line, several)
+       "line": ("that is not a line of marks", "that are not lines of marks")}
 
 
 class Reader:
@@ -144,6 +183,8 @@ class Reader:
     def __init__(self, path: str | os.PathLike):
         self.path = path
         self.offset = 0
+        self.lines = 0  # whole lines read so far
+        self.skipped: dict[str, list] = {}  # why -> [how many, (line, value) of the first]
         self._partial = b""
         self._uuids: dict = {}  # each stream's last uuid, for the lines that say "="
 
@@ -154,12 +195,36 @@ class Reader:
                 data = f.read()
         except (FileNotFoundError, IsADirectoryError, PermissionError):
             return []
+        if self.offset == 0 and data.startswith(BOM):
+            data = data[len(BOM):]
+            self.offset = len(BOM)
         self.offset += len(data)
         lines = (self._partial + data).split(b"\n")
         self._partial = lines.pop()  # an unfinished last line waits for its end
+        if not lines:
+            return []
         text = b"\n".join(lines).decode(errors="replace")  # one decode for the lot: a day of lines reads fast
-        uuids = self._uuids
-        return [e for e in (parse(line, uuids) for line in text.split("\n")) if e is not None] if lines else []
+        uuids, why, out = self._uuids, [], []
+        for k, line in enumerate(text.split("\n")):
+            e = parse(line, uuids, why)
+            if e is not None:
+                out.append(e)
+            elif line.strip() and why:
+                kind, value = why.pop()
+                seen = self.skipped.setdefault(kind, [0, (self.lines + k + 1, value)])
+                seen[0] += 1
+            why.clear()
+        self.lines += len(lines)
+        return out
+
+    def note(self) -> str | None:
+        """What was skipped, in one sentence naming the file, the reason and the first line; None if nothing."""
+        if not self.skipped:
+            return None
+        name = os.path.basename(self.path)
+        parts = [f"{n} line{'s' if n > 1 else ''} {WHY[kind][n > 1]} ({'the first, ' if n > 1 else ''}line {line}"
+                 f"{f', reads {value}' if value else ''})" for kind, (n, (line, value)) in sorted(self.skipped.items())]
+        return f"{name}: left out {' and '.join(parts)}; the phases and steps are read without them"
 
 
 def read_all(path: str | os.PathLike) -> list:

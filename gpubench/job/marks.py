@@ -13,7 +13,9 @@ so every process of a job shares the recorder's time axis. Lines are written wit
 on a file opened with O_APPEND, which the kernel appends whole.
 
 Whatever happens here stays here: a marks file that cannot be written, a FLOP count that is not a
-number, a CUDA call that fails: each is said once on stderr and the job goes on, with fewer marks.
+number (10**400, an object whose float() raises), a CUDA call that fails: each is said once on stderr and
+the job goes on. A bad value spoils that value alone: the step is recorded without it, and every later
+step and mark is recorded as if it had not come. Only a marks file that cannot be opened turns marks off.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import os
 import sys
 import threading
 import time
+
+from gpubench.usage import visible
 
 ENV = "GPUBENCH_MARKS"
 NAME_MAX = 200  # characters of a phase name: longer names are cut (a name is a label, not a payload)
@@ -59,9 +63,13 @@ def step(flops=None, bytes=None, tokens=None) -> None:  # noqa: A002 -- the name
 
 
 def clean_name(name) -> str:
-    """A phase name as it is recorded: one line of at most NAME_MAX characters, never empty."""
-    text = " ".join(str(name).split())[:NAME_MAX]
-    return text or "?"
+    """A phase name as it is recorded: one line of at most NAME_MAX characters, never empty, every control
+    character written out as an escape (a NUL or an ESC in a name would reach a terminal or a report)."""
+    try:
+        text = name if isinstance(name, str) else str(name)
+    except Exception:  # noqa: BLE001 -- a __str__ that raises: the mark still starts a phase
+        text = "?"
+    return visible(" ".join(text[:4 * NAME_MAX].split()))[:NAME_MAX] or "?"
 
 
 def target(path) -> str | None:
@@ -96,12 +104,13 @@ def env_rank(env=os.environ) -> int | None:
 
 
 def number(value) -> tuple[float | None, bool]:
-    """(value as a float, usable): None where not given; unusable where not a finite number of 0 or more."""
+    """(value as a float, usable): None where not given; unusable where not a finite number of 0 or more
+    (10**400 overflows a float; an object's __float__ may raise anything)."""
     if value is None:
         return None, True
     try:
         x = float(value)
-    except (TypeError, ValueError):
+    except Exception:  # noqa: BLE001 -- OverflowError, TypeError, ValueError, or the object's own
         return None, False
     return (x, True) if math.isfinite(x) and x >= 0 else (None, False)
 
@@ -155,15 +164,19 @@ class _Writer:
 
     def step(self, flops, nbytes, tokens) -> None:
         now = time.monotonic()
-        model, hardware = flops, getattr(flops, "hardware", None)
-        model, ok_f = number(model)
+        try:
+            hardware = getattr(flops, "hardware", None)
+        except Exception:  # noqa: BLE001 -- a property that raises: no hardware count
+            hardware = math.nan
+        model, ok_f = number(flops)
         hardware, ok_h = number(hardware)
         nbytes, ok_b = number(nbytes)
         tokens, ok_t = number(tokens)
         bad = not (ok_f and ok_h)
         if not (ok_f and ok_h and ok_b and ok_t):
             self.warn("values", "gpubench.step() was given a value that is not a finite number of 0 or more "
-                      f"(flops={flops!r}, bytes={nbytes!r}, tokens={tokens!r}); the step is recorded without it")
+                      f"(flops={_shown(flops)}, bytes={_shown(nbytes)}, tokens={_shown(tokens)}); the step is "
+                      "recorded without it, and so is any later step given such a value")
         self._gpu()
         values = (model, hardware, nbytes, tokens, bad)
         if self.stamper is None or not self.stamper.put(("step", values, now)):
@@ -237,6 +250,16 @@ class _Writer:
                 self.stamper, self.uuid, self.clock = made, made.uuid, "gpu"
 
 
+def _shown(value) -> str:
+    """A value as a warning names it: short (10**400 has 401 digits), and never raising."""
+    try:
+        big = isinstance(value, int) and value.bit_length() > 100
+        text = f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits" if big else repr(value)
+    except Exception:  # noqa: BLE001 -- a __repr__ that raises
+        text = f"a value of type {type(value).__name__}"
+    return visible(text if len(text) <= 80 else text[:77] + "...")
+
+
 def _writer() -> _Writer:
     global _state
     with _lock:
@@ -272,6 +295,19 @@ def _disable(message: str) -> None:
 
 
 def _give_up(err: Exception) -> None:
-    """Anything unexpected turns marks off for this process, said once; the job never sees it."""
-    if not isinstance(err, _Off):
-        _disable(f"marks are off in this process after an error ({type(err).__name__}: {err})")
+    """Anything unexpected loses that one call, said once for each kind of error; the job never sees it, and
+    the next mark or step is recorded as usual."""
+    if isinstance(err, _Off):
+        return
+    kind = type(err).__name__
+    if kind not in _said:
+        _said.add(kind)
+        try:
+            why = str(err)
+        except Exception:  # noqa: BLE001
+            why = "?"
+        print(f"gpubench: a mark or step was lost to an error ({kind}: {visible(why)[:200]}); the job goes on, and "
+              "so do its marks", file=sys.stderr)
+
+
+_said: set[str] = set()

@@ -154,7 +154,10 @@ def watching(opts: WatchOptions, reporter: Reporter | None = None):
     windows: dict = {}
 
     def finish(rows):
-        events = markfile.read_all(watch.marks_path)
+        reader = markfile.Reader(watch.marks_path)
+        events = reader.poll()
+        if note := reader.note():
+            rec.warn(note)
         peaks["conditions"] = {k: peak_conditions(rows, opts.gpus[0].nvml_index, a, b) for k, (a, b) in windows.items()}
         held = contexts.used if contexts is not None else {}
         result = summarize_watch(rows, events, opts.gpus, watch.t_start, watch.t_end, peaks, opts.dtype,
