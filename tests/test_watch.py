@@ -461,3 +461,25 @@ def test_only_the_gpus_the_command_holds_are_summarized_the_others_are_listed_id
     assert {r["gpu"] for r in summary} == {1} and manifest["contexts"]["used"]["1"]
     watch.show(w)
     assert "idle, no process of the command used them: GPU 0" in capsys.readouterr().out
+
+
+def test_marks_with_times_that_are_not_times_are_left_out_and_said(tmp_path):
+    """Lines a job wrote by hand with a negative, NaN or infinite time never shape a phase: they are left out,
+    and the watch says so (manifest warnings, and so the report's notes)."""
+    job = py("""
+        import os, time, gpubench
+        with open(os.environ["GPUBENCH_MARKS"], "a") as f:
+            f.write("M\\t-100.0\\t\\t1\\t\\thost\\twarmup\\n")
+            f.write("M\\tnan\\t\\t1\\t\\thost\\twarmup\\n")
+            f.write("S\\t-inf\\t\\t1\\t\\thost\\t1.0\\t5\\t5\\t1e15\\t1e15\\t0\\t0\\t0\\t0\\n")
+        gpubench.mark("train")
+        for _ in range(30):
+            time.sleep(0.05); gpubench.step(flops=1e12)
+    """)
+    code, w = watch.run(options(tmp_path / "run", [FakeSource()]), job)
+    assert code == 0
+    manifest, _, summary = load_run(tmp_path / "run")
+    assert [r["phase"] for r in summary] == ["train"]
+    assert manifest["marks"]["marks"] == 1 and manifest["marks"]["steps"] == 30
+    [note] = [m for m in manifest["warnings"] if m.startswith("marks.tsv: left out")]
+    assert "3 lines whose time is not a time on the monotonic clock (the first, line 1, reads -100.0)" in note
