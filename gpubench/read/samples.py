@@ -25,11 +25,12 @@ class Samples:
     """Rows held column-wise; a view of some rows of a larger table shares its fetch."""
 
     def __init__(self, columns: dict | None = None, *, names=None, length: int | None = None,
-                 fetch: Fetch | None = None, rows: np.ndarray | None = None, valued=None):
+                 fetch: Fetch | None = None, rows: np.ndarray | None = None, valued=None, stream=None):
         self._cols = dict(columns or {})
         self.names = list(names if names is not None else self._cols)
         self._fetch = fetch
         self._valued = valued  # names -> those with a value somewhere, without loading them (the whole file)
+        self._stream = stream  # names -> each batch's columns in turn, without keeping them (the whole file)
         self._rows = rows  # which rows of the fetched table this holds (None: all)
         self._length = length if length is not None else (
             len(rows) if rows is not None else len(next(iter(self._cols.values()))) if self._cols else 0)
@@ -55,6 +56,15 @@ class Samples:
             return np.full(len(self), np.nan)
         self.load(name)
         return self._cols[name]
+
+    def chunks(self, *names):
+        """These rows' columns of names, a part at a time in row order: the file's batches one by one, held only
+        while the caller looks at them (a check over a day of rows), or all at once where they are held."""
+        names = [n for n in names if n in self.names]
+        if self._stream is not None and self._rows is None and any(n not in self._cols for n in names):
+            yield from self._stream(names)
+        elif len(self):
+            yield {n: self.col(n) for n in names}
 
     def valued(self, names) -> set:
         """The columns among names that hold a number somewhere in these rows."""

@@ -16,11 +16,15 @@ import json
 import math
 import os
 import re
+import shutil
+import stat
+import tempfile
 import time
+import weakref
 from pathlib import Path
 
-from gpubench.metrics import BY_COLUMN, COLUMNS
 from gpubench.record import schema
+from gpubench.record.csvfile import FLOAT_KEYS, INT_KEYS, TIME_KEYS, CsvSink, cell  # noqa: F401 -- also read from here
 
 SAMPLE_KEYS = ("t_start_s", "t_end_s", "t_wall", "gpu", "uuid", "phase")
 # Runs under torchrun: the rank using each GPU (empty for a GPU that --all-gpus samples but no rank uses).
@@ -32,19 +36,8 @@ def keys_of(samples) -> tuple[str, ...]:
     return RANKED_SAMPLE_KEYS if samples.has("rank") else SAMPLE_KEYS
 
 
-TIME_KEYS = frozenset({"t_start_s", "t_end_s", "t_wall", "t_start", "t_end"})
-FLOAT_KEYS = frozenset(COLUMNS) | {"t_start_s", "t_end_s", "t_wall"}
-INT_KEYS = frozenset({"gpu", "rank"})
-# Summary columns that hold words: kept as written, never read as numbers.
-TEXT_SUMMARY_KEYS = frozenset({"scenario", "phase", "family", "impl", "baseline", "launch", "sizes", "unit", "bound",
-                               "check", "uuid", "kind", "verdict", "verdict_rules", "node", "stream_rates",
-                               "step_clock", "msg_text", "regime_text", "straggler_text", "wait_signature",
-                               "straggler_note", "flop_convention"})
-NUMERIC_SUMMARY_KEYS = frozenset({"t_start", "t_end", "gpu", "n_samples", "n_timings", "n_calls",
-                                  "speedup_vs_baseline", "link_gbps"})
-
-
 SUMMARY_MISSING = "summary.csv is missing: the run ended before it was written"
+SUMMARY_EMPTY = "summary.csv is empty (no byte in it): it was emptied, or lost while it was written"
 SAMPLES_FILE, CSV_SAMPLES = "samples.arrows", "samples.csv"
 
 
@@ -104,7 +97,8 @@ def _check_writable(path: Path, may_hold) -> str | None:
 def partial(manifest: dict) -> str | None:
     """None for a completed run, else what happened to it, to follow "the run" or "it"."""
     if manifest.get("completed") is True:
-        return None
+        lacking = manifest.get("summary_lacking")
+        return f"completed, but {lacking}" if lacking else None
     status = manifest.get("status")
     return {"interrupted": "was interrupted before it finished",
             "failed": "failed before it finished",
@@ -113,11 +107,28 @@ def partial(manifest: dict) -> str | None:
 
 
 def samples_path(run_dir: Path) -> Path | None:
-    """The run's samples file: samples.arrows, or samples.csv in a run recorded before it; None if neither."""
+    """The run's samples file: samples.arrows (whatever it is: a folder in its place is refused, never passed
+    over), or samples.csv in a run recorded before it; None if neither."""
     for name in (SAMPLES_FILE, CSV_SAMPLES):
-        if (Path(run_dir) / name).is_file():
+        if os.path.lexists(Path(run_dir) / name):
             return Path(run_dir) / name
     return None
+
+
+def not_a_file(path: Path) -> str | None:
+    """None for a regular file (or a link to one), else what stands at path instead: reading a folder, a
+    device (/dev/zero has no end) or a named pipe (which blocks) is no way to read a run."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "a link to nothing" if os.path.islink(path) else None
+    except OSError as err:
+        return f"unreadable ({(err.strerror or str(err)).lower()})"
+    for test, what in ((stat.S_ISREG, None), (stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a device"),
+                       (stat.S_ISBLK, "a device"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return what
+    return "not a regular file"
 
 
 def open_sink(path: Path, columns, keys=SAMPLE_KEYS):
@@ -133,37 +144,6 @@ def write_samples(path: Path, samples, columns, keys=SAMPLE_KEYS) -> None:
     from gpubench.record import arrowfile
 
     arrowfile.write(Path(path), as_samples(samples), list(keys) + list(columns))
-
-
-class CsvSink:
-    """Appends sample rows to samples.csv as they come, flushing each, so a crash keeps what was recorded
-    (the format of runs recorded before samples.arrows; tests write it to check both are read alike)."""
-
-    def __init__(self, path: Path, columns, keys=SAMPLE_KEYS):
-        self.path = path
-        self.fields = list(keys) + list(columns)
-        self._f = open(path, "w", newline="")
-        self._w = csv.DictWriter(self._f, fieldnames=self.fields, extrasaction="ignore")
-        self._w.writeheader()
-        self._f.flush()
-
-    def __call__(self, row: dict) -> None:
-        if self._f.closed:
-            return
-        self._w.writerow({k: cell(v, k) for k, v in row.items()})
-        self._f.flush()
-
-    def close(self) -> None:
-        if not self._f.closed:
-            self._f.close()
-
-
-def cell(value, key: str = ""):
-    if isinstance(value, float):
-        if math.isnan(value):
-            return ""
-        return f"{value:.4f}" if key in TIME_KEYS else f"{value:.10g}"
-    return value
 
 
 def json_safe(value):
@@ -201,68 +181,106 @@ def write_summary(run_dir: Path, summary: list[dict]) -> None:
 
 # --- reading ---------------------------------------------------------------------------------------
 
-def _value(text: str):
-    if text == "":
-        return math.nan
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    if text in ("True", "False"):
-        return text == "True"
-    return text
-
-
-def _sample(raw: dict) -> dict:
-    row = {}
-    for key, text in raw.items():
-        if text is None or key is None:
-            raise ValueError("the row has too few or too many fields")
-        if key in FLOAT_KEYS:
-            row[key] = float(text) if text != "" else math.nan
-        elif key == "rank" and text == "":
-            row[key] = None  # a GPU that --all-gpus sampled and no rank used
-        elif key in INT_KEYS:
-            row[key] = int(text)
-        else:
-            row[key] = text
-    return row
-
-
 def read_samples(path: str | Path, notes: list[str] | None = None, left_out: set | None = None):
     """A samples file, samples.arrows or samples.csv, as Samples (gpubench.read.samples): metric columns as
     float64 (missing values NaN), text as written. A torn last batch or line (a kill mid-write) is skipped
-    with a note; damage anywhere else is an error naming the file and where. Values out of their column's
-    range become NaN, said in notes, their columns named in left_out (as each column is read)."""
+    with a note; damage anywhere else is an error naming the file and where, and so are rows of a GPU out of
+    time order or repeated. Values out of their column's range become NaN, said in notes, their columns named
+    in left_out (as each column is read)."""
+    from gpubench.record import arrowfile
+
     path = Path(path)
     left_out = set() if left_out is None else left_out
-    if path.suffix == ".arrows":
-        from gpubench.record import arrowfile
+    if what := not_a_file(path):
+        raise RunDirError(f"{path} is {what}, not a samples file")
+    csv_file = path.suffix != ".arrows"
+    where = (lambda i: f"line {i + 2}") if csv_file else (lambda i: f"row {i + 1}")  # a CSV's line 1 is its header
+    check = _checker(path, notes, left_out, where, texts=False)
 
-        check = _checker(path, notes, left_out, lambda i: f"row {i + 1}", texts=False)
+    def guard(fetch):
+        def checked(wanted, rows):
+            try:
+                columns = fetch(wanted, rows)
+            except arrowfile.DamagedSamples as err:
+                raise RunDirError(f"{path} is damaged: {err}") from None
+            return check(columns, rows)
+        return checked
 
-        def guard(fetch):
-            def checked(wanted, rows):
-                try:
-                    columns = fetch(wanted, rows)
-                except arrowfile.DamagedSamples as err:
-                    raise RunDirError(f"{path} is damaged: {err}") from None
-                return check(columns, rows)
-            return checked
-
-        try:
-            samples = arrowfile.read(path, notes, guard)
-        except arrowfile.DamagedSamples as err:
-            raise RunDirError(f"{path} is damaged: {err}") from None
-    else:
-        samples = _read_csv(path, notes, left_out)
     try:
+        samples = _read_csv(path, notes, guard) if csv_file else arrowfile.read(path, notes, guard)
         if samples.names or len(samples):  # no header at all: killed before it was written, no rows
             schema.sample_names(samples.names)
-    except schema.Bad as err:
+            _in_time_order(samples, path, where)
+    except (arrowfile.DamagedSamples, schema.Bad) as err:
         raise RunDirError(f"{path} is damaged: {err}") from None
     return samples
+
+
+def _read_csv(path: Path, notes, guard):
+    """samples.csv converted, a block at a time, into a temporary samples.arrows that lives as long as the
+    samples read from it (gpubench.record.csvfile)."""
+    from gpubench.read.samples import Samples
+    from gpubench.record import arrowfile, csvfile
+
+    folder = _scratch()
+    try:
+        names = csvfile.convert(path, folder / SAMPLES_FILE, notes)
+        if not names:
+            shutil.rmtree(folder, ignore_errors=True)
+            return Samples()
+        samples = arrowfile.read(folder / SAMPLES_FILE, notes, guard, float_times=True, shown_as=path.name)
+    except csvfile.BadCsv as err:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise RunDirError(f"{path} {err}") from None
+    except OSError as err:
+        shutil.rmtree(folder, ignore_errors=True)
+        if err.filename is None or str(folder) in str(err.filename):
+            raise RunDirError(f"{path} cannot be read: it is read through a copy in {folder.parent}, which failed "
+                              f"({(err.strerror or str(err)).lower()})") from None
+        raise
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    weakref.finalize(samples._fetch, shutil.rmtree, folder, True)  # every view of the rows shares this fetch
+    return samples
+
+
+def _scratch() -> Path:
+    """A new private folder under the system's temporary directory."""
+    while True:
+        folder = Path(tempfile.gettempdir()) / f"gpubench-csv-{os.getpid()}-{os.urandom(4).hex()}"
+        try:
+            folder.mkdir(mode=0o700)
+            return folder
+        except FileExistsError:
+            continue
+
+
+def _in_time_order(samples, path: Path, where) -> None:
+    """schema.Bad where a GPU's rows are out of time order or repeated: in every file gpubench writes, each
+    row's interval starts where the GPU's previous one ended, or later; averaged, a repeated row would count
+    twice and a reversed one land in another window. Read a batch at a time, three columns."""
+    import numpy as np
+
+    key = "uuid" if samples.has("rank") and samples.has("uuid") else "gpu"  # ranks on several nodes repeat gpu 0
+    last: dict = {}
+    row = 0
+    for cols in samples.chunks("t_start_s", "t_end_s", key):
+        ts, te, gpu = cols["t_start_s"], cols["t_end_s"], cols[key]
+        for value in dict.fromkeys(gpu.tolist()):
+            idx = np.flatnonzero(gpu == value)
+            a, b = ts[idx], te[idx]
+            before = np.concatenate([[last.get(value, -np.inf)], b[:-1]])
+            bad = np.flatnonzero(a < before - 1e-6)
+            if len(bad):
+                i = bad[0]
+                who = f"GPU {value:g}" if key == "gpu" else f"GPU {value}"
+                raise schema.Bad(f"{where(row + int(idx[i]))}: its t_start_s {a[i]:.4f} comes before the end of "
+                                 f"{who}'s previous row ({before[i]:.4f}): rows out of time order, or repeated, "
+                                 "which no recording writes")
+            if len(b):
+                last[value] = b[-1]
+        row += len(ts)
 
 
 def _checker(path: Path, notes, flagged: set, where, texts: bool = True):
@@ -283,97 +301,15 @@ def _checker(path: Path, notes, flagged: set, where, texts: bool = True):
     return check
 
 
-def _read_csv(path: Path, notes: list[str] | None, left_out: set):
-    """samples.csv, column-wise: pyarrow's parser where the file is well formed (the same numbers as
-    Python's float(), correctly rounded), else row by row, to name the line that is not a sample row."""
-    from gpubench.read.samples import Samples, as_samples
-
-    data = path.read_bytes()
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise RunDirError(f"{path} is not text: it is not a samples file gpubench wrote") from None
-    lines = data.count(b"\n") + (not data.endswith(b"\n"))
-    if data and not data.endswith(b"\n") and lines > 1:
-        data = data[:data.rindex(b"\n") + 1]
-        if notes is not None:
-            notes.append(f"{path.name}: its last line was cut off mid-write (the run was killed) and is skipped")
-    columns = _fast_csv(data)
-    samples = Samples(columns) if columns is not None else as_samples(_slow_csv(path, data.decode("utf-8")))
-    check = _checker(path, notes, left_out, lambda i: f"line {i + 2}")  # line 1 is the header
-    return Samples(check(samples.columns()), names=samples.names, length=len(samples))
-
-
-def _fast_csv(data: bytes) -> dict | None:
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
-
-    from gpubench.record.arrowfile import DamagedSamples, _numpy
-
-    header = next(csv.reader([data.split(b"\n", 1)[0].decode()]), [])
-    if not header or len(set(header)) != len(header):
-        return None
-    types = {k: pa.float64() if k in FLOAT_KEYS else pa.int64() if k in INT_KEYS else pa.string() for k in header}
-    try:
-        table = pacsv.read_csv(pa.BufferReader(data), convert_options=pacsv.ConvertOptions(
-            column_types=types, null_values=[""], strings_can_be_null=False, quoted_strings_can_be_null=False))
-    except (pa.ArrowInvalid, OSError):
-        return None
-    if table.column("gpu").null_count if "gpu" in header else False:
-        return None
-    try:
-        return {k: np.asarray(_numpy(table.column(k).combine_chunks(), None)) if table.num_rows else
-                np.array([], dtype=object if types[k] == pa.string() else np.float64) for k in header}
-    except DamagedSamples:  # a name too long: read row by row, to say on which line
-        return None
-
-
-def _slow_csv(path: Path, text: str) -> list[dict]:
-    reader = csv.DictReader(text.splitlines())
-    rows = []
-    for raw in reader:
-        try:
-            rows.append(_sample(raw))
-        except ValueError:
-            raise RunDirError(f"{path} line {reader.line_num} is not a sample row") from None
-    return rows
-
-
-def _numeric(key: str) -> bool:
-    """Summary columns that hold numbers (or nothing): metrics, their spread, times, work, counts."""
-    base = re.sub(r"_p(10|90)$", "", key)
-    return base in BY_COLUMN or base in NUMERIC_SUMMARY_KEYS or base.endswith(("_per_call", "_measured_pct"))
-
-
 def read_summary(path: Path, notes: list[str] | None = None) -> list[dict]:
-    """summary.csv as dicts; a row with the wrong number of fields, or text where a number belongs, is an
-    error naming the file and line. Text columns stay text (a scenario named 42 is named "42"); a number out
-    of its column's range is flagged (schema.summary_value), said in notes."""
-    said: list[str] = []
+    """summary.csv as dicts, checked (gpubench.record.summaryfile)."""
+    from gpubench.record.summaryfile import BadSummary
+    from gpubench.record.summaryfile import read_summary as read
+
     try:
-        with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            rows = []
-            for raw in reader:
-                if None in raw or None in raw.values():
-                    raise RunDirError(f"{path} line {reader.line_num} does not have the header's fields")
-                row = {k: (v or math.nan) if k in TEXT_SUMMARY_KEYS else _value(v) for k, v in raw.items()}
-                bad = [k for k, v in row.items() if _numeric(k) and not isinstance(v, (int, float))]
-                if bad or not row.get("scenario") or not isinstance(row["scenario"], str):
-                    raise RunDirError(f"{path} line {reader.line_num} is not a summary row "
-                                      f"({bad[0] + ' is not a number' if bad else 'it names no scenario'})")
-                if len(row["scenario"]) > schema.LONGEST_TEXT:
-                    raise RunDirError(f"{path} line {reader.line_num} is not a summary row (its scenario is longer "
-                                      f"than {schema.LONGEST_TEXT} characters)")
-                rows.append({k: schema.summary_value(k, v, row["scenario"], said) for k, v in row.items()})
-    except UnicodeDecodeError:
-        raise RunDirError(f"{path} is not text: it is not a summary gpubench wrote") from None
-    except csv.Error as err:  # a NUL byte, a field past csv's limit
-        raise RunDirError(f"{path} line {reader.line_num} is not a summary row ({err})") from None
-    if notes is not None:
-        notes += [f"{path.name}: {n}" for n in said]
-    return rows
+        return read(Path(path), notes)
+    except BadSummary as err:
+        raise RunDirError(str(err)) from None
 
 
 MANIFEST_MAX_BYTES = 64 << 20  # a day-long watch's manifest, its phases listed, is a few megabytes
@@ -386,9 +322,11 @@ def read_manifest(path: Path) -> dict:
     if len(data) > MANIFEST_MAX_BYTES:
         raise RunDirError(f"{path} is larger than {MANIFEST_MAX_BYTES >> 20} MiB: it is not a manifest gpubench wrote")
     try:
-        manifest = json.loads(data.decode("utf-8"))
+        manifest = json.loads(data.decode("utf-8-sig"))  # a byte-order mark, as an editor may save one, is no part
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise RunDirError(f"{path} is not valid JSON ({err})") from None
+    except ValueError as err:  # an integer past Python's 4300 digits
+        raise RunDirError(f"{path} holds a number too long to be one gpubench writes ({str(err).split(';')[0]})") from None
     except RecursionError:
         raise RunDirError(f"{path} is nested too deeply to be a manifest gpubench wrote") from None
     try:
@@ -399,10 +337,14 @@ def read_manifest(path: Path) -> dict:
 
 def load_run(run_dir: str | Path) -> tuple[dict, "Samples", list[dict]]:  # noqa: F821
     """(manifest, samples, summary) of a run directory, from its files alone; the samples are read a column
-    at a time as they are asked for (gpubench.read.samples.Samples)."""
+    at a time as they are asked for (gpubench.read.samples.Samples). A completed run whose summary is gone
+    or emptied says so (manifest "summary_lacking", which partial() reads), never "completed" alone."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir} is not a directory")
+    for name in ("manifest.json", SAMPLES_FILE, CSV_SAMPLES, "summary.csv"):
+        if os.path.lexists(run_dir / name) and (what := not_a_file(run_dir / name)):
+            raise RunDirError(f"{run_dir / name} is {what}, not a file gpubench writes")
     missing = [n for n in ("manifest.json",) if not (run_dir / n).is_file()]
     missing += [] if samples_path(run_dir) else [f"{SAMPLES_FILE} (or {CSV_SAMPLES})"]
     if missing:
@@ -415,6 +357,30 @@ def load_run(run_dir: str | Path) -> tuple[dict, "Samples", list[dict]]:  # noqa
     summary = read_summary(summary_path, notes) if summary_path.is_file() else []
     if not summary_path.is_file():
         notes.append(SUMMARY_MISSING)
+        lacking = "its summary.csv is missing"
+    elif summary_path.stat().st_size == 0:  # gpubench writes a summary whole, through a rename: never empty
+        notes.append(SUMMARY_EMPTY)
+        lacking = "its summary.csv is empty"
+    else:
+        lacking = _rows_lacking(manifest, summary)
+    if lacking and manifest.get("completed") is True:
+        manifest["summary_lacking"] = lacking
     # both filled further as the samples' columns are read (a day's, as the figures ask for them)
     manifest.update(read_notes=notes, left_out=left_out)
     return manifest, samples, summary
+
+
+def _rows_lacking(manifest: dict, summary: list[dict]) -> str | None:
+    """Why a summary without rows is not what the run left, where its manifest says so: a suite writes a
+    row for every scenario done, a watch one for every phase on every GPU the job used."""
+    if summary:
+        return None
+    def listed(key):
+        return manifest.get(key) if isinstance(manifest.get(key), list) else []
+
+    done, phases = listed("scenarios_done"), listed("phases")
+    if done:
+        return f"its summary.csv holds no row, though its manifest lists {len(done)} scenarios done"
+    if phases and listed("gpus_used"):
+        return f"its summary.csv holds no row, though its manifest lists {len(phases)} phases"
+    return None

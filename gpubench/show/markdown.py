@@ -4,7 +4,9 @@ report.md's inline marks turned into HTML for report.html.
 A run's words are data, not markup: in report.md a `<` or `&` that could start a tag or an entity becomes
 an entity, and the characters that mark up Markdown (`*`, backquote, `|`, backslash, the `](` of a link)
 are escaped with a backslash, all on one line, so a GPU named `<script>` or a phase named `a|b` reads as
-written in both files and runs nothing.
+written in both files and runs nothing. A control character (a NUL, an ESC) is written out as an escape
+(gpubench.usage.visible), never put into the file, and never turned into a space that would make two
+names read as one.
 """
 
 from __future__ import annotations
@@ -12,13 +14,16 @@ from __future__ import annotations
 import html
 import re
 
+from gpubench.usage import visible
+
 ESCAPED = re.compile(r"\\([\\`*\[\]|])")
 
 
 def text(value) -> str:
     """value as text for report.md: one line, no HTML (a `<` that could open a tag and an `&` that could open
     an entity become entities; "<0.01%" stays as it reads), no Markdown marks."""
-    line = " ".join("".join(c if c.isprintable() else " " for c in str(value)).split())
+    value = str(value)
+    line = " ".join((value if value.isprintable() else visible(value)).split())
     line = re.sub(r"<(?=[A-Za-z/!?])", "&lt;", re.sub(r"&(?=[#A-Za-z])", "&amp;", line))
     return re.sub(r"([\\`*|])", r"\\\1", line).replace("](", "\\](")  # a bracket alone makes no link
 

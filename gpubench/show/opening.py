@@ -31,7 +31,10 @@ def run_line(manifest: dict) -> str:
     """When, whether it completed, the GPU's facts and the software's versions, each where known."""
     gpu, versions = manifest.get("gpu") or {}, manifest.get("versions") or {}
     why = partial(manifest)
-    status = f"**a partial run**: it {why}, so it holds only what was recorded until then" if why else "completed"
+    lacking = manifest.get("summary_lacking") if manifest.get("completed") is True else None
+    status = (f"completed, but **{md.text(lacking)}**, so no {'phase' if is_job(manifest) else 'scenario'} is "
+              "summarized here" if lacking else
+              f"**a partial run**: it {why}, so it holds only what was recorded until then" if why else "completed")
     start = manifest.get("start_wall")
     what = "Watch" if is_job(manifest) else "Run"
     out = [f"{what} of {md.text(start)}, {status}." if known(start) else f"{what} {status}."]

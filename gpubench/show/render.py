@@ -35,6 +35,12 @@ def output_dir(args, default: Path, targets: list[str]) -> Path:
     from gpubench.show.figures import FIGURES
     from gpubench.show.stage import clear_debris
 
+    if args.out is not None and _same(args.out, default):
+        args.out = None  # the place it writes to without --out: as if none were given
+    if args.out is not None and _inside(args.out, args.run_dir):
+        raise UsageError(f"--out {args.out} lies inside the run directory {args.run_dir}, where it would mix with the "
+                         f"run's own files (report writes figures/ under its --out): write elsewhere, or leave --out "
+                         f"out to write into {default}")
     out = args.out if args.out is not None else default
     for folder in (out, out / "figures"):
         if (pid := clear_debris(folder)) is not None:
@@ -58,6 +64,22 @@ def output_dir(args, default: Path, targets: list[str]) -> Path:
             raise UsageError(f"{target} is a folder, where gpubench would write a file: move it away, or write "
                              "elsewhere with --out DIR")
     return out
+
+
+def _resolved(path: Path) -> Path | None:
+    try:
+        return Path(path).resolve()
+    except (OSError, RuntimeError):  # a loop of links, a name too long: check_writable says so
+        return None
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    a, b = _resolved(path), _resolved(folder)
+    return a is not None and b is not None and (a == b or b in a.parents)
+
+
+def _same(a: Path, b: Path) -> bool:
+    return _resolved(a) is not None and _resolved(a) == _resolved(b)
 
 
 def _written(args, write) -> int:

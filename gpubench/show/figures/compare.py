@@ -50,8 +50,8 @@ def draw(summary, samples, manifest, out_dir):
     notes: dict = {}
     for axrow, rows in zip(axes, groups):
         _compare_row(axrow, rows, baselines, notes, (manifest.get("peaks") or {}).get("measured") or {})
-    best = max((r for g in groups for r in g if finite(r.get("speedup_vs_baseline"))),
-               key=lambda r: r["speedup_vs_baseline"], default=None)
+    best = max((r for g in groups for r in g if finite(r.get("speedup_vs_baseline")) and r["speedup_vs_baseline"] > 0),
+               key=lambda r: r["speedup_vs_baseline"], default=None)  # a speed-up of 0 is no measurement
     finding = "Same utilization, different speed"
     if best:
         x = best["speedup_vs_baseline"]

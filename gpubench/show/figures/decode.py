@@ -16,9 +16,11 @@ PERCENT = ("gpu_util_pct", "mbu_pct", "mfu_pct")
 
 
 def decode_rows(summary) -> dict[str, list[dict]]:
-    """The rows of decode steps with a time and a batch, by implementation, each in batch order."""
+    """The rows of decode steps with a time and a batch, by implementation, each in batch order: a step time
+    of 0 (or a rate of none) is no measurement, and no point of a sweep (the ratios divide by both)."""
     rows = [r for r in summary if r.get("family") == "decode" and finite(r.get("tokens_per_call"))
-            and finite(r.get("kernel_ms"))]
+            and finite(r.get("kernel_ms")) and r["kernel_ms"] > 0 and finite(r.get("tokens_per_s"))
+            and r["tokens_per_s"] > 0]
     by: dict[str, list[dict]] = {}
     for r in sorted(rows, key=lambda r: r["tokens_per_call"]):
         by.setdefault(r.get("impl") or "?", []).append(r)
