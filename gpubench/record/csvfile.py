@@ -23,6 +23,7 @@ from pathlib import Path
 
 from gpubench.metrics import COLUMNS
 
+SAMPLE_KEYS = ("t_start_s", "t_end_s", "t_wall", "gpu", "uuid", "phase")
 TIME_KEYS = frozenset({"t_start_s", "t_end_s", "t_wall", "t_start", "t_end"})
 FLOAT_KEYS = frozenset(COLUMNS) | {"t_start_s", "t_end_s", "t_wall"}
 INT_KEYS = frozenset({"gpu", "rank"})
@@ -41,11 +42,9 @@ class CsvSink:
     """Appends sample rows to samples.csv as they come, flushing each, so a crash keeps what was recorded
     (the format of runs recorded before samples.arrows; tests write it to check both are read alike)."""
 
-    def __init__(self, path: Path, columns, keys=None):
-        from gpubench.record.rundir import SAMPLE_KEYS
-
+    def __init__(self, path: Path, columns, keys=SAMPLE_KEYS):
         self.path = path
-        self.fields = list(keys or SAMPLE_KEYS) + list(columns)
+        self.fields = list(keys) + list(columns)
         self._f = open(path, "w", newline="")
         self._w = csv.DictWriter(self._f, fieldnames=self.fields, extrasaction="ignore")
         self._w.writeheader()

@@ -24,9 +24,15 @@ import weakref
 from pathlib import Path
 
 from gpubench.record import schema
-from gpubench.record.csvfile import FLOAT_KEYS, INT_KEYS, TIME_KEYS, CsvSink, cell  # noqa: F401 -- also read from here
+from gpubench.record.csvfile import (  # noqa: F401 -- also read from here
+    FLOAT_KEYS,
+    INT_KEYS,
+    SAMPLE_KEYS,
+    TIME_KEYS,
+    CsvSink,
+    cell,
+)
 
-SAMPLE_KEYS = ("t_start_s", "t_end_s", "t_wall", "gpu", "uuid", "phase")
 # Runs under torchrun: the rank using each GPU (empty for a GPU that --all-gpus samples but no rank uses).
 RANKED_SAMPLE_KEYS = SAMPLE_KEYS[:4] + ("rank",) + SAMPLE_KEYS[4:]
 
