@@ -1,6 +1,7 @@
 """A synthetic long watch in the run-directory format gpubench writes: N GPUs for H hours, phases, marks.
 
     python scripts/longrun.py OUT_DIR [--gpus 8] [--hours 24] [--interval 0.1] [--steps-per-s 10] [--seed 0]
+                                      [--phases N] [--csv]
 
 No GPU: the numbers are made up, the files are not. The samples go through gpubench's own writer
 (samples.arrows, in the batches a recording writes), the marks through the job's own writer
@@ -12,6 +13,11 @@ The job: a start-up, 10 minutes of warm-up, then every hour 53 minutes of traini
 checkpointing. Each GPU's metrics follow its phase with noise at the resolution of its source (NVML's
 integers and milliwatts, GPM's continuous ratios), and a one-sample dip of GPU-Util to 0 on each GPU
 every 17 minutes, which a figure must still show.
+
+--phases N: a job that marks every epoch instead (or every request): after the start-up, N phases named
+"epoch 1" to "epoch N" back to back, every tenth one at evaluation's level, so that the summary has N rows a
+GPU. --csv: the samples kept as samples.csv alone, as runs recorded before samples.arrows (or converted by
+another tool) hold them.
 """
 
 from __future__ import annotations
@@ -34,7 +40,14 @@ from gpubench.metrics import COLUMNS  # noqa: E402
 from gpubench.read.samples import Samples  # noqa: E402
 from gpubench.record import arrowfile  # noqa: E402
 from gpubench.record.gpus import Gpu  # noqa: E402
-from gpubench.record.rundir import SAMPLE_KEYS, SAMPLES_FILE, write_json, write_summary  # noqa: E402
+from gpubench.record.rundir import (  # noqa: E402
+    CSV_SAMPLES,
+    SAMPLE_KEYS,
+    SAMPLES_FILE,
+    TIME_KEYS,
+    write_json,
+    write_summary,
+)
 
 NAME = "synthetic H100 (scripts/longrun.py: made-up numbers)"
 PEAKS = {"datasheet": {"bf16_tensor": 989.4e12, "fp16_tensor": 989.4e12, "tf32_tensor": 494.7e12, "fp32": 66.9e12,
@@ -65,6 +78,21 @@ def schedule(hours: float) -> list[tuple[str, float, float]]:
     return [s for s in out if s[2] > s[1]]
 
 
+def epochs(hours: float, n: int) -> list[tuple[str, float, float]]:
+    """The start-up, then n phases "epoch 1" ... "epoch n" back to back to the end."""
+    end = T0 + hours * HOUR_S
+    length = (end - T0 - START_S) / n
+    return [("run", T0, T0 + START_S)] + [(f"epoch {k + 1}", T0 + START_S + k * length, T0 + START_S + (k + 1) * length)
+                                          for k in range(n)]
+
+
+def level_of(name: str) -> str:
+    """The phase whose levels a phase's metrics follow: an epoch trains, every tenth evaluates."""
+    if not name.startswith("epoch "):
+        return name
+    return "eval" if int(name.split()[1]) % 10 == 0 else "train"
+
+
 def gpus(n: int) -> list[Gpu]:
     return [Gpu(i, f"GPU-{i:08x}-5e7f-4c1a-9d2b-{i:012x}", NAME, i) for i in range(n)]
 
@@ -78,7 +106,7 @@ def sample_chunk(rng, k0: int, k1: int, interval_s: float, n_gpus: int, spans, e
     starts = np.array([a for _, a, _ in spans])
     which = np.clip(np.searchsorted(starts, t_end, side="right") - 1, 0, len(spans) - 1)
     names = np.array([p for p, _, _ in spans], dtype=object)[which]
-    level = np.array([PHASES[p] for p, _, _ in spans])[which]  # ticks x 8
+    level = np.array([PHASES[level_of(p)] for p, _, _ in spans])[which]  # ticks x 8
     g = len(ticks) * n_gpus
     rep = lambda a: np.repeat(a, n_gpus)  # noqa: E731 -- a value per tick, for each GPU's row
     lv = np.repeat(level, n_gpus, axis=0)
@@ -105,10 +133,11 @@ def sample_chunk(rng, k0: int, k1: int, interval_s: float, n_gpus: int, spans, e
     return cols, float(t_end[-1])
 
 
-def write_samples(run_dir: Path, n_gpus: int, hours: float, interval_s: float, seed: int, spans) -> list[str]:
+def write_samples(run_dir: Path, n_gpus: int, hours: float, interval_s: float, seed: int, spans,
+                  csv: bool = False) -> list[str]:
     rng = np.random.default_rng(seed)
     names = list(SAMPLE_KEYS) + [c for c in COLUMNS if c != "dcgm_gpu_util_pct"]
-    writer = arrowfile.Writer(run_dir / SAMPLES_FILE, names)
+    writer = (CsvColumns if csv else arrowfile.Writer)(run_dir / (CSV_SAMPLES if csv else SAMPLES_FILE), names)
     ticks = int(hours * HOUR_S / interval_s)
     per_chunk = max(1, int(600 / interval_s))  # ten minutes at a time: memory stays small
     energy, last_end = np.full(n_gpus, 2.5e6), T0
@@ -122,6 +151,32 @@ def write_samples(run_dir: Path, n_gpus: int, hours: float, interval_s: float, s
     return names[len(SAMPLE_KEYS):]
 
 
+class CsvColumns:
+    """Columns of samples appended to samples.csv as a recording's CsvSink writes them (times to 0.1 ms,
+    numbers to ten significant digits, a missing value empty), a chunk at a time."""
+
+    def __init__(self, path: Path, names: list[str]):
+        self.names, self.f = names, open(path, "w", newline="")  # noqa: SIM115 -- closed by close()
+        self.f.write(",".join(names) + "\n")
+
+    def write_table(self, samples: Samples) -> None:
+        cols = []
+        for n in self.names:
+            v = samples.col(n)
+            if v.dtype == object:
+                cols.append(v.astype(str))
+            elif n in TIME_KEYS:
+                cols.append(np.char.mod("%.4f", v))
+            elif n in ("gpu", "rank"):
+                cols.append(v.astype(np.int64).astype(str))
+            else:
+                cols.append(np.where(np.isnan(v), "", np.char.mod("%.10g", v)))
+        self.f.write("\n".join(",".join(row) for row in zip(*(c.tolist() for c in cols))) + "\n")
+
+    def close(self) -> None:
+        self.f.close()
+
+
 def write_marks(run_dir: Path, n_gpus: int, steps_per_s: float, spans, seed: int) -> list[int]:
     """Each GPU's process marks every phase and steps at its rate, through the job's own writer."""
     rng = np.random.default_rng(seed + 1)
@@ -131,7 +186,7 @@ def write_marks(run_dir: Path, n_gpus: int, steps_per_s: float, spans, seed: int
         w.rank, w.pid, w.uuid, w.clock, w.fine_until = g, 40000 + g, gpu.uuid, "gpu", 0.0
         writers.append(w)
     for name, a, b in spans:
-        rate = steps_per_s * PHASES[name][7]
+        rate = steps_per_s * PHASES[level_of(name)][7]
         for w in writers:
             if name != "run":
                 w.on_mark(a + rng.uniform(0, 0.02), name)
@@ -148,11 +203,11 @@ def write_marks(run_dir: Path, n_gpus: int, steps_per_s: float, spans, seed: int
 
 
 def generate(run_dir: Path, n_gpus: int = 8, hours: float = 24.0, interval_s: float = 0.1, steps_per_s: float = 10.0,
-             seed: int = 0) -> Path:
+             seed: int = 0, phases: int | None = None, csv: bool = False) -> Path:
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=False)
-    spans = schedule(hours)
-    columns = write_samples(run_dir, n_gpus, hours, interval_s, seed, spans)
+    spans = epochs(hours, phases) if phases else schedule(hours)
+    columns = write_samples(run_dir, n_gpus, hours, interval_s, seed, spans, csv)
     pids = write_marks(run_dir, n_gpus, steps_per_s, spans, seed)
     sampled = gpus(n_gpus)
     t1 = T0 + int(hours * HOUR_S / interval_s) * interval_s
@@ -186,14 +241,17 @@ def main(argv=None) -> int:
     ap.add_argument("--interval", type=float, default=0.1)
     ap.add_argument("--steps-per-s", type=float, default=10.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--phases", type=int, metavar="N", help="a job that marks N epochs (default: train, eval, checkpoint)")
+    ap.add_argument("--csv", action="store_true", help="keep the samples as samples.csv only")
     args = ap.parse_args(argv)
     if args.out.exists():
         print(f"longrun.py: {args.out} exists; choose a new directory", file=sys.stderr)
         return 2
-    if not (args.gpus >= 1 and args.hours > 0 and args.interval > 0 and args.steps_per_s >= 0):
-        print("longrun.py: --gpus must be 1 or more, --hours and --interval above 0", file=sys.stderr)
+    if not (args.gpus >= 1 and args.hours > 0 and args.interval > 0 and args.steps_per_s >= 0 and
+            (args.phases is None or args.phases >= 1)):
+        print("longrun.py: --gpus and --phases must be 1 or more, --hours and --interval above 0", file=sys.stderr)
         return 2
-    generate(args.out, args.gpus, args.hours, args.interval, args.steps_per_s, args.seed)
+    generate(args.out, args.gpus, args.hours, args.interval, args.steps_per_s, args.seed, args.phases, args.csv)
     print(args.out)
     return 0
 

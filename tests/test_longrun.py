@@ -108,3 +108,49 @@ def test_the_readmes_long_run_part_is_made_from_the_committed_benchmark():
     assert bench.readme(text, results) == text, "run python scripts/longrun_bench.py --readme"
     day = results["cases"][-1]
     assert (day["hours"], day["gpus"]) == (24, 8) and day["plot_report_s"] > 0 and day["peak_rss_mb"] > 0
+
+
+PEAK = """
+import sys, time
+from gpubench.cli import main
+t0 = time.perf_counter()
+code = main(sys.argv[1:])
+took = time.perf_counter() - t0
+peak = next(int(line.split()[1]) // 1024 for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(code, round(took, 1), peak, file=sys.stderr)
+"""
+
+
+def test_ten_thousand_phases_plot_and_report_in_a_minute_and_a_gigabyte_with_readable_figures(tmp_path, longrun,
+                                                                                               monkeypatch):
+    """A job that marks every epoch: 10,000 phases. plot and report (each its own process, as a user runs
+    them; peak memory from the kernel) take at most 60 s together and 1 GB each on two cores, and the
+    figures stay readable: the headline and the ladder draw the longest phases and say so, the timeline
+    names what it has room for and says so, the report tells the longest phases and says so."""
+    import subprocess
+
+    from PIL import Image
+
+    run = longrun.generate(tmp_path / "run", n_gpus=1, hours=3.0, steps_per_s=10.0, phases=10_000)
+    took = {}
+    for verb in ("plot", "report"):
+        r = subprocess.run([sys.executable, "-c", PEAK, verb, str(run), "--out", str(tmp_path / verb)],
+                           capture_output=True, text=True, timeout=600,
+                           env=dict(__import__("os").environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1"))
+        code, seconds, peak_mb = r.stderr.split()[-3:]
+        assert code == "0", r.stderr
+        took[verb] = (float(seconds), int(peak_mb))
+    assert sum(s for s, _ in took.values()) <= 60 and all(mb <= 1024 for _, mb in took.values()), took
+    for name in ("headline", "ladder"):
+        with Image.open(tmp_path / "plot" / f"{name}.png") as png:
+            assert png.height < 4000, (name, png.size)  # 200 phases drew 14,510 pixels
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "The headline and ladder figures draw the 32 longest of 10,001 phases; summary.csv holds every one." in md
+    assert "The table holds the 1,000 rows that lasted longest of 10,001" in md
+    assert "Told here: the 100 phases that lasted longest of 10,001" in md and md.count("\n### ") == 100
+    assert (tmp_path / "report" / "report.html").stat().st_size < 5e6
+    drawn = {}
+    manifest, samples, summary = load_run(run)
+    monkeypatch.setattr(timeline, "save", lambda fig, out, name: drawn.setdefault(name, fig.get_suptitle()) and [])
+    timeline.draw(summary, samples, manifest, tmp_path)
+    assert "phases named: no room for more)" in drawn["timeline"]

@@ -196,13 +196,11 @@ def summarize_row(name: str, spans, gpu, rows, ctx: Context, kind: str = "phase"
     time order); None where it holds nothing at all."""
     import numpy as np
 
-    streams = sorted((s for s, g in ctx.credit.items() if g == gpu.nvml_index), key=Stream.order)
-    pooled_all = sorted((g for s in streams for g in ctx.steps.get(s, [])), key=lambda g: g.t_first)
+    streams, pooled_all, starts = _pooled(ctx, gpu.nvml_index)
     seconds, energy_j, energy_s = 0.0, 0.0, 0.0
     window_at, power_at = [], []  # the rows of each span's window, and of those, the rows for sampled power
     tallies = {s: Tally() for s in streams}
     reported = 0  # steps in the spans, the window's and those before the trim
-    starts = [g.t_first for g in pooled_all]
     row_starts, energy, ends = rows.col("t_start_s"), rows.col("energy_j"), rows.col("t_end_s")
     for a, b in spans:
         pooled = pooled_all[bisect_left(starts, a):bisect_right(starts, b)]
@@ -238,6 +236,17 @@ def summarize_row(name: str, spans, gpu, rows, ctx: Context, kind: str = "phase"
     row.update(_steps(tallies, row, ctx), steps_reported=reported)
     judge(row, ctx, stepped, kind)
     return row
+
+
+def _pooled(ctx: Context, index: int) -> tuple[list, list, list]:
+    """The streams credited to GPU `index`, their groups of steps in time order and the groups' starts:
+    sorted once a GPU, not once a phase (a job that marks every epoch has thousands)."""
+    cache = ctx.__dict__.setdefault("_pooled", {})
+    if index not in cache:
+        streams = sorted((s for s, g in ctx.credit.items() if g == index), key=Stream.order)
+        pooled = sorted((g for s in streams for g in ctx.steps.get(s, [])), key=lambda g: g.t_first)
+        cache[index] = (streams, pooled, [g.t_first for g in pooled])
+    return cache[index]
 
 
 def _steps(tallies: dict, row: dict, ctx: Context) -> dict:
@@ -352,8 +361,12 @@ def summarize(rows, ctx: Context, phases: list[Phase], t0: float, t1: float) -> 
         if teardown:
             out.append(summarize_row(TEARDOWN, [(last, t1)], gpu, mine, ctx, kind=TEARDOWN))
     out = [r for r in out if r is not None]
-    for name in dict.fromkeys(r["phase"] for r in out if r["kind"] == "phase"):
-        judge_ranks([r for r in out if r["phase"] == name and r["kind"] == "phase"], ctx)
+    by_phase: dict[str, list] = {}
+    for r in out:
+        if r["kind"] == "phase":
+            by_phase.setdefault(r["phase"], []).append(r)
+    for same in by_phase.values():
+        judge_ranks(same, ctx)
     return out
 
 

@@ -29,6 +29,7 @@ from gpubench.read.summary import TRIM_S, batch_at, ridge_flop_per_byte, row_lab
 from gpubench.show import markdown as md
 from gpubench.show import opening
 from gpubench.show.figures import FIGURES, draw_all, figure_files
+from gpubench.show.figures.common import length_s, shown_rows
 from gpubench.show.figures.decode import decode_rows, sweep_facts
 from gpubench.show.figures.energy import energy_rows, finding
 from gpubench.show.stage import commit, staging
@@ -138,20 +139,31 @@ def blocks(manifest, summary, figures_present, figures_empty: dict | None = None
                          "link share for host-to-device copies."))
         columns, extra = TABLE, ["kernel ms (p10–p90)"]
     head = ["phase" if job else "scenario"] + [BY_COLUMN[c].header for c in columns] + extra
-    rows = [[label(r)] + [fmt_value(c, r.get(c)) for c in columns] + ([] if job else [_kernel_ms(r)]) for r in summary]
+    tabled, cut = longest(summary, TABLE_MAX)
+    rows = [[label(r)] + [fmt_value(c, r.get(c)) for c in columns] + ([] if job else [_kernel_ms(r)]) for r in tabled]
     out.append(("table", head, rows) if rows else ("p", f"No {'phase' if job else 'scenario'} was summarized in this run."))
-    out += _energy_blocks(summary, job)
+    if cut:
+        out.append(("p", f"The table holds the {len(tabled):,} rows that lasted longest of {len(summary):,}, in their "
+                         "order; summary.csv and summary.json hold every one."))
+    out += _energy_blocks(tabled, job)
     if not job:
         out += _decode_blocks(summary, manifest)
     out.append(("h2", "Figures"))
     for figure in FIGURES:
         if figure.name in figures_present:
             out.append(("img", f"figures/{figure.name}.png", (job and figure.job_caption) or figure.caption))
+    _, drawn_cut = shown_rows(summary, "phases" if job else "rows")
+    if drawn_cut and figures_present & {"headline", "ladder"}:
+        out.append(("p", f"The headline and ladder figures draw {drawn_cut}."))
     for why in sorted(set((figures_empty or {}).values())):
         names = ", ".join(n for n, w in figures_empty.items() if w == why)
         out.append(("p", f"Not drawn for this run ({why}): {names}."))
     out.append(("h2", "Phase by phase" if job else "Scenario by scenario"))
-    for r in summary:
+    told, cut = longest(summary, STORIES_MAX)
+    if cut:
+        out.append(("p", f"Told here: the {len(told):,} {'phases' if job else 'rows'} that lasted longest of "
+                         f"{len(summary):,}, in their order; the numbers of every one are in summary.csv."))
+    for r in told:
         out.append(("h3", label(r)))
         out.append(("p", md.text(story(r, manifest))))
     out.append(("h2", "The metrics, and where to find them in DCGM"))
@@ -163,6 +175,18 @@ def blocks(manifest, summary, figures_present, figures_empty: dict | None = None
                    if m.sampled and not m.column.startswith(("smi_", "dcgm_"))]
     out.append(("table", ["column", "what", "DCGM id", "DCGM field", "meaning"], metric_rows))
     return out
+
+
+TABLE_MAX = 1000  # rows of the summary's table in a report: a job that marks every request has more
+STORIES_MAX = 100  # rows told in sentences
+
+
+def longest(summary: list[dict], most: int) -> tuple[list[dict], bool]:
+    """The rows, or the `most` that lasted longest, in their order; and whether any was left out."""
+    if len(summary) <= most:
+        return summary, False
+    keep = set(sorted(range(len(summary)), key=lambda i: (-length_s(summary[i]), i))[:most])
+    return [r for i, r in enumerate(summary) if i in keep], True
 
 
 def label(row: dict) -> str:
@@ -302,7 +326,7 @@ def write_report(run_dir, manifest, samples, summary, out_dir=None) -> list[Path
     with staging(out) as stage:
         notes: dict = {}
         drawn = draw_all(manifest, samples, summary, stage / "figures", notes)  # the figures shown match the data
-        empty = {name: n["empty"] for name, n in notes.items() if isinstance(n, dict) and n.get("empty")}
+        empty = {name: n["empty"] for name, n in notes.items() if isinstance(n, dict) and isinstance(n.get("empty"), str)}
         present = {p.stem for p in drawn} - set(empty)
         bl = blocks(manifest, summary, present, empty)
         (stage / "report.md").write_text(to_markdown(bl))

@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 
 from gpubench.metrics import finite
 from gpubench.record.rundir import SUMMARY_MISSING, partial
+from gpubench.usage import visible
 
 matplotlib.rcParams.update({"svg.hashsalt": "gpubench", "font.size": 10})
 BYTES_NOTE = "useful bytes: each input read once, each output written once"
@@ -46,8 +47,9 @@ LABEL_MAX = 40  # characters of a row's or a phase's name on a figure: a job may
 
 
 def printable(text) -> str:
-    """text with what no font draws (a NUL, a newline from a damaged file) as spaces."""
-    return "".join(c if c.isprintable() else " " for c in str(text))
+    """text with what no font draws, or a terminal would act on (a NUL, an ESC, a newline from a damaged
+    file), written out as an escape (gpubench.usage.visible)."""
+    return visible(text)
 
 
 def short(name: str) -> str:
@@ -101,11 +103,35 @@ def kernel_rows(summary):
     return [r for r in summary if r.get("bound") != "none" or finite(r.get("kernel_ms"))]
 
 
+ROWS_MAX = 32  # rows a headline or ladder figure draws: the suite's 21 and more, and a reader can take them in
+
+
+def length_s(row) -> float:
+    """How long a row's window lasted: a watch's seconds, else its start to its end; 0 where unknown."""
+    if finite(row.get("seconds")):
+        return float(row["seconds"])
+    a, b = row.get("t_start"), row.get("t_end")
+    return float(b - a) if finite(a) and finite(b) else 0.0
+
+
+def shown_rows(rows: list, kind: str = "phases") -> tuple[list, str | None]:
+    """The rows a figure of one row each draws: all of them, or where there are more than ROWS_MAX (a job
+    that marks every epoch has thousands) the ROWS_MAX that lasted longest, in their order, and a note that
+    says so."""
+    if len(rows) <= ROWS_MAX:
+        return rows, None
+    keep = set(sorted(range(len(rows)), key=lambda i: (-length_s(rows[i]), i))[:ROWS_MAX])
+    return ([r for i, r in enumerate(rows) if i in keep],
+            f"the {ROWS_MAX} longest of {len(rows):,} {kind}; summary.csv holds every one")
+
+
 def empty(out_dir, name, title, manifest):
     """A figure with nothing to draw says why, instead of a confident title over empty axes."""
     fig, ax = plt.subplots(figsize=(7, 2))
     ax.axis("off")
-    message = NO_SUMMARY if SUMMARY_MISSING in manifest.get("read_notes", []) else NO_DATA
+    lacking = manifest.get("summary_lacking")
+    message = (NO_SUMMARY if SUMMARY_MISSING in manifest.get("read_notes", []) else
+               f"no summary: {lacking}" if lacking else NO_DATA)
     ax.text(0.5, 0.5, message, ha="center", va="center", fontsize=11, color="#666")
     ax.set_title(title, fontsize=10, loc="left")
     stamp(fig, manifest)

@@ -7,14 +7,14 @@ import matplotlib.pyplot as plt
 from gpubench.metrics import finite, pct
 from gpubench.read.summary import row_label
 
-from .common import VALUE_PT, C, empty, kernel_rows, save, short, stamp, title, work_fraction
+from .common import VALUE_PT, C, empty, kernel_rows, save, short, shown_rows, stamp, title, work_fraction
 
 HEADLINE = [("gpu_util_pct", "nvidia-smi GPU util"), ("sm_active_pct", "SM active"),
             ("tensor_active_pct", "tensor active"), ("work", "work done (MFU, MBU or link share of peak)")]
 
 
 def draw(summary, samples, manifest, out_dir):
-    rows = kernel_rows(summary)
+    rows, cut = shown_rows(kernel_rows(summary), "phases" if manifest.get("kind") == "watch" else "rows")
     if not rows:
         return empty(out_dir, "headline", "What nvidia-smi said, against the work done", manifest)
     n, k = len(rows), len(HEADLINE)
@@ -41,8 +41,8 @@ def draw(summary, samples, manifest, out_dir):
     fig.legend(uniq.values(), uniq.keys(), loc="upper center", ncol=4, fontsize=9, frameon=False,
                bbox_to_anchor=(0.5, 0.0))
     ax.set_title(title(manifest, "headline",
-                       "nvidia-smi reads 100% for nearly every kernel; the work done is often near zero"),
-                 fontsize=11, loc="left")
+                       "nvidia-smi reads 100% for nearly every kernel; the work done is often near zero") +
+                 (f"\nShown: {cut}" if cut else ""), fontsize=11, loc="left")
     ax.grid(axis="x", alpha=0.3)
     stamp(fig, manifest)
     return save(fig, out_dir, "headline"), notes

@@ -8,7 +8,7 @@ from gpubench import metrics
 from gpubench.metrics import BY_COLUMN, finite, pct
 from gpubench.read.summary import row_label
 
-from .common import VALUE_PT, empty, kernel_rows, save, short, stamp, title, work_fraction
+from .common import VALUE_PT, empty, kernel_rows, save, short, shown_rows, stamp, title, work_fraction
 
 # the ladder's sampled rungs (metrics.LADDER) under two-line headers, then the ground truth
 LADDER = [(BY_COLUMN[c].header.replace(" ", "\n", 1), c) for c in metrics.LADDER] + [("work done\n(ground truth)", None)]
@@ -17,7 +17,7 @@ LADDER = [(BY_COLUMN[c].header.replace(" ", "\n", 1), c) for c in metrics.LADDER
 def draw(summary, samples, manifest, out_dir):
     from matplotlib.colors import Normalize
 
-    rows = kernel_rows(summary)
+    rows, cut = shown_rows(kernel_rows(summary), "phases" if manifest.get("kind") == "watch" else "rows")
     if not rows:
         return empty(out_dir, "ladder", "Which metric each kernel fools", manifest)
     fig, ax = plt.subplots(figsize=(9.5, 0.45 * len(rows) + 1.9))
@@ -42,8 +42,8 @@ def draw(summary, samples, manifest, out_dir):
     ax.set_yticks([i + 0.5 for i in range(len(rows))], [short(row_label(r)) for r in rows], fontsize=9)
     ax.axvline(len(LADDER) - 1, color="black", lw=2)
     ax.set_title(title(manifest, "ladder",
-                       "Each rung of the ladder is fooled by some kernel; only the last column measures work done"),
-                 fontsize=11, loc="left", pad=38)
+                       "Each rung of the ladder is fooled by some kernel; only the last column measures work done") +
+                 (f"\nShown: {cut}" if cut else ""), fontsize=11, loc="left", pad=38)
     fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, fraction=0.03, pad=0.02, label="percent")
     stamp(fig, manifest)
     return save(fig, out_dir, "ladder"), notes

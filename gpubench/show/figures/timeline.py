@@ -7,6 +7,8 @@ asks."""
 
 from __future__ import annotations
 
+import bisect
+
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -73,19 +75,34 @@ def draw(summary, samples, manifest, out_dir):
         ax.set_ylabel(ylabel, fontsize=9)
         ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8.5, frameon=False)
     ax = panels[3]
-    for r in summary:
-        if finite(r.get("tflops")) and finite(r.get("t_start")):
-            ax.hlines(r["tflops"], (r["t_start"] - t0) / scale, (r["t_end"] - t0) / scale, color=C["work"], lw=2.5)
+    work = [(r["tflops"], r["t_start"], r["t_end"]) for r in of_gpu(summary, manifest)
+            if finite(r.get("tflops")) and finite(r.get("t_start")) and finite(r.get("t_end"))]
+    if work:  # one line, broken between phases: thousands of phases draw as fast, and as small, as a few
+        y, a, b = (np.array(v, dtype=np.float64) for v in zip(*work))
+        gap = np.full(len(y), np.nan)
+        ax.plot(np.column_stack([(a - t0) / scale, (b - t0) / scale, gap]).ravel(),
+                np.column_stack([y, y, gap]).ravel(), color=C["work"], lw=2.5, solid_capstyle="butt")
     ax.set_ylim(bottom=0)  # a rate read against zero, not against the narrow band it moved in
     ax.set_ylabel("achieved TFLOP/s", fontsize=9)
     ax.set_xlabel(f"time since the recording started, {unit}")
     ax.set_xlim(0, span_s)
     labelled = _shade_phases(panels, names, named, span_s / BINS, way, placed)
+    phases = len({p for p, _, _ in named})
     fig.suptitle(title(manifest, "timeline", "GPU-Util sits at 100% through almost every phase; SM activity, "
-                                             "pipes and TFLOP/s tell them apart"),
+                                             "pipes and TFLOP/s tell them apart") +
+                 (f" ({len(labelled):,} of {phases:,} phases named: no room for more)" if len(labelled) < phases else ""),
                  fontsize=11, x=0.01, ha="left", y=0.995)
     stamp(fig, manifest)
     return save(fig, out_dir, "timeline"), {"missing": missing, "phases": labelled}
+
+
+def of_gpu(summary, manifest) -> list[dict]:
+    """The summary's rows of the GPU the timeline draws (rows_of_gpu's): by UUID, else by NVML index."""
+    gpu = manifest.get("gpu", {})
+    uuid = gpu.get("uuid")
+    mine = [r for r in summary if uuid is not None and r.get("uuid") == uuid]
+    index = gpu.get("nvml_index", summary[0].get("gpu") if summary else 0)
+    return mine or [r for r in summary if r.get("gpu") == index] or summary
 
 
 def phase_spans(rows) -> list[tuple[str, float, float]]:
@@ -113,7 +130,7 @@ def label_layout(named, t0: float, span_s: float, width_in: float):
     char_in = LABEL_PT * 0.55 / 72
     for way, lines, size in (("across", LABEL_ROWS, lambda text: len(text) * char_in + 0.12),
                              ("upright", 1, lambda text: LABEL_PT * 1.35 / 72)):
-        used: list[list[tuple[float, float]]] = [[] for _ in range(lines)]
+        used = [_Line() for _ in range(lines)]
         placed = []
         for phase, a, b in order:
             label = short(PHASE_LABELS.get(phase, phase))
@@ -121,10 +138,9 @@ def label_layout(named, t0: float, span_s: float, width_in: float):
             if (phase, a, b) not in first and 2 * half > b - a:
                 continue  # a phase named once already is named again only inside a span wide enough
             x = min(max((a + b) / 2 - t0, half), span_s - half)
-            line = next((k for k, taken in enumerate(used) if all(x + half <= u0 or x - half >= u1 for u0, u1 in taken)),
-                        None)
+            line = next((k for k, taken in enumerate(used) if taken.free(x - half, x + half)), None)
             if line is not None:
-                used[line].append((x - half, x + half))
+                used[line].take(x - half, x + half)
                 placed.append((a, label, x, line))
         if {p[1] for p in placed} == {short(PHASE_LABELS.get(s[0], s[0])) for s in named} or way == "upright":
             break
@@ -134,17 +150,43 @@ def label_layout(named, t0: float, span_s: float, width_in: float):
     return way, band, [p[1:] for p in sorted(placed)]
 
 
+class _Line:
+    """One line of names: the intervals taken so far, sorted, none overlapping; whether an interval is free
+    is a binary search, so that thousands of phases are laid out in a blink."""
+
+    def __init__(self):
+        self.starts: list[float] = []
+        self.ends: list[float] = []
+
+    def free(self, x0: float, x1: float) -> bool:
+        k = bisect.bisect_right(self.starts, x0)
+        return (k == 0 or self.ends[k - 1] <= x0) and (k == len(self.starts) or self.starts[k] >= x1)
+
+    def take(self, x0: float, x1: float) -> None:
+        k = bisect.bisect_right(self.starts, x0)
+        self.starts.insert(k, x0)
+        self.ends.insert(k, x1)
+
+
 def _shade_phases(panels, names, named, pixel, way, placed) -> list[str]:
     """Shade each named phase across the panels (x in the axis' units; a span narrower than a pixel would
-    not show, and is left out, so that a job marking every few seconds does not swell the figure) and write
-    the names label_layout placed in the band above."""
+    not show, and is left out, so that a job marking every few seconds does not swell the figure), every
+    other one darker, as two collections a panel however many phases there are; and write the names
+    label_layout placed in the band above."""
+    from matplotlib.collections import PolyCollection
+
     names.axis("off")
     names.set_ylim(0, 1)
+    shades: list[list] = [[], []]
     for k, (phase, a, b) in enumerate(named):
         if b - a < pixel and len(named) > BINS:
             continue
-        for ax in panels:
-            ax.axvspan(a, b, color="#000", alpha=0.07 if k % 2 else 0.035, lw=0)
+        shades[k % 2].append([(a, 0), (b, 0), (b, 1), (a, 1)])
+    for ax in panels:
+        for k, boxes in enumerate(shades):
+            if boxes:  # x in data, y across the whole axis, as axvspan draws
+                ax.add_collection(PolyCollection(boxes, transform=ax.get_xaxis_transform(), facecolor="#000",
+                                                 alpha=0.07 if k else 0.035, lw=0), autolim=False)
     lines = 1 + max((line for _, _, line in placed), default=0)
     for label, x, line in placed:
         if way == "across":
