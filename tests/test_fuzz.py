@@ -1,7 +1,11 @@
 """Damaged run directories, generated: every file of a run and every column, missing, empty, of the wrong
-type, not finite, out of range, huge, in another encoding, nested deep, cut short, from another tool. plot,
-report and list on each must end in exit 0 or 2 with no traceback, write nothing where they refuse, and
-leave the run as it was.
+type, not finite, out of range, huge (past csv's field limit, a line of megabytes), in another encoding or
+with a byte-order mark, nested deep, cut short, from another tool, a folder or a device in its place; and
+an output that fails (standard output closed or full, an encoding that lacks the characters of --out).
+plot, report and list on each must end in exit 0 or 2 with no traceback, write nothing where they refuse
+(but where only standard output failed, after the files), and leave the run as it was. Marks files,
+generated too: lines with times that are not times (negative, NaN, infinite, reversed), garbage, control
+characters and byte-order marks are left out and counted, never raised, and never shape a phase.
 
 CI tries EXAMPLES examples, the same ones on every run (derandomized), in about a minute on two cores;
 GPUBENCH_FUZZ_EXAMPLES=N tries N, and GPUBENCH_FUZZ_SEED=S another N than the fixed ones.
@@ -55,7 +59,8 @@ leaf = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.just(1
 json_value = st.recursive(leaf, lambda inner: st.lists(inner, max_size=3) |
                           st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=8)
 cell = st.one_of(st.sampled_from(["", "nan", "inf", "-inf", "-1000", "-1", "0", "1e308", "1e400", "101", "abc",
-                                  "True", "\x00", "x" * 100_000, "é", "<script>", "1,2", '"', "9" * 400]),
+                                  "True", "\x00", "x" * 100_000, "x" * 200_000, "é", "<script>", "1,2", '"',
+                                  "9" * 400, "9" * 5001, "\ufeff0", "a\x1b]0;x\x07b"]),
                  st.floats().map(repr), st.integers(-10**20, 10**20).map(str), st.text(max_size=10))
 
 
@@ -85,12 +90,19 @@ def whole_file(data, run: Path) -> None:
     path = target(run, data.draw(st.sampled_from(FILES)))
     raw = path.read_bytes()
     how = data.draw(st.sampled_from(["delete", "empty", "cut", "flip", "utf-16", "latin-1", "random", "deep",
-                                     "foreign", "folder"]))
+                                     "foreign", "folder", "device", "bom", "long line"]))
     if how == "delete":
         path.unlink()
     elif how == "folder":
         path.unlink()
         path.mkdir()
+    elif how == "device":
+        path.unlink()
+        path.symlink_to("/dev/zero")
+    elif how == "bom":  # as a spreadsheet or an editor saves it
+        path.write_bytes(b"\xef\xbb\xbf" + raw)
+    elif how == "long line":  # megabytes without a newline: past csv's field limit and any header
+        path.write_bytes(raw[:data.draw(st.integers(0, 200))] + b"x," * 600_000)
     elif how == "empty":
         path.write_bytes(b"")
     elif how == "cut":
@@ -159,7 +171,7 @@ def csv_cells(data, run: Path) -> None:
     head, body = rows[0], rows[1:]
     column = data.draw(st.integers(0, len(head) - 1))
     how = data.draw(st.sampled_from(["cell", "column", "drop column", "rename", "duplicate", "short row",
-                                     "shuffle", "header only"]))
+                                     "shuffle", "header only", "repeat rows", "reverse"]))
     if how == "cell" and body:
         body[data.draw(st.integers(0, len(body) - 1))][column] = data.draw(cell)
     elif how == "column":
@@ -180,6 +192,11 @@ def csv_cells(data, run: Path) -> None:
         body = data.draw(st.permutations(body))
     elif how == "header only":
         body = []
+    elif how == "repeat rows" and body:
+        at = data.draw(st.integers(0, len(body) - 1))
+        body = body[:at + 1] + body[at:]
+    elif how == "reverse":
+        body = body[::-1]
     with open(path, "w", newline="") as f:
         csv.writer(f).writerows([head] + body)
 
@@ -225,9 +242,24 @@ DAMAGE = [whole_file, manifest_field, manifest_field, csv_cells, csv_cells, arro
 
 # --- the test --------------------------------------------------------------------------------------
 
-def run_command(args) -> tuple[int, str]:
+class Full(io.TextIOBase):
+    """Standard output on a full disk (`> /dev/full`)."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text):
+        raise OSError(28, "No space left on device")
+
+
+OUTPUTS = ("terminal", "closed", "full", "ascii")  # where standard output goes
+
+
+def run_command(args, output: str = "terminal") -> tuple[int, str]:
     err = io.StringIO()
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+    stdout = {"terminal": io.StringIO(), "closed": None, "full": Full(),
+              "ascii": io.TextIOWrapper(io.BytesIO(), encoding="ascii")}[output]
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(err):
         code = main(args)
     return code, err.getvalue()
 
@@ -237,6 +269,11 @@ def held(code: int, err: str, command: str) -> None:
     assert "Traceback" not in err, err
     if code == 2:
         assert err.startswith(f"gpubench {command}: error: ") and err.count("\n") == 1, err
+
+
+def output_failed(err: str) -> bool:
+    """Only standard output failed: the files were written first."""
+    return "error: cannot write to standard output" in err
 
 
 def fuzzed(test):
@@ -250,6 +287,7 @@ def fuzzed(test):
 @given(data=st.data())
 def test_a_damaged_run_is_one_sentence_or_a_report_and_never_harmed(bases, data):
     base = bases[data.draw(st.sampled_from(sorted(bases)))]
+    output = data.draw(st.sampled_from(OUTPUTS))
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "run"
         shutil.copytree(base, run)
@@ -262,21 +300,84 @@ def test_a_damaged_run_is_one_sentence_or_a_report_and_never_harmed(bases, data)
                     pass  # a file already too damaged for this kind of damage
         before = snapshot(run)
 
-        out = Path(tmp) / "out"
-        code, err = run_command(["report", str(run), "--out", str(out)])
+        out = Path(tmp) / ("out-ü" if output == "ascii" else "out")
+        code, err = run_command(["report", str(run), "--out", str(out)], output)
         held(code, err, "report")
         assert snapshot(run) == before  # --out: the run is only read
-        if code == 2:
+        if code == 2 and not output_failed(err):
             assert not out.exists()
-        else:
+        elif code == 0 or output in ("closed", "full"):
+            assert code == 0 or output_failed(err)
             assert {"report.md", "report.html"} <= {p.name for p in out.iterdir()}
             assert not list(out.rglob(".gpubench-*"))
+            for name in ("report.md", "report.html"):  # no control character of the run's reaches the report
+                text = (out / name).read_text()
+                assert not {c for c in text if ord(c) < 32 and c not in "\n\t"}, name
 
-        code, err = run_command(["plot", str(run)])
+        code, err = run_command(["plot", str(run)], output)
         held(code, err, "plot")
         after = snapshot(run)
         drawn = {k: v for k, v in after.items() if k not in before}
         assert {k: v for k, v in after.items() if k in before} == before  # nothing of the run replaced
-        assert (not drawn) if code == 2 else all(k.startswith("figures") and ".gpubench-" not in k for k in drawn)
+        if code == 2 and not output_failed(err):
+            assert not drawn
+        assert all(k.startswith("figures") and ".gpubench-" not in k for k in drawn)
 
-    assert run_command(["list"])[0] == 0
+    code, err = run_command(["list"], output)
+    assert code == 0 if output in ("terminal", "ascii") else (code == 2 and output_failed(err)), (code, err)
+
+
+# --- marks files -----------------------------------------------------------------------------------
+
+TIMES = ["10.5", "-5", "nan", "inf", "-inf", "1e13", "1e400", "", "abc", "12.25", "0", "11"]
+NAMES = ["train", "", "a\x00b", "x\x1b]0;t\x07y", "é", "n" * 300, "[/b]", "\ufeffeval"]
+
+
+@st.composite
+def marks_line(draw) -> str:
+    """A line of a marks file, well formed or not: a mark, a group of steps, the old format, or garbage."""
+    t = draw(st.sampled_from(TIMES))
+    who = f"{draw(st.sampled_from(['', '0', '3', 'x']))}\t{draw(st.sampled_from(['7', '8', '-1', '']))}\t\thost"
+    kind = draw(st.sampled_from(["M", "S", "old", "garbage"]))
+    if kind == "M":
+        return f"M\t{t}\t{who}\t{draw(st.sampled_from(NAMES))}"
+    if kind == "S":
+        n = draw(st.sampled_from(["1", "3", "0", "-2", "x"]))
+        sums = "\t".join(draw(st.sampled_from(["0", "1e12", "nan", "-1", "inf"])) for _ in range(4))
+        return f"S\t{t}\t{who}\t{draw(st.sampled_from(TIMES))}\t{n}\t{n}\t{sums}\t0\t{draw(st.sampled_from(TIMES))}"
+    if kind == "old":
+        return f"{t}\t0\t7\t{draw(st.sampled_from(['mark', 'step']))}\t{draw(st.sampled_from(NAMES + TIMES))}"
+    return draw(st.text(max_size=30).filter(lambda x: "\n" not in x and "\r" not in x))
+
+
+@fuzzed
+@given(lines=st.lists(marks_line(), max_size=40), bom=st.booleans(), torn=st.booleans())
+def test_damaged_marks_are_left_out_and_said_never_raised(lines, bom, torn):
+    """Whatever a marks file holds, the reader returns only events whose times are times on the monotonic
+    clock and whose names are printable, counts every other line in its note, and the watch's summary of
+    those events raises nothing."""
+    import math
+
+    from jobs import COLUMNS, PEAKS, gpus, rows
+
+    from gpubench.job.markfile import Mark, Reader
+    from gpubench.job.marks import NAME_MAX
+    from gpubench.job.phases import summarize_watch
+
+    text = "\n".join(lines) + ("" if torn else "\n")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "marks.tsv"
+        path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8", "surrogatepass"))
+        reader = Reader(path)
+        events = reader.poll()
+    whole = [line for line in text.split("\n")[:-1] if line.strip()]  # a torn last line waits for its end
+    skipped = sum(n for n, _ in reader.skipped.values())
+    assert len(events) + skipped == len(whole)
+    assert (reader.note() is None) == (skipped == 0)
+    for e in events:
+        for t in (e.t,) + ((e.t_last,) if not isinstance(e, Mark) else ()):
+            assert math.isfinite(t) and 0 <= t <= 1e12
+        if isinstance(e, Mark):
+            assert e.name.isprintable() and 0 < len(e.name) <= NAME_MAX
+    samples = rows(1, 0.0, 20.0, lambda t, g: {"gpu_util_pct": 90.0, "sm_active_pct": 50.0})
+    summarize_watch(samples, events, gpus(1), 0.0, 20.0, PEAKS, "bf16", COLUMNS, {}, False)
