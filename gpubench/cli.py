@@ -112,7 +112,7 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("--out", type=Path, metavar="DIR",
                        help=f"write into DIR instead of {where}, leaving the run directory untouched (for a "
                             "committed or read-only run); DIR must be new, empty, or hold only gpubench's figures "
-                            "and reports")
+                            "and reports, and lie outside the run directory")
     return p
 
 
@@ -120,9 +120,10 @@ WATCH_DESCRIPTION = """\
 Run CMD as a child and record every metric while it runs: nvidia-smi's GPU-Util, SM activity and
 occupancy, tensor and DRAM activity, power and clocks. The command's output passes through untouched,
 Ctrl-C reaches it first, and gpubench exits with its exit code (128+N where signal N ended it; 127
-where it is not found, 126 where it cannot be run). In your code, gpubench.mark("eval") starts a phase
-and gpubench.step(flops=...) records a step and its FLOPs (gpubench.count_flops counts them); outside
-a watch both cost nothing. The summary has one row per phase: the metric ladder, steps/s, TFLOP/s,
+where it is not found, 126 where it cannot be run); on a machine without a GPU it still runs,
+unrecorded, as it would alone. In your code, gpubench.mark("eval") starts a phase and
+gpubench.step(flops=...) records a step and its FLOPs (gpubench.count_flops counts them); outside a
+watch both cost nothing. The summary has one row per phase: the metric ladder, steps/s, TFLOP/s,
 MFU, and a verdict from the rules in gpubench/read/verdict.py.
 """
 
