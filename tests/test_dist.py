@@ -299,8 +299,8 @@ def test_a_run_directory_reads_back_a_gpu_that_no_rank_used(tmp_path, name):
 
     path = tmp_path / name
     sink = (open_sink if name.endswith(".arrows") else CsvSink)(path, ["gpu_util_pct"], keys=RANKED_SAMPLE_KEYS)
-    for rank in (0, None):
-        sink({"t_start_s": 0.0, "t_end_s": 0.1, "t_wall": 1.0, "gpu": 0, "rank": rank, "uuid": "GPU-x",
+    for gpu, rank in ((0, 0), (1, None)):  # GPU 1 sampled (--all-gpus), no rank on it
+        sink({"t_start_s": 0.0, "t_end_s": 0.1, "t_wall": 1.0, "gpu": gpu, "rank": rank, "uuid": f"GPU-{gpu}",
               "phase": "start", "gpu_util_pct": 100.0})
     sink.close()
     assert [r["rank"] for r in read_samples(path)] == [0, None]
