@@ -1,5 +1,6 @@
 """Run directories, written and read in one place: manifest.json, the samples (streamed as recorded),
-summary.csv and summary.json.
+summary.csv and summary.json. The samples file is read by gpubench.record.samplesfile (samples.csv through
+gpubench.record.csvfile), summary.csv by gpubench.record.summaryfile; what they offer is read from here.
 
 A sample row covers an interval: `t_start_s` to `t_end_s` on the monotonic clock (the interval its
 GPM and DCGM values average over), `t_wall` the wall time at its end, the GPU (NVML index and UUID)
@@ -16,11 +17,7 @@ import json
 import math
 import os
 import re
-import shutil
-import stat
-import tempfile
 import time
-import weakref
 from pathlib import Path
 
 from gpubench.record import schema
@@ -31,6 +28,13 @@ from gpubench.record.csvfile import (  # noqa: F401 -- also read from here
     TIME_KEYS,
     CsvSink,
     cell,
+)
+from gpubench.record.samplesfile import (  # noqa: F401 -- also read from here
+    CSV_SAMPLES,
+    SAMPLES_FILE,
+    RunDirError,
+    not_a_file,
+    read_samples,
 )
 
 # Runs under torchrun: the rank using each GPU (empty for a GPU that --all-gpus samples but no rank uses).
@@ -44,11 +48,6 @@ def keys_of(samples) -> tuple[str, ...]:
 
 SUMMARY_MISSING = "summary.csv is missing: the run ended before it was written"
 SUMMARY_EMPTY = "summary.csv is empty (no byte in it): it was emptied, or lost while it was written"
-SAMPLES_FILE, CSV_SAMPLES = "samples.arrows", "samples.csv"
-
-
-class RunDirError(ValueError):
-    """A run directory that cannot be read or written; the message is one sentence for the user."""
 
 
 def slug(gpu_name: str) -> str:
@@ -121,22 +120,6 @@ def samples_path(run_dir: Path) -> Path | None:
     return None
 
 
-def not_a_file(path: Path) -> str | None:
-    """None for a regular file (or a link to one), else what stands at path instead: reading a folder, a
-    device (/dev/zero has no end) or a named pipe (which blocks) is no way to read a run."""
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        return "a link to nothing" if os.path.islink(path) else None
-    except OSError as err:
-        return f"unreadable ({(err.strerror or str(err)).lower()})"
-    for test, what in ((stat.S_ISREG, None), (stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a device"),
-                       (stat.S_ISBLK, "a device"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return what
-    return "not a regular file"
-
-
 def open_sink(path: Path, columns, keys=SAMPLE_KEYS):
     """A sink for the sampler's rows: samples.arrows, written a batch at a time."""
     from gpubench.record import arrowfile
@@ -186,126 +169,6 @@ def write_summary(run_dir: Path, summary: list[dict]) -> None:
 
 
 # --- reading ---------------------------------------------------------------------------------------
-
-def read_samples(path: str | Path, notes: list[str] | None = None, left_out: set | None = None):
-    """A samples file, samples.arrows or samples.csv, as Samples (gpubench.read.samples): metric columns as
-    float64 (missing values NaN), text as written. A torn last batch or line (a kill mid-write) is skipped
-    with a note; damage anywhere else is an error naming the file and where, and so are rows of a GPU out of
-    time order or repeated. Values out of their column's range become NaN, said in notes, their columns named
-    in left_out (as each column is read)."""
-    from gpubench.record import arrowfile
-
-    path = Path(path)
-    left_out = set() if left_out is None else left_out
-    if what := not_a_file(path):
-        raise RunDirError(f"{path} is {what}, not a samples file")
-    csv_file = path.suffix != ".arrows"
-    where = (lambda i: f"line {i + 2}") if csv_file else (lambda i: f"row {i + 1}")  # a CSV's line 1 is its header
-    check = _checker(path, notes, left_out, where, texts=False)
-
-    def guard(fetch):
-        def checked(wanted, rows):
-            try:
-                columns = fetch(wanted, rows)
-            except arrowfile.DamagedSamples as err:
-                raise RunDirError(f"{path} is damaged: {err}") from None
-            return check(columns, rows)
-        return checked
-
-    try:
-        samples = _read_csv(path, notes, guard) if csv_file else arrowfile.read(path, notes, guard)
-        if samples.names or len(samples):  # no header at all: killed before it was written, no rows
-            schema.sample_names(samples.names)
-            _in_time_order(samples, path, where)
-    except (arrowfile.DamagedSamples, schema.Bad) as err:
-        raise RunDirError(f"{path} is damaged: {err}") from None
-    return samples
-
-
-def _read_csv(path: Path, notes, guard):
-    """samples.csv converted, a block at a time, into a temporary samples.arrows that lives as long as the
-    samples read from it (gpubench.record.csvfile)."""
-    from gpubench.read.samples import Samples
-    from gpubench.record import arrowfile, csvfile
-
-    folder = _scratch()
-    try:
-        names = csvfile.convert(path, folder / SAMPLES_FILE, notes)
-        if not names:
-            shutil.rmtree(folder, ignore_errors=True)
-            return Samples()
-        samples = arrowfile.read(folder / SAMPLES_FILE, notes, guard, float_times=True, shown_as=path.name)
-    except csvfile.BadCsv as err:
-        shutil.rmtree(folder, ignore_errors=True)
-        raise RunDirError(f"{path} {err}") from None
-    except OSError as err:
-        shutil.rmtree(folder, ignore_errors=True)
-        if err.filename is None or str(folder) in str(err.filename):
-            raise RunDirError(f"{path} cannot be read: it is read through a copy in {folder.parent}, which failed "
-                              f"({(err.strerror or str(err)).lower()})") from None
-        raise
-    except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
-        raise
-    weakref.finalize(samples._fetch, shutil.rmtree, folder, True)  # every view of the rows shares this fetch
-    return samples
-
-
-def _scratch() -> Path:
-    """A new private folder under the system's temporary directory."""
-    while True:
-        folder = Path(tempfile.gettempdir()) / f"gpubench-csv-{os.getpid()}-{os.urandom(4).hex()}"
-        try:
-            folder.mkdir(mode=0o700)
-            return folder
-        except FileExistsError:
-            continue
-
-
-def _in_time_order(samples, path: Path, where) -> None:
-    """schema.Bad where a GPU's rows are out of time order or repeated: in every file gpubench writes, each
-    row's interval starts where the GPU's previous one ended, or later; averaged, a repeated row would count
-    twice and a reversed one land in another window. Read a batch at a time, three columns."""
-    import numpy as np
-
-    key = "uuid" if samples.has("rank") and samples.has("uuid") else "gpu"  # ranks on several nodes repeat gpu 0
-    last: dict = {}
-    row = 0
-    for cols in samples.chunks("t_start_s", "t_end_s", key):
-        ts, te, gpu = cols["t_start_s"], cols["t_end_s"], cols[key]
-        for value in dict.fromkeys(gpu.tolist()):
-            idx = np.flatnonzero(gpu == value)
-            a, b = ts[idx], te[idx]
-            before = np.concatenate([[last.get(value, -np.inf)], b[:-1]])
-            bad = np.flatnonzero(a < before - 1e-6)
-            if len(bad):
-                i = bad[0]
-                who = f"GPU {value:g}" if key == "gpu" else f"GPU {value}"
-                raise schema.Bad(f"{where(row + int(idx[i]))}: its t_start_s {a[i]:.4f} comes before the end of "
-                                 f"{who}'s previous row ({before[i]:.4f}): rows out of time order, or repeated, "
-                                 "which no recording writes")
-            if len(b):
-                last[value] = b[-1]
-        row += len(ts)
-
-
-def _checker(path: Path, notes, flagged: set, where, texts: bool = True):
-    """check(columns, rows) for the columns of some rows of a samples file, as they are read (schema's)."""
-    said: list = []
-
-    def check(columns: dict, rows=None) -> dict:
-        line = where if rows is None else (lambda i: where(int(rows[i])))
-        try:
-            return schema.sample_columns(columns, line, said, flagged, texts)
-        except schema.Bad as err:
-            raise RunDirError(f"{path} is damaged: {err}") from None
-        finally:
-            if notes is not None:
-                notes.extend(f"{path.name}: {n}" for n in said)
-            said.clear()
-
-    return check
-
 
 def read_summary(path: Path, notes: list[str] | None = None) -> list[dict]:
     """summary.csv as dicts, checked (gpubench.record.summaryfile)."""
