@@ -36,6 +36,7 @@ POLL_S = 0.25
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 SHOWN = 3  # processes left running named in the line gpubench prints (the manifest lists them all)
 ARGV_MAX = 200  # characters of a left process's command line kept
+GRACE_S = 1.0  # how long processes the job leaves behind may take to notice and exit before they are named
 
 
 @dataclass
@@ -149,20 +150,29 @@ def children(proc: Path = Path("/proc")) -> dict[int, str]:
     return out
 
 
-def left_running(ours, proc: Path = Path("/proc")) -> list[dict]:
-    """The processes the job left behind that still run: children this process adopted as subreaper, other
-    than ours (those it had before the job started: its own sampling processes). Those that already exited
+def left_running(ours, proc: Path = Path("/proc"), grace_s: float = GRACE_S) -> list[dict]:
+    """The processes the job left behind that still run grace_s after it exited (a worker that notices its
+    parent is gone, and exits, is no process left running): children this process adopted as subreaper,
+    other than ours (those it had before the job started: its own sampling processes). Those that exited
     are reaped here (nobody else waits for them)."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        running = []
+        for pid, state in sorted(children(proc).items()):
+            if pid in ours:
+                continue
+            if state == "Z":
+                try:
+                    os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    pass
+                continue
+            running.append(pid)
+        if not running or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
     out = []
-    for pid, state in sorted(children(proc).items()):
-        if pid in ours:
-            continue
-        if state == "Z":
-            try:
-                os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
-            continue
+    for pid in running:
         try:
             argv = (proc / str(pid) / "cmdline").read_bytes().rstrip(b"\0").split(b"\0")
         except OSError:
