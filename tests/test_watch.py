@@ -357,7 +357,7 @@ def test_a_process_the_job_leaves_running_is_said_in_the_manifest_and_one_line(t
         p = subprocess.Popen(["sleep", "30"], start_new_session=True)  # a daemon's own session, even
         print(p.pid)
     """)
-    code, w = watch.run(options(tmp_path / "run", [FakeSource()]), job)
+    code, _ = watch.run(options(tmp_path / "run", [FakeSource()]), job)
     pid = int(capfd.readouterr().out.strip())
     try:
         assert code == 0
@@ -476,7 +476,7 @@ def test_marks_with_times_that_are_not_times_are_left_out_and_said(tmp_path):
         for _ in range(30):
             time.sleep(0.05); gpubench.step(flops=1e12)
     """)
-    code, w = watch.run(options(tmp_path / "run", [FakeSource()]), job)
+    code, _ = watch.run(options(tmp_path / "run", [FakeSource()]), job)
     assert code == 0
     manifest, _, summary = load_run(tmp_path / "run")
     assert [r["phase"] for r in summary] == ["train"]

@@ -29,7 +29,7 @@ from gpubench.record.csvfile import (  # noqa: F401 -- also read from here
     CsvSink,
     cell,
 )
-from gpubench.record.samplesfile import (  # noqa: F401 -- also read from here
+from gpubench.record.samplesfile import (
     CSV_SAMPLES,
     SAMPLES_FILE,
     RunDirError,
