@@ -5,26 +5,48 @@ at sustained clocks, so that a candidate timed first does not catch a higher clo
 Prints and writes, per candidate, the median of its window medians and the ratio to the family's
 reference implementation (torch), paired window by window.
 
-    python scripts/tune_kernels.py --out tune.csv [--only copy,softmax,gemm,decode,clock]
+    python scripts/tune_kernels.py --out tune.csv [--only copy,softmax,gemm,decode,read,clock]
+    python scripts/tune_kernels.py --only read,decode --out-dir $OUT [--apply] [--budget-s 300]
+    python scripts/tune_kernels.py --only decode --out-dir $OUT --around results/tune-decode-h200.csv
+    python scripts/tune_kernels.py --apply-from results/tune-decode-h200.csv results/tune-read-h200.csv
+    python scripts/tune_kernels.py --only read,decode --dry-run      # on the CPU, tiny sizes: does it run?
+
+The decode and read sweeps (scripts/tune_decode.py, their settings in scripts/tune_space.py) compile every
+setting ahead in worker processes, screen all of them against torch, then time the best few again in
+turns with torch; they stop cleanly when the time budget is spent, keeping what they measured.
+`--out-dir` writes tune-decode-<gpu>.csv and tune-read-<gpu>.csv (and tune-<gpu>.csv for the other
+families); `--apply` writes the winners into kernels/decode.py's and kernels/read.py's CONFIG for this GPU
+model, and `--apply-from` does the same from CSVs already written (no GPU needed).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import re
+import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
-import torch
+if "--dry-run" in sys.argv:  # before Triton is imported: its kernels then run in the interpreter
+    os.environ["TRITON_INTERPRET"] = "1"
+
+import torch  # noqa: E402
 import triton
 import triton.language as tl
 from gpubench.kernels.gemm import _tile
 
 from gpubench.stats import quantile
 from gpubench.truth.timing import time_loop
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import tune_decode  # noqa: E402
+import tune_space  # noqa: E402
+from tune_decode import apply_decode, apply_read, decode_choice, read_choice  # noqa: E402,F401
+
+decode_candidates = tune_space.decode_space  # the names the sweep's tests use
+decode_tag = tune_space.tag
 
 ROWS: list[dict] = []
 
@@ -251,105 +273,6 @@ def sweep_gemm(sms: int):
         print(f"gemm check {name}: rel err {err:.2e}")
 
 
-def decode_candidates(b: int) -> list[dict]:
-    """Triton launch settings to try at batch b: weight tiles of 16 to 64 rows for small batches (the
-    tokens padded to 16), GEMM-like tiles for large ones; pointer loads and a few through TMA."""
-    if b <= 16:
-        tiles, shapes, tma = [(16, 16, 256), (16, 16, 512), (32, 16, 256), (64, 16, 128)], [(4, 3), (4, 5)], \
-            [(16, 16, 256), (64, 16, 128)]
-    elif b <= 32:
-        tiles, shapes, tma = [(64, 32, 128), (128, 32, 64)], [(4, 4), (8, 3)], []
-    else:
-        tiles, shapes, tma = [(128, 128, 64), (128, 256, 64), (256, 128, 64)], [(8, 3), (8, 4)], [(128, 128, 64)]
-    out = [{"BLOCK_N": n, "BLOCK_B": bb, "BLOCK_K": k, "num_warps": w, "num_stages": s}
-           for n, bb, k in tiles for w, s in shapes]
-    return out + [{"BLOCK_N": n, "BLOCK_B": bb, "BLOCK_K": k, "num_warps": 4 if b <= 16 else 8, "num_stages": 4,
-                   "tma": True} for n, bb, k in tma]
-
-
-def decode_tag(cfg: dict) -> str:
-    return (f"{'tma' if cfg.get('tma') else 'ptr'}-{cfg['BLOCK_N']}x{cfg['BLOCK_B']}x{cfg['BLOCK_K']}"
-            f"-w{cfg['num_warps']}-s{cfg['num_stages']}")
-
-
-def sweep_decode(batches, save):
-    """The decode kernel's settings at each batch, against torch (F.linear's cuBLAS call), a copy of the
-    same bytes at batch 1, and the CuPy kernel's block sizes; every Triton candidate is checked first."""
-    from gpubench.kernels import decode
-    from gpubench.kernels.common import CheckFailed, check_close, cupy
-
-    k, n = decode.SIZES["k"], decode.SIZES["n"]
-    for b in batches:
-        x, w = decode.make_inputs(b, k, n)
-        y = torch.empty(b, n, device="cuda", dtype=torch.bfloat16)
-        ref = decode.reference(x, w)
-        fns = {"torch": lambda x=x, w=w, y=y: decode.torch_decode(x, w, y)}
-        work = decode.work(b, k, n)
-        if b == 1:
-            src = torch.rand(int(work.bytes // 8), device="cuda")
-            dst = torch.empty_like(src)
-            fns["copy-same-bytes"] = lambda: dst.copy_(src)
-        for cfg in decode_candidates(b):
-            fn = lambda cfg=cfg, x=x, w=w, y=y: decode.triton_decode(x, w, y, config=cfg)  # noqa: E731
-            try:
-                y.fill_(float("nan"))
-                fn()
-                check_close(decode_tag(cfg), y, ref)
-            except CheckFailed as err:
-                print(f"decode-b{b}: {err}", flush=True)
-                continue
-            except Exception as err:  # a candidate that does not compile or launch is reported, not fatal
-                print(f"decode-b{b}: {decode_tag(cfg)} failed: {type(err).__name__}: {str(err)[:200]}", flush=True)
-                continue
-            fns[decode_tag(cfg)] = fn
-        if b <= decode.CUPY_MAX_B:
-            cp = cupy()
-            xc, wc, yc = (cp.from_dlpack(t.view(torch.int16)) for t in (x, w, y))
-            for threads in (128, 256, 512):
-                y.fill_(float("nan"))
-                decode.cupy_decode(xc, wc, yc, threads=threads)
-                check_close(f"cupy-t{threads}", y, ref)
-                fns[f"cupy-t{threads}"] = lambda t=threads, xc=xc, wc=wc, yc=yc: decode.cupy_decode(xc, wc, yc, threads=t)
-        interleaved(f"decode-b{b}", fns, "torch", nbytes=work.bytes, flops=work.flops, rounds=4, window_s=0.08, b=b)
-        save()
-        del x, w, y, ref, fns
-        torch.cuda.empty_cache()
-
-
-def decode_choice(rows: list[dict]) -> dict:
-    """This GPU's CONFIG entry for kernels/decode.py from the sweep's rows: at each tuned batch, the fastest
-    checked Triton candidate, serving the batches from the tuned batch before it (exclusive) up to it, the
-    largest every batch above; and the fastest CuPy block size at batch 1."""
-    best: dict = {}
-    for r in rows:
-        if r["family"].startswith("decode-b") and r["name"][:4] in ("ptr-", "tma-", "cupy"):
-            key = (int(r["b"]), "cupy" if r["name"].startswith("cupy") else "triton")
-            if key not in best or r["median_ms"] < best[key]["median_ms"]:
-                best[key] = r
-    batches = sorted(b for b, impl in best if impl == "triton")
-    triton_rows = []
-    for b in batches:
-        m = re.fullmatch(r"(ptr|tma)-(\d+)x(\d+)x(\d+)-w(\d+)-s(\d+)", best[(b, "triton")]["name"])
-        cfg = {"BLOCK_N": int(m[2]), "BLOCK_B": int(m[3]), "BLOCK_K": int(m[4]), "num_warps": int(m[5]),
-               "num_stages": int(m[6])}
-        triton_rows.append((b if b != batches[-1] else None, {**cfg, "tma": True} if m[1] == "tma" else cfg))
-    entry = {"triton": tuple(triton_rows)}
-    if (1, "cupy") in best:
-        entry["cupy_threads"] = int(best[(1, "cupy")]["name"].removeprefix("cupy-t"))
-    return entry
-
-
-def apply_decode(entry: dict, gpu: str, path: Path = Path(__file__).resolve().parents[1] / "kernels" / "decode.py"):
-    """Write this GPU's line into CONFIG in kernels/decode.py (replacing an older line for it)."""
-    lines = path.read_text().splitlines(keepends=True)
-    line = f"    {gpu!r}: {entry!r},\n".replace("'", '"')
-    lines = [x for x in lines if not x.startswith(f'    "{gpu}": ')]
-    fallback = next(i for i, x in enumerate(lines) if x.startswith('    "*": {"triton": FALLBACK'))
-    lines.insert(fallback, line)
-    path.write_text("".join(lines))
-    print(f"decode settings for {gpu} written to {path}: {entry}")
-
-
 def clock_trace(seconds: float = 6.0):
     """torch.matmul from idle: per-group TFLOP/s beside NVML's SM clock and power, to size the peak warm-up."""
     import pynvml
@@ -407,17 +330,38 @@ def facts():
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="tune.csv")
+    ap.add_argument("--out", default=None, help="one CSV of every row (default: tune.csv, or --out-dir's files)")
+    ap.add_argument("--out-dir", default=None, help="write tune-decode-<gpu>.csv, tune-read-<gpu>.csv, tune-<gpu>.csv")
     ap.add_argument("--only", default="facts,copy,softmax,gemm,decode,clock")
-    ap.add_argument("--decode-batches", default="1,4,16,512,128,32",
-                    help="batch sizes the decode sweep tunes, most wanted first (Triton compiles once per "
-                         "setting for 1, for multiples of 16 and for the rest, so 1, 4 and 16 cover 1 to 16)")
+    ap.add_argument("--decode-batches", default="1,64,512,16,256,4,2,8,32,128",
+                    help="batch sizes the decode sweep tunes, most wanted first")
+    ap.add_argument("--budget-s", type=float, default=300.0, help="stop cleanly after this long, keeping what ran")
+    ap.add_argument("--workers", type=int, default=None, help="processes compiling ahead (default: CPUs - 2, at most 14)")
+    ap.add_argument("--around", default=None, help="a first sweep's decode CSV: try one step around its best few")
+    ap.add_argument("--dry-run", action="store_true", help="on the CPU through Triton's interpreter, at tiny sizes")
     ap.add_argument("--apply", action="store_true",
-                    help="write the fastest decode settings for this GPU into kernels/decode.py's CONFIG")
+                    help="write the fastest decode and read settings for this GPU into kernels/decode.py and read.py")
+    ap.add_argument("--apply-from", nargs="+", default=None, metavar="CSV",
+                    help="write the winners of sweeps already run (their CSVs name the GPU) into the CONFIG tables")
     args = ap.parse_args()
+    if args.apply_from:
+        return apply_from(args.apply_from)
     only = set(args.only.split(","))
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    dry = args.dry_run
+    if dry:
+        os.environ["TRITON_INTERPRET"] = "1"
+        only &= {"decode", "read"}
+    gpu = "cpu" if dry else torch.cuda.get_device_name()
+    workers = args.workers if args.workers is not None else max(1, min(14, (os.cpu_count() or 4) - 2))
+    budget = tune_decode.Budget(args.budget_s)
     t0 = time.monotonic()
+
+    def save():  # after each step, so that a sweep cut short has written (and applied) what it found
+        write_all(args, gpu)
+        if args.apply and not dry:
+            apply_rows(ROWS + tune_decode.ROWS, gpu)
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count if not dry else 4
     if "facts" in only:
         facts()
     if "clock" in only:
@@ -428,27 +372,84 @@ def main() -> int:
         sweep_softmax(sms, [(8192, 8192), (4096, 4096), (16384, 16384)])
     if "gemm" in only:
         sweep_gemm(sms)
+    if "read" in only:
+        tune_decode.sweep_read(budget, save, workers, dry)
     if "decode" in only:
-        def save():  # after each batch, so that a sweep cut short has written and applied what it found
-            write(args.out)
-            if args.apply:
-                apply_decode(decode_choice(ROWS), torch.cuda.get_device_name())
-
-        sweep_decode([int(b) for b in args.decode_batches.split(",")], save)
-    write(args.out)
-    print(f"wrote {args.out} in {time.monotonic() - t0:.0f} s", file=sys.stderr)
+        around = list(csv.DictReader(open(args.around, newline=""))) if args.around else None
+        batches = [int(b) for b in args.decode_batches.split(",")]
+        tune_decode.sweep_decode(batches, budget, save, around, workers, dry)
+    save()
+    summary(tune_decode.ROWS)
+    print(f"wrote the sweep in {time.monotonic() - t0:.0f} s", file=sys.stderr)
     return 0
 
 
-def write(path: str) -> None:
+def summary(rows: list[dict]) -> None:
+    """Per batch (and for the read), the fastest setting of the final round against torch, and the ceilings."""
+    final = [r for r in rows if r.get("stage") == "final"]
+    print("\nfamily      best setting                      x torch [p10, p90]      GB/s  TFLOP/s  vs read ceiling")
+    for family in dict.fromkeys(r["family"] for r in final):
+        mine = [r for r in final if r["family"] == family]
+        kernels = [r for r in mine if r["name"][:4] in ("ptr-", "tma-", "fma-") or r["name"].startswith("triton-")]
+        if not kernels:
+            continue
+        top = max(kernels, key=lambda r: r["speed_vs_ref"])
+        ceiling = next((r for r in mine if r["name"] == "read-same-bytes"), None)
+        vs = f"{top['gbps'] / ceiling['gbps']:.3f}" if ceiling else ""
+        print(f"{family:<11} {top['name']:<33} x{top['speed_vs_ref']:.3f} [{top['speed_vs_ref_p10']:.3f}, "
+              f"{top['speed_vs_ref_p90']:.3f}] {top['gbps']:7.0f} {top['tflops']:7.1f}  {vs}")
+
+
+def apply_rows(rows: list[dict], gpu: str) -> None:
+    if any(str(r.get("family", "")).startswith("decode-b") for r in rows):
+        apply_decode(decode_choice(rows), gpu)
+    entry = read_choice(rows)
+    if entry:
+        apply_read(entry, gpu)
+
+
+def apply_from(paths: list[str]) -> int:
+    """--apply-from: the CONFIG lines from CSVs of sweeps already run, each for the GPU its rows name."""
+    for path in paths:
+        try:
+            rows = list(csv.DictReader(open(path, newline="")))
+        except OSError as err:
+            print(f"cannot read {path}: {err.strerror}", file=sys.stderr)
+            return 2
+        gpus = {r.get("gpu") for r in rows} - {None, ""}
+        if len(gpus) != 1:
+            print(f"{path} names {len(gpus)} GPUs in its gpu column; a sweep's CSV names one", file=sys.stderr)
+            return 2
+        apply_rows(rows, gpus.pop())
+    return 0
+
+
+def write_all(args, gpu: str) -> None:
+    rows = [{"gpu": gpu, **r} for r in ROWS + tune_decode.ROWS]
+    if args.out_dir:
+        from gpubench.record.rundir import slug
+
+        out = Path(args.out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        name = slug(gpu)
+        for part, keep in (("decode-", lambda f: f.startswith("decode-b")), ("read-", lambda f: f == "read"),
+                           ("", lambda f: not f.startswith("decode-b") and f != "read")):
+            mine = [r for r in rows if keep(str(r.get("family", "")))]
+            if mine:
+                write(str(out / f"tune-{part}{name}.csv"), mine)
+    if args.out or not args.out_dir:
+        write(args.out or "tune.csv", rows)
+
+
+def write(path: str, rows: list[dict]) -> None:
     """Every row so far, so that a sweep cut short still leaves what it measured."""
     fields: list[str] = []
-    for r in ROWS:
+    for r in rows:
         fields += [f for f in r if f not in fields]
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
-        w.writerows(ROWS)
+        w.writerows(rows)
 
 
 if __name__ == "__main__":
