@@ -71,18 +71,25 @@ def _work(row) -> str:
 
 
 def peaks_table(results: Path) -> str:
-    rows = ["| GPU | copy peak, TB/s | bf16 matmul peak, TFLOP/s (SM clock, power) | `gemm-torch` against it | "
-            "`copy-torch` against it |", "|---|---|---|---|---|"]
-    for slug, path in reference_runs(results).items():
-        manifest, _, summary = load_run(path)
+    """The peaks measured at the start of each reference run; the read peak's columns where runs have one."""
+    runs = {slug: load_run(path) for slug, path in reference_runs(results).items()}
+    reads = any(((m.get("peaks") or {}).get("measured") or {}).get("dram_read") for m, _, _ in runs.values())
+    head = ["GPU", "copy peak, TB/s"] + (["read peak, TB/s"] if reads else []) + [
+        "bf16 matmul peak, TFLOP/s (SM clock, power)", "`gemm-torch` against it", "`copy-torch` against it"] + (
+        ["`read-torch` against it"] if reads else [])
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for slug, (manifest, _, summary) in runs.items():
         by = {r["scenario"]: r for r in summary}
         meas = (manifest.get("peaks") or {}).get("measured") or {}
         cond = ((manifest.get("peaks") or {}).get("conditions") or {}).get("bf16_tensor") or {}
-        rows.append(f"| {GPUS[slug]} | {meas.get('dram', float('nan')) / 1e12:.2f} | "
-                    f"{meas.get('bf16_tensor', float('nan')) / 1e12:.0f} ({cond.get('sm_clock_mhz', 0):.0f} MHz, "
-                    f"{cond.get('power_w_energy', 0):.0f} W) | "
-                    f"{_pct(by.get('gemm-torch', {}).get('mfu_measured_pct', float('nan')))} | "
-                    f"{_pct(by.get('copy-torch', {}).get('mbu_measured_pct', float('nan')))} |")
+        nan = float("nan")
+        cells = [GPUS[slug], f"{meas.get('dram', nan) / 1e12:.2f}"]
+        cells += [f"{meas.get('dram_read', nan) / 1e12:.2f}"] if reads else []
+        cells += [f"{meas.get('bf16_tensor', nan) / 1e12:.0f} ({cond.get('sm_clock_mhz', 0):.0f} MHz, "
+                  f"{cond.get('power_w_energy', 0):.0f} W)", _pct(by.get('gemm-torch', {}).get('mfu_measured_pct', nan)),
+                  _pct(by.get('copy-torch', {}).get('mbu_measured_pct', nan))]
+        cells += [_pct(by.get('read-torch', {}).get('mbu_read_pct', nan))] if reads else []
+        rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"
 
 
@@ -98,11 +105,17 @@ TARGETS = [  # (group, name, reference, what, target)
     ("gemm-bf16-8192", "triton", "torch", "Triton GEMM vs torch.matmul, bf16 8192³", 0.95),
     ("copy-1GiB", "triton", "torch", "Triton copy vs torch `copy_`, 1 GiB", 1.0),
     ("copy-1GiB", "cupy", "torch", "CuPy copy vs torch `copy_`, 1 GiB", 0.97),
+    ("read-1GiB", "triton", "torch", "Triton read (a sum) vs torch.sum, 1 GiB", 0.98),
+    ("read-1GiB", "cupy", "torch", "CuPy read (a sum) vs torch.sum, 1 GiB", 0.98),
+    ("read-1GiB", "torch", "copy-same-bytes", "(ceilings) torch.sum vs a copy of as many bytes: read over copy", None),
+    ("decode-b1", "triton", "read-same-bytes", "Triton decode vs a read of the same bytes (the read ceiling), batch 1",
+     0.95),
     ("decode-b1", "triton", "copy-same-bytes", "Triton decode vs a copy of the same bytes, batch 1", 0.92),
+    ("decode-b1", "torch", "read-same-bytes", "(for reference) torch F.linear vs that read, batch 1", None),
     ("decode-b1", "torch", "copy-same-bytes", "(for reference) torch F.linear vs that copy, batch 1", None),
     *((f"decode-b{b}", "triton", "torch", f"Triton decode vs torch F.linear, batch {b}", 1.0) for b in (1, 2, 4, 8, 16)),
+    *((f"decode-b{b}", "triton", "torch", f"Triton decode vs torch F.linear, batch {b}", 0.97) for b in (64, 256, 512)),
     ("decode-b1", "cupy", "torch", "CuPy decode (CUDA cores) vs torch F.linear, batch 1", None),
-    ("decode-b512", "triton", "torch", "Triton decode vs torch F.linear, batch 512", None),
 ]
 
 
@@ -150,6 +163,8 @@ def kernels_table(results: Path) -> str:
     head = ["ratio (speed, higher is faster)", "target"] + [f"{GPUS[s]} (p10–p90)" for s in benches]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for group, name, ref, what, target in TARGETS:
+        if not any(ratio(rows, group, name, ref) for rows in benches.values()):
+            continue  # not measured on any GPU yet: no row rather than a row of n/a
         cells = [what, f"≥ {target:g}x" if target else "–"]
         for rows in benches.values():
             got = ratio(rows, group, name, ref)

@@ -130,6 +130,8 @@ def derive(result: dict, peaks: dict) -> dict:
     bound = result.get("bound")
     unit = result.get("unit") or None
     dram = "dram" if bound in ("dram", "both") else None  # decode ("both") is judged by MBU and MFU alike
+    # kernels that read and write little (read, decode: their "roof" is "read") against the read peak too
+    read_roof = "dram_read" if dram and result.get("roof") == "read" else None
     # A collective as nccl-tests measures it (NVIDIA/nccl-tests doc/PERFORMANCE.md): algbw = size / time,
     # busbw = algbw x the collective's factor (2(n-1)/n for all-reduce), comparable with the links' rate.
     coll = bound == "interconnect"
@@ -143,6 +145,7 @@ def derive(result: dict, peaks: dict) -> dict:
         "mfu_measured_pct": frac(flops, unit, "measured") if bound != "link" else nan,
         "mbu_pct": frac(nbytes, dram, "datasheet"),
         "mbu_measured_pct": frac(nbytes, dram, "measured"),
+        "mbu_read_pct": frac(nbytes, read_roof, "measured"),
         "tokens_per_s": per_s(result.get("tokens_per_call", nan)),
         "link_pct": frac(link, "link" if bound == "link" else None, "datasheet"),
         "algbw_gbps": link / 1e9 if coll else nan,
