@@ -119,10 +119,14 @@ def _compile(jobs: list, sizes: dict, dry: bool) -> list:
                 decode.triton_decode(x, inputs["w"], y, config=c)
             if not dry:
                 torch.cuda.synchronize()
-            done.append((family, b, space.dumps(c), None))
+            done.append((family, b, _key(family, c), None))
         except Exception as err:  # reported, never fatal: the sweep leaves the setting out
-            done.append((family, b, space.dumps(c), f"{type(err).__name__}: {str(err).splitlines()[0][:160]}"))
+            done.append((family, b, _key(family, c), f"{type(err).__name__}: {str(err).splitlines()[0][:160]}"))
     return done
+
+
+def _key(family: str, c: dict) -> str:
+    return space.dumps(c) if family == "decode" else json.dumps(c, sort_keys=True)
 
 
 def precompile(jobs: list, sizes: dict, workers: int, seconds: float, dry: bool) -> dict:

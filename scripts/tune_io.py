@@ -1,0 +1,78 @@
+"""What scripts/tune_kernels.py writes and prints: the CSVs (one per family, or one of every row), the
+summary per batch, and the CONFIG lines from a sweep's rows or from its CSVs."""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+from tune_decode import apply_decode, apply_read, decode_choice, read_choice
+
+
+def summary(rows: list[dict]) -> None:
+    """Per batch (and for the read), the fastest setting of the final round against torch, and the ceilings."""
+    final = [r for r in rows if r.get("stage") == "final"]
+    print("\nfamily      best setting                      x torch [p10, p90]      GB/s  TFLOP/s  vs read ceiling")
+    for family in dict.fromkeys(r["family"] for r in final):
+        mine = [r for r in final if r["family"] == family]
+        kernels = [r for r in mine if r["name"][:4] in ("ptr-", "tma-", "fma-") or r["name"].startswith("triton-")]
+        if not kernels:
+            continue
+        top = max(kernels, key=lambda r: r["speed_vs_ref"])
+        ceiling = next((r for r in mine if r["name"] == "read-same-bytes"), None)
+        vs = f"{top['gbps'] / ceiling['gbps']:.3f}" if ceiling else ""
+        print(f"{family:<11} {top['name']:<33} x{top['speed_vs_ref']:.3f} [{top['speed_vs_ref_p10']:.3f}, "
+              f"{top['speed_vs_ref_p90']:.3f}] {top['gbps']:7.0f} {top['tflops']:7.1f}  {vs}")
+
+
+def apply_rows(rows: list[dict], gpu: str) -> None:
+    if any(str(r.get("family", "")).startswith("decode-b") for r in rows):
+        apply_decode(decode_choice(rows), gpu)
+    entry = read_choice(rows)
+    if entry:
+        apply_read(entry, gpu)
+
+
+def apply_from(paths: list[str]) -> int:
+    """--apply-from: the CONFIG lines from CSVs of sweeps already run, each for the GPU its rows name."""
+    for path in paths:
+        try:
+            rows = list(csv.DictReader(open(path, newline="")))
+        except OSError as err:
+            print(f"cannot read {path}: {err.strerror}", file=sys.stderr)
+            return 2
+        gpus = {r.get("gpu") for r in rows} - {None, ""}
+        if len(gpus) != 1:
+            print(f"{path} names {len(gpus)} GPUs in its gpu column; a sweep's CSV names one", file=sys.stderr)
+            return 2
+        apply_rows(rows, gpus.pop())
+    return 0
+
+
+def write_all(args, gpu: str, rows: list[dict]) -> None:
+    rows = [{"gpu": gpu, **r} for r in rows]
+    if args.out_dir:
+        from gpubench.record.rundir import slug
+
+        out = Path(args.out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        name = slug(gpu)
+        for part, keep in (("decode-", lambda f: f.startswith("decode-b")), ("read-", lambda f: f == "read"),
+                           ("", lambda f: not f.startswith("decode-b") and f != "read")):
+            mine = [r for r in rows if keep(str(r.get("family", "")))]
+            if mine:
+                write(str(out / f"tune-{part}{name}.csv"), mine)
+    if args.out or not args.out_dir:
+        write(args.out or "tune.csv", rows)
+
+
+def write(path: str, rows: list[dict]) -> None:
+    """Every row so far, so that a sweep cut short still leaves what it measured."""
+    fields: list[str] = []
+    for r in rows:
+        fields += [f for f in r if f not in fields]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
