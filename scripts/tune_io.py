@@ -12,6 +12,7 @@ from tune_decode import apply_decode, apply_read, decode_choice, read_choice
 
 def summary(rows: list[dict]) -> None:
     """Per batch (and for the read), the fastest setting of the final round against torch, and the ceilings."""
+    ideas(rows)
     final = [r for r in rows if r.get("stage") == "final"]
     print("\nfamily      best setting                      x torch [p10, p90]      GB/s  TFLOP/s  vs read ceiling")
     for family in dict.fromkeys(r["family"] for r in final):
@@ -24,6 +25,21 @@ def summary(rows: list[dict]) -> None:
         vs = f"{top['gbps'] / ceiling['gbps']:.3f}" if ceiling else ""
         print(f"{family:<11} {top['name']:<33} x{top['speed_vs_ref']:.3f} [{top['speed_vs_ref_p10']:.3f}, "
               f"{top['speed_vs_ref_p90']:.3f}] {top['gbps']:7.0f} {top['tflops']:7.1f}  {vs}")
+
+
+IDEAS = {"pointer loads": lambda t: t.startswith("ptr-") and not any(x in t for x in ("-k", "-p", "-ef")),
+         "TMA": lambda t: t.startswith("tma-") and "-k" not in t and "-p" not in t, "CUDA cores": lambda t: t.startswith("fma-"),
+         "split K": lambda t: "-k" in t, "persistent": lambda t: "-p" in t, "evict-first": lambda t: t.endswith("-ef")}
+
+
+def ideas(rows: list[dict]) -> None:
+    """Per batch, the fastest screened setting of each idea against torch: what each idea did."""
+    screen = [r for r in rows if r.get("stage") == "screen" and str(r["family"]).startswith("decode-b")]
+    print("\nfamily      " + "  ".join(f"{k:>13}" for k in IDEAS) + "   (best screened speed vs torch per idea)")
+    for family in dict.fromkeys(r["family"] for r in screen):
+        mine = [r for r in screen if r["family"] == family]
+        cells = [max((r["speed_vs_ref"] for r in mine if test(r["name"])), default=None) for test in IDEAS.values()]
+        print(f"{family:<11} " + "  ".join(f"{c:13.3f}" if c else f"{'-':>13}" for c in cells))
 
 
 def apply_rows(rows: list[dict], gpu: str) -> None:
