@@ -230,6 +230,26 @@ def test_the_clock_counts_gpu_time_per_call_of_a_graph_replay_and_runs_the_lead_
         clock.attach(calls=0)
 
 
+def test_the_clock_marks_a_round_whose_launches_ended_after_its_lead_could_have():
+    """The host's clock is read before the lead and after the end event: more than the lead's length between
+    them, and the GPU may have waited for the host inside the timed events."""
+    clock, host = CudaEventClock(), [0.0]
+    clock.event, clock.host_time = FakeEvent, lambda: host[0]
+    clock.attach(lead=lambda: None, calls=1, lead_us=200.0)
+    for held_us in (50.0, 199.0, 650.0, 20.0):
+        clock()
+        host[0] += held_us / 1e6  # the host queues the round's calls (and is held up in the third)
+        FakeEvent.now_ms += 0.014
+        clock()
+    assert clock.late == [False, False, True, False]
+    clock.attach(lead=None, calls=1, lead_us=200.0)  # no lead: nothing covered the host, nothing is late
+    clock()
+    host[0] += 1.0
+    FakeEvent.now_ms += 0.014
+    clock()
+    assert clock.late == [False]
+
+
 def test_rounds_timed_from_a_graph_are_never_compared_with_rounds_the_host_launched():
     rounds = [1e-3 * (1 + 0.001 * i) for i in range(20)]
     baseline = {"benchmarks": [{"fullname": "t", "stats": {"median": 1e-3, "data": rounds},
