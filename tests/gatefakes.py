@@ -101,7 +101,7 @@ class FakeDevice:
         self.clock.sync()
         return self.clock.event() - t
 
-    def launch_us(self, run):
+    def launch_us(self, run, call_ms=0.0):
         t = self.clock.host
         for _ in range(20):
             run()

@@ -191,7 +191,7 @@ def test_a_call_that_cannot_be_captured_is_launched_by_the_host_and_why_is_said_
 
 
 def test_graph_true_with_the_flush_or_a_graph_of_another_type_is_refused_before_any_timing():
-    device = SimpleNamespace(warm_up=lambda run: 0.001, l2_bytes=L2, launch_us=lambda run: 10.0)
+    device = SimpleNamespace(warm_up=lambda run: 0.001, l2_bytes=L2, launch_us=lambda run, call_ms: 10.0)
     bench = GpuBenchmark(benchmark=SimpleNamespace(enabled=True), device=device)
     with pytest.raises(ValueError, match="flush_l2=False"):
         bench(lambda: None, graph=True)

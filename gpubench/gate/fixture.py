@@ -211,7 +211,7 @@ class GpuBenchmark:
         if graph is True and flush:
             raise ValueError("gpu_benchmark: graph=True runs calls back to back, which the L2 flush forbids: "
                              "pass flush_l2=False as well")
-        launch_us = dev.launch_us(run)
+        launch_us = dev.launch_us(run, call_ms)
         timed, call_ms, graph_calls, refused = graph_or_not(dev, run, call_ms, flush, graph, self.graph_before)
         per_target = max(graph_calls, 1)  # calls in one call of `timed`
         dev.settle(timed, call_ms * per_target, self.settle_s)
