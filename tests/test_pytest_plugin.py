@@ -72,9 +72,12 @@ def test_options_are_one_group_in_help(pytester):
     out = pytester.runpytest(*PLUGINS, "--help").stdout.str()
     assert "gpu_benchmark (GPU time per call" in out
     for option in ("--gpu-min-time", "--gpu-settle", "--gpu-no-flush-l2", "--gpu-baseline", "--gpu-save-baseline",
-                   "--gpu-measure-floor", "--gpu-noise-floor", "--gpu-allow-different-limits", "--gpu-fail-slower",
-                   "--gpu-verdict-json"):
+                   "--gpu-baseline-runs", "--gpu-measure-floor", "--gpu-noise-floor", "--gpu-allow-different-limits",
+                   "--gpu-fail-slower", "--gpu-verdict-json"):
         assert option in out
+    # the recipe, said where a user looks for it: how many processes a baseline takes, and why
+    flat = " ".join(out.split())
+    assert "default 8" in flat and "t(N-1) x their spread x sqrt(1 + 1/N)" in flat
 
 
 @pytest.mark.parametrize("args", [["--gpu-min-time=0"], ["--gpu-noise-floor=-1"], ["--gpu-settle=-1"]])
