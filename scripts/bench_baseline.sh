@@ -1,7 +1,5 @@
 #!/usr/bin/env bash
 # What the regression gate promises, shown on this GPU in one run of about 8 minutes (an H100 or an H200):
-#   x. what moves a small call's time from one process to the next: scripts/bench_baseline_probe.py in
-#      PROBE_RUNS fresh processes (placement, launch, L2 state, the graph's own launch, the timer, clocks)
 #   1. the README's recipe: one command saves the baseline of tests/gate_benchmarks (nine calls, 5 us to
 #      50 ms, torch, Triton and CuPy) and measures its floor in BASELINE_RUNS processes
 #   c. RERUNS unchanged runs against it, c-rerun-1..N                  -> no `slower`, no `faster`, none fails
@@ -10,6 +8,9 @@
 #                                                                           10 us or more, never `same`
 #   b. 40% of the calls of the calls timed back to back do 30% more    -> `slower`
 #   e. --gpu-fail-slower where CUDA sees no GPU -> refused (exit 4); a baseline claiming another model -> refused
+#   x. what moves a small call's time from one process to the next: scripts/bench_baseline_probe.py in
+#      PROBE_RUNS fresh processes (placement, launch, L2 state, the graph's own launch, the timer, clocks);
+#      last, so that a short budget costs the probe before any of the gate's own steps
 # The slowdowns are real work on the GPU (tests/conftest.py: --more-work, --slow-share). Steps a and b run
 # halfway through the reruns. Every step logs its command and exit status; scripts/bench_baseline_check.py
 # then prints, per check, what was expected and what it got, and the spread of every benchmark over the
@@ -17,8 +18,8 @@
 # skipped and said, and what was measured is kept. Into $OUT, three files:
 #   bench.log        everything, in order            -> commit as results/logs/bench-baseline-<gpu>.log
 #   bench-gate.json  the checks and the numbers the README quotes -> results/logs/bench-gate-<gpu>.json
-#   steps.tar.gz     the baseline (baseline/<gpu>.json -> results/benchmarks/gate-<gpu>.json), each step's
-#                    verdicts, round times and output, the probe's files -> results/logs/bench-steps-<gpu>.tar.gz
+#   steps.tar.gz     the baseline (baseline/<gpu>.json -> commit as results/benchmarks/gate/<gpu>.json), each
+#                    step's verdicts, round times and output, the probe's files -> results/logs/bench-steps-<gpu>.tar.gz
 # Run from the repository root on a GPU machine:  OUT=DIR scripts/bench_baseline.sh
 # Check the script without a GPU:                  OUT=DIR scripts/bench_baseline.sh --dry-run
 #   (every pytest command only collects its tests, so options and test ids are checked; nothing is timed)
@@ -93,14 +94,6 @@ else
 fi
 say "GPU model: $slug; budget $budget s; $runs baseline runs, $reruns reruns, $probes probes"
 
-for i in $(seq "$probes"); do
-    if [ "$dry" -eq 1 ]; then
-        say "x-probe-$i: $(python3 scripts/bench_baseline_probe.py --dry-run 2>&1)"
-        continue
-    fi
-    per_run=15 step "x-probe-$i" 1 python3 scripts/bench_baseline_probe.py "$work/probe-$i.json"
-done
-
 t0=$SECONDS
 per_run=25 step 1-baseline "$runs" "${pytest[@]}" "$benches" --gpu-save-baseline="$work/baseline" \
     --gpu-baseline-runs="$runs" "${opts[@]}" --gpu-verdict-json="$work/1-baseline.json"
@@ -132,6 +125,14 @@ json.dump(data, open(sys.argv[2], "w"))
 PY
 fi
 per_run=10 step e-another-model 1 "${pytest[@]}" "$benches" -k saxpy --gpu-baseline="$other_dir"
+
+for i in $(seq "$probes"); do
+    if [ "$dry" -eq 1 ]; then
+        say "x-probe-$i: $(python3 scripts/bench_baseline_probe.py --dry-run 2>&1)"
+        continue
+    fi
+    per_run=15 step "x-probe-$i" 1 python3 scripts/bench_baseline_probe.py "$work/probe-$i.json"
+done
 
 if [ "$dry" -eq 1 ]; then
     bad=$(awk -F'\t' '$2 != 0' "$work/exits.tsv" | wc -l)
