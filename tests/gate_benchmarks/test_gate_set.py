@@ -33,7 +33,10 @@ PERIOD = 10  # bursts in a cycle: --slow-share=0.4 makes 4 bursts of every 10 do
 STALL_EVERY, STALL_S = 50, 0.0006  # test_sum_outliers: the host held up longer than a round's lead
 HEAVY_EVERY, HEAVY_TIMES = 97, 8  # test_sum_outliers: a call that does 8 times the work now and then
 FMA_CHAINS = 4  # independent chains per thread: the FP32 pipes stay busy while each FMA waits on the last
-FMA_1MS_ITERS = 60_000  # about 1 ms on an H100 or H200 (132 SMs at 1980 MHz, 67 TFLOP/s of fp32)
+# One block of 256 threads on every other SM: each busy SM's FP32 pipes are full (8 warps of 4 chains), and
+# the other half of the GPU idles, so the calls stay clear of the power limit that sways a GEMM's clock.
+# 256 threads x 4 chains x ITERS FMAs at 128 a cycle and 1980 MHz: about 1 ms on an H100 or an H200.
+FMA_1MS_ITERS = 250_000
 FMA_50MS_ITERS = 50 * FMA_1MS_ITERS
 
 
@@ -190,9 +193,10 @@ def test_saxpy(gpu_benchmark, request):
 
 # --- FMA chains: compute-bound, Triton and CuPy ----------------------------------------------------------
 
-# a -> a * b + c approaches c / (1 - b) = 10 and stays finite; after 60,000 steps a is still 55% of the way
-# from where it started (b^60000 = 0.55), so a kernel that ran another number of steps fails the check
-FMA_B, FMA_C = 0.99999, 0.0001
+# a -> a * b + c approaches c / (1 - b) = 10 and stays finite; after 250,000 steps a is still 62% of the way
+# from where it started (b^250000 = 0.62), so a kernel that ran another number of steps fails the check. Both
+# are exact in float32 (1 - 2^-19 and 10 * 2^-19), so the float64 reference runs the kernel's recurrence.
+FMA_B, FMA_C = 1 - 2.0**-19, 10 * 2.0**-19
 
 
 def fma_reference(a0, iters: int):
@@ -240,15 +244,15 @@ def triton_fma_kernel():
 
 def fma(impl: str, iters: int, pct: float, blocks: int | None = None, block: int = 256, device="cuda",
         steps: int | None = None) -> Call:
-    """FMA chains of `iters` steps, 4 per thread, on blocks of `block` threads (4 per SM by default). steps:
-    what the kernel is told to run instead, a deliberately wrong kernel for the check to catch."""
+    """FMA chains of `iters` steps, 4 per thread, on blocks of `block` threads (one on every other SM by
+    default). steps: what the kernel is told to run instead, a deliberately wrong kernel for the check to catch."""
     import torch
 
     from gpubench.kernels.common import sm_count
 
     iters = grown(iters, pct)
     ran = iters if steps is None else steps
-    blocks = blocks or 4 * sm_count()
+    blocks = blocks or max(1, sm_count() // 2)
     threads = blocks * block
     g = torch.Generator(device=device).manual_seed(0)
     x = torch.rand(FMA_CHAINS * threads, device=device, generator=g)
