@@ -253,6 +253,23 @@ def print_table(rows: dict) -> None:
               f"{(r['more_10'] or {}).get('word') or '-':<9}")
 
 
+def print_probe(probe: dict) -> None:
+    """The experiment in a few lines: how each way of timing a small call moved between processes and between
+    placements within one."""
+    def num(x, fmt):
+        return "-" if x is None else format(x, fmt)
+
+    print(f"probe, {probe['processes']} processes: timer step {num(probe.get('timer_step_ns'), '.1f')} ns; a graph "
+          f"replay's own launch {num((probe.get('graph_launch_us') or {}).get('median'), '.2f')} us")
+    for call, row in probe.get("calls", {}).items():
+        parts = [f"{m.removesuffix('_us')} {num(v['median_us'], '.3f')} us, moved "
+                 f"{num(v['between_processes_pct'], '.2f')}% between processes, "
+                 f"{num(v['across_placements_pct'], '.2f')}% across placements" for m, v in row["methods"].items()]
+        f = row["flush"]
+        print(f"  {call}: {'; '.join(parts)}; flushed by reading {num(f['host_read_flush_us'], '.3f')} us against "
+              f"writing {num(f['host_us'], '.3f')} and {num(f['host_write_flush_again_us'], '.3f')} us")
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 3:
         print(__doc__, file=sys.stderr)
@@ -263,6 +280,7 @@ def main(argv: list[str]) -> int:
     for r in c.rows:
         print(f"{marks[r['ok']]}  {r['step']}: {r['what']}: expected {r['expected']}; got {r['got']}")
     print_table(numbers["benchmarks"])
+    print_probe(numbers["probe"])
     failed = sum(r["ok"] is False for r in c.rows)
     print(f"{failed} of {len(c.rows)} checks failed")
     gpu = (((load(baseline_path) or {}).get("machine_info") or {}).get("gpu") or {})
