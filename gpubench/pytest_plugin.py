@@ -13,8 +13,6 @@ sentence and pytest's usage-error exit status 4; --gpu-fail-slower in a session 
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,18 +21,18 @@ from gpubench.gate import compare as benchcompare
 from gpubench.gate import report as benchreport
 from gpubench.gate import runs as benchruns
 from gpubench.gate.clock import CLOCK
-from gpubench.gate.fixture import MIN_TIME_S, SETTLE_S, GpuBenchmark
+from gpubench.gate.fixture import GpuBenchmark
+from gpubench.gate.options import add_options
 from gpubench.gate.session import (
     benchmark_json_option,
     check_compare_file,
     check_writable,
-    count,
+    fail_slower_ending,
     prepare_save,
     rerun_added,
     verdict_records,
+    written,
 )
-from gpubench.gate.verdict import LEAST_FLOOR_PCT
-from gpubench.usage import non_negative, positive
 
 FINGERPRINT = pytest.StashKey[dict]()  # the GPU this session benchmarks on
 NOTES = pytest.StashKey[list]()  # lines for the report header
@@ -50,45 +48,7 @@ FLOOR_RUNS = pytest.StashKey[int]()  # runs still to measure the saved baseline'
 
 
 def pytest_addoption(parser):
-    group = parser.getgroup("gpu-benchmark", "gpu_benchmark (GPU time per call with CUDA events; gpubench)")
-    group.addoption("--gpu-min-time", metavar="S", type=positive, default=MIN_TIME_S,
-                    help=f"GPU time each gpu_benchmark runs for, in seconds (default {MIN_TIME_S:g})")
-    group.addoption("--gpu-settle", metavar="S", type=non_negative, default=SETTLE_S,
-                    help="run each benchmark back to back for S seconds before its timed rounds, so they start at "
-                         f"the clock the GPU sustains (default {SETTLE_S:g})")
-    group.addoption("--gpu-no-flush-l2", action="store_true",
-                    help="never flush L2 between rounds: time back-to-back calls even when the working set fits "
-                         "in L2 (by default such calls are timed one per round after an L2 flush)")
-    group.addoption("--gpu-baseline", metavar="DIR",
-                    help="compare with the baseline of this GPU model in DIR (DIR/<gpu>.json, e.g. "
-                         "DIR/h100-80gb-hbm3.json): sets --benchmark-compare to that file and refuses a file "
-                         "measured on another GPU model, memory size or MIG mode")
-    group.addoption("--gpu-save-baseline", metavar="DIR",
-                    help="save this run as the baseline of this GPU model, DIR/<gpu>.json (replaced only "
-                         "when the run has written it in full), then run the same command again in fresh processes "
-                         "until --gpu-baseline-runs processes have measured its between-run floor")
-    group.addoption("--gpu-baseline-runs", metavar="N", type=count, default=benchruns.RUNS,
-                    help="processes that measure a saved baseline, one after another, this one first (default "
-                         f"{benchruns.RUNS}): a process moves a small call's time in ways its own rounds cannot show "
-                         "(where its buffers land, its launches), and the floor is the bound on the next process "
-                         "that N of them give, t(N-1) x their spread x sqrt(1 + 1/N): 14 spreads from 4 runs, 5.7 "
-                         "from 8, 5.0 from 10")
-    group.addoption("--gpu-measure-floor", metavar="DIR",
-                    help="rerun the benchmarks unchanged against DIR/<gpu>.json and add the rerun to that file's "
-                         "between-run floor (what --gpu-save-baseline's runs do, by hand)")
-    group.addoption("--gpu-noise-floor", metavar="PCT", type=non_negative, default=LEAST_FLOOR_PCT,
-                    help="the least floor: a change within PCT%% of the baseline is never read as slower or faster, "
-                         "whatever the reruns measured; the floor of a baseline without reruns (default "
-                         f"{LEAST_FLOOR_PCT:g})")
-    group.addoption("--gpu-allow-different-limits", action="store_true",
-                    help="compare with a baseline measured at another power limit, application clock or ECC mode "
-                         "(refused otherwise), and say so with every verdict")
-    group.addoption("--gpu-fail-slower", action="store_true",
-                    help="fail the session (exit 1) when any benchmark reads slower against the baseline, or when "
-                         "none was compared; without a GPU, a usage error (exit 4): a gate that cannot compare "
-                         "must not pass")
-    group.addoption("--gpu-verdict-json", metavar="PATH",
-                    help="write every verdict against the baseline, with its numbers, to PATH as JSON")
+    add_options(parser)
 
 
 def this_gpu() -> dict:
@@ -237,12 +197,7 @@ def graph_in_baseline(config, fullname: str) -> bool | None:
     """Whether the baseline (loaded when pytest-benchmark configured itself) timed this benchmark from a CUDA
     graph; None without a baseline or without the benchmark in it."""
     saved = config.stash.get(BASELINE, None)
-    benchmarks = (saved[1] or {}).get("benchmarks") if saved and isinstance(saved[1], dict) else None
-    for bench in benchmarks if isinstance(benchmarks, list) else []:
-        if isinstance(bench, dict) and bench.get("fullname") == fullname:
-            info = bench.get("extra_info")
-            return bool(info.get("cuda_graph_calls")) if isinstance(info, dict) else False
-    return None
+    return benchcompare.graph_in(saved[1] if saved else None, fullname)
 
 
 # optionalhook: pytest-benchmark's hooks exist only while it is loaded (not under -p no:benchmark)
@@ -288,9 +243,9 @@ def pytest_sessionfinish(session):
     config = session.config
     if SAVE in config.stash:
         partial, final = config.stash[SAVE]
-        written = config.option.benchmark_json
-        if hasattr(written, "close"):
-            written.close()
+        opened = config.option.benchmark_json
+        if hasattr(opened, "close"):
+            opened.close()
         if partial.is_file() and partial.stat().st_size:
             partial.replace(final)
             config.stash[SAVED] = str(final)
@@ -305,19 +260,11 @@ def pytest_sessionfinish(session):
             add_rerun(session, baseline)
     if config.getoption("gpu_verdict_json", None):
         write_verdicts(session)
-    compared = config.stash.get(COMPARED, [])
-    slower = [c.name for c in compared if c.verdict and c.verdict.word == "slower"]
-    if not config.getoption("gpu_fail_slower") or session.exitstatus != pytest.ExitCode.OK:
-        return
-    if slower:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        config.stash[ENDING].append((f"FAILED: --gpu-fail-slower: {len(slower)} benchmark"
-                                     f"{'s' * (len(slower) != 1)} read slower ({', '.join(slower)})", True))
-    elif not any(c.verdict for c in compared):
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        why = "no GPU benchmark ran" if not config.stash.get(RUNS, None) else "none had a verdict (see above)"
-        config.stash[ENDING].append((f"FAILED: --gpu-fail-slower: nothing was compared with the baseline ({why}), "
-                                     "and a gate that compared nothing must not pass", True))
+    if config.getoption("gpu_fail_slower") and session.exitstatus == pytest.ExitCode.OK:
+        failed = fail_slower_ending(config.stash.get(COMPARED, []), bool(config.stash.get(RUNS, None)))
+        if failed:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            config.stash[ENDING].append((failed, True))
 
 
 def add_rerun(session, baseline: dict) -> None:
@@ -332,16 +279,13 @@ def add_rerun(session, baseline: dict) -> None:
 
 def write_verdicts(session) -> None:
     config = session.config
-    path = Path(config.getoption("gpu_verdict_json"))
     name = config.stash[BASELINE][0] if BASELINE in config.stash else None
     data = verdict_records(config.stash.get(FINGERPRINT, None), name, config.getoption("gpu_noise_floor"),
                            config.stash.get(ALWAYS, []), config.stash.get(COMPARED, []), config.stash.get(RUNS, {}))
-    try:
-        path.write_text(json.dumps(data, indent=2, default=str))
-    except OSError as err:
+    error = written(Path(config.getoption("gpu_verdict_json")), data)
+    if error:
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
-        config.stash[ENDING].append((f"ERROR: the verdicts could not be written to {path}: {err.strerror or err}",
-                                     True))
+        config.stash[ENDING].append((error, True))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -381,15 +325,7 @@ def pytest_unconfigure(config):
     session = config.stash.get(SESSION, None)
     if runs < 2 or SAVED not in config.stash or session is None or session.exitstatus != pytest.ExitCode.OK:
         return
-    tr = config.pluginmanager.get_plugin("terminalreporter")
-
-    def say(line: str, red: bool) -> None:
-        if tr is not None:
-            tr.write_sep("=", line, red=red, bold=red)
-        else:
-            print(line)
-        sys.stdout.flush()  # before the next run's own output
-
+    say = benchruns.sayer(config.pluginmanager.get_plugin("terminalreporter"))
     params = config.invocation_params
     rc, done = benchruns.measure_floor(list(params.args), str(params.dir), config.getoption("gpu_save_baseline"),
                                        runs, say)

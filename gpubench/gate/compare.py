@@ -159,3 +159,14 @@ def comparable(saved: dict, current: dict, where: str, allow_limits: bool) -> tu
     if changed:
         notes.append(f"gpu baseline: same model, but {'; '.join(changed)}")
     return always, notes
+
+
+def graph_in(baseline: dict | None, fullname: str) -> bool | None:
+    """Whether a baseline timed this benchmark from a CUDA graph; None without a baseline or without the
+    benchmark in it."""
+    benchmarks = baseline.get("benchmarks") if isinstance(baseline, dict) else None
+    for bench in benchmarks if isinstance(benchmarks, list) else []:
+        if isinstance(bench, dict) and bench.get("fullname") == fullname:
+            info = bench.get("extra_info")
+            return bool(info.get("cuda_graph_calls")) if isinstance(info, dict) else False
+    return None

@@ -68,6 +68,19 @@ def free_gpu_memory() -> None:
         pass
 
 
+def sayer(tr):
+    """How the runs' lines are said: as a separator of pytest's terminal reporter where there is one, flushed
+    before the next run's own output."""
+    def say(line: str, red: bool) -> None:
+        if tr is not None:
+            tr.write_sep("=", line, red=red, bold=red)
+        else:
+            print(line)
+        sys.stdout.flush()
+
+    return say
+
+
 def measure_floor(args: list[str], cwd: str, save_dir: str, runs: int, say, run=None) -> tuple[int, int]:
     """Runs 2..runs of a baseline's command, one after another, each in a fresh process (run: how a session is
     run, run_pytest unless given). Stops at the first that fails. (the exit status to end with, how many runs

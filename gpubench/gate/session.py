@@ -5,6 +5,7 @@ file pytest-benchmark writes a saved baseline to, and the records of --gpu-verdi
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -109,3 +110,26 @@ def rerun_added(path: Path, baseline: dict, compared: list, uuid: str | None) ->
     lines += [(f"measured as unchanged, though its median moved more than {benchfloor.MOVED_PCT:g}%: {name} (its "
                "floor widens by as much; if its code changed, save the baseline again)", True) for name in moved]
     return lines, True
+
+
+def written(path: Path, data: dict) -> str | None:
+    """Write the verdicts' JSON; the error line where it could not be written, else None."""
+    try:
+        path.write_text(json.dumps(data, indent=2, default=str))
+    except OSError as err:
+        return f"ERROR: the verdicts could not be written to {path}: {err.strerror or err}"
+    return None
+
+
+def fail_slower_ending(compared: list, ran: bool) -> str | None:
+    """Why --gpu-fail-slower fails this run: a benchmark read slower, or none was compared (ran: whether any GPU
+    benchmark ran); None where it passes."""
+    slower = [c.name for c in compared if c.verdict and c.verdict.word == "slower"]
+    if slower:
+        return (f"FAILED: --gpu-fail-slower: {len(slower)} benchmark{'s' * (len(slower) != 1)} read slower "
+                f"({', '.join(slower)})")
+    if not any(c.verdict for c in compared):
+        why = "none had a verdict (see above)" if ran else "no GPU benchmark ran"
+        return f"FAILED: --gpu-fail-slower: nothing was compared with the baseline ({why}), and a gate that " \
+               "compared nothing must not pass"
+    return None
