@@ -362,8 +362,42 @@ def _change(c: dict) -> str:
     return f"{c['pct']:+.1f}% [{c['lo']:+.1f}, {c['hi']:+.1f}]" if c else "n/a"
 
 
+def _num(x, digits=2) -> str:
+    return "–" if x is None else f"{x:.{digits}f}"
+
+
+def _verdict(v: dict | None) -> str:
+    return "–" if not v or not v.get("word") else f"`{v['word']}` {(v.get('median') or {}).get('pct', 0):+.1f}%"
+
+
+def gate_table(name: str, slug: str, summary: dict) -> str:
+    """What scripts/bench_baseline.sh showed on one GPU since the floor of several processes (summary version 2):
+    a sentence, then one row per benchmark over the unchanged runs and the slowdowns."""
+    n, checks = summary["numbers"], summary["checks"]
+    passed = sum(c["ok"] is True for c in checks)
+    r, base = n["reruns"], n["baseline"]
+    part = "; ".join(f"`{v['word']}` for `{k}` ({(v.get('why') or '').split(':')[0]})" for k, v in n["part"].items())
+    lines = [f"On the {name} ([log](results/logs/bench-baseline-{slug}.log), "
+             f"[checks](results/logs/bench-gate-{slug}.json)), {passed} of {len(checks)} checks passed: a baseline "
+             f"of {base['processes']} processes from one command; {r['runs']} unchanged runs read `same` {r['same']} "
+             f"and `unsure` {r['unsure']} times (`slower` {r['slower']}, `faster` {r['faster']}) and {r['failed']} "
+             f"of them failed" + (f"; 30% more work in 40% of the calls read {part}." if part else "."), "",
+             "| benchmark | median (µs) | timed | processes moved it (sd, %) | floor (%) | false alarms at the floor "
+             "| unchanged runs: same / unsure / slower / faster | 5% more work | 10% more work |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for bench, row in n["benchmarks"].items():
+        w = row["words"]
+        fa = "–" if row["false_alarm_at_floor"] is None else f"{row['false_alarm_at_floor']:.0e}"
+        lines.append(f"| `{bench}` | {row['median_us']:.3g} | {row['timed']} | {_num(row['spread_pct'])} | "
+                     f"{_num(row['floor_pct'])} | {fa} | {w['same']} / {w['unsure']} / {w['slower']} / {w['faster']} | "
+                     f"{_verdict(row['more_5'])} | {_verdict(row['more_10'])} |")
+    return "\n".join(lines) + "\n"
+
+
 def gate_sentence(name: str, slug: str, summary: dict) -> str:
     """What scripts/bench_baseline.sh showed on one GPU, from its checks (results/logs/bench-gate-<slug>.json)."""
+    if summary["numbers"].get("version") == 2:
+        return gate_table(name, slug, summary)
     n, checks = summary["numbers"], summary["checks"]
     passed = sum(c["ok"] is True for c in checks)
     na = sum(c["ok"] is None for c in checks)
