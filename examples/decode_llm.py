@@ -124,8 +124,7 @@ def work_model(model: Decoder, batch: int):
     kv = 2 * len(model.layers) * batch * layer.kv_heads * layer.head_dim  # values cached per position
     attention = 4 * len(model.layers) * batch * layer.heads * layer.head_dim  # per position attended to
     size = model.head.weight.element_size()
-    fixed = (gpubench.weight_bytes(model) - model.embed.weight.nbytes  # the embedding: only the batch's rows
-             + batch * model.embed.weight.shape[1] * size + batch * model.head.weight.shape[0] * size)
+    fixed = gpubench.weight_bytes(model, tokens=batch) + batch * model.head.weight.shape[0] * size  # and the logits
 
     def at(position: int) -> tuple[float, float]:
         return 2.0 * matrix * batch + attention * (position + 1), float(fixed + kv * (position + 1) * size)

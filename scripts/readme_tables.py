@@ -21,11 +21,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
 from gpubench.gate.verdict import RULES  # noqa: E402
 from gpubench.metrics import BY_COLUMN, LADDER, fmt_value, pct  # noqa: E402  # noqa: E402
+from gpubench.read.summary import windows_of  # noqa: E402
 from gpubench.record.rundir import load_run  # noqa: E402
 from gpubench.show.figures.common import work_fraction  # noqa: E402
+from readme_notes import decode_notes, kernels_notes, ladder_notes  # noqa: E402
 
 MARK = re.compile(r"(<!-- gpubench:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /gpubench:(?P=name) -->)", re.S)
 GPUS = {"h100-80gb-hbm3": "H100", "h200": "H200"}
@@ -179,12 +182,21 @@ WATCH = [("healthy", "healthy: bf16, batch 16 × 1024", "(defaults)"), ("fp32", 
          ("tiny-batch", "tiny batch: 1 × 128", "`--batch 1 --seq 128`")]
 
 
-def _watch_row(what: str, flags: str, row: dict, extra: list[str] | None = None) -> str:
+def _num(value, fmt: str) -> str:
+    return fmt.format(value) if isinstance(value, (int, float)) and value == value else "n/a"
+
+
+def _watch_row(what: str, flags: str, row: dict) -> str:
+    """A train row: the ladder, the rate, the work against the bf16 peak and the tensor ceiling."""
     cols = ["gpu_util_pct", "sm_active_pct", "tensor_active_pct"]
     cells = [what, flags] + [fmt_value(c, row.get(c)) for c in cols] + [
-        f"{row['steps_per_s']:.1f}", f"{row['tflops']:.0f}", pct(row["mfu_pct"])] + (extra or []) + [
-        f"`{row['verdict_rules']}`"]
+        _num(row.get("steps_per_s"), "{:.1f}"), _num(row.get("tflops"), "{:.0f}"), pct(row.get("mfu_pct")),
+        pct(row.get("hfu_pct")), pct(row.get("tensor_ceiling_pct")), f"`{row['verdict_rules']}`"]
     return "| " + " | ".join(cells) + " |"
+
+
+WATCH_HEAD = ("| {what} | example flags | GPU-Util | SM active | tensor active | steps/s | TFLOP/s | MFU | HFU | tensor "
+              "ceiling | verdict |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 
 
 def _phase(run: Path, phase: str) -> dict:
@@ -199,15 +211,15 @@ def _newest(results: Path, name: str) -> Path | None:
 
 def watch_table(results: Path) -> str:
     """The train phase of each watched GPT configuration, with the example's FLOP count and the watch's cost."""
-    lines = ["| configuration | example flags | GPU-Util | SM active | tensor active | steps/s | TFLOP/s | MFU | verdict |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    gpu = None
+    lines = WATCH_HEAD.format(what="configuration").split("\n")
+    gpu, trains = None, {}
     for name, what, flags in WATCH:
         run = _newest(results, name)
         if run is None:
             continue
         gpu = run.name.removeprefix(f"watch-{name}-")
-        lines.append(_watch_row(what, flags, _phase(run, "train")))
+        trains[name] = _phase(run, "train")
+        lines.append(_watch_row(what, flags, trains[name]))
     log = (results / "logs" / f"watch-{gpu}.log").read_text() if gpu else ""
     flops = re.search(r"FLOPs per training step: (\S+) model FLOPs counted by gpubench.count_flops \(PaLM's convention; "
                       r"(\S+) ran, recomputation included\), (\S+) analytic.*?: (\S+)", log)
@@ -228,7 +240,31 @@ def watch_table(results: Path) -> str:
                   f"{float(call.group(2)):.1f}, p90 {float(call.group(3)):.1f}), "
                   f"{float(call.group(1)) / 1e3 / step_ms * 100:.2f}% of a {step_ms:.0f} ms step "
                   f"([log](results/logs/watch-{gpu}.log))."]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _gpt_notes(trains)) + "\n"
+
+
+def _gpt_notes(trains: dict) -> list[str]:
+    """What the table says, in words, from its own rows."""
+    out = []
+    unmodelled = [n for n, r in trains.items() if not _finite(r.get("mfu_pct")) and _finite(r.get("hfu_pct"))]
+    if unmodelled:
+        out += ["", f"These {len(unmodelled)} runs were recorded before gpubench counted model FLOPs apart: their "
+                "marks carry one count a step, of what ran, so they give HFU and no MFU; `bash "
+                "scripts/watch_examples.sh gpt` records them anew."]
+    busy = [n for n, r in trains.items() if (r.get("gpu_util_pct") or 0) >= 90]
+    words = {1: "one", 2: "two", 3: "three", 4: "four"}
+    healthy, fp32 = trains.get("healthy"), trains.get("fp32")
+    if healthy and fp32:
+        out += ["", f"Read down the GPU-Util column: {words.get(len(busy), len(busy))} of the {words.get(len(trains))} "
+                f"loops read 90% or more. The ladder says how little that means: the healthy bf16 loop keeps its "
+                f"tensor cores busy {pct(healthy['tensor_active_pct'])} of the time and runs "
+                f"{pct(healthy.get('hfu_pct'))} of the bf16 peak; the FP32 loop reads "
+                f"{fmt_value('gpu_util_pct', fp32['gpu_util_pct'])} busy while its tensor pipes could have delivered at "
+                f"most {pct(fp32.get('tensor_ceiling_pct'))} of that peak, and its FLOPs ran beside them "
+                f"(`{fp32['verdict_rules'].split(', ')[-1]}`: watched with --dtype bf16, its FP32 work is above the "
+                "tensor ceiling); only where the host starves the GPU (the slow loader, the tiny batch) does GPU-Util "
+                "fall with the work done."]
+    return out
 
 
 DECODE = [("decode-eager-b1", "eager, batch 1", "(defaults)"),
@@ -309,27 +345,55 @@ LLAMA = [("llama-eager", "eager, 4 × 2048", "(defaults)"), ("llama-compiled", "
 
 
 def watch_llama(results: Path) -> str:
-    """The train phase of each watched Llama-style configuration: MFU beside HFU, per-process rates."""
-    lines = ["| job | example flags | GPU-Util | SM active | tensor active | steps/s | TFLOP/s | MFU | HFU | verdict |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    found = {}
+    """The train phase of each watched Llama-style configuration: MFU beside HFU and the tensor ceiling."""
+    lines = WATCH_HEAD.format(what="job").split("\n")
+    found, trains = {}, {}
     for name, what, flags in LLAMA:
         run = _newest(results, name)
         if run is None:
             continue
         found[name] = run
-        train = _phase(run, "train")
+        train = trains[name] = _phase(run, "train")
         if train.get("streams", 1) and int(train.get("streams") or 1) > 1:
             rates = re.findall(r": (\S+)/s", train["stream_rates"])
             what += f" ({' and '.join(rates)} steps/s a process)"
-        lines.append(_watch_row(what, flags, train, [pct(train["hfu_pct"])]))
+        lines.append(_watch_row(what, flags, train))
     if "llama-compiled" in found:
         warm, train = _phase(found["llama-compiled"], "warmup"), _phase(found["llama-compiled"], "train")
         gpu = found["llama-compiled"].name.removeprefix("watch-llama-compiled-")
-        lines += ["", f"Stamped on the GPU, the compiled loop's `warmup` reads MFU {pct(warm['mfu_pct'])} at "
-                  f"{warm['steps_per_s']:.1f} steps/s against {pct(train['mfu_pct'])} at {train['steps_per_s']:.1f} in "
-                  f"`train`, on an {GPUS.get(gpu, gpu)} ([log](results/logs/watch-{gpu}.log))."]
+        if warm["verdict_rules"] == "too-short":
+            lines += ["", f"The compiled loop's `warmup` ran {warm['steps_reported']} steps in its last "
+                      f"{sum(b - a for a, b in windows_of(warm['windows'])):.2f} s, after "
+                      f"{warm['t_end'] - warm['t_start']:.0f} s of compiling: too short to measure, since no sample "
+                      f"row covers only that window (the counters of the one inside it still read the compile), against "
+                      f"MFU {pct(train['mfu_pct'])} at {train['steps_per_s']:.1f} steps/s in `train`, on an "
+                      f"{GPUS.get(gpu, gpu)} ([log](results/logs/watch-{gpu}.log))."]
+        else:
+            lines += ["", f"Stamped on the GPU, the compiled loop's `warmup` reads MFU {pct(warm['mfu_pct'])} at "
+                      f"{warm['steps_per_s']:.1f} steps/s against {pct(train['mfu_pct'])} at "
+                      f"{train['steps_per_s']:.1f} in `train`, on an {GPUS.get(gpu, gpu)} ([log](results/logs/watch-{gpu}.log))."]
+    above = [n for n, r in trains.items() if "flops-above-ceiling" in r["verdict_rules"]]
+    if above:
+        lines += ["", f"HFU is above the tensor ceiling in {len(above)} of these {len(trains)} runs "
+                  f"({', '.join(above)}): their marks carry the hardware count of the day they were recorded, which "
+                  "counted the whole T×T score matrix of causal attention where the kernels run its lower half; "
+                  "`count_flops` now counts what the kernels run, and `bash scripts/watch_examples.sh llama` records "
+                  "them anew."]
+    busy = [r for n, r in trains.items() if (r.get("gpu_util_pct") or 0) >= 90]
+    if busy:
+        lines += ["", f"Of these runs, GPU-Util reads {_span_pct([r['gpu_util_pct'] for r in busy])} for "
+                  f"{len(busy)}, which run from {_span_pct([r['mfu_pct'] for r in busy], ' to ')} of the bf16 "
+                  "peak by PaLM's count. " + " ".join(
+                      f"`{n}` leaves its GPU idle {100 - r['gpu_util_mean_pct']:.0f}% of the time."
+                      for n, r in trains.items() if r.get("gpu_util_mean_pct", 100) < 90)
+                  + " Two processes sharing a GPU are two streams: each keeps its own rate, and their work adds up "
+                  "over the window they share."]
     return "\n".join(lines) + "\n"
+
+
+def _span_pct(values, sep: str = "–") -> str:
+    lo, hi = pct(min(values)).rstrip("%"), pct(max(values)).rstrip("%")
+    return f"{lo}%" if lo == hi else f"{lo}%{sep}{hi}%"
 
 
 def dist_list(results: Path) -> str:
@@ -362,7 +426,7 @@ def _change(c: dict) -> str:
     return f"{c['pct']:+.1f}% [{c['lo']:+.1f}, {c['hi']:+.1f}]" if c else "n/a"
 
 
-def _num(x, digits=2) -> str:
+def _fixed(x, digits=2) -> str:
     return "–" if x is None else f"{x:.{digits}f}"
 
 
@@ -388,8 +452,8 @@ def gate_table(name: str, slug: str, summary: dict) -> str:
     for bench, row in n["benchmarks"].items():
         w = row["words"]
         fa = "–" if row["false_alarm_at_floor"] is None else f"{row['false_alarm_at_floor']:.0e}"
-        lines.append(f"| `{bench}` | {row['median_us']:.3g} | {row['timed']} | {_num(row['spread_pct'])} | "
-                     f"{_num(row['floor_pct'])} | {fa} | {w['same']} / {w['unsure']} / {w['slower']} / {w['faster']} | "
+        lines.append(f"| `{bench}` | {row['median_us']:.3g} | {row['timed']} | {_fixed(row['spread_pct'])} | "
+                     f"{_fixed(row['floor_pct'])} | {fa} | {w['same']} / {w['unsure']} / {w['slower']} / {w['faster']} | "
                      f"{_verdict(row['more_5'])} | {_verdict(row['more_10'])} |")
     return "\n".join(lines) + "\n"
 
@@ -556,7 +620,8 @@ def cupti_costs(found: dict, gpu: str, slug: str) -> str:
     return (f"Costs on the {gpu} ([log](results/logs/cupti-{slug}.log)): " + "; ".join(parts) + ".")
 
 
-SECTIONS = {"ladder": ladder_table, "peaks": peaks_table, "kernels": kernels_table, "watch": watch_table,
+SECTIONS = {"ladder": ladder_table, "ladder-notes": ladder_notes, "peaks": peaks_table, "kernels": kernels_table,
+            "kernels-notes": kernels_notes, "decode-notes": decode_notes, "watch": watch_table,
             "watch-llama": watch_llama, "watch-decode": watch_decode,
             "watch-ranks": watch_ranks,
             "dist": dist_list, "baselines": baselines_text, "gate-rules": gate_rules, "cupti": cupti_table}

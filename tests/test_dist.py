@@ -153,7 +153,8 @@ def test_two_ranks_write_one_run_directory_with_a_rank_on_every_row(two_ranks):
     assert all(r["gpu_util_pct"] == 100.0 - r["gpu"] for r in samples)
     assert [(r["scenario"], r["rank"]) for r in summary] == [
         ("copy", 0), ("copy", 1), ("straggler", 0), ("straggler", 1), ("allreduce-8kib", 0), ("allreduce-8kib", 1)]
-    assert all(r["uuid"] == f"GPU-node0-{r['rank']}" and r["n_samples"] > 5 for r in summary)
+    # rows whole for every column (from 0.4 s into the window: gpubench.read.summary.TRAIL_S)
+    assert all(r["uuid"] == f"GPU-node0-{r['rank']}" and r["n_samples"] > 0 for r in summary)
     by = {(r["scenario"], r["rank"]): r for r in summary}
     assert by[("copy", 1)]["gpu_util_pct"] == 99.0  # rank 1's row is summarized from rank 1's GPU
     assert any("bad skipped: rank 1: wrong[fake]" in e for e in manifest["errors"])
@@ -225,7 +226,7 @@ def test_four_ranks_on_two_nodes_send_every_nodes_samples_to_rank_0(tmp_path):
     strag = [r for r in summary if r["scenario"] == "straggler"]
     assert [r["rank"] for r in strag] == [0, 1, 2, 3] and {r["straggler_rank"] for r in strag} == {1}
     rows_of_3 = [r for r in samples if r["rank"] == 3 and r["phase"] == "straggler"]
-    assert rows_of_3 and next(r for r in strag if r["rank"] == 3)["n_samples"] > 5
+    assert rows_of_3 and next(r for r in strag if r["rank"] == 3)["n_samples"] > 2  # whole for GPU-Util too
 
 
 def test_ctrl_c_on_every_rank_leaves_rank_0s_part_of_the_run(tmp_path):

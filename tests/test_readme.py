@@ -32,3 +32,36 @@ def test_every_promise_names_tests_that_exist():
     assert len(named) >= 4 * 2
     for path, name in named:
         assert f"\ndef {name}(" in (ROOT / path).read_text(), f"{path}::{name}"
+
+
+def generated_spans(text: str) -> list[tuple[int, int]]:
+    import re
+
+    block = r"<!-- gpubench:([\w-]+) -->.*?<!-- /gpubench:\1 -->"
+    return [(m.start(), m.end()) for m in re.finditer(block, text, re.S)]
+
+
+def test_the_prose_that_states_measured_numbers_is_written_by_the_generator():
+    """Sentences about the committed results lie inside generated parts, so `--check` holds them to the files:
+    the ones written by hand had drifted from the files they cite."""
+    text = (ROOT / "README.md").read_text()
+    spans = generated_spans(text)
+    for start in ("Read it row by row", "Read down the GPU-Util column", "Of these runs, GPU-Util reads",
+                  "The ratio of two medians", "A fused softmax must read", "the ridge lies at",
+                  "the Triton kernel reads the weights at", "The compiled loop's `warmup`",
+                  "HFU is above the tensor ceiling in"):
+        at = text.find(start)
+        assert at >= 0 and any(a <= at < b for a, b in spans), start
+    for stale in ("three of the four loops are busy", "2.1% above the analytic", "1.017x", "234 (B ≈ 243)", "89-91%",
+                  "62-86%", "a few microseconds"):
+        assert stale not in text, stale
+
+
+def test_the_readme_states_the_trails_the_summary_uses():
+    from gpubench.read.summary import TRAIL_S
+    from gpubench.truth.ceiling import PEAK_CLOCK_MHZ
+
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"{TRAIL_S['sm_active_pct']:g} s into the window for GPM's columns, {TRAIL_S['gpu_util_pct']:g} s for "
+            f"NVML's utilization, {TRAIL_S['power_w']:g} s for power") in text
+    assert f"({PEAK_CLOCK_MHZ['NVIDIA H100 80GB HBM3']:.0f} MHz on an H100 SXM and an H200)" in text

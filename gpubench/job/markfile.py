@@ -20,6 +20,7 @@ each step as a one-step S.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
@@ -120,7 +121,9 @@ def _parse_old(p: list[str]):
         return Mark(t, stream, "", "host", p[4])
     flops = float(p[4]) if p[4] else None
     counted = flops is not None and flops >= 0 and flops != float("inf")
-    return Steps(t, stream, "", "host", t, 1, int(counted), flops if counted else 0.0, flops if counted else 0.0,
+    # gpubench.count_flops then gave one count, of every FLOP that ran (recomputation and the whole T x T
+    # attention included): the hardware count; the model count was not written, so it is not known (NaN)
+    return Steps(t, stream, "", "host", t, 1, int(counted), math.nan if counted else 0.0, flops if counted else 0.0,
                  0.0, 0.0, 0, 0.0)
 
 
