@@ -21,11 +21,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
 from gpubench.gate.verdict import RULES  # noqa: E402
 from gpubench.metrics import BY_COLUMN, LADDER, fmt_value, pct  # noqa: E402  # noqa: E402
 from gpubench.record.rundir import load_run  # noqa: E402
 from gpubench.show.figures.common import work_fraction  # noqa: E402
+from readme_tuning import ideas_table, second_ideas_table  # noqa: E402
 
 MARK = re.compile(r"(<!-- gpubench:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /gpubench:(?P=name) -->)", re.S)
 GPUS = {"h100-80gb-hbm3": "H100", "h200": "H200"}
@@ -525,7 +527,8 @@ def cupti_costs(found: dict, gpu: str, slug: str) -> str:
 SECTIONS = {"ladder": ladder_table, "peaks": peaks_table, "kernels": kernels_table, "watch": watch_table,
             "watch-llama": watch_llama, "watch-decode": watch_decode,
             "watch-ranks": watch_ranks,
-            "dist": dist_list, "baselines": baselines_text, "gate-rules": gate_rules, "cupti": cupti_table}
+            "dist": dist_list, "baselines": baselines_text, "gate-rules": gate_rules, "cupti": cupti_table,
+            "decode-ideas": ideas_table, "decode-ideas-second": second_ideas_table}
 
 
 def render(readme: str, results: Path) -> str:
