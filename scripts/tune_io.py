@@ -54,11 +54,20 @@ def apply_rows(rows: list[dict], gpu: str) -> None:
         apply_read(entry, gpu)
 
 
+def merge(*sweeps: list[dict]) -> list[dict]:
+    """The rows of several sweeps of one GPU, each family (decode-b<B>, read) from the last sweep that has it."""
+    families: dict[str, list] = {}
+    for rows in sweeps:
+        for family in dict.fromkeys(r.get("family", "") for r in rows):
+            families[family] = [r for r in rows if r.get("family", "") == family]
+    return [r for rows in families.values() for r in rows]
+
+
 def apply_from(paths: list[str]) -> int:
     """--apply-from: the CONFIG lines from CSVs of sweeps already run, each for the GPU its rows name. Where
     several CSVs of one GPU tuned the same batch (a second sweep after the first), the later file's rows
     of that batch stand: each batch is chosen from one sweep's final round, never across sweeps."""
-    by_gpu: dict[str, dict[str, list]] = {}
+    by_gpu: dict[str, list] = {}
     for path in paths:
         try:
             rows = list(csv.DictReader(open(path, newline="")))
@@ -69,11 +78,10 @@ def apply_from(paths: list[str]) -> int:
         if len(gpus) != 1:
             print(f"{path} names {len(gpus)} GPUs in its gpu column; a sweep's CSV names one", file=sys.stderr)
             return 2
-        families = by_gpu.setdefault(gpus.pop(), {})
-        for family in dict.fromkeys(r.get("family", "") for r in rows):
-            families[family] = [r for r in rows if r.get("family", "") == family]
-    for gpu, families in by_gpu.items():
-        apply_rows([r for rows in families.values() for r in rows], gpu)
+        gpu = gpus.pop()
+        by_gpu[gpu] = merge(by_gpu.get(gpu, []), rows)
+    for gpu, rows in by_gpu.items():
+        apply_rows(rows, gpu)
     return 0
 
 

@@ -38,7 +38,7 @@ import torch  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tune_decode  # noqa: E402
 import tune_families as families  # noqa: E402
-from tune_io import apply_from, apply_rows, summary, write_all  # noqa: E402
+from tune_io import apply_from, apply_rows, merge, summary, write_all  # noqa: E402
 
 
 def main() -> int:
@@ -64,6 +64,10 @@ def main() -> int:
         return apply_from(args.apply_from)
     only = set(args.only.split(","))
     dry = args.dry_run
+    if not dry and not torch.cuda.is_available():
+        print("the sweeps time kernels on a GPU and this machine has none: --dry-run runs them on the CPU",
+              file=sys.stderr)
+        return 2
     gpu = "cpu" if dry else torch.cuda.get_device_name()
     first_rows = None
     if args.second or args.around:  # before any GPU time: a missing file is one sentence
@@ -77,6 +81,10 @@ def main() -> int:
         except OSError as err:
             print(f"cannot read the first sweep's CSV {path}: {err.strerror}", file=sys.stderr)
             return 2
+        if not dry and {r.get("gpu") for r in first_rows} != {gpu}:
+            print(f"{path} is not a sweep of this GPU ({gpu}) alone: its settings and winners do not carry over",
+                  file=sys.stderr)
+            return 2
     if dry:
         os.environ["TRITON_INTERPRET"] = "1"
         only &= {"decode", "read"}
@@ -86,8 +94,8 @@ def main() -> int:
 
     def save():  # after each step, so that a sweep cut short has written (and applied) what it found
         write_all(args, gpu, families.ROWS + tune_decode.ROWS)
-        if args.apply and not dry:
-            apply_rows(families.ROWS + tune_decode.ROWS, gpu)
+        if args.apply and not dry:  # a second sweep's batches over the first sweep's line, the rest kept
+            apply_rows(merge(first_rows if args.second else [], families.ROWS + tune_decode.ROWS), gpu)
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count if not dry else 4
     if "facts" in only:
