@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from .common import Prepared, Work, check_close, count, cupy, generator, poison, raw_kernel, tuned_row
+from .decode_sk import launch_sk
 from .decode_tiles import launch
 from .gemm import _tma_ok as tma_ok
 
@@ -29,6 +30,7 @@ STORY = [
     "That is {speedup_vs_baseline:.2f}x the speed of {baseline}.",
     "It used {j_per_token:.3g} J a token ({power_w_energy:.0f} W).",
 ]
+SK_KEYS = ("sk", "swap", "warp_spec")  # settings that run decode_sk.py's kernel
 CUPY_MAX_B = 16  # the CuPy kernel keeps one accumulator per token in registers, on CUDA cores
 
 # Launch settings by batch size: each row covers batches up to its first number. A GPU model's line is
@@ -36,15 +38,17 @@ CUPY_MAX_B = 16  # the CuPy kernel keeps one accumulator per token in registers,
 # clocks (its CSV goes to results/). Keys: the tile (BLOCK_N weight rows x BLOCK_B tokens x BLOCK_K deep),
 # num_warps, num_stages, and where tuned: "tma" (tiles through TMA descriptors), "fma" (CUDA cores),
 # "split_k" (K over that many programs), "per_sm" (a persistent grid of that many programs a SM),
-# "flatten" (its loops flattened), "evict" (an eviction hint on the weights' loads). A GPU without a
+# "flatten" (its loops flattened), "evict" (an eviction hint on the weights' loads); and for the persistent
+# TMA kernel of decode_sk.py: "sk" (the last waves streamed over K), "swap" (tokens as the rows of the
+# product), "warp_spec" (Triton's warp specialization: num_warps=4 makes 12 warps). A GPU without a
 # line gets the fallback rule: 16-row weight tiles up to 16 tokens, 64x32 tiles up to 32, GEMM-like
 # 128x128 tiles above.
 FALLBACK = ((16, {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 512, "num_warps": 4, "num_stages": 4}),
             (32, {"BLOCK_N": 64, "BLOCK_B": 32, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4}),
             (None, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4}))
 CONFIG = {  # scripts/tune_kernels.py --only decode --apply writes a GPU's line here
-    "NVIDIA H100 80GB HBM3": {"triton": ((1, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 4, "num_stages": 5}), (4, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 4, "num_stages": 5}), (16, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4, "tma": True}), (32, {"BLOCK_N": 128, "BLOCK_B": 32, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3}), (128, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True}), (None, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True})), "cupy_threads": 128},
-    "NVIDIA H200": {"triton": ((1, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4, "tma": True}), (4, {"BLOCK_N": 32, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3}), (16, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4, "tma": True}), (32, {"BLOCK_N": 128, "BLOCK_B": 32, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3}), (128, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True}), (None, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True})), "cupy_threads": 128},
+    "NVIDIA H100 80GB HBM3": {"triton": ((1, {"BLOCK_N": 8, "BLOCK_B": 1, "BLOCK_K": 1024, "num_warps": 4, "num_stages": 1, "fma": True, "evict": "evict_first"}), (2, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 5, "tma": True}), (4, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4, "evict": "evict_first"}), (8, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 5, "tma": True}), (16, {"BLOCK_N": 32, "BLOCK_B": 16, "BLOCK_K": 512, "num_warps": 4, "num_stages": 4}), (32, {"BLOCK_N": 64, "BLOCK_B": 32, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4, "tma": True}), (64, {"BLOCK_N": 128, "BLOCK_B": 64, "BLOCK_K": 64, "num_warps": 4, "num_stages": 5, "tma": True}), (128, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3, "tma": True}), (256, {"BLOCK_N": 256, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True}), (None, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 128, "num_warps": 8, "num_stages": 3, "tma": True, "per_sm": 1, "flatten": True})), "cupy_threads": 512},
+    "NVIDIA H200": {"triton": ((1, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4}), (2, {"BLOCK_N": 128, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 8, "num_stages": 5}), (4, {"BLOCK_N": 128, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "evict": "evict_first"}), (8, {"BLOCK_N": 128, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "evict": "evict_first"}), (16, {"BLOCK_N": 128, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "evict": "evict_first"}), (32, {"BLOCK_N": 128, "BLOCK_B": 32, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "evict": "evict_first"}), (64, {"BLOCK_N": 128, "BLOCK_B": 64, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "tma": True}), (128, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3, "tma": True}), (256, {"BLOCK_N": 128, "BLOCK_B": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True}), (None, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True})), "cupy_threads": 128},
     "*": {"triton": FALLBACK, "cupy_threads": 256},
 }
 
@@ -133,6 +137,10 @@ def triton_decode(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, config: dic
     if x.stride(1) != 1 or w.stride(1) != 1 or y.stride(1) != 1:
         raise ValueError("triton_decode needs rows with unit stride")
     cfg = config or settings_for(x.shape[0], x.device)
+    if any(cfg.get(key) for key in SK_KEYS):  # the persistent TMA kernel; the interpreter runs its descriptors
+        if not x.is_cuda or tma_ok(x, w):
+            return launch_sk(x, w, y, cfg)
+        cfg = {key: v for key, v in cfg.items() if key not in SK_KEYS}  # no TMA here: the same tiles without
     return launch(x, w, y, cfg, tma=bool(cfg.get("tma")) and not cfg.get("fma") and tma_ok(x, w))
 
 

@@ -29,6 +29,7 @@ from gpubench.read.summary import windows_of  # noqa: E402
 from gpubench.record.rundir import load_run  # noqa: E402
 from gpubench.show.figures.common import work_fraction  # noqa: E402
 from readme_notes import decode_notes, kernels_notes, ladder_notes  # noqa: E402
+from readme_tuning import ideas_table, second_ideas_table  # noqa: E402
 
 MARK = re.compile(r"(<!-- gpubench:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /gpubench:(?P=name) -->)", re.S)
 GPUS = {"h100-80gb-hbm3": "H100", "h200": "H200"}
@@ -624,7 +625,8 @@ SECTIONS = {"ladder": ladder_table, "ladder-notes": ladder_notes, "peaks": peaks
             "kernels-notes": kernels_notes, "decode-notes": decode_notes, "watch": watch_table,
             "watch-llama": watch_llama, "watch-decode": watch_decode,
             "watch-ranks": watch_ranks,
-            "dist": dist_list, "baselines": baselines_text, "gate-rules": gate_rules, "cupti": cupti_table}
+            "dist": dist_list, "baselines": baselines_text, "gate-rules": gate_rules, "cupti": cupti_table,
+            "decode-ideas": ideas_table, "decode-ideas-second": second_ideas_table}
 
 
 def render(readme: str, results: Path) -> str:

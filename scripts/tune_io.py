@@ -7,7 +7,7 @@ import csv
 import sys
 from pathlib import Path
 
-from tune_decode import apply_decode, apply_read, decode_choice, read_choice
+from tune_choice import apply_decode, apply_read, decode_choice, read_choice
 
 
 def summary(rows: list[dict]) -> None:
@@ -27,18 +27,22 @@ def summary(rows: list[dict]) -> None:
               f"{top['speed_vs_ref_p90']:.3f}] {top['gbps']:7.0f} {top['tflops']:7.1f}  {vs}")
 
 
-IDEAS = {"pointer loads": lambda t: t.startswith("ptr-") and not any(x in t for x in ("-k", "-p", "-ef")),
-         "TMA": lambda t: t.startswith("tma-") and "-k" not in t and "-p" not in t, "CUDA cores": lambda t: t.startswith("fma-"),
-         "split K": lambda t: "-k" in t, "persistent": lambda t: "-p" in t, "evict-first": lambda t: t.endswith("-ef")}
+IDEAS = {  # by the names tune_space.tag gives
+    "pointer loads": lambda t: t.startswith("ptr-") and not any(x in t for x in ("-k", "-p", "-ef")),
+    "TMA": lambda t: t.startswith("tma-") and not any(x in t for x in ("-k", "-p", "-sw", "-ws")),
+    "CUDA cores": lambda t: t.startswith("fma-"), "split K": lambda t: "-k" in t,
+    "persistent": lambda t: "-p" in t and "-sk" not in t and "-ws" not in t, "evict-first": lambda t: t.endswith("-ef"),
+    "stream-K": lambda t: "-sk" in t, "swapped": lambda t: "-sw" in t, "warp-spec": lambda t: "-ws" in t}
 
 
 def ideas(rows: list[dict]) -> None:
     """Per batch, the fastest screened setting of each idea against torch: what each idea did."""
     screen = [r for r in rows if r.get("stage") == "screen" and str(r["family"]).startswith("decode-b")]
-    print("\nfamily      " + "  ".join(f"{k:>13}" for k in IDEAS) + "   (best screened speed vs torch per idea)")
+    names = [k for k in IDEAS if any(IDEAS[k](r["name"]) for r in screen)]  # the ideas this sweep tried
+    print("\nfamily      " + "  ".join(f"{k:>13}" for k in names) + "   (best screened speed vs torch per idea)")
     for family in dict.fromkeys(r["family"] for r in screen):
         mine = [r for r in screen if r["family"] == family]
-        cells = [max((r["speed_vs_ref"] for r in mine if test(r["name"])), default=None) for test in IDEAS.values()]
+        cells = [max((r["speed_vs_ref"] for r in mine if IDEAS[k](r["name"])), default=None) for k in names]
         print(f"{family:<11} " + "  ".join(f"{c:13.3f}" if c else f"{'-':>13}" for c in cells))
 
 
@@ -50,8 +54,20 @@ def apply_rows(rows: list[dict], gpu: str) -> None:
         apply_read(entry, gpu)
 
 
+def merge(*sweeps: list[dict]) -> list[dict]:
+    """The rows of several sweeps of one GPU, each family (decode-b<B>, read) from the last sweep that has it."""
+    families: dict[str, list] = {}
+    for rows in sweeps:
+        for family in dict.fromkeys(r.get("family", "") for r in rows):
+            families[family] = [r for r in rows if r.get("family", "") == family]
+    return [r for rows in families.values() for r in rows]
+
+
 def apply_from(paths: list[str]) -> int:
-    """--apply-from: the CONFIG lines from CSVs of sweeps already run, each for the GPU its rows name."""
+    """--apply-from: the CONFIG lines from CSVs of sweeps already run, each for the GPU its rows name. Where
+    several CSVs of one GPU tuned the same batch (a second sweep after the first), the later file's rows
+    of that batch stand: each batch is chosen from one sweep's final round, never across sweeps."""
+    by_gpu: dict[str, list] = {}
     for path in paths:
         try:
             rows = list(csv.DictReader(open(path, newline="")))
@@ -62,11 +78,16 @@ def apply_from(paths: list[str]) -> int:
         if len(gpus) != 1:
             print(f"{path} names {len(gpus)} GPUs in its gpu column; a sweep's CSV names one", file=sys.stderr)
             return 2
-        apply_rows(rows, gpus.pop())
+        gpu = gpus.pop()
+        by_gpu[gpu] = merge(by_gpu.get(gpu, []), rows)
+    for gpu, rows in by_gpu.items():
+        apply_rows(rows, gpu)
     return 0
 
 
 def write_all(args, gpu: str, rows: list[dict]) -> None:
+    """--out-dir: tune-decode-<gpu>.csv (tune-decode2- for a second sweep), tune-read-, tune-<gpu>.csv for
+    the other families; --out (or no --out-dir): one CSV of every row."""
     rows = [{"gpu": gpu, **r} for r in rows]
     if args.out_dir:
         from gpubench.record.rundir import slug
@@ -74,7 +95,8 @@ def write_all(args, gpu: str, rows: list[dict]) -> None:
         out = Path(args.out_dir)
         out.mkdir(parents=True, exist_ok=True)
         name = slug(gpu)
-        for part, keep in (("decode-", lambda f: f.startswith("decode-b")), ("read-", lambda f: f == "read"),
+        decode = "decode2-" if getattr(args, "second", None) else "decode-"  # a second sweep beside the first
+        for part, keep in ((decode, lambda f: f.startswith("decode-b")), ("read-", lambda f: f == "read"),
                            ("", lambda f: not f.startswith("decode-b") and f != "read")):
             mine = [r for r in rows if keep(str(r.get("family", "")))]
             if mine:

@@ -24,7 +24,8 @@ REGS_SM = 65536
 WARPS_SM = 64
 MIN_WAVE_EFFICIENCY = 0.8
 KEYS = ("BLOCK_N", "BLOCK_B", "BLOCK_K", "num_warps", "num_stages", "tma", "fma", "split_k", "per_sm", "flatten",
-        "evict")
+        "evict", "sk", "swap", "warp_spec")
+SPEC_REGS = 168  # registers a thread of a warp-specialized kernel: Triton 3.6's setmaxnreg split (ptxas, sm_90)
 
 
 def cfg(bn, bb, bk, warps, stages, **extra) -> dict:
@@ -36,13 +37,17 @@ def cfg(bn, bb, bk, warps, stages, **extra) -> dict:
 
 
 def tag(c: dict) -> str:
-    """A short unique name: ptr-64x16x128-w4-s4, tma-...-k2-p2f-ef, fma-8x1x512-w4-s1."""
+    """A short unique name: ptr-64x16x128-w4-s4, tma-...-k2-p2f-ef, fma-8x1x512-w4-s1; for the persistent TMA
+    kernel -sk1 (the last wave streamed over K), -sw (operands swapped), -ws (warp-specialized)."""
     kind = "fma" if c.get("fma") else "tma" if c.get("tma") else "ptr"
     t = f"{kind}-{c['BLOCK_N']}x{c['BLOCK_B']}x{c['BLOCK_K']}-w{c['num_warps']}-s{c['num_stages']}"
     if c.get("split_k", 1) > 1:
         t += f"-k{c['split_k']}"
     if c.get("per_sm"):
         t += f"-p{c['per_sm']}" + ("f" if c.get("flatten") else "")
+    if c.get("sk"):
+        t += f"-sk{c['sk']}"
+    t += ("-sw" if c.get("swap") else "") + ("-ws" if c.get("warp_spec") else "")
     return t + ("-ef" if c.get("evict") else "")
 
 
@@ -53,14 +58,16 @@ def dumps(c: dict) -> str:
 def resources(c: dict, b: int) -> dict:
     """Estimated shared memory (bytes), registers a thread, and programs an SM holds at once."""
     bn, bb, bk, warps, stages = (c[k] for k in ("BLOCK_N", "BLOCK_B", "BLOCK_K", "num_warps", "num_stages"))
-    threads = 32 * warps
+    threads = 32 * warps * (3 if c.get("warp_spec") else 1)  # a producer warpgroup and two consumers
     if c.get("fma"):  # registers only: the tile loaded, and the products kept apart until the end
         smem = 0
         regs = 40 + (bb * bn * bk + bn * bk // 2 + bb * bk // 2) // threads
     else:  # a stage holds a tile of W and one of the tokens (bf16); the accumulator lives in registers
         smem = max(stages * (bn + bb) * bk * 2, bn * bb * 2)  # the epilogue's layout change reuses the stages
-        regs = 48 + bn * bb // threads
-    slots = min(SMEM_SM // max(smem, 1), REGS_SM // (threads * min(regs, 255)), WARPS_SM // warps, 32)
+        if c.get("swap") and not c.get("warp_spec"):
+            smem = stages * (bn + bb) * bk * 2 + bn * bb * 2  # a store through TMA has a buffer of its own
+        regs = SPEC_REGS if c.get("warp_spec") else 48 + bn * bb // threads
+    slots = min(SMEM_SM // max(smem, 1), REGS_SM // (threads * min(regs, 255)), WARPS_SM // (threads // 32), 32)
     return {"smem": smem, "regs": regs, "per_sm": slots}
 
 
@@ -72,6 +79,8 @@ def programs(c: dict, b: int, n: int, k: int, sms: int) -> int:
 def wave_efficiency(c: dict, b: int, n: int, k: int, sms: int) -> float:
     """The useful share of the time if every piece takes as long (see the module's note)."""
     pieces = -(-n // c["BLOCK_N"]) * -(-b // c["BLOCK_B"]) * c.get("split_k", 1)
+    if c.get("sk"):  # stream-K: every program gets as many k-steps (the partials' round trip left out)
+        return 1.0
     if c.get("per_sm"):
         grid = min(pieces, sms * c["per_sm"])
         return pieces / grid / math.ceil(pieces / grid)
@@ -124,6 +133,30 @@ def decode_space(b: int, n: int = 28672, k: int = 8192, sms: int = 132) -> list[
         for bn, bk, w in ((4, 1024, 4), (8, 512, 4), (8, 1024, 4), (16, 512, 4), (16, 256, 4)):
             out += [cfg(bn, b, bk, w, s, fma=True, split_k=sk) for s in (1, 3) for sk in (1, 4)]
             out.append(cfg(bn, b, bk, w, 1, fma=True, evict="evict_first"))
+    return dedup(c for c in out if fits(c, b, n, k, sms))
+
+
+def second_space(b: int, n: int = 28672, k: int = 8192, sms: int = 132) -> list[dict]:
+    """The second sweep's new settings at batch b, all through kernels/decode_sk.py (see the module's note
+    on the second sweep): stream-K tails (sk=1: the tiles past the last full wave; sk=2: one wave more),
+    operands swapped (the tile stored through TMA as y lies), and warp specialization (num_warps=4: one
+    warpgroup loads, two compute; one program a SM by its registers)."""
+    out = []
+    if b <= 16:  # streaming: every SM the same bytes, or a producer warpgroup that only issues loads
+        for bn, bk, s in ((128, 128, 4), (128, 128, 6), (64, 256, 4), (256, 64, 6)):
+            out += [cfg(bn, 16, bk, 4, s, tma=True, per_sm=1, sk=sk) for sk in (1, 2)]
+            out.append(cfg(bn, 16, bk, 4, s, tma=True, warp_spec=True))
+        out += [cfg(64, 16, 128, 4, s, tma=True, per_sm=2, sk=1) for s in (3, 4)]  # two programs a SM
+    else:  # GEMM tiles: 128x256 is the shape Triton's GEMM matched cuBLAS with; 128x128 the one with fewer idle SMs
+        for bn, bb, bk, w, s in ((128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (256, 128, 64, 8, 3), (128, 128, 64, 8, 4),
+                                 (128, 128, 128, 8, 3)):
+            if bb <= max(128, b):
+                out += [cfg(bn, bb, bk, w, s, tma=True, per_sm=1, sk=sk, swap=sw)
+                        for sk in (1, 2) for sw in (False, True)]
+        for bn, bb, s in ((128, 256, 3), (128, 256, 4), (256, 128, 3), (256, 128, 4), (128, 128, 4), (128, 128, 5)):
+            if bb <= max(128, b):
+                out += [cfg(bn, bb, 64, 4, s, tma=True, warp_spec=True, swap=sw, per_sm=p) for sw in (False, True)
+                        for p in (None, 1)]
     return dedup(c for c in out if fits(c, b, n, k, sms))
 
 
