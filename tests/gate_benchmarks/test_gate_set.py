@@ -2,9 +2,9 @@
 scripts/bench_baseline.sh runs unchanged again and again (no run may read `slower` or `faster`) and with
 more work (every call of 100 us or more must read `slower` at 5%). Without a GPU they skip.
 
-    pytest tests/gate_benchmarks --gpu-save-baseline=results/benchmarks/gate --gpu-min-time=0.2 --gpu-settle=0.15
-    pytest tests/gate_benchmarks --gpu-baseline=results/benchmarks/gate --gpu-fail-slower --gpu-min-time=0.2 \
-        --gpu-settle=0.15
+    pytest tests/gate_benchmarks --gpu-save-baseline=results/benchmarks/gate --gpu-min-time=0.1 --gpu-settle=0.1
+    pytest tests/gate_benchmarks --gpu-baseline=results/benchmarks/gate --gpu-fail-slower --gpu-min-time=0.1 \
+        --gpu-settle=0.1
 
 | benchmark | what | about | timed |
 | --- | --- | --- | --- |
