@@ -33,6 +33,7 @@ from gpubench.gate.session import (
     verdict_records,
     written,
 )
+from gpubench.gate.session import machine_info as gate_machine_info
 
 FINGERPRINT = pytest.StashKey[dict]()  # the GPU this session benchmarks on
 NOTES = pytest.StashKey[list]()  # lines for the report header
@@ -201,6 +202,13 @@ def graph_in_baseline(config, fullname: str) -> bool | None:
 
 
 # optionalhook: pytest-benchmark's hooks exist only while it is loaded (not under -p no:benchmark)
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_benchmark_generate_machine_info(config):
+    """In a session on a GPU (one that saves, measures or compares a GPU baseline, or where gpu_benchmark ran): the
+    machine without py-cpuinfo's second (gate.session.machine_info); elsewhere pytest-benchmark's own."""
+    return gate_machine_info() if FINGERPRINT in config.stash else None
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_benchmark_update_machine_info(config, machine_info):
     if FINGERPRINT in config.stash:

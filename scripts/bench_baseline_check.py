@@ -5,10 +5,10 @@ slowdown read), and a summary that scripts/readme_tables.py reads for the README
 
     python scripts/bench_baseline_check.py WORK_DIR BASELINE_JSON SUMMARY_JSON
 
-WORK_DIR holds what the script left: exits.tsv (step, exit status or "skipped") and, per step, the verdicts
-with each run's round times (--gpu-verdict-json), its output, and the probe's files (probe-N.json,
-scripts/bench_baseline_probe.py). BASELINE_RUNS and RERUNS (environment) say how many the script asked for
-(8 and 20). Exits 1 when any check failed.
+WORK_DIR holds what the script left: exits.tsv (step, exit status or "skipped", seconds; a step run again by
+--resume: its last line) and, per step, the verdicts with each run's round times (--gpu-verdict-json), its
+output, and any probe's files (probe-N.json, scripts/bench_baseline_probe.py). BASELINE_RUNS and RERUNS
+(environment) say how many the script asked for (8 and 20). Exits 1 when any check failed.
 """
 
 from __future__ import annotations
@@ -42,9 +42,12 @@ class Checks:
     def __init__(self, work: Path):
         self.work = work
         self.exits: dict[str, str] = {}
+        self.seconds: dict[str, float] = {}
         for line in (work / "exits.tsv").read_text().splitlines() if (work / "exits.tsv").is_file() else []:
-            name, _, rc = line.partition("\t")
+            name, rc, *rest = line.split("\t") + [""]
             self.exits[name] = rc
+            if rest and rest[0].isdigit():
+                self.seconds[name] = float(rest[0])
         self.rows: list[dict] = []
 
     def add(self, step: str, what: str, expected: str, got: str, ok: bool | None) -> None:
@@ -121,12 +124,12 @@ def check(work: Path, baseline_path: Path) -> tuple[Checks, dict]:
     facts = baseline_facts(baseline)
     names = list(facts)
 
-    # x. the experiment: what moves a small call from one process to the next
+    # x. the experiment, where it ran: what moves a small call from one process to the next
     probes = [load(p) for p in sorted(work.glob("probe-*.json"))]
     broken = [p for p in probes if not p or p.get("errors")]
-    c.add("x-probe", "the experiment's processes", "every one ran whole",
+    c.add("x-probe", "the experiment's processes", "every one that ran, whole",
           f"{len(probes)} ran" + (f", {len(broken)} with errors: {[p.get('errors') for p in broken if p]}"
-                                  if broken else ""), bool(probes) and not broken)
+                                  if broken else ""), not broken if probes else None)
     numbers["probe"] = probe_summary([p for p in probes if p])
 
     # 1. the baseline, made by the README's recipe, and its floor
@@ -185,7 +188,17 @@ def check(work: Path, baseline_path: Path) -> tuple[Checks, dict]:
     c.add("e-another-model", "the refusal", "one sentence: another GPU model is not comparable",
           errors[0] if errors else "no ERROR line", len(errors) == 1 and "not comparable" in errors[0])
 
+    # every step on the baseline's GPU: the floor holds processes on one GPU, not another of its model
+    uuids = {((c.data(s).get("gpu") or {}).get("uuid")) for s in c.exits if c.data(s).get("gpu")}
+    first = ((baseline.get("machine_info") or {}).get("gpu") or {}).get("uuid")
+    uuids = sorted(u for u in uuids | {first} if u)
+    c.add("gpu", "the GPU of every step", "the baseline's", f"{len(uuids)} GPU{'s' * (len(uuids) != 1)}: "
+          f"{', '.join(uuids)}", True if len(uuids) == 1 else None)
+
     numbers["benchmarks"] = table(facts, spread, more, processes)
+    sessions = [c.seconds[s] for s in reruns if s in c.seconds]
+    numbers["time"] = {"session_s": statistics.median(sessions) if sessions else None,
+                       "steps_s": c.seconds, "total_s": sum(c.seconds.values())}
     return c, numbers
 
 
@@ -259,6 +272,8 @@ def print_probe(probe: dict) -> None:
     def num(x, fmt):
         return "-" if x is None else format(x, fmt)
 
+    if not probe.get("processes"):
+        return
     print(f"probe, {probe['processes']} processes: timer step {num(probe.get('timer_step_ns'), '.1f')} ns; a graph "
           f"replay's own launch {num((probe.get('graph_launch_us') or {}).get('median'), '.2f')} us")
     for call, row in probe.get("calls", {}).items():
@@ -281,8 +296,12 @@ def main(argv: list[str]) -> int:
         print(f"{marks[r['ok']]}  {r['step']}: {r['what']}: expected {r['expected']}; got {r['got']}")
     print_table(numbers["benchmarks"])
     print_probe(numbers["probe"])
+    t = numbers["time"]
+    if t["session_s"] is not None:
+        print(f"an unchanged run took {t['session_s']:.0f} s (median); the steps {t['total_s']:.0f} s in all")
     failed = sum(r["ok"] is False for r in c.rows)
-    print(f"{failed} of {len(c.rows)} checks failed")
+    na = sum(r["ok"] is None for r in c.rows)
+    print(f"{failed} of {len(c.rows) - na} checks failed" + (f" ({na} N/A)" if na else ""))
     gpu = (((load(baseline_path) or {}).get("machine_info") or {}).get("gpu") or {})
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
     summary.write_text(json.dumps({"gpu": gpu.get("name"), "date": when, "failed": failed, "checks": c.rows,

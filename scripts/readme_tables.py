@@ -440,13 +440,16 @@ def gate_table(name: str, slug: str, summary: dict) -> str:
     a sentence, then one row per benchmark over the unchanged runs and the slowdowns."""
     n, checks = summary["numbers"], summary["checks"]
     passed = sum(c["ok"] is True for c in checks)
+    told = sum(c["ok"] is not None for c in checks)  # N/A: a probe not run, a GPU the steps do not name
     r, base = n["reruns"], n["baseline"]
     part = "; ".join(f"`{v['word']}` for `{k}` ({(v.get('why') or '').split(':')[0]})" for k, v in n["part"].items())
+    took = (n.get("time") or {}).get("session_s")
     lines = [f"On the {name} ([log](results/logs/bench-baseline-{slug}.log), "
-             f"[checks](results/logs/bench-gate-{slug}.json)), {passed} of {len(checks)} checks passed: a baseline "
+             f"[checks](results/logs/bench-gate-{slug}.json)), {passed} of {told} checks passed: a baseline "
              f"of {base['processes']} processes from one command; {r['runs']} unchanged runs read `same` {r['same']} "
              f"and `unsure` {r['unsure']} times (`slower` {r['slower']}, `faster` {r['faster']}) and {r['failed']} "
-             f"of them failed" + (f"; 30% more work in 40% of the calls read {part}." if part else "."), "",
+             f"of them failed" + (f"; 30% more work in 40% of the calls read {part}" if part else "")
+             + (f"; an unchanged run took {took:.0f} s, most of it its process's start." if took else "."), "",
              "| benchmark | median (µs) | timed | processes moved it (sd, %) | floor (%) | false alarms at the floor "
              "| unchanged runs: same / unsure / slower / faster | 5% more work | 10% more work |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]

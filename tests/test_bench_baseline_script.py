@@ -1,12 +1,11 @@
-"""scripts/bench_baseline.sh without a GPU: it parses, every option and test it names exists, its dry run
-collects every step, its benchmarks check what they time and do the work they say (Triton under the
-interpreter), the probe's analysis reads its files, and its checker turns what the steps leave (verdicts
-made by the gate's own code from synthetic rounds) into PASS and FAIL lines and the summary the README's
-gate text is written from."""
+"""scripts/bench_baseline.sh without a GPU: it parses, every option and test it names exists (its runs:
+test_bench_baseline_run.py), its benchmarks' sizes and bursts are what they say (the FMA chains:
+test_gate_set_fma.py), the probe's analysis reads its files, and its checker turns what the steps leave
+(verdicts made by the gate's own code from synthetic rounds) into PASS, FAIL and N/A lines and the summary the
+README's gate text is written from."""
 
 import importlib.util
 import json
-import os
 import re
 import subprocess
 import sys
@@ -67,17 +66,6 @@ def test_every_option_and_benchmark_the_script_names_exists():
         assert any(word in t for t in tests for word in k.split(" or ")), k
 
 
-def test_the_dry_run_collects_every_step(tmp_path):
-    """Two reruns and one probe: the same steps as the script's twenty, fewer times."""
-    env = {**os.environ, "OUT": str(tmp_path), "RERUNS": "2", "PROBE_RUNS": "1",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    r = subprocess.run(["bash", str(SCRIPT), "--dry-run"], cwd=ROOT, env=env, capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode == 0, r.stdout[-3000:]
-    assert "dry run: 0 of 8 pytest commands could not collect their tests" in r.stdout
-    assert "e-no-gpu: collected (0)" in r.stdout  # refused with exit 4 without a GPU, as it must be
-
-
 # --- the benchmarks ----------------------------------------------------------------------------------------
 
 def test_more_work_grows_a_size_by_as_much():
@@ -92,30 +80,6 @@ def test_a_share_of_the_calls_does_more_work_in_whole_bursts():
         call()
     assert done.count("more") == 3 * 4 * gate_set.BURST
     assert done[:gate_set.BURST * 4] == ["more"] * gate_set.BURST * 4
-
-
-def test_the_fma_chains_do_the_steps_they_are_asked_and_the_check_catches_fewer():
-    """Under Triton's interpreter, at a tiny size: the kernel's result is the float64 closed form, and a kernel
-    that runs half the steps fails the check."""
-    call = gate_set.fma("triton", iters=40, pct=0.0, blocks=2, block=32, device="cpu")
-    call.check()
-    assert call.flops == 2.0 * gate_set.FMA_CHAINS * 40 * 64 and call.bound == "compute"
-    more = gate_set.fma("triton", iters=40, pct=50.0, blocks=2, block=32, device="cpu")
-    more.check()
-    assert more.flops == 1.5 * call.flops
-    wrong = gate_set.fma("triton", iters=40000, pct=0.0, blocks=2, block=32, device="cpu", steps=20000)
-    with pytest.raises(AssertionError, match="relative error"):
-        wrong.check()
-
-
-def test_the_fma_reference_is_the_recurrence():
-    a = 0.25
-    for _ in range(1000):
-        a = a * gate_set.FMA_B + gate_set.FMA_C
-    assert gate_set.fma_reference(0.25, 1000) == pytest.approx(a, rel=1e-12)
-    assert gate_set.FMA_B ** gate_set.FMA_1MS_ITERS == pytest.approx(0.62, abs=0.01)
-    np = pytest.importorskip("numpy")
-    assert float(np.float32(gate_set.FMA_B)) == gate_set.FMA_B and float(np.float32(gate_set.FMA_C)) == gate_set.FMA_C
 
 
 # --- the probe ----------------------------------------------------------------------------------------------
@@ -193,7 +157,7 @@ def rounds_of(us: float, shift_pct: float, n: int = 60) -> list[float]:
     return [us * (1 + shift_pct / 100) * (1 + 0.001 * (i % 5)) * 1e-6 for i in range(n)]
 
 
-def session(baseline: dict, shifts: dict, names=NAMES) -> dict:
+def session(baseline: dict, shifts: dict, names=NAMES, uuid="GPU-1") -> dict:
     """What --gpu-verdict-json holds after a run whose calls moved by shifts[name] percent, made by the gate."""
     from gpubench.gate.report import compare_run
     from gpubench.gate.session import verdict_records
@@ -201,7 +165,7 @@ def session(baseline: dict, shifts: dict, names=NAMES) -> dict:
     runs = {f"t::{n}": {"name": n, "rounds": rounds_of(us, shifts.get(n, 0.0)), "extra_info": {"l2_flush": True}}
             for n, us in names.items()}
     compared = compare_run(baseline, runs, 1.0)
-    return verdict_records({"name": "NVIDIA H100 80GB HBM3"}, "h100.json", 1.0, [], compared, runs)
+    return verdict_records({"name": "NVIDIA H100 80GB HBM3", "uuid": uuid}, "h100.json", 1.0, [], compared, runs)
 
 
 def baseline_of(process_shifts: list[float]) -> dict:
@@ -209,7 +173,7 @@ def baseline_of(process_shifts: list[float]) -> dict:
     from gpubench.gate import floor
     from gpubench.gate.report import compare_run
 
-    data = {"machine_info": {"gpu": {"name": "NVIDIA H100 80GB HBM3"}},
+    data = {"machine_info": {"gpu": {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-1"}},
             "benchmarks": [{"name": n, "fullname": f"t::{n}", "stats": {"median": us * 1e-6, "rounds": 60,
                                                                        "data": rounds_of(us, process_shifts[0])},
                             "extra_info": {"l2_flush": True, "timer_step_us": 0.032}} for n, us in NAMES.items()]}
@@ -226,14 +190,15 @@ def left(tmp_path, monkeypatch):
     monkeypatch.setenv("BASELINE_RUNS", "8")
     monkeypatch.setenv("RERUNS", "3")
 
-    def make(rerun_shift=0.0, skip=()):
+    def make(rerun_shift=0.0, skip=(), rerun_gpu="GPU-1", probes=1):
         work = tmp_path / "work"
         work.mkdir(exist_ok=True)
         base = baseline_of([0.0, 0.3, -0.3, 0.2, -0.2, 0.1, -0.1, 0.0])
         (tmp_path / "base.json").write_text(json.dumps(base))
         steps = {"1-baseline": (0, None),
                  "c-rerun-1": (0, session(base, {})), "c-rerun-2": (0, session(base, {"test_saxpy": 0.1})),
-                 "c-rerun-3": (1 if rerun_shift else 0, session(base, {"test_sum_large": rerun_shift})),
+                 "c-rerun-3": (1 if rerun_shift else 0, session(base, {"test_sum_large": rerun_shift},
+                                                                uuid=rerun_gpu)),
                  "a-more-work-5pct": (1, session(base, {n: 5.0 for n in NAMES})),
                  "a-more-work-10pct": (1, session(base, {n: 10.0 for n in NAMES})),
                  "b-part-of-calls": (1, session(base, {n: 12.0 for n in check.PART},
@@ -241,7 +206,7 @@ def left(tmp_path, monkeypatch):
                  "e-no-gpu": (4, None), "e-another-model": (4, None)}
         exits = []
         for name, (rc, data) in steps.items():
-            exits.append(f"{name}\t{'skipped' if name in skip else rc}")
+            exits.append(f"{name}\t{'skipped' if name in skip else rc}\t{0 if name in skip else 17}")
             if data is not None and name not in skip:
                 (work / f"{name}.json").write_text(json.dumps(data))
         (work / "exits.tsv").write_text("\n".join(exits) + "\n")
@@ -250,7 +215,9 @@ def left(tmp_path, monkeypatch):
         (work / "e-another-model.out").write_text("ERROR: the baseline h100-80gb-hbm3.json was measured on NVIDIA "
                                                   "H200 but this GPU is NVIDIA H100 80GB HBM3: timings of different "
                                                   "GPU models are not comparable, so ...\n")
-        (work / "probe-1.json").write_text(json.dumps({"errors": {}, "placements": {}, "timer": {"step_ns": 32.0}}))
+        for i in range(1, probes + 1):
+            (work / f"probe-{i}.json").write_text(json.dumps({"errors": {}, "placements": {},
+                                                              "timer": {"step_ns": 32.0}}))
         return work, tmp_path / "base.json", tmp_path / "summary.json"
     return make
 
@@ -264,7 +231,8 @@ def test_the_checker_passes_a_gate_that_does_what_it_promises(left, capsys, monk
     assert "PASS  a-more-work-5pct: test_saxpy: expected slower (a call of 480.0 us)" in out
     assert "a-more-work-5pct: test_sum_small" not in out  # under 100 us: no promise at 5%
     assert "PASS  a-more-work-10pct: test_sum_small: expected slower or unsure (a call of 14.0 us)" in out
-    assert out.rstrip().endswith("0 of 24 checks failed")
+    assert "PASS  gpu: the GPU of every step: expected the baseline's; got 1 GPU: GPU-1" in out
+    assert out.rstrip().endswith("an unchanged run took 17 s (median); the steps 153 s in all\n0 of 25 checks failed")
     data = json.loads(summary.read_text())
     n = data["numbers"]
     assert n["version"] == 2 and n["reruns"] == {"runs": 3, "same": 12, "unsure": 0, "slower": 0, "faster": 0,
@@ -274,8 +242,8 @@ def test_the_checker_passes_a_gate_that_does_what_it_promises(left, capsys, monk
     assert row["floor_pct"] > 1.0 and 0 < row["false_alarm_at_floor"] < 1e-6
     text = readme.gate_sentence("H100", "h100-80gb-hbm3", data)
     assert text.startswith("On the H100 ([log](results/logs/bench-baseline-h100-80gb-hbm3.log), "
-                           "[checks](results/logs/bench-gate-h100-80gb-hbm3.json)), 24 of 24 checks passed:")
-    assert "| `test_saxpy` | 480 |" in text
+                           "[checks](results/logs/bench-gate-h100-80gb-hbm3.json)), 25 of 25 checks passed:")
+    assert "an unchanged run took 17 s, most of it its process's start." in text and "| `test_saxpy` | 480 |" in text
 
 
 def test_the_checker_fails_an_unchanged_rerun_read_slower(left, capsys):
@@ -293,3 +261,26 @@ def test_a_step_skipped_for_time_is_a_failure_not_a_pass(left, capsys):
     out = capsys.readouterr().out
     assert "FAIL  b-part-of-calls: exit status: expected 1; got skipped: out of time" in out
     assert "FAIL  c: unchanged runs: expected 3 or more; got 2 ran" in out
+
+
+def test_without_a_probe_or_on_another_gpu_a_check_is_not_applicable_and_said(left, capsys):
+    """The probe runs only where asked and time is left; a step resumed on another GPU of the model is compared,
+    but the floor holds the processes of one GPU, and the line says so."""
+    work, base, summary = left(probes=0, rerun_gpu="GPU-2")
+    assert check.main([str(work), str(base), str(summary)]) == 0
+    out = capsys.readouterr().out
+    assert "N/A   x-probe: the experiment's processes: expected every one that ran, whole; got 0 ran" in out
+    assert "N/A   gpu: the GPU of every step: expected the baseline's; got 2 GPUs: GPU-1, GPU-2" in out
+    assert out.rstrip().endswith("0 of 23 checks failed (2 N/A)")
+    assert ", 23 of 23 checks passed:" in readme.gate_sentence("H100", "h100-80gb-hbm3", json.loads(summary.read_text()))
+
+
+def test_a_step_a_resumed_run_ran_counts_as_it_ran_there(left, capsys):
+    work, base, summary = left(skip=("b-part-of-calls", "c-rerun-3"))
+    rerun = json.loads((work.parent / "base.json").read_text())
+    (work / "c-rerun-3.json").write_text(json.dumps(session(rerun, {})))
+    (work / "b-part-of-calls.json").write_text(json.dumps(session(rerun, {n: 12.0 for n in check.PART},
+                                                                  {n: NAMES[n] for n in check.PART})))
+    with open(work / "exits.tsv", "a") as f:
+        f.write("c-rerun-3\t0\t16\nb-part-of-calls\t1\t12\n")
+    assert check.main([str(work), str(base), str(summary)]) == 0, capsys.readouterr().out

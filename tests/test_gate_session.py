@@ -8,6 +8,7 @@ import pytest
 
 from gatefakes import (  # noqa: F401 - fixtures
     PLUGINS,
+    TEST_KERNEL,
     baseline,
     fake_gpu,
     no_autoload,
@@ -227,3 +228,23 @@ def test_gpu_fail_slower_fails_a_session_that_compared_nothing(suite, fake_gpu, 
     r = suite(f"--gpu-baseline={tmp_path}", "--gpu-fail-slower")
     assert r.ret == pytest.ExitCode.TESTS_FAILED
     assert "FAILED: --gpu-fail-slower: nothing was compared with the baseline (none had a verdict" in r.stdout.str()
+
+
+# --- the machine a baseline names ---------------------------------------------------------------------------
+
+def test_a_gpu_session_names_its_machine_without_py_cpuinfos_second(pytester, fake_gpu, monkeypatch, tmp_path):
+    """pytest-benchmark's own machine_info asks py-cpuinfo, which times the CPU's clock for a second in a process
+    of its own: in every session of a gate. A GPU session names the CPU from /proc/cpuinfo instead."""
+    import os
+
+    import cpuinfo
+
+    asked = []
+    monkeypatch.setattr(cpuinfo, "get_cpu_info", lambda: asked.append(1) or {})
+    pytester.makepyfile(test_k=TEST_KERNEL)
+    monkeypatch.setenv("KERNEL_MS", "1.0")
+    pytester.runpytest(*PLUGINS, "--gpu-min-time=0.05", "--gpu-settle=0.05",
+                       f"--gpu-save-baseline={tmp_path}").assert_outcomes(passed=1)
+    machine = json.loads((tmp_path / "h100-80gb-hbm3.json").read_text())["machine_info"]
+    assert asked == [] and machine["cpu"]["count"] == os.cpu_count() and machine["cpu"]["source"] == "/proc/cpuinfo"
+    assert machine["gpu"]["name"] == "NVIDIA H100 80GB HBM3" and machine["python_version"]

@@ -127,14 +127,22 @@ def judge(before: list[float], now: list[float], floors: dict, clocks: tuple = (
     what the change of the rounds' median SM clock explains (clocks: the baseline's and this run's, MHz).
     calls: the calls per round of each, for the timer's step where rounds show none."""
     intervals = change_intervals(before, now, level=LEVEL)
-    clock_pct = clock_explains(*clocks)
     res = resolution_pct(before, calls[0]) + resolution_pct(now, calls[1])
+    return decide(intervals, floors, clocks, res)
+
+
+def decide(intervals: dict, floors: dict, clocks: tuple = (None, None), resolution_pct: float = 0.0) -> Verdict:
+    """The verdict from each statistic's change from the baseline's first process and its interval
+    (gpubench.stats.Interval, unwidened), the floors, the clocks (as judge) and the timer's step of both runs in
+    percent, by which every interval is widened on either side."""
+    clock_pct = clock_explains(*clocks)
     changes = []
     for s in STATISTICS:
         f = floors[s] if isinstance(floors[s], Floor) else Floor(float(floors[s]))
         i = intervals[s]
-        changes.append(Change(s, recenter(i.pct, f.center), recenter(i.lo, f.center) - res,
-                              recenter(i.hi, f.center) + res, f.width, clock_pct, f.center, f.processes, res))
+        changes.append(Change(s, recenter(i.pct, f.center), recenter(i.lo, f.center) - resolution_pct,
+                              recenter(i.hi, f.center) + resolution_pct, f.width, clock_pct, f.center, f.processes,
+                              resolution_pct))
     said = f"{clocks[0]:.0f} -> {clocks[1]:.0f} MHz" if clock_pct else ""
     for word, _, pick, sentence in RULES:
         change = pick(changes)

@@ -2,9 +2,9 @@
 scripts/bench_baseline.sh runs unchanged again and again (no run may read `slower` or `faster`) and with
 more work (every call of 100 us or more must read `slower` at 5%). Without a GPU they skip.
 
-    pytest tests/gate_benchmarks --gpu-save-baseline=results/benchmarks/gate --gpu-min-time=0.2 --gpu-settle=0.15
-    pytest tests/gate_benchmarks --gpu-baseline=results/benchmarks/gate --gpu-fail-slower --gpu-min-time=0.2 \
-        --gpu-settle=0.15
+    pytest tests/gate_benchmarks --gpu-save-baseline=results/benchmarks/gate --gpu-min-time=0.1 --gpu-settle=0.1
+    pytest tests/gate_benchmarks --gpu-baseline=results/benchmarks/gate --gpu-fail-slower --gpu-min-time=0.1 \
+        --gpu-settle=0.1
 
 | benchmark | what | about | timed |
 | --- | --- | --- | --- |
@@ -193,16 +193,29 @@ def test_saxpy(gpu_benchmark, request):
 
 # --- FMA chains: compute-bound, Triton and CuPy ----------------------------------------------------------
 
-# a -> a * b + c approaches c / (1 - b) = 10 and stays finite; after 250,000 steps a is still 62% of the way
-# from where it started (b^250000 = 0.62), so a kernel that ran another number of steps fails the check. Both
-# are exact in float32 (1 - 2^-19 and 10 * 2^-19), so the float64 reference runs the kernel's recurrence.
-FMA_B, FMA_C = 1 - 2.0**-19, 10 * 2.0**-19
+# a -> a * 1 + 2^-16 from inputs that are multiples of 2^-16 in (0, 1]: every value the chains reach is a multiple
+# of 2^-16 below 2^8, which float32's 24 bits hold exactly, so the kernel's float32 chain is the float64 one
+# (tests/test_bench_baseline_script.py runs it in float32 to show it) and the reference is a0 + iters * 2^-16; a
+# kernel that ran another number of steps ends elsewhere, and the check fails it. A chain that approaches a fixed
+# point does not serve: in float32 it stops moving once a step is under half a unit in the last place (a -> a (1 -
+# 2^-19) + 10 * 2^-19 stopped at 9.75 of its 10 on the H100), and a fixed point closer than the check's tolerance
+# is reached in a few thousand steps, after which any number of steps passes.
+FMA_B, FMA_C = 1.0, 2.0**-16
+FMA_MAX_ITERS = 2**24 - 2**16  # the most steps that stay exact from an input of 1: 1 + steps * 2^-16 <= 2^8
+
+
+def fma_inputs(n: int, device):
+    """n seeded inputs, multiples of FMA_C in (0, 1] (never zero)."""
+    import torch
+
+    g = torch.Generator(device=device).manual_seed(0)
+    steps = torch.randint(1, int(1 / FMA_C) + 1, (n,), device=device, generator=g)
+    return steps.float() * FMA_C
 
 
 def fma_reference(a0, iters: int):
-    """a after `iters` steps of a * b + c, in float64 and closed form."""
-    bn = FMA_B**iters
-    return a0 * bn + FMA_C * (1 - bn) / (1 - FMA_B)
+    """a after `iters` steps of a * FMA_B + FMA_C, in float64 (with FMA_B = 1: a0 + iters * FMA_C)."""
+    return a0 * FMA_B**iters + FMA_C * iters
 
 
 def fma_work(threads: int, iters: int) -> tuple[float, float]:
@@ -251,11 +264,12 @@ def fma(impl: str, iters: int, pct: float, blocks: int | None = None, block: int
     from gpubench.kernels.common import sm_count
 
     iters = grown(iters, pct)
+    if iters > FMA_MAX_ITERS:
+        raise ValueError(f"FMA chains of {iters} steps leave float32's exact range (at most {FMA_MAX_ITERS})")
     ran = iters if steps is None else steps
     blocks = blocks or max(1, sm_count() // 2)
     threads = blocks * block
-    g = torch.Generator(device=device).manual_seed(0)
-    x = torch.rand(FMA_CHAINS * threads, device=device, generator=g)
+    x = fma_inputs(FMA_CHAINS * threads, device)
     out = torch.full_like(x, float("nan"))
     if impl == "triton":
         kernel = triton_fma_kernel()
