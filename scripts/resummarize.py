@@ -7,8 +7,9 @@ A watch run (kind "watch") is summarized anew from its samples, marks and manife
 account of the GPUs used and the sentences its report tells each row with are rewritten. A suite run (kind
 "run") keeps what only the GPU could know (each scenario's timing and work model, its window) and gets every
 number the samples give anew: metrics over the window, energy, achievements, the tensor-pipe ceiling. What a
-run's files cannot give (a FLOP count written before model and hardware FLOPs were apart, a time per call
-taken over another window than the counters') stays as recorded: tests/test_invariants.py names those runs.
+run's files cannot give stays as recorded or is not given: a watch whose manifest has no flop_count_version
+gets no HFU (its marks' hardware count took causal attention's whole T x T); a time per call taken over
+another window than the counters' stays, and tests/test_invariants.py names those runs.
 Plot and report them afterwards. Anything else (no manifest, another kind) is left alone, said on one line.
 """
 
@@ -36,8 +37,12 @@ COMPUTED = {"n_samples", "power_w_energy", "energy_used_j", "windows", "speedup_
             "tokens_per_j", "j_per_token", *ceiling.COLUMNS}
 
 
+# columns an earlier summary computed and today's does not: dropped, never carried as facts
+OBSOLETE = {"flops_over_ceiling_pct"}  # the FLOPs over the tensor ceiling, now ran_over_ceiling
+
+
 def _computed(key: str) -> bool:
-    return key in COMPUTED or any(key in (c, f"{c}_p10", f"{c}_p90") for c in COLUMNS)
+    return key in COMPUTED or key in OBSOLETE or any(key in (c, f"{c}_p10", f"{c}_p90") for c in COLUMNS)
 
 
 def facts_of(summary: list[dict]) -> list[dict]:
