@@ -297,8 +297,8 @@ def _gpt_notes(trains: dict) -> list[str]:
                       f"beside the tensor cores (`{rules[0]}`)")
         out += ["", f"Read down the GPU-Util column: {WORDS.get(len(busy), len(busy))} of the "
                 f"{WORDS.get(len(trains), len(trains))} loops read 90% or more. The ladder says how little that means: "
-                f"the healthy bf16 loop keeps its tensor cores busy {pct(healthy['tensor_active_pct'])} of the time and "
-                f"{work}; the FP32 loop reads {fmt_value('gpu_util_pct', fp32['gpu_util_pct'])} busy while its tensor "
+                f"the healthy bf16 loop keeps its tensor cores busy {pct(healthy['tensor_active_pct'])} of the time "
+                f"and {work}; the FP32 loop reads {fmt_value('gpu_util_pct', fp32['gpu_util_pct'])} busy while its tensor "
                 f"pipes could have delivered at most {pct(fp32.get('tensor_ceiling_pct'))} of the bf16 peak, and "
                 f"{beside}; only where the host starves the GPU (the slow loader, the tiny batch) does GPU-Util fall "
                 "with the work done."]

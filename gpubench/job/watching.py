@@ -245,5 +245,5 @@ def resummarize(run_dir: Path) -> Summary:
     events = markfile.read_all(marks_file if marks_file.is_absolute() else Path(run_dir) / marks_file)
     contexts = (manifest.get("contexts") or {}).get("used") or {}
     return summarize_watch(samples, events, gpus, window["t_start"], window["t_end"], manifest["peaks"],
-                           manifest.get("dtype", "bf16"), manifest["columns"], contexts, manifest.get("all_gpus", False),
-                           hardware=hardware_known(manifest))
+                           manifest.get("dtype", "bf16"), manifest["columns"], contexts,
+                           manifest.get("all_gpus", False), hardware=hardware_known(manifest))
