@@ -151,15 +151,15 @@ def _ceiling(row, rows_in, windows, found, manifest, watch) -> list[str]:
 def ran_elsewhere(row, manifest, limit_pct) -> bool:
     """A watch row whose FLOPs are above the tensor ceiling because its --dtype names a unit that did not run,
     and which says so about itself: its verdict is flops-above-ceiling (whose sentence names that cause), its
-    tensor pipes barely ran (no-tensor-cores) while its FP32 pipes ran more, and what ran fits in what the
-    tensor pipes and the FP32 pipes could deliver together (FP32 active × the FP32 datasheet peak, the rate of
-    the highest clock). A FLOP count too large for the pipes that were active is not excused."""
+    FP32 pipes were busier than its tensor pipes, and what ran fits in what the tensor pipes and the FP32 pipes
+    could deliver together (FP32 active × the FP32 datasheet peak, the rate of the highest clock). A FLOP
+    count too large for the pipes that were active is not excused."""
     rules = str(row.get("verdict_rules") or "").split(", ")
     tensor, fp32 = row.get("tensor_active_pct"), row.get("fp32_active_pct")
     sheet = (manifest.get("peaks") or {}).get("datasheet") or {}
     unit = ceiling.UNIT_OF.get(manifest.get("dtype", "bf16"))
-    if not ("flops-above-ceiling" in rules and "no-tensor-cores" in rules and finite(tensor) and finite(fp32)
-            and fp32 > tensor and finite(row.get("hfu_pct")) and sheet.get("fp32") and sheet.get(unit)):
+    if not ("flops-above-ceiling" in rules and finite(tensor) and finite(fp32) and fp32 > tensor
+            and finite(row.get("hfu_pct")) and sheet.get("fp32") and sheet.get(unit)):
         return False
     could = limit_pct / 100 * sheet[unit] + fp32 / 100 * sheet["fp32"]
     return row["hfu_pct"] / 100 * sheet[unit] <= could
@@ -254,7 +254,7 @@ def test_a_row_that_says_its_flops_ran_beside_the_tensor_pipes_is_held_to_the_pi
     fp32 = {"hfu_pct": 4.7, "tensor_ceiling_pct": 3.5, "tensor_active_pct": 3.5, "fp32_active_pct": 60.0,
             "verdict_rules": "no-tensor-cores, flops-above-ceiling"}
     assert not _ceiling(fp32, [rows], [(1.0, 3.0)], found, manifest, True)
-    for lie in ({"verdict_rules": "no-tensor-cores, mfu-low"},  # it does not say so
+    for lie in ({"verdict_rules": "no-tensor-cores, tensor-ceiling"},  # it does not say so
                 {"fp32_active_pct": 2.0},  # its FP32 pipes did not run either
                 {"hfu_pct": 12.0}):  # more than the tensor and FP32 pipes together could deliver
         assert any("above the tensor ceiling" in v for v in _ceiling({**fp32, **lie}, [rows], [(1.0, 3.0)], found,
