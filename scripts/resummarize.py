@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from gpubench.job.phases import STORY  # noqa: E402
 from gpubench.job.watching import resummarize  # noqa: E402
 from gpubench.metrics import COLUMNS  # noqa: E402
-from gpubench.read.summary import summarize  # noqa: E402
+from gpubench.read.summary import derive, per_joule, summarize  # noqa: E402
 from gpubench.record.rundir import load_run, write_json, write_summary  # noqa: E402
 from gpubench.truth import ceiling  # noqa: E402
 
@@ -34,7 +34,8 @@ from gpubench.truth import ceiling  # noqa: E402
 COMPUTED = {"n_samples", "power_w_energy", "energy_used_j", "windows", "speedup_vs_baseline", "tflops", "gbps",
             "traffic_gbps", "link_gbps", "mfu_pct", "mfu_measured_pct", "mbu_pct", "mbu_measured_pct", "tokens_per_s",
             "link_pct", "algbw_gbps", "busbw_gbps", "nvlink_pct", "j_per_call", "gb_per_j", "tflop_per_kj",
-            "tokens_per_j", "j_per_token", *ceiling.COLUMNS}
+            "tokens_per_j", "j_per_token", *ceiling.COLUMNS,
+            *derive({}, {}), *per_joule({})}  # whatever today's summary derives, never carried over as a fact
 
 
 # columns an earlier summary computed and today's does not: dropped, never carried as facts

@@ -259,3 +259,23 @@ def test_a_row_that_says_its_flops_ran_beside_the_tensor_pipes_is_held_to_the_pi
                 {"hfu_pct": 12.0}):  # more than the tensor and FP32 pipes together could deliver
         assert any("above the tensor ceiling" in v for v in _ceiling({**fp32, **lie}, [rows], [(1.0, 3.0)], found,
                                                                      manifest, True)), lie
+
+
+def test_summarizing_a_committed_run_again_changes_nothing(tmp_path):
+    """scripts/resummarize.py over its own output: every computed column is computed anew, none carried over as
+    a fact (a column carried so would move, or keep a number of an earlier day)."""
+    import shutil
+    import subprocess
+    import sys
+
+    runs = [tmp_path / name for name in ("h200-x2-20261122-132845", "watch-visible1-h200-x2")]
+    for run in runs:
+        shutil.copytree(ROOT / "results" / run.name, run, ignore=shutil.ignore_patterns("figures", "report.*"))
+    once = []
+    for _ in range(2):
+        r = subprocess.run([sys.executable, str(ROOT / "scripts" / "resummarize.py"), *map(str, runs)],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        once.append([(run / "summary.json").read_text() for run in runs])
+    assert once[0] == once[1]
+    assert once[0][0] == (ROOT / "results" / runs[0].name / "summary.json").read_text()  # as committed
