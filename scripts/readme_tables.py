@@ -187,12 +187,18 @@ def _num(value, fmt: str) -> str:
     return fmt.format(value) if isinstance(value, (int, float)) and value == value else "n/a"
 
 
+def _known(value, fmt: str | None = None) -> str:
+    """A share of a peak (or a rate, in fmt), or – where the run cannot give it (no model count; no hardware
+    count of what ran)."""
+    return "–" if not _finite(value) else fmt.format(value) if fmt else pct(value)
+
+
 def _watch_row(what: str, flags: str, row: dict) -> str:
-    """A train row: the ladder, the rate, the work against the bf16 peak and the tensor ceiling."""
+    """A train row: the ladder, the rate, the work against its --dtype's peak and the tensor ceiling."""
     cols = ["gpu_util_pct", "sm_active_pct", "tensor_active_pct"]
     cells = [what, flags] + [fmt_value(c, row.get(c)) for c in cols] + [
-        _num(row.get("steps_per_s"), "{:.1f}"), _num(row.get("tflops"), "{:.0f}"), pct(row.get("mfu_pct")),
-        pct(row.get("hfu_pct")), pct(row.get("tensor_ceiling_pct")), f"`{row['verdict_rules']}`"]
+        _num(row.get("steps_per_s"), "{:.1f}"), _known(row.get("tflops"), "{:.0f}"), _known(row.get("mfu_pct")),
+        _known(row.get("hfu_pct")), pct(row.get("tensor_ceiling_pct")), f"`{row['verdict_rules']}`"]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -205,6 +211,18 @@ def _phase(run: Path, phase: str) -> dict:
     return next(r for r in summary if r.get("phase") == phase)
 
 
+def _against(runs: dict[str, Path], trains: dict[str, dict]) -> str:
+    """Which peak each column of a watch table divides by, from the runs' own --dtype and ceiling dtype."""
+    dtypes = {n: json.loads((run / "manifest.json").read_text()).get("dtype") or "bf16" for n, run in runs.items()}
+    ceilings = sorted({r.get("tensor_ceiling_dtype") for r in trains.values() if r.get("tensor_ceiling_dtype")})
+    kinds = sorted(set(dtypes.values()))
+    if len(kinds) == 1 and ceilings in ([], kinds):
+        return f"MFU, HFU and the tensor-pipe ceiling against the {kinds[0]} datasheet peak in every row"
+    each = ", ".join(f"{d} for {', '.join(f'`{n}`' for n, k in dtypes.items() if k == d)}" for d in kinds)
+    return (f"MFU and HFU against the datasheet peak of each run's `--dtype` ({each}), the tensor-pipe ceiling "
+            f"against the {' and '.join(ceilings)} peak")
+
+
 def _newest(results: Path, name: str) -> Path | None:
     runs = sorted(results.glob(f"watch-{name}-*/manifest.json"))
     return runs[-1].parent if runs else None
@@ -213,14 +231,15 @@ def _newest(results: Path, name: str) -> Path | None:
 def watch_table(results: Path) -> str:
     """The train phase of each watched GPT configuration, with the example's FLOP count and the watch's cost."""
     lines = WATCH_HEAD.format(what="configuration").split("\n")
-    gpu, trains = None, {}
+    gpu, trains, runs = None, {}, {}
     for name, what, flags in WATCH:
         run = _newest(results, name)
         if run is None:
             continue
         gpu = run.name.removeprefix(f"watch-{name}-")
-        trains[name] = _phase(run, "train")
+        runs[name], trains[name] = run, _phase(run, "train")
         lines.append(_watch_row(what, flags, trains[name]))
+    lines = ([f"Each run's `train` phase; {_against(runs, trains)}:", ""] if runs else []) + lines
     log = (results / "logs" / f"watch-{gpu}.log").read_text() if gpu else ""
     flops = re.search(r"FLOPs per training step: (\S+) model FLOPs counted by gpubench.count_flops \(PaLM's convention; "
                       r"(\S+) ran, recomputation included\), (\S+) analytic.*?: (\S+)", log)
@@ -252,20 +271,48 @@ def _gpt_notes(trains: dict) -> list[str]:
         out += ["", f"These {len(unmodelled)} runs were recorded before gpubench counted model FLOPs apart: their "
                 "marks carry one count a step, of what ran, so they give HFU and no MFU; `bash "
                 "scripts/watch_examples.sh gpt` records them anew."]
+    uncounted = [n for n, r in trains.items() if not _finite(r.get("mfu_pct")) and not _finite(r.get("hfu_pct"))
+                 and r.get("hfu_unknown")]
+    if uncounted:
+        out += ["", f"{_count_of(uncounted, trains)} recorded before gpubench counted model FLOPs apart and before its "
+                "hardware count followed the kernels: their marks carry one count a step, which took causal "
+                "attention's whole T×T score matrix where the kernels run its lower half, so they give neither MFU "
+                "nor HFU, and the tensor ceiling says how much could have run; `bash scripts/watch_examples.sh gpt` "
+                "records them anew."]
     busy = [n for n, r in trains.items() if (r.get("gpu_util_pct") or 0) >= 90]
-    words = {1: "one", 2: "two", 3: "three", 4: "four"}
     healthy, fp32 = trains.get("healthy"), trains.get("fp32")
     if healthy and fp32:
-        out += ["", f"Read down the GPU-Util column: {words.get(len(busy), len(busy))} of the {words.get(len(trains))} "
-                f"loops read 90% or more. The ladder says how little that means: the healthy bf16 loop keeps its "
-                f"tensor cores busy {pct(healthy['tensor_active_pct'])} of the time and runs "
-                f"{pct(healthy.get('hfu_pct'))} of the bf16 peak; the FP32 loop reads "
-                f"{fmt_value('gpu_util_pct', fp32['gpu_util_pct'])} busy while its tensor pipes could have delivered at "
-                f"most {pct(fp32.get('tensor_ceiling_pct'))} of that peak, and its FLOPs ran beside them "
-                f"(`{fp32['verdict_rules'].split(', ')[-1]}`: watched with --dtype bf16, its FP32 work is above the "
-                "tensor ceiling); only where the host starves the GPU (the slow loader, the tiny batch) does GPU-Util "
-                "fall with the work done."]
+        if _finite(healthy.get("hfu_pct")):
+            work = f"runs {pct(healthy['hfu_pct'])} of the bf16 peak"
+        elif _finite(healthy.get("mfu_pct")):
+            work = f"runs {pct(healthy['mfu_pct'])} of the bf16 peak by PaLM's count"
+        else:
+            work = f"at most {pct(healthy.get('tensor_ceiling_pct'))} of the bf16 peak ran on them"
+        rules = fp32["verdict_rules"].split(", ")
+        if "flops-above-ceiling" in rules:
+            beside = ("its FLOPs ran beside them (`flops-above-ceiling`: watched with --dtype bf16, its FP32 work is "
+                      "above the tensor ceiling)")
+        else:
+            beside = (f"its FP32 pipes were active {pct(fp32.get('fp32_active_pct'))} of the time: its matrix math ran "
+                      f"beside the tensor cores (`{rules[0]}`)")
+        out += ["", f"Read down the GPU-Util column: {WORDS.get(len(busy), len(busy))} of the "
+                f"{WORDS.get(len(trains), len(trains))} loops read 90% or more. The ladder says how little that means: "
+                f"the healthy bf16 loop keeps its tensor cores busy {pct(healthy['tensor_active_pct'])} of the time "
+                f"and {work}; the FP32 loop reads {fmt_value('gpu_util_pct', fp32['gpu_util_pct'])} busy while its tensor "
+                f"pipes could have delivered at most {pct(fp32.get('tensor_ceiling_pct'))} of the bf16 peak, and "
+                f"{beside}; only where the host starves the GPU (the slow loader, the tiny batch) does GPU-Util fall "
+                "with the work done."]
     return out
+
+
+WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
+
+
+def _count_of(names: list[str], rows: dict) -> str:
+    """'These 4 runs were' where every row of the table is named, else 'N of these M runs (a, b) were'."""
+    if len(names) == len(rows):
+        return f"These {len(names)} runs were"
+    return f"{len(names)} of these {len(rows)} runs ({', '.join(f'`{n}`' for n in names)}) were"
 
 
 DECODE = [("decode-eager-b1", "eager, batch 1", "(defaults)"),
@@ -359,6 +406,7 @@ def watch_llama(results: Path) -> str:
             rates = re.findall(r": (\S+)/s", train["stream_rates"])
             what += f" ({' and '.join(rates)} steps/s a process)"
         lines.append(_watch_row(what, flags, train))
+    lines = ([f"Each run's `train` phase; {_against(found, trains)}:", ""] if found else []) + lines
     if "llama-compiled" in found:
         warm, train = _phase(found["llama-compiled"], "warmup"), _phase(found["llama-compiled"], "train")
         gpu = found["llama-compiled"].name.removeprefix("watch-llama-compiled-")
@@ -373,13 +421,20 @@ def watch_llama(results: Path) -> str:
             lines += ["", f"Stamped on the GPU, the compiled loop's `warmup` reads MFU {pct(warm['mfu_pct'])} at "
                       f"{warm['steps_per_s']:.1f} steps/s against {pct(train['mfu_pct'])} at "
                       f"{train['steps_per_s']:.1f} in `train`, on an {GPUS.get(gpu, gpu)} ([log](results/logs/watch-{gpu}.log))."]
+    unknown = [n for n, r in trains.items() if not _finite(r.get("hfu_pct")) and r.get("hfu_unknown")]
+    if unknown:
+        which = (f"these {len(unknown)} runs" if len(unknown) == len(trains) else
+                 f"{len(unknown)} of these {len(trains)} runs ({', '.join(unknown)})")
+        lines += ["", f"HFU is not known for {which}: their "
+                  "marks carry the hardware count of the day they were recorded, which counted the whole T×T score "
+                  "matrix of causal attention where the kernels run its lower half (their manifests have no "
+                  "`flop_count_version`), so it is not shown nor held to the tensor ceiling; their model count, by "
+                  "PaLM's convention, stands. `bash scripts/watch_examples.sh llama` records them anew."]
     above = [n for n, r in trains.items() if "flops-above-ceiling" in r["verdict_rules"]]
     if above:
         lines += ["", f"HFU is above the tensor ceiling in {len(above)} of these {len(trains)} runs "
-                  f"({', '.join(above)}): their marks carry the hardware count of the day they were recorded, which "
-                  "counted the whole T×T score matrix of causal attention where the kernels run its lower half; "
-                  "`count_flops` now counts what the kernels run, and `bash scripts/watch_examples.sh llama` records "
-                  "them anew."]
+                  f"({', '.join(above)}): the FLOPs their steps reported are more than the tensor pipes could deliver "
+                  "in the time they were active, and their verdicts say so (`flops-above-ceiling`)."]
     busy = [r for n, r in trains.items() if (r.get("gpu_util_pct") or 0) >= 90]
     if busy:
         lines += ["", f"Of these runs, GPU-Util reads {_span_pct([r['gpu_util_pct'] for r in busy])} for "

@@ -7,8 +7,9 @@ A watch run (kind "watch") is summarized anew from its samples, marks and manife
 account of the GPUs used and the sentences its report tells each row with are rewritten. A suite run (kind
 "run") keeps what only the GPU could know (each scenario's timing and work model, its window) and gets every
 number the samples give anew: metrics over the window, energy, achievements, the tensor-pipe ceiling. What a
-run's files cannot give (a FLOP count written before model and hardware FLOPs were apart, a time per call
-taken over another window than the counters') stays as recorded: tests/test_invariants.py names those runs.
+run's files cannot give stays as recorded or is not given: a watch whose manifest has no flop_count_version
+gets no HFU (its marks' hardware count took causal attention's whole T x T); a time per call taken over
+another window than the counters' stays, and tests/test_invariants.py names those runs.
 Plot and report them afterwards. Anything else (no manifest, another kind) is left alone, said on one line.
 """
 
@@ -25,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from gpubench.job.phases import STORY  # noqa: E402
 from gpubench.job.watching import resummarize  # noqa: E402
 from gpubench.metrics import COLUMNS  # noqa: E402
-from gpubench.read.summary import summarize  # noqa: E402
+from gpubench.read.summary import derive, per_joule, summarize  # noqa: E402
 from gpubench.record.rundir import load_run, write_json, write_summary  # noqa: E402
 from gpubench.truth import ceiling  # noqa: E402
 
@@ -33,11 +34,16 @@ from gpubench.truth import ceiling  # noqa: E402
 COMPUTED = {"n_samples", "power_w_energy", "energy_used_j", "windows", "speedup_vs_baseline", "tflops", "gbps",
             "traffic_gbps", "link_gbps", "mfu_pct", "mfu_measured_pct", "mbu_pct", "mbu_measured_pct", "tokens_per_s",
             "link_pct", "algbw_gbps", "busbw_gbps", "nvlink_pct", "j_per_call", "gb_per_j", "tflop_per_kj",
-            "tokens_per_j", "j_per_token", *ceiling.COLUMNS}
+            "tokens_per_j", "j_per_token", *ceiling.COLUMNS,
+            *derive({}, {}), *per_joule({})}  # whatever today's summary derives, never carried over as a fact
+
+
+# columns an earlier summary computed and today's does not: dropped, never carried as facts
+OBSOLETE = {"flops_over_ceiling_pct"}  # the FLOPs over the tensor ceiling, now ran_over_ceiling
 
 
 def _computed(key: str) -> bool:
-    return key in COMPUTED or any(key in (c, f"{c}_p10", f"{c}_p90") for c in COLUMNS)
+    return key in COMPUTED or key in OBSOLETE or any(key in (c, f"{c}_p10", f"{c}_p90") for c in COLUMNS)
 
 
 def facts_of(summary: list[dict]) -> list[dict]:

@@ -5,7 +5,7 @@ data, its steps and FLOPs reported to gpubench (count_flops on the eager module,
     python scripts/truth_job.py --role a --train-s 5 --eval-s 2   # one of two processes sharing a GPU
     ... --tiny --device cpu                              # a few layers of 64 on the CPU (the dry run)
 
---role compiled marks `warmup` (3 steps after compiling), `train` and `eval`; --role a and b mark `train`
+--role compiled marks `warmup` (3 steps after compiling), `train` and `eval` (eager); --role a and b mark `train`
 and, where --eval-s is given, `eval`: two processes whose phases end at different times.
 """
 
@@ -91,7 +91,7 @@ def main(argv=None) -> None:
 
     def eval_step():
         with torch.no_grad(), amp:
-            net(x)
+            model(x)  # eager: a compiled module would compile again under no_grad, 10-20 s of a short budget
         gpubench.step(flops=eval_flops, tokens=batch * seq)
 
     if args.sync is not None:

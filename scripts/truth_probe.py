@@ -33,6 +33,33 @@ PIPES = [c for c in COUNTERS if c.endswith("_util_pct") or c in ("tensor_active_
 SIZE = 8192
 
 
+GRACE_S = 10.0  # from Ctrl-C to a kill: a watch stopped at its time still writes its run directory
+
+
+def bounded(child, seconds: float, grace_s: float = GRACE_S) -> int | None:
+    """A child process's exit code, or None where it ran past `seconds`: then Ctrl-C goes to its process group
+    (start it with start_new_session: a watch ends its command and writes its run), and after grace_s a kill."""
+    import os
+    import signal
+    import subprocess
+
+    try:
+        return child.wait(timeout=max(1.0, seconds))
+    except subprocess.TimeoutExpired:
+        pass
+    for sig, wait in ((signal.SIGINT, grace_s), (signal.SIGKILL, None)):
+        try:
+            os.killpg(child.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            child.wait(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    return None
+
+
 def jsonable(value):
     return float(value) if isinstance(value, (np.floating, np.integer)) else str(value)
 
@@ -319,11 +346,13 @@ class Gpu:
             time.sleep(off_s)
         return edges
 
-    def watch(self, run: Path, argv: list[str]) -> int:
+    def watch(self, run: Path, argv: list[str], seconds: float) -> int | None:
+        """`gpubench watch --out run -- argv`: its exit code, or None where it was stopped after `seconds`."""
         import subprocess
 
-        return subprocess.run([sys.executable, "-m", "gpubench", "watch", "--out", str(run), "--", *argv],
-                              cwd=ROOT).returncode
+        child = subprocess.Popen([sys.executable, "-m", "gpubench", "watch", "--out", str(run), "--", *argv],
+                                 cwd=ROOT, start_new_session=True)
+        return bounded(child, seconds)
 
     def release(self) -> None:
         self.torch.cuda.synchronize()
@@ -392,7 +421,8 @@ class FakeGpu(Gpu):
             time.sleep(on_s + off_s)
         return edges
 
-    def watch(self, run: Path, argv: list[str]) -> int:
+    def watch(self, run: Path, argv: list[str], seconds: float) -> int | None:
+        """In this process, with counters faked; the dry run's jobs last seconds, so `seconds` is not needed."""
         import os
 
         from gpubench.job import watch

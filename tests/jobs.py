@@ -9,6 +9,7 @@ from pathlib import Path
 from gpubench.job.markfile import Mark, Steps, Stream
 from gpubench.record.gpus import Gpu
 from gpubench.record.rundir import SAMPLES_FILE, CsvSink, open_sink, write_json
+from gpubench.truth.flops import FLOP_COUNT_VERSION
 
 H100 = "NVIDIA H100 80GB HBM3"
 PEAKS = {"datasheet": {"bf16_tensor": 989.4e12, "tf32_tensor": 494.7e12, "fp32": 66.9e12, "dram": 3.35e12},
@@ -79,7 +80,7 @@ def write_watch(run_dir: Path, n_gpus: int, t0: float, t1: float, samples: list[
                 "gpus_sampled": [g.as_dict() for g in gpus(n_gpus)], "columns": COLUMNS, "peaks": PEAKS,
                 "dtype": dtype, "window": {"t_start": t0, "t_end": t1}, "marks": {"file": "marks.tsv"},
                 "contexts": {"used": {str(g): p for g, p in (contexts or {}).items()}},
-                "options": {"trim_s": 0.5}, "families": {}}
+                "options": {"trim_s": 0.5}, "families": {}, "flop_count_version": FLOP_COUNT_VERSION}
     write_json(run_dir / "manifest.json", manifest)
     return run_dir
 

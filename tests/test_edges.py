@@ -143,17 +143,53 @@ def test_a_too_short_row_keeps_no_process_rate_either():
     assert warm["verdict_rules"] == "too-short" and warm["stream_rates"] == ""
 
 
-# --- 5. marks of the one-number format hold the hardware count only --------------------------------------
+# --- 5. marks whose hardware count predates the count of what the kernels run ------------------------------
 
-def test_the_earlier_one_number_format_gives_hfu_and_no_mfu():
-    """gpubench.count_flops gave one count then, of what ran: read as the hardware count; MFU unknown."""
+def test_marks_recorded_before_the_kernels_count_give_mfu_and_no_hfu(tmp_path):
+    """A run whose manifest does not say its marks count what the kernels run (flop_count_version) keeps its
+    model count and loses the hardware one: a hardware count of the whole T x T of causal attention would read
+    above the tensor ceiling where the kernels ran within it."""
+    from jobs import write_watch
+
+    from gpubench.job.watching import resummarize
+    from gpubench.record.rundir import write_json
+
+    events = [mark(0.5, A, "train"), *stamps(A, UUID, every(1.0, 3.0, 0.1), flops=1e13, hw_flops=1.2e13)]
+    run = write_watch(tmp_path / "run", 1, 0.0, 3.5, rows(1, 0.0, 3.5, busy), events, contexts={0: [101]})
+    today = {r["scenario"]: r for r in resummarize(run).summary}["train"]
+    assert today["hfu_pct"] == pytest.approx(1.2 * today["mfu_pct"]) and "hfu_unknown" not in today
+    manifest = load_json(run / "manifest.json")
+    del manifest["flop_count_version"]
+    write_json(run / "manifest.json", manifest)
+    old = {r["scenario"]: r for r in resummarize(run).summary}["train"]
+    assert old["mfu_pct"] == pytest.approx(today["mfu_pct"]) and not math.isfinite(old["hfu_pct"])
+    assert "whole T×T" in old["hfu_unknown"] and not math.isfinite(old.get("ran_over_ceiling", math.nan))
+    from gpubench.job.phases import STORY
+    from gpubench.show.report import story
+
+    told = story(old, {"kind": "watch", "dtype": "bf16", "families": {"watch": {"story": STORY}},
+                       "flop_convention": "PaLM's"})
+    assert "No HFU: these marks were written before" in told and "HFU n/a" not in told
+    assert "MFU 10% of the bf16 datasheet peak (PaLM's)." in told  # the FLOPs sentence, by the manifest's convention
+
+
+def test_the_earlier_one_number_format_gives_neither_mfu_nor_hfu():
+    """gpubench.count_flops gave one count then, the hardware count of its day: read as such, and not shown."""
     line = parse("2.5\t0\t476\tstep\t14308356390912.0\n")
     assert isinstance(line, Steps) and line.hw_flops == 14308356390912.0 and math.isnan(line.flops)
     events = [mark(0.5, A, "train"), *[Steps(t, A, UUID, "host", t, 1, 1, math.nan, 1e13, 0, 0, 0, 0)
                                        for t in every(1.0, 3.0, 0.1)]]
-    train = summary(rows(1, 0.0, 3.5, busy), events, 3.5)["train"]
-    assert not math.isfinite(train["mfu_pct"]) and train["hfu_pct"] == pytest.approx(100 * 1e14 / 989.4e12)
-    assert train["verdict_rules"].endswith("hfu-only") and "no MFU" in train["verdict"]
+    out = summarize_watch(rows(1, 0.0, 3.5, busy), events, G, 0.0, 3.5, PEAKS, "bf16", COLUMNS, {0: {101}},
+                          hardware=False)
+    train = {r["scenario"]: r for r in out.summary}["train"]
+    assert not math.isfinite(train["mfu_pct"]) and not math.isfinite(train["hfu_pct"]) and train["hfu_unknown"]
+    assert train["steps_per_s"] == pytest.approx(10.0)  # the rate stands: only the count is of another day
+
+
+def load_json(path):
+    import json
+
+    return json.loads(Path(path).read_text())
 
 
 # --- 7. the bytes a decode step reads ----------------------------------------------------------------

@@ -42,3 +42,21 @@ def test_the_lag_of_a_column_is_found_at_known_edges():
     found = probe.lags(rows_of(busy), edges)["sm_active_pct"]
     assert found["lag_p50_s"] == pytest.approx(0.12, abs=1e-6) and found["edges"] >= 8
     assert 0.05 < found["trail_s"] <= 0.12  # a row begun after the GPU stopped still reads it
+
+
+def test_a_job_past_its_time_gets_ctrl_c_then_a_kill_and_one_on_time_its_exit_code(tmp_path):
+    import subprocess
+    import time
+
+    said = tmp_path / "interrupted"
+    polite = (f"import signal, sys, time\nsignal.signal(signal.SIGINT, lambda *a: (open({str(said)!r}, 'w').close(), "
+              "sys.exit(3)))\ntime.sleep(30)")
+    stubborn = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(30)"
+    t0 = time.monotonic()
+    for code, grace in ((polite, 10.0), (stubborn, 0.5)):
+        child = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+        time.sleep(0.5)  # its handler in place
+        assert probe.bounded(child, 1.0, grace) is None and child.poll() is not None
+    assert said.exists() and time.monotonic() - t0 < 10  # Ctrl-C reached the first: it wrote what it had
+    done = subprocess.Popen([sys.executable, "-c", "raise SystemExit(4)"], start_new_session=True)
+    assert probe.bounded(done, 10.0) == 4

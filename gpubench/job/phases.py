@@ -47,7 +47,9 @@ STORY = [
     "{steps} steps at {steps_per_s:.3g} per second ({step_ms:.4g} ms each, p10–p90 {step_ms_p10:.4g}–"
     "{step_ms_p90:.4g} ms), stamped on the {step_clock} timeline.",
     "{flops_per_step:.3g} FLOPs per step: {tflops:.3g} TFLOP/s, MFU {mfu_pct:.2g}% of the {dtype} datasheet "
-    "peak ({flop_convention}), HFU {hfu_pct:.2g}%.",
+    "peak ({flop_convention}).",
+    "HFU {hfu_pct:.2g}%: every FLOP that ran.",
+    "No HFU: {hfu_unknown}.",
     "{tokens_per_s:.4g} tokens/s.",
     "{gbps:.4g} GB/s of the bytes the steps must move: MBU {mbu_pct:.2g}% of the datasheet DRAM bandwidth.",
     "The tensor pipes could have delivered {tensor_ceiling_tflops:.3g} TFLOP/s in the time they were active, "
@@ -115,6 +117,7 @@ class Context:
     recorded: set  # the metric columns this run's sources recorded at all
     trim_s: float = TRIM_S
     used: frozenset = frozenset()  # NVML indices of the GPUs the job used (empty: every GPU summarized)
+    hardware: bool = True  # the marks' hardware FLOPs count what the kernels run (gpubench.truth.flops)
 
     def __post_init__(self):
         self.steps: dict[Stream, list[Steps]] = {}  # each stream's groups of steps, in time order
@@ -178,7 +181,7 @@ def summarize_row(name: str, spans, gpu, rows, ctx: Context, kind: str = "phase"
     row["energy_used_j"] = energy_j if energy_s > 0 else math.nan
     row["power_w_energy"] = energy_j / energy_s if energy_s > 0 else math.nan
     row.update(tally.work_columns(tallies, seconds, row["energy_used_j"], lambda s: _clock(s, ctx), ctx.peaks,
-                                  UNITS[ctx.dtype]), steps_reported=reported)
+                                  UNITS[ctx.dtype], ctx.hardware), steps_reported=reported)
     row.update(tensor_ceiling.columns(covering(window_rows, row_starts, TRAIL_S["tensor_active_pct"]),
                                       ctx.ceiling(gpu), ctx.dtype, row.get("hfu_pct", math.nan)))
     judge(row, ctx, stepped, kind)
@@ -291,11 +294,11 @@ class Summary:
 
 
 def summarize_watch(rows, events, gpus: list, t0: float, t1: float, peaks: dict, dtype: str,
-                    columns: list, contexts: dict, all_gpus: bool = False) -> Summary:
+                    columns: list, contexts: dict, all_gpus: bool = False, hardware: bool = True) -> Summary:
     """A watch's whole summary from what it recorded: its sample rows (Samples, or row dicts), its marks,
     the GPUs it sampled, the recording's window, the peaks, the --dtype, and which GPUs the command's
     processes held (NVML index -> pids). Every GPU the job used gets its rows; the others too where
-    all_gpus."""
+    all_gpus. hardware: the marks' hardware FLOPs count what the kernels run (else no HFU: gpubench.truth.flops)."""
     from gpubench.read.samples import as_samples
 
     rows = as_samples(rows)
@@ -303,5 +306,6 @@ def summarize_watch(rows, events, gpus: list, t0: float, t1: float, peaks: dict,
     credited, used, notes = credit(events, gpus, {int(g): set(p) for g, p in contexts.items()})
     summarized = gpus if all_gpus else [g for g in gpus if g.nvml_index in used]
     recorded = rows.valued(columns)
-    ctx = Context(events, summarized, credited, peaks, dtype, list(columns), recorded, used=frozenset(used))
+    ctx = Context(events, summarized, credited, peaks, dtype, list(columns), recorded, used=frozenset(used),
+                  hardware=hardware)
     return Summary(summarize(rows, ctx, phases, t0, t1), phases, used, notes)

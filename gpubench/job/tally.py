@@ -101,9 +101,17 @@ def around(groups: list[Steps], ws: float, we: float) -> tuple[Steps | None, Ste
     return before, after
 
 
-def work_columns(tallies: dict, seconds: float, energy_j: float, clock_of, peaks: dict, unit: str) -> dict:
+# Why a row of marks written before count_flops counted what the kernels run has no HFU (gpubench.truth.flops)
+HFU_UNKNOWN = ("these marks were written before gpubench.count_flops counted what the kernels run: their hardware "
+               "count takes causal attention's whole T×T score matrix, of which the kernels run the lower half, so "
+               "the FLOPs that ran are not known and no FLOP count is held to the tensor ceiling")
+
+
+def work_columns(tallies: dict, seconds: float, energy_j: float, clock_of, peaks: dict, unit: str,
+                 hardware: bool = True) -> dict:
     """Steps, rates and work of the streams on one GPU over a row's windows (seconds long in all): rates per
-    stream, work summed over them within the windows. clock_of(stream) says whose timeline stamped it."""
+    stream, work summed over them within the windows. clock_of(stream) says whose timeline stamped it.
+    hardware: the marks' hardware FLOPs count what the kernels run; else no HFU, and hfu_unknown says why."""
     nan = math.nan
     live = {s: t for s, t in tallies.items() if t.stamps}
     rates = [t.rate for t in live.values() if finite(t.rate)]
@@ -129,13 +137,15 @@ def work_columns(tallies: dict, seconds: float, energy_j: float, clock_of, peaks
     flops_s = per_s("flops", total["counted"] > 0)
     derived = derive({"kernel_ms": 1e3, "flops_per_call": flops_s, "bytes_per_call": 0.0, "unit": unit,
                       "bound": "compute"}, peaks)
-    hw = derive({"kernel_ms": 1e3, "flops_per_call": per_s("hw_flops", total["counted"] > 0), "bytes_per_call": 0.0,
-                 "unit": unit, "bound": "compute"}, peaks)
+    hw = derive({"kernel_ms": 1e3, "flops_per_call": per_s("hw_flops", hardware and total["counted"] > 0),
+                 "bytes_per_call": 0.0, "unit": unit, "bound": "compute"}, peaks)
     dram = derive({"kernel_ms": 1e3, "flops_per_call": 0.0, "bytes_per_call": per_s("bytes", total["bytes"] > 0),
                    "unit": None, "bound": "dram"}, peaks)
     out.update(tflops=derived["tflops"], mfu_pct=derived["mfu_pct"], mfu_measured_pct=derived["mfu_measured_pct"],
                hfu_pct=hw["mfu_pct"], gbps=dram["gbps"], mbu_pct=dram["mbu_pct"],
                mbu_measured_pct=dram["mbu_measured_pct"])
+    if not hardware and total["counted"] > 0:
+        out["hfu_unknown"] = HFU_UNKNOWN
     tokens_s = per_s("tokens", total["tokens"] > 0)
     out["tokens_per_s"] = tokens_s
     on_gpu = [t for s, t in live.items() if clock_of(s) == "GPU"]

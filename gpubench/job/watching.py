@@ -30,6 +30,7 @@ from gpubench.record.gpus import Gpu
 from gpubench.record.recording import Recording, Reporter
 from gpubench.record.rundir import write_summary
 from gpubench.record.sources.policy import DEFAULT_INTERVAL_S
+from gpubench.truth.flops import FLOP_COUNT_VERSION, hardware_known
 from gpubench.truth.peaks import sheet_for
 
 MARKS_FILE = "marks.tsv"
@@ -166,7 +167,8 @@ def watching(opts: WatchOptions, reporter: Reporter | None = None):
         idle = [g.as_dict() for g in opts.gpus if g.nvml_index not in result.used]
         rec.manifest.update(peaks=peaks, phases=[{"name": p.name, "spans": p.spans} for p in result.phases],
                             window={"t_start": watch.t_start, "t_end": watch.t_end}, all_gpus=opts.all_gpus,
-                            flop_convention=FLOP_CONVENTION, gpus_used=result.used, gpus_idle=idle,
+                            flop_convention=FLOP_CONVENTION, flop_count_version=FLOP_COUNT_VERSION,
+                            gpus_used=result.used, gpus_idle=idle,
                             contexts=contexts.facts() if contexts is not None else None,
                             marks=marks_facts(events, watch.marks_path, opts.marks_path))
         if opts.metrics is not None:
@@ -231,7 +233,8 @@ def marks_facts(events, path: Path, given: Path | None) -> dict:
 
 def resummarize(run_dir: Path) -> Summary:
     """A watch run's summary computed anew by this code from its files alone (samples, marks.tsv,
-    manifest.json): what the numbers of any recorded watch would be today."""
+    manifest.json): what the numbers of any recorded watch would be today. Marks whose manifest does not say
+    that their hardware FLOPs count what the kernels run (flop_count_version) give no HFU."""
     from gpubench.record.rundir import load_run
 
     manifest, samples, _ = load_run(run_dir)
@@ -242,4 +245,5 @@ def resummarize(run_dir: Path) -> Summary:
     events = markfile.read_all(marks_file if marks_file.is_absolute() else Path(run_dir) / marks_file)
     contexts = (manifest.get("contexts") or {}).get("used") or {}
     return summarize_watch(samples, events, gpus, window["t_start"], window["t_end"], manifest["peaks"],
-                           manifest.get("dtype", "bf16"), manifest["columns"], contexts, manifest.get("all_gpus", False))
+                           manifest.get("dtype", "bf16"), manifest["columns"], contexts,
+                           manifest.get("all_gpus", False), hardware=hardware_known(manifest))

@@ -239,6 +239,9 @@ def _no_count(row: dict) -> str:
         return "no steps were reported in this phase"
     if not finite(row.get("steps_per_s")):
         return "fewer than two steps lie in its window, so no rate"
+    if isinstance(row.get("hfu_unknown"), str) and row["hfu_unknown"]:
+        return ("its steps carry no model FLOP count, and a hardware count from before gpubench.count_flops "
+                "counted what the kernels run")
     return "its steps gave no FLOPs or bytes"
 
 

@@ -82,6 +82,8 @@ def context(row: dict, manifest: dict) -> dict:
                traffic_gb=(row.get("traffic_per_call") if finite(row.get("traffic_per_call")) else math.nan) / 1e9,
                kernel_us=(row.get("kernel_ms") or math.nan) * 1e3,
                dtype=UNIT_NAMES.get(row.get("unit"), str(row.get("unit"))))
+    if opening.is_job(manifest):  # a watch's FLOPs are of its --dtype, counted by the manifest's convention
+        ctx.update(dtype=manifest.get("dtype") or "bf16", flop_convention=manifest.get("flop_convention"))
     return ctx
 
 

@@ -4,6 +4,19 @@ bytes of a model's weights that a decode step reads."""
 
 from __future__ import annotations
 
+# Which count a watch's marks carry as hardware FLOPs, recorded in its manifest (flop_count_version): 1, or
+# no field at all, count_flops as it was before it counted what the kernels run: its .hardware took causal
+# attention's whole T x T score matrix, of which the kernels run the lower half (and marks older still carry
+# only that count); 2, what the kernels run (count_flops below). The model count (PaLM's) is the same in
+# both. A summary gives HFU, and holds it to the tensor ceiling, only for marks of version 2.
+FLOP_COUNT_VERSION = 2
+
+
+def hardware_known(manifest: dict) -> bool:
+    """Whether a watch's marks carry hardware FLOPs as the kernels run them (HFU may be given)."""
+    version = manifest.get("flop_count_version", 1)
+    return isinstance(version, int) and not isinstance(version, bool) and version >= FLOP_COUNT_VERSION
+
 
 class FlopCount(int):
     """Model FLOPs of one step, as an int (what gpubench.step(flops=...) takes), with `.hardware` beside it:
