@@ -4,6 +4,8 @@ model's weights, which every decode step reads once."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 
 class FlopCount(int):
     """Model FLOPs of one step, as an int (what gpubench.step(flops=...) takes), with `.hardware` beside it:
@@ -43,8 +45,22 @@ def count_flops(fn, *args, **kwargs) -> FlopCount:
     is the forward plus what ran in backward, never more than what ran.
 
     The call is real: its side effects happen (gradients accumulate; an optimizer step inside `fn` updates
-    the weights), so count once, before training, and zero the gradients after. A function compiled with
-    torch.compile is not seen by the counter: count the eager module.
+    the weights), so count once, before training, and zero the gradients after. A model compiled with
+    torch.compile is counted as its eager module is.
+    """
+    with counting() as result:
+        fn(*args, **kwargs)
+    return result()
+
+
+@contextmanager
+def counting():
+    """Count what runs inside the block as count_flops counts a call: `with counting() as result: ...`, then
+    result() is the FlopCount, and result.counter PyTorch's FlopCounterMode.
+
+    Its modes live on this thread's stack of dispatch modes, so the block may be entered in one call and left
+    in another (the context manager's __enter__ and __exit__, by the same thread, with no mode pushed since
+    left on top): gpubench.job.onestep counts a training step from one optimizer step to the next so.
     """
     import torch
     from torch.utils import flop_counter
@@ -83,12 +99,15 @@ def count_flops(fn, *args, **kwargs) -> FlopCount:
                 counter.get_total_flops() - before)
             return out
 
+    def result() -> FlopCount:
+        hardware = int(counter.get_total_flops())
+        forward, backward = split["forward"], split["backward"]
+        model = forward + min(backward, 2 * forward)
+        return FlopCount(model, hardware)
+
     with flop_counter.FlopCounterMode(display=False, custom_mapping=attention) as counter, Passes():
-        fn(*args, **kwargs)
-    hardware = int(counter.get_total_flops())
-    forward, backward = split["forward"], split["backward"]
-    model = forward + min(backward, 2 * forward)
-    return FlopCount(model, hardware)
+        result.counter = counter
+        yield result
 
 
 def weight_bytes(model) -> int:
