@@ -66,6 +66,7 @@ class WatchOptions:
     all_gpus: bool = False  # keep a row for every sampled GPU, the idle ones too
     root_pid: object = None  # the command's process (or a callable giving it once started): its tree is the job
     metrics: object = None  # an open gpubench.job.exporter.Endpoint: serves the live window; closed at the end
+    auto: bool = True  # steps and FLOPs from the command's optimizer (gpubench.job.autohook); False: --no-auto
 
 
 @dataclass
