@@ -23,7 +23,7 @@ import statistics
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
-from gpubench.job import straggler
+from gpubench.job import activity, provenance, straggler
 from gpubench.job.credit import credit
 from gpubench.job.markfile import Mark, Steps, Stream
 from gpubench.metrics import finite
@@ -48,6 +48,7 @@ STORY = [
     "{tokens_per_s:.4g} tokens/s.",
     "{gbps:.4g} GB/s of the bytes the steps must move: MBU {mbu_pct:.2g}% of the datasheet DRAM bandwidth.",
     "It used {energy_used_j:.4g} J at {power_w_energy:.0f} W: {j_per_step:.3g} J per step.",
+    "{provenance}.",
     "Verdict: {verdict}",
 ]
 FLOP_CONVENTION = ("model FLOPs as PaLM counts them: what one step of the model must do, no recomputation; "
@@ -182,6 +183,7 @@ class Context:
     recorded: set  # the metric columns this run's sources recorded at all
     trim_s: float = TRIM_S
     used: frozenset = frozenset()  # NVML indices of the GPUs the job used (empty: every GPU summarized)
+    bounds: tuple | None = None  # (start-up's end, teardown's start) where the GPUs' activity cut the phases
 
     def __post_init__(self):
         self.steps: dict[Stream, list[Steps]] = {}  # each stream's groups of steps, in time order
@@ -236,6 +238,7 @@ def summarize_row(name: str, spans, gpu, rows, ctx: Context, kind: str = "phase"
     row["energy_used_j"] = energy_j if energy_s > 0 else math.nan
     row["power_w_energy"] = energy_j / energy_s if energy_s > 0 else math.nan
     row.update(_steps(tallies, row, ctx), steps_reported=reported)
+    row.update(provenance.sources(spans, streams, ctx.steps))
     judge(row, ctx, stepped, kind)
     return row
 
@@ -337,6 +340,9 @@ def summarize(rows, ctx: Context, phases: list[Phase], t0: float, t1: float) -> 
     # what follows the job's last step, where its last phase stepped, is teardown: no phase reaches past it
     teardown = last is not None and t1 - last > ctx.trim_s and _ends_in_steps(ctx.events, phases, last)
     end = last if teardown else t1
+    if ctx.bounds is not None:  # a job that marked nothing: cut by what its GPUs did (gpubench.job.activity)
+        begun, end = ctx.bounds
+        teardown = t1 - end > ctx.trim_s
     out = []
     for gpu in ctx.gpus:
         mine = by_gpu[gpu.nvml_index]()
@@ -350,7 +356,7 @@ def summarize(rows, ctx: Context, phases: list[Phase], t0: float, t1: float) -> 
             if row is not None:
                 out.append(row)
         if teardown:
-            out.append(summarize_row(TEARDOWN, [(last, t1)], gpu, mine, ctx, kind=TEARDOWN))
+            out.append(summarize_row(TEARDOWN, [(end, t1)], gpu, mine, ctx, kind=TEARDOWN))
     out = [r for r in out if r is not None]
     for name in dict.fromkeys(r["phase"] for r in out if r["kind"] == "phase"):
         judge_ranks([r for r in out if r["phase"] == name and r["kind"] == "phase"], ctx)
@@ -386,6 +392,7 @@ class Summary:
     phases: list[Phase]
     used: list[int]  # NVML indices of the GPUs the job used
     notes: list[str]
+    phases_from: str = "marks"  # or "activity" (gpubench.job.activity), or "one phase" (nothing to cut by)
 
 
 def summarize_watch(rows, events, gpus: list, t0: float, t1: float, peaks: dict, dtype: str,
@@ -397,9 +404,17 @@ def summarize_watch(rows, events, gpus: list, t0: float, t1: float, peaks: dict,
     from gpubench.read.samples import as_samples
 
     rows = as_samples(rows)
+    events = provenance.resolve(events)  # steps from the job's optimizer, where it reported none itself
     phases = cut(events, t0, t1)
     credited, used, notes = credit(events, gpus, {int(g): set(p) for g, p in contexts.items()})
     summarized = gpus if all_gpus else [g for g in gpus if g.nvml_index in used]
     recorded = rows.valued(columns)
-    ctx = Context(events, summarized, credited, peaks, dtype, list(columns), recorded, used=frozenset(used))
-    return Summary(summarize(rows, ctx, phases, t0, t1), phases, used, notes)
+    gaps = provenance.holes(events)
+    found = activity.phases_of(rows, events, [g for g in gpus if g.nvml_index in used], t0, t1, gaps)
+    phases, bounds = ([Phase(n, s) for n, s in found[0].items()], found[1]) if found is not None else (phases, None)
+    phases = provenance.cut_out(phases, gaps)  # the counted step, slowed by counting, is in no row
+    ctx = Context(events, summarized, credited, peaks, dtype, list(columns), recorded, used=frozenset(used),
+                  bounds=bounds)
+    summary = provenance.label(summarize(rows, ctx, phases, t0, t1))
+    how = "activity" if found is not None else "marks" if any(isinstance(e, Mark) for e in events) else "one phase"
+    return Summary(summary, phases, used, notes, how)
