@@ -13,7 +13,7 @@ import torch
 from fakes import GPU, FakeSource
 
 import gpubench
-from gpubench.job import watch
+from gpubench.job import markfile, watch
 from gpubench.job.live import Snapshot
 from gpubench.job.watching import WatchOptions
 from gpubench.record.rundir import load_run
@@ -108,3 +108,36 @@ def test_the_metrics_endpoint_labels_where_the_numbers_came_from():
     for rows, labels in (([row], [("optimizer", "one step counted")]), ([bare], [])):
         found = [f for f in families(Snapshot({}, rows, {}, "train", None), [GPU], "host") if f.name == "gpubench_source"]
         assert [(s.labels["steps"], s.labels["flops"]) for f in found for s in f.samples] == labels
+
+
+EXAMPLES = ROOT / "examples"
+TINY = {"train_gpt.py": ["--layers", "2", "--width", "64", "--heads", "4", "--vocab", "256", "--seq", "32",
+                         "--batch", "2", "--warmup-steps", "2", "--steps", "16", "--eval-steps", "2"],
+        "train_llama.py": ["--layers", "2", "--width", "64", "--heads", "4", "--kv-heads", "2", "--ffn", "128",
+                           "--vocab", "256", "--seq", "32", "--batch", "2", "--warmup-steps", "2", "--seconds", "3",
+                           "--eval-seconds", "0.5"]}
+
+
+def watch_example(tmp_path, name, *flags):
+    opts = WatchOptions(tmp_path / f"run-{name}{'-'.join(flags)}", [GPU], {"name": GPU.name}, interval_s=0.05,
+                        sources=[FakeSource(busy)])
+    code, w = watch.run(opts, [sys.executable, str(EXAMPLES / name), *TINY[name], "--device", "cpu", *flags])
+    assert code == 0
+    return {r["phase"]: r for r in w.summary}, w.manifest
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_an_example_with_its_gpubench_calls_off_is_counted_as_it_counts_itself(tmp_path, monkeypatch, name):
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    own, own_manifest = watch_example(tmp_path, name)
+    auto, auto_manifest = watch_example(tmp_path, name, "--no-gpubench")
+    assert own["train"]["steps_source"] == "step()" and own["train"]["flops_source"] == "step()"
+    assert own_manifest["auto"]["rows"] == {} and own_manifest["auto"]["phases_from"] == "marks"
+    assert auto["train"]["steps_source"] == "optimizer" and auto["train"]["flops_source"] == "one step counted"
+    assert auto_manifest["auto"]["phases_from"] == "activity"
+    # the same step, counted by the example itself and by gpubench with no code change
+    reported = {e.flops / e.counted for e in markfile.read_all(tmp_path / f"run-{name}" / "marks.tsv")
+                if isinstance(e, markfile.Steps) and e.counted}  # train and eval steps: train's is the larger
+    (process,) = auto_manifest["auto"]["processes"]
+    assert process["counted"]["model_flops"] == pytest.approx(max(reported), rel=0.01)
