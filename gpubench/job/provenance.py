@@ -76,9 +76,10 @@ def cut_out(phases: list, gaps: list[tuple[float, float]]) -> list:
     return [p for p in phases if p.spans]
 
 
-def sources(spans, streams, steps: dict) -> dict:
-    """Where a row's steps and FLOPs came from: its GPU's streams (`steps`: stream -> groups of steps)."""
-    inside = [g for s in streams for g in steps.get(s, []) if any(a <= g.t_first <= b for a, b in spans)]
+def sources(spans, streams, steps: dict, stamped: int = 1) -> dict:
+    """Where a row's steps and FLOPs came from: its GPU's streams (`steps`: stream -> groups of steps);
+    nothing where its window held no step (`stamped`)."""
+    inside = [g for s in streams for g in steps.get(s, []) if stamped and any(a <= g.t_first <= b for a, b in spans)]
     kinds = {OWN if g.origin == OWN else OPTIMIZER for g in inside}
     counted = {OWN if g.origin == OWN else OPTIMIZER for g in inside if g.counted}
     return {"steps_source": " and ".join(STEPS_FROM[k] for k in sorted(kinds, reverse=True)),
