@@ -79,14 +79,12 @@ def activity(rows, gpus: list, t0: float, t1: float):
     n = max(1, math.ceil((t1 - t0) / BIN_S - 1e-9))
     share, sums, counts = np.zeros(n), np.zeros((n, len(SIGNATURE))), np.zeros((n, len(SIGNATURE)))
     column = "sm_active_pct" if "sm_active_pct" in rows.valued(["sm_active_pct"]) else "gpu_util_pct"
-    kept = []  # each GPU's sample intervals and whether the GPU was busy in them
     for g in gpus:
         mine = rows.of("gpu", g.nvml_index, keep=False).load(*dict.fromkeys(["t_start_s", "t_end_s", column, *SIGNATURE]))
         mid = (mine.col("t_start_s") + mine.col("t_end_s")) / 2
         keep = (mid >= t0) & (mid < t0 + n * BIN_S)
         at = ((mid[keep] - t0) // BIN_S).astype(np.int64)
         values = mine.col(column)[keep]
-        kept.append((mine.col("t_start_s")[keep], mine.col("t_end_s")[keep], np.nan_to_num(values) > 0))
         seen = np.bincount(at[np.isfinite(values)], minlength=n)
         active = np.bincount(at[np.nan_to_num(values) > 0], minlength=n)
         share = np.maximum(share, np.divide(active, seen, out=np.zeros(n), where=seen > 0))
@@ -97,13 +95,14 @@ def activity(rows, gpus: list, t0: float, t1: float):
             counts[:, k] += np.bincount(at[ok], minlength=n)
 
     def exact(spans, trim_s: float = TRIM_S) -> float:
+        """Read again, a GPU at a time (a day of samples never sits in memory whole)."""
         shares = []
-        for starts, ends, busy in kept:
-            inside = np.zeros(len(starts), dtype=bool)
-            for a, b in spans:
-                inside |= (starts >= a + trim_s - 1e-9) & (ends <= b + 1e-9)
-            if inside.any():
-                shares.append(float(busy[inside].mean()))
+        for g in gpus:
+            mine = rows.of("gpu", g.nvml_index, keep=False).load("t_start_s", "t_end_s", column)
+            busy = np.nan_to_num(mine.col(column)) > 0
+            picked = [busy[i:j] for a, b in spans for i, j in [mine.inside(a + trim_s, b, tol=1e-9)] if j > i]
+            if picked:
+                shares.append(float(np.concatenate(picked).mean()))
         return max(shares, default=0.0)
 
     return share.tolist(), Signature(sums, counts), exact

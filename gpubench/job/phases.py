@@ -392,7 +392,7 @@ class Summary:
     phases: list[Phase]
     used: list[int]  # NVML indices of the GPUs the job used
     notes: list[str]
-    phases_from: str = "marks"  # or "activity" (gpubench.job.activity), or "one phase" (nothing to cut by)
+    phases_from: str = "marks"  # or "activity" (gpubench.job.activity), "steps" (own steps, no mark), "one phase"
 
 
 def summarize_watch(rows, events, gpus: list, t0: float, t1: float, peaks: dict, dtype: str,
@@ -416,5 +416,6 @@ def summarize_watch(rows, events, gpus: list, t0: float, t1: float, peaks: dict,
     ctx = Context(events, summarized, credited, peaks, dtype, list(columns), recorded, used=frozenset(used),
                   bounds=bounds)
     summary = provenance.label(summarize(rows, ctx, phases, t0, t1))
-    how = "activity" if found is not None else "marks" if any(isinstance(e, Mark) for e in events) else "one phase"
+    how = "activity" if found is not None else "marks" if any(isinstance(e, Mark) for e in events) else \
+        "steps" if any(isinstance(e, Steps) for e in events) else "one phase"
     return Summary(summary, phases, used, notes, how)

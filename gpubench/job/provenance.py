@@ -108,7 +108,7 @@ def sentence(row: dict) -> str:
 def facts(events: list, summary: list[dict], auto: dict | None, phases_from: str) -> dict:
     """What came automatically, for the manifest: the hook, each process's optimizer steps and its count,
     how the phases were found, and which rows' steps and FLOPs came from the hook."""
-    out = dict(auto or {"hook": "off", "why": "no command was started by this watch"})
+    out = dict(auto or {"hook": "off", "why": "the hook goes into a command that gpubench watch starts"})
     own = {e.stream for e in events if isinstance(e, Steps) and e.origin == OWN}
     streams: dict = {}
     for e in events:
