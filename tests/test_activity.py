@@ -95,6 +95,16 @@ def test_without_steps_the_work_is_cut_where_it_changes_and_a_kind_that_recurs_i
     assert got["idle"]["sm_active_pct"] == 0.0
 
 
+def test_work_in_bursts_keeps_its_busy_seconds_apart_from_the_idle_ones():
+    def state(t, g):  # busy one second in two, and in that second 90% of the intervals
+        return TRAIN if 4 <= t < 24 and int(t) % 2 == 0 and (t % 1.0) < 0.9 else {}
+    result = summary(rows(1, 0.0, 28.0, state), [], 28.0)
+    got = by_name(result)
+    assert got["run"]["sm_active_pct"] == 85.0 and got["run"]["gpu_util_mean_pct"] >= 50
+    run = next(p for p in result.phases if p.name == "run")
+    assert all(b - a <= 1.0 + 1e-9 for a, b in run.spans) and len(run.spans) >= 8  # the busy seconds alone
+
+
 def test_a_job_whose_gpu_is_busy_throughout_is_one_phase():
     result = summary(rows(1, 0.0, 10.0, lambda t, g: TRAIN), [], 10.0)
     assert [r["scenario"] for r in result.summary] == ["run"]

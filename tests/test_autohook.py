@@ -239,3 +239,21 @@ def test_the_bootstrap_is_installed_with_the_package():
     assert "gpubench.job.bootstrap" in packages
     assert (Path(bootstrap.BOOTSTRAP) / "sitecustomize.py").is_file()
     assert sorted(p.name for p in Path(bootstrap.BOOTSTRAP).glob("*.py")) == ["__init__.py", "sitecustomize.py"]
+
+
+def test_a_count_under_way_when_the_job_starts_stepping_itself_is_left(monkeypatch):
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    from gpubench.job.onestep import OneStep
+
+    monkeypatch.setattr(autohook, "_on", True)
+    monkeypatch.setattr(autohook.marks, "_path", "/nonexistent/marks.tsv")
+    steps = autohook.Steps()
+    steps.count = OneStep(after=1)
+    steps.count.at_step()  # counting
+    assert len(_get_current_dispatch_mode_stack()) == 2
+    monkeypatch.setattr(autohook.marks, "own_steps", True)
+    opt = object.__new__(torch.optim.SGD)
+    steps.pre(opt, (), {})
+    steps.post(opt, (), {})
+    assert _get_current_dispatch_mode_stack() == [] and steps.count.flops is None

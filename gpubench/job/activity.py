@@ -180,7 +180,7 @@ def _dense(segments: list[tuple], share: list, t0: float, exact) -> list[tuple]:
     out: list[list] = []
     for name, a, b in segments:
         pieces = [[name, a, b]] if name not in sparse else [[n if n == IDLE else name, x, y]
-                                                          for n, x, y in _between(_busy(share), t0, a, b)]
+                                                          for n, x, y, _ in _between(_busy(share), t0, a, b)]
         for p in pieces:
             if out and out[-1][0] == p[0] and p[0] not in (WARMUP, TRAIN) and out[-1][2] >= p[1] - 1e-9:
                 out[-1][2] = p[2]

@@ -149,10 +149,12 @@ class Steps:
 
     def post(self, opt, args, kwargs):
         try:
-            if not _on or (self.outer is not None and self.outer() is not opt):
+            if self.outer is not None and self.outer() is not opt:
                 return  # an inner optimizer's step, inside the outer one's
             self.outer = None
-            if marks.own_steps or marks._path is None:
+            if not _on or marks.own_steps or marks._path is None:  # off, or the job steps itself
+                if self.count is not None:
+                    self.count.abandon("the hook went off in this process")  # no count left running
                 return
             if not self._leads(opt):
                 return

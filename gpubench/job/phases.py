@@ -350,7 +350,7 @@ def summarize(rows, ctx: Context, phases: list[Phase], t0: float, t1: float) -> 
             out.append(summarize_row(START_UP, [(t0, begun)], gpu, mine, ctx, kind=START_UP))
         for phase in phases:
             spans = [(max(a, begun), min(b, end)) for a, b in phase.spans if min(b, end) > max(a, begun)]
-            if phase.name == FIRST_PHASE and begun > t0 and not _has_steps(ctx.events, spans):
+            if phase.name == FIRST_PHASE and begun > t0 and ctx.bounds is None and not _has_steps(ctx.events, spans):
                 continue  # before the first mark, nothing stepped: that was the start-up
             row = summarize_row(phase.name, spans, gpu, mine, ctx) if spans else None
             if row is not None:
