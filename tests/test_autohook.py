@@ -215,6 +215,7 @@ def test_a_marks_file_that_cannot_be_written_is_one_line_and_the_job_runs_on(tmp
 
 
 def test_a_hook_that_fails_says_so_once_and_leaves_the_job_alone(monkeypatch, capsys):
+    monkeypatch.setattr(autohook.marks, "own_steps", False)  # other tests step in this process
     monkeypatch.setattr(autohook, "_on", True)
     monkeypatch.setattr(autohook, "_steps", None)
     autohook._register(SimpleNamespace())  # a torch whose optimizer module has no global hooks
@@ -247,6 +248,7 @@ def test_a_count_under_way_when_the_job_starts_stepping_itself_is_left(monkeypat
     from gpubench.job.onestep import OneStep
 
     monkeypatch.setattr(autohook, "_on", True)
+    monkeypatch.setattr(autohook.marks, "own_steps", False)
     monkeypatch.setattr(autohook.marks, "_path", "/nonexistent/marks.tsv")
     steps = autohook.Steps()
     steps.count = OneStep(after=1)

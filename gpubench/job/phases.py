@@ -238,7 +238,7 @@ def summarize_row(name: str, spans, gpu, rows, ctx: Context, kind: str = "phase"
     row["energy_used_j"] = energy_j if energy_s > 0 else math.nan
     row["power_w_energy"] = energy_j / energy_s if energy_s > 0 else math.nan
     row.update(_steps(tallies, row, ctx), steps_reported=reported)
-    row.update(provenance.sources(spans, streams, ctx.steps, row["steps"]))
+    row.update(provenance.sources(spans, streams, ctx.steps, row["steps"] or reported > 1))
     judge(row, ctx, stepped, kind)
     return row
 

@@ -76,9 +76,9 @@ def cut_out(phases: list, gaps: list[tuple[float, float]]) -> list:
     return [p for p in phases if p.spans]
 
 
-def sources(spans, streams, steps: dict, stamped: int = 1) -> dict:
+def sources(spans, streams, steps: dict, stamped=True) -> dict:
     """Where a row's steps and FLOPs came from: its GPU's streams (`steps`: stream -> groups of steps);
-    nothing where its window held no step (`stamped`)."""
+    nothing where the row holds no step (`stamped` false: a span's first stamp ends a step begun before it)."""
     inside = [g for s in streams for g in steps.get(s, []) if stamped and any(a <= g.t_first <= b for a, b in spans)]
     kinds = {OWN if g.origin == OWN else OPTIMIZER for g in inside}
     counted = {OWN if g.origin == OWN else OPTIMIZER for g in inside if g.counted}
