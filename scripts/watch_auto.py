@@ -31,6 +31,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -132,13 +133,13 @@ def main(argv=None) -> int:
     p.add_argument("--part", choices=("all", "examples", "jobs"), default="all")
     p.add_argument("--budget-s", type=float, default=570.0, help="stop starting runs past this (default 570)")
     p.add_argument("--dry-run", action="store_true", help="on a CPU: tiny jobs, a stand-in for the counters")
-    p.add_argument("--results", type=Path, help="where the run directories go (default results/, or "
-                   "$OUT/results-dry for a dry run)")
+    p.add_argument("--results", type=Path, help="where the run directories go (default results/, or a new "
+                   "temporary folder for a dry run)")
     args = p.parse_args(argv)
     start = time.monotonic()
     out_dir = Path(os.environ.get("OUT", "/tmp/gpubench-watch-auto-out"))
     out_dir.mkdir(parents=True, exist_ok=True)
-    results = args.results or (out_dir / "results-dry" if args.dry_run else ROOT / "results")
+    results = args.results or (Path(tempfile.mkdtemp(prefix="watch-auto-dry-")) if args.dry_run else ROOT / "results")
     gpu = gpu_slug(args.dry_run)
     logs = results / "logs"
     logs.mkdir(parents=True, exist_ok=True)
