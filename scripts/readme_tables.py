@@ -20,8 +20,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 from gpubench.gate.verdict import RULES  # noqa: E402
 from gpubench.metrics import BY_COLUMN, LADDER, fmt_value, pct  # noqa: E402  # noqa: E402
@@ -679,10 +678,17 @@ def cupti_costs(found: dict, gpu: str, slug: str) -> str:
     return (f"Costs on the {gpu} ([log](results/logs/cupti-{slug}.log)): " + "; ".join(parts) + ".")
 
 
+def watch_auto(results: Path) -> str:
+    """Jobs watched with no code change (scripts/watch_auto.py): MFU from their own count and from gpubench's."""
+    import watch_auto_tables
+
+    return watch_auto_tables.table(results)
+
+
 SECTIONS = {"ladder": ladder_table, "ladder-notes": ladder_notes, "peaks": peaks_table, "kernels": kernels_table,
             "kernels-notes": kernels_notes, "decode-notes": decode_notes, "watch": watch_table,
             "watch-llama": watch_llama, "watch-decode": watch_decode,
-            "watch-ranks": watch_ranks,
+            "watch-ranks": watch_ranks, "watch-auto": watch_auto,
             "dist": dist_list, "baselines": baselines_text, "gate-rules": gate_rules, "cupti": cupti_table,
             "decode-ideas": ideas_table, "decode-ideas-second": second_ideas_table}
 

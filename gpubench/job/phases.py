@@ -25,7 +25,7 @@ import math
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
-from gpubench.job import straggler, tally
+from gpubench.job import activity, provenance, straggler, tally
 from gpubench.job.credit import credit
 from gpubench.job.markfile import Mark, Steps, Stream
 from gpubench.job.tally import Tally
@@ -55,6 +55,7 @@ STORY = [
     "The tensor pipes could have delivered {tensor_ceiling_tflops:.3g} TFLOP/s in the time they were active, "
     "{tensor_ceiling_pct:.2g}% of the {tensor_ceiling_dtype} peak ({tensor_ceiling_basis}).",
     "It used {energy_used_j:.4g} J at {power_w_energy:.0f} W: {j_per_step:.3g} J per step.",
+    "{provenance}.",
     "Verdict: {verdict}",
 ]
 FLOP_CONVENTION = ("model FLOPs as PaLM counts them: what one step of the model must do, no recomputation; "
@@ -118,6 +119,7 @@ class Context:
     trim_s: float = TRIM_S
     used: frozenset = frozenset()  # NVML indices of the GPUs the job used (empty: every GPU summarized)
     hardware: bool = True  # the marks' hardware FLOPs count what the kernels run (gpubench.truth.flops)
+    bounds: tuple | None = None  # (start-up's end, teardown's start) where the GPUs' activity cut the phases
 
     def __post_init__(self):
         self.steps: dict[Stream, list[Steps]] = {}  # each stream's groups of steps, in time order
@@ -184,6 +186,7 @@ def summarize_row(name: str, spans, gpu, rows, ctx: Context, kind: str = "phase"
                                   UNITS[ctx.dtype], ctx.hardware), steps_reported=reported)
     row.update(tensor_ceiling.columns(covering(window_rows, row_starts, TRAIL_S["tensor_active_pct"]),
                                       ctx.ceiling(gpu), ctx.dtype, row.get("hfu_pct", math.nan)))
+    row.update(provenance.sources(spans, streams, ctx.steps, row["steps"] or reported > 1))
     judge(row, ctx, stepped, kind)
     return row
 
@@ -242,6 +245,9 @@ def summarize(rows, ctx: Context, phases: list[Phase], t0: float, t1: float) -> 
     # what follows the job's last step, where its last phase stepped, is teardown: no phase reaches past it
     teardown = last is not None and t1 - last > ctx.trim_s and _ends_in_steps(ctx.events, phases, last)
     end = last if teardown else t1
+    if ctx.bounds is not None:  # a job that marked nothing: cut by what its GPUs did (gpubench.job.activity)
+        begun, end = ctx.bounds
+        teardown = t1 - end > ctx.trim_s
     out = []
     for gpu in ctx.gpus:
         mine = by_gpu[gpu.nvml_index]()
@@ -249,13 +255,13 @@ def summarize(rows, ctx: Context, phases: list[Phase], t0: float, t1: float) -> 
             out.append(summarize_row(START_UP, [(t0, begun)], gpu, mine, ctx, kind=START_UP))
         for phase in phases:
             spans = [(max(a, begun), min(b, end)) for a, b in phase.spans if min(b, end) > max(a, begun)]
-            if phase.name == FIRST_PHASE and begun > t0 and not _has_steps(ctx.events, spans):
+            if phase.name == FIRST_PHASE and begun > t0 and ctx.bounds is None and not _has_steps(ctx.events, spans):
                 continue  # before the first mark, nothing stepped: that was the start-up
             row = summarize_row(phase.name, spans, gpu, mine, ctx) if spans else None
             if row is not None:
                 out.append(row)
         if teardown:
-            out.append(summarize_row(TEARDOWN, [(last, t1)], gpu, mine, ctx, kind=TEARDOWN))
+            out.append(summarize_row(TEARDOWN, [(end, t1)], gpu, mine, ctx, kind=TEARDOWN))
     out = [r for r in out if r is not None]
     for name in dict.fromkeys(r["phase"] for r in out if r["kind"] == "phase"):
         judge_ranks([r for r in out if r["phase"] == name and r["kind"] == "phase"], ctx)
@@ -291,6 +297,7 @@ class Summary:
     phases: list[Phase]
     used: list[int]  # NVML indices of the GPUs the job used
     notes: list[str]
+    phases_from: str = "marks"  # or "activity" (gpubench.job.activity), "steps" (own steps, no mark), "one phase"
 
 
 def summarize_watch(rows, events, gpus: list, t0: float, t1: float, peaks: dict, dtype: str,
@@ -302,10 +309,18 @@ def summarize_watch(rows, events, gpus: list, t0: float, t1: float, peaks: dict,
     from gpubench.read.samples import as_samples
 
     rows = as_samples(rows)
+    events = provenance.resolve(events)  # steps from the job's optimizer, where it reported none itself
     phases = cut(events, t0, t1)
     credited, used, notes = credit(events, gpus, {int(g): set(p) for g, p in contexts.items()})
     summarized = gpus if all_gpus else [g for g in gpus if g.nvml_index in used]
     recorded = rows.valued(columns)
+    gaps = provenance.holes(events)
+    found = activity.phases_of(rows, events, [g for g in gpus if g.nvml_index in used], t0, t1, gaps)
+    phases, bounds = ([Phase(n, s) for n, s in found[0].items()], found[1]) if found is not None else (phases, None)
+    phases = provenance.cut_out(phases, gaps)  # the counted step, slowed by counting, is in no row
     ctx = Context(events, summarized, credited, peaks, dtype, list(columns), recorded, used=frozenset(used),
-                  hardware=hardware)
-    return Summary(summarize(rows, ctx, phases, t0, t1), phases, used, notes)
+                  hardware=hardware, bounds=bounds)
+    summary = provenance.label(summarize(rows, ctx, phases, t0, t1))
+    how = "activity" if found is not None else "marks" if any(isinstance(e, Mark) for e in events) else \
+        "steps" if any(isinstance(e, Steps) for e in events) else "one phase"
+    return Summary(summary, phases, used, notes, how)

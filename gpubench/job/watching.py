@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpubench.install import DIST, version
-from gpubench.job import child, markfile
+from gpubench.job import child, markfile, provenance
 from gpubench.job.contexts import Contexts
 from gpubench.job.phases import FIRST_PHASE, FLOP_CONVENTION, STORY, UNITS, Summary, summarize_watch
 from gpubench.read.summary import peak_conditions
@@ -67,6 +67,7 @@ class WatchOptions:
     all_gpus: bool = False  # keep a row for every sampled GPU, the idle ones too
     root_pid: object = None  # the command's process (or a callable giving it once started): its tree is the job
     metrics: object = None  # an open gpubench.job.exporter.Endpoint: serves the live window; closed at the end
+    auto: bool = True  # steps and FLOPs from the command's optimizer (gpubench.job.autohook); False: --no-auto
 
 
 @dataclass
@@ -170,7 +171,8 @@ def watching(opts: WatchOptions, reporter: Reporter | None = None):
                             flop_convention=FLOP_CONVENTION, flop_count_version=FLOP_COUNT_VERSION,
                             gpus_used=result.used, gpus_idle=idle,
                             contexts=contexts.facts() if contexts is not None else None,
-                            marks=marks_facts(events, watch.marks_path, opts.marks_path))
+                            marks=marks_facts(events, watch.marks_path, opts.marks_path),
+                            auto=provenance.facts(events, watch.summary, rec.manifest.get("auto"), result.phases_from))
         if opts.metrics is not None:
             rec.manifest["metrics"] = facts = opts.metrics.facts()
             for error in facts["errors"]:
@@ -220,8 +222,8 @@ def watching(opts: WatchOptions, reporter: Reporter | None = None):
 
 
 def marks_facts(events, path: Path, given: Path | None) -> dict:
-    """What the marks file held, for the manifest."""
-    steps = [e for e in events if isinstance(e, markfile.Steps)]
+    """What the marks file held, for the manifest: the steps the summary counts (provenance.resolve)."""
+    steps = [e for e in provenance.resolve(events) if isinstance(e, markfile.Steps)]
     streams = sorted({e.stream for e in events}, key=markfile.Stream.order)
     return {"file": path.name if given is None else str(path),
             "marks": sum(isinstance(e, markfile.Mark) for e in events), "lines": len(events),

@@ -131,7 +131,7 @@ def blocks(manifest, summary, figures_present, figures_empty: dict | None = None
     if job:
         out.append(("p", f"Medians over each phase's steady window (its first {trim} s dropped); n/a where this run "
                          "could not record the metric. TFLOP/s and MFU count the FLOPs the job reported with its "
-                         "steps (gpubench.step); only MFU measures work done."))
+                         "steps (gpubench.step); only MFU measures work done." + _sources(manifest, summary)))
         columns, extra = WATCH_TABLE, []
     else:
         out.append(("p", f"Medians over each scenario's steady window (its first {trim} s dropped); n/a where this "
@@ -165,6 +165,20 @@ def blocks(manifest, summary, figures_present, figures_empty: dict | None = None
                    if m.sampled and not m.column.startswith(("smi_", "dcgm_"))]
     out.append(("table", ["column", "what", "DCGM id", "DCGM field", "meaning"], metric_rows))
     return out
+
+
+def _sources(manifest: dict, summary: list[dict]) -> str:
+    """Where a watched job's steps, FLOPs and phases came from, where gpubench found them itself."""
+    said = []
+    if any("optimizer" in str(r.get("steps_source") or "") for r in summary):
+        said.append("Where the job reported no steps, its optimizer's steps are its steps (a PyTorch hook, no "
+                    "code change), and their FLOPs were counted by gpubench from one whole step, which is left "
+                    "out of every rate.")
+    if any(r.get("flops_source") == "counters" for r in summary):
+        said.append("Where no FLOPs are known, the tensor pipes' activity bounds them (the tensor ceiling).")
+    if (manifest.get("auto") or {}).get("phases_from") == "activity":
+        said.append("The job marked no phases: they were cut where its GPU's work began, changed and ended.")
+    return (" " + " ".join(said) + " Each phase below says where its numbers came from.") if said else ""
 
 
 def label(row: dict) -> str:

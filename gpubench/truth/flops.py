@@ -4,6 +4,8 @@ bytes of a model's weights that a decode step reads."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 # Which count a watch's marks carry as hardware FLOPs, recorded in its manifest (flop_count_version): 1, or
 # no field at all, count_flops as it was before it counted what the kernels run: its .hardware took causal
 # attention's whole T x T score matrix, of which the kernels run the lower half (and marks older still carry
@@ -59,8 +61,22 @@ def count_flops(fn, *args, **kwargs) -> FlopCount:
     what ran in backward, never more than what ran.
 
     The call is real: its side effects happen (gradients accumulate; an optimizer step inside `fn` updates
-    the weights), so count once, before training, and zero the gradients after. A function compiled with
-    torch.compile is not seen by the counter: count the eager module.
+    the weights), so count once, before training, and zero the gradients after. A model compiled with
+    torch.compile is counted as its eager module is.
+    """
+    with counting() as result:
+        fn(*args, **kwargs)
+    return result()
+
+
+@contextmanager
+def counting():
+    """Count what runs inside the block as count_flops counts a call: `with counting() as result: ...`, then
+    result() is the FlopCount, and result.counter PyTorch's FlopCounterMode.
+
+    Its modes live on this thread's stack of dispatch modes, so the block may be entered in one call and left
+    in another (the context manager's __enter__ and __exit__, by the same thread, with no mode pushed since
+    left on top): gpubench.job.onestep counts a training step from one optimizer step to the next so.
     """
     import torch
     from torch.utils import flop_counter
@@ -114,12 +130,15 @@ def count_flops(fn, *args, **kwargs) -> FlopCount:
                 counter.get_total_flops() - before)
             return out
 
+    def result() -> FlopCount:
+        hardware = int(round(counter.get_total_flops() - skipped[0]))
+        forward, backward = split["forward"], split["backward"]
+        model = forward + min(backward, 2 * forward)
+        return FlopCount(model, hardware)
+
     with flop_counter.FlopCounterMode(display=False, custom_mapping=attention) as counter, Passes():
-        fn(*args, **kwargs)
-    total = int(counter.get_total_flops())
-    forward, backward = split["forward"], split["backward"]
-    model = forward + min(backward, 2 * forward)
-    return FlopCount(model, int(round(total - skipped[0])))
+        result.counter = counter
+        yield result
 
 
 def weight_bytes(model, tokens: int | None = None) -> int:
