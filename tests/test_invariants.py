@@ -47,8 +47,6 @@ RANKS = ("timed by the torchrun loop of its day over the whole scenario, one cal
          "window: the loop now times that window (gpubench/ranks/loop.py), but the run kept no time of each call "
          "to cut it by; re-record with scripts/dist_reference.sh (two GPUs)")
 RERECORD: dict[tuple[str, str], tuple[str, str]] = {
-    **{("h100-80gb-hbm3-20261124-013259", r): ("MFU", WHOLE) for r in ("decode-b128", "decode-b512")},
-    **{("h200-20261124-025418", r): ("MFU", WHOLE) for r in ("decode-b128", "decode-b512")},
     **{("h200-x2-20261122-132845", f"straggler-hang · rank {k}"): ("MFU", RANKS) for k in (0, 1)},
 }
 # Watch runs recorded before count_flops counted what the kernels run (their manifests have no flop_count_version)
