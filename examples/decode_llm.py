@@ -17,7 +17,8 @@ the whole cache with the positions not yet written masked out (an additive mask,
 memory-efficient attention kernel takes; it reads the cache once). Each step reports to gpubench its FLOPs,
 the bytes it must move through device memory (the weights once, the part of the KV cache written so far,
 the new keys and values and the logits it writes) and its tokens (the batch). Synthetic weights and
-tokens: nothing is downloaded.
+tokens: nothing is downloaded. With --no-gpubench it makes no gpubench call: watched, a decode job has no
+optimizer step for gpubench to count, and its phases come from what its GPU did.
 """
 
 from __future__ import annotations
@@ -31,6 +32,18 @@ import torch.nn.functional as F
 from torch import nn
 
 import gpubench
+
+
+class NoGpubench:
+    """--no-gpubench: marks and steps that do nothing, so the loop is the one a job without gpubench runs."""
+
+    @staticmethod
+    def mark(name):
+        pass
+
+    @staticmethod
+    def step(flops=None, bytes=None, tokens=None):  # noqa: A002
+        pass
 
 
 class Layer(nn.Module):
@@ -124,8 +137,7 @@ def work_model(model: Decoder, batch: int):
     kv = 2 * len(model.layers) * batch * layer.kv_heads * layer.head_dim  # values cached per position
     attention = 4 * len(model.layers) * batch * layer.heads * layer.head_dim  # per position attended to
     size = model.head.weight.element_size()
-    fixed = (gpubench.weight_bytes(model) - model.embed.weight.nbytes  # the embedding: only the batch's rows
-             + batch * model.embed.weight.shape[1] * size + batch * model.head.weight.shape[0] * size)
+    fixed = gpubench.weight_bytes(model, tokens=batch) + batch * model.head.weight.shape[0] * size  # and the logits
 
     def at(position: int) -> tuple[float, float]:
         return 2.0 * matrix * batch + attention * (position + 1), float(fixed + kv * (position + 1) * size)
@@ -147,6 +159,8 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--max-len", type=int, default=1024, help="the cache's length; a sequence decodes up to it")
     p.add_argument("--seconds", type=float, default=15.0, help="seconds of decoding after warm-up (default 15)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--no-gpubench", action="store_true",
+                   help="make no gpubench call (mark, step): the job as it would run without gpubench")
     return p.parse_args(argv)
 
 
@@ -165,14 +179,15 @@ def main(argv=None) -> None:
           f"{gpubench.weight_bytes(model) / 1e9:.2f} GB of weights; batch {args.batch}, cache {args.max_len}, "
           f"{'compiled' if args.compile else 'eager'}{', CUDA graph' if args.graph else ''}", flush=True)
     run, work = session.step, work_model(model, args.batch)
+    gb = NoGpubench if args.no_gpubench else gpubench
     with torch.inference_mode():
-        gpubench.mark("warmup")
+        gb.mark("warmup")
         for _ in range(3):
             session.step()
         if args.graph:
             run = graph_of(session.step, args.device)
         session.reset()
-        gpubench.mark("decode")
+        gb.mark("decode")
         t0, n = time.perf_counter(), 0
         while time.perf_counter() - t0 < args.seconds:
             position = n % args.max_len
@@ -180,7 +195,7 @@ def main(argv=None) -> None:
                 session.reset()  # a new sequence: the cache starts again, the shapes stay
             run()
             flops, nbytes = work(position)
-            gpubench.step(flops=flops, bytes=nbytes, tokens=args.batch)
+            gb.step(flops=flops, bytes=nbytes, tokens=args.batch)
             n += 1
         if args.device.startswith("cuda"):
             torch.cuda.synchronize()

@@ -17,6 +17,8 @@ Phases, marked with gpubench.mark: warmup (the first steps: allocation, kernel s
 torch.compile), train, eval (forward only). One step's FLOPs are counted once with
 gpubench.count_flops and printed beside the analytic count; each step reports them with
 gpubench.step(flops=...). Outside `gpubench watch` the marks cost nothing and it runs as it would.
+With --no-gpubench it makes none of those calls, as a job nobody changed: watched, its steps come from
+its optimizer and its FLOPs from one step gpubench counts itself.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import statistics
 import time
 
 import torch
@@ -31,6 +34,18 @@ import torch.nn.functional as F
 from torch import nn
 
 import gpubench
+
+
+class NoGpubench:
+    """--no-gpubench: marks and steps that do nothing, so the loop is the one a job without gpubench runs."""
+
+    @staticmethod
+    def mark(name):
+        pass
+
+    @staticmethod
+    def step(flops=None, bytes=None, tokens=None):  # noqa: A002
+        pass
 
 
 class Block(nn.Module):
@@ -108,16 +123,22 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--eval-steps", type=int, help="forward-only steps (default: as many as --eval-seconds allows)")
     p.add_argument("--eval-seconds", type=float, default=3.0)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--no-gpubench", action="store_true",
+                   help="make no gpubench call (mark, step, count_flops): the job as it would run without gpubench")
     return p.parse_args(argv)
 
 
-def run_for(step, steps: int | None, seconds: float) -> tuple[int, float]:
-    """Call step() `steps` times, or for `seconds` where steps is None; (steps done, seconds taken)."""
-    t0, n = time.perf_counter(), 0
+def run_for(step, steps: int | None, seconds: float) -> tuple[int, float, float]:
+    """Call step() `steps` times, or for `seconds` where steps is None; (steps done, seconds taken, the
+    median step's milliseconds: a step slower than the others, such as one whose FLOPs were counted, moves
+    it little)."""
+    t0, n, times = time.perf_counter(), 0, []
     while (n < steps) if steps is not None else (time.perf_counter() - t0 < seconds):
+        t = time.perf_counter()
         step()
+        times.append(time.perf_counter() - t)
         n += 1
-    return n, time.perf_counter() - t0
+    return n, time.perf_counter() - t0, 1e3 * statistics.median(times) if times else math.nan
 
 
 def describe(model: GPT, args, flops) -> None:
@@ -126,6 +147,10 @@ def describe(model: GPT, args, flops) -> None:
     print(f"model: {args.layers} layers, {args.width} wide, {args.heads} heads, vocabulary {args.vocab}, "
           f"{params / 1e6:.1f}M parameters; {'fp32' if args.fp32 else 'bf16 autocast'}, batch {args.batch} x "
           f"{args.seq} tokens on {args.device}")
+    if flops is None:
+        print(f"FLOPs per training step: {expected:.4g} analytic (6 x parameters x tokens + attention); not counted "
+              "(--no-gpubench)", flush=True)
+        return
     print(f"FLOPs per training step: {flops:.4g} model FLOPs counted by gpubench.count_flops (PaLM's convention; "
           f"{flops.hardware:.4g} ran, recomputation included), {expected:.4g} analytic (6 x parameters x tokens + "
           f"attention): {100 * (flops / expected - 1):+.1f}%", flush=True)
@@ -148,11 +173,14 @@ def main(argv=None) -> None:
         loss.backward()
         return loss
 
-    x, y = loader.next()
-    flops = gpubench.count_flops(forward_backward, model, x, y)
-    opt.zero_grad(set_to_none=True)
-    with torch.no_grad(), amp():
-        eval_flops = gpubench.count_flops(model, x, y)
+    gb = NoGpubench if args.no_gpubench else gpubench
+    flops = eval_flops = None
+    if not args.no_gpubench:
+        x, y = loader.next()
+        flops = gpubench.count_flops(forward_backward, model, x, y)
+        opt.zero_grad(set_to_none=True)
+        with torch.no_grad(), amp():
+            eval_flops = gpubench.count_flops(model, x, y)
     describe(model, args, flops)
     net = torch.compile(model) if args.compile else model
 
@@ -162,21 +190,22 @@ def main(argv=None) -> None:
         opt.step()
         opt.zero_grad(set_to_none=True)
         loss.item()  # logging the loss each step, as most loops do, waits for the GPU
-        gpubench.step(flops=flops)
+        gb.step(flops=flops)
 
     def eval_step():
         x, y = loader.next()
         with torch.no_grad(), amp():
             net(x, y).item()
-        gpubench.step(flops=eval_flops)
+        gb.step(flops=eval_flops)
 
-    gpubench.mark("warmup")
+    gb.mark("warmup")
     run_for(train_step, args.warmup_steps, math.inf)
-    gpubench.mark("train")
-    n, seconds = run_for(train_step, args.steps, args.seconds)
-    print(f"train: {n} steps in {seconds:.2f} s: {n / seconds:.3f} steps/s, "
-          f"{flops * n / seconds / 1e12:.1f} TFLOP/s (host clock)", flush=True)
-    gpubench.mark("eval")
+    gb.mark("train")
+    n, seconds, median_ms = run_for(train_step, args.steps, args.seconds)
+    work = f", {flops * n / seconds / 1e12:.1f} TFLOP/s" if flops is not None else ""
+    print(f"train: {n} steps in {seconds:.2f} s: {n / seconds:.3f} steps/s{work} (host clock), median step "
+          f"{median_ms:.3f} ms", flush=True)
+    gb.mark("eval")
     run_for(eval_step, args.eval_steps, args.eval_seconds)
 
 

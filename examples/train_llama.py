@@ -14,13 +14,17 @@ over the experts, as simple implementations do: each expert's share of the batch
 which waits for the GPU once per expert. Under torchrun each rank trains a replica (DistributedDataParallel
 over NCCL); --slow-rank makes one rank's data loader slower by --slow-ms a step, the straggler the watch
 must name. One step's FLOPs are counted once with gpubench.count_flops (model FLOPs by PaLM's convention,
-and the hardware FLOPs beside them) and printed with PaLM's formula for comparison.
+and the hardware FLOPs beside them) and printed with PaLM's formula for comparison. With --no-gpubench
+it makes no gpubench call, as a job nobody changed: watched, its steps come from its optimizer and its
+FLOPs from one step gpubench counts itself.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import statistics
 import time
 
 import torch
@@ -29,6 +33,18 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 import gpubench
+
+
+class NoGpubench:
+    """--no-gpubench: marks and steps that do nothing, so the loop is the one a job without gpubench runs."""
+
+    @staticmethod
+    def mark(name):
+        pass
+
+    @staticmethod
+    def step(flops=None, bytes=None, tokens=None):  # noqa: A002
+        pass
 
 
 class Attention(nn.Module):
@@ -150,15 +166,20 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=20.0, help="seconds of training after warm-up (default 20)")
     p.add_argument("--eval-seconds", type=float, default=3.0)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--no-gpubench", action="store_true",
+                   help="make no gpubench call (mark, step, count_flops): the job as it would run without gpubench")
     return p.parse_args(argv)
 
 
-def run_for(step, steps: int | None, seconds: float) -> int:
-    t0, n = time.perf_counter(), 0
+def run_for(step, steps: int | None, seconds: float) -> tuple[int, float, float]:
+    """(steps done, seconds taken, the median step's milliseconds)."""
+    t0, n, times = time.perf_counter(), 0, []
     while (n < steps) if steps is not None else (time.perf_counter() - t0 < seconds):
+        t = time.perf_counter()
         step()
+        times.append(time.perf_counter() - t)
         n += 1
-    return n
+    return n, time.perf_counter() - t0, 1e3 * statistics.median(times) if times else math.nan
 
 
 def main(argv=None) -> None:
@@ -190,20 +211,26 @@ def main(argv=None) -> None:
         loss.backward()
         return loss
 
-    x, y = batch()
-    flops = gpubench.count_flops(forward_backward, model, x, y)
-    opt.zero_grad(set_to_none=True)
-    model.eval()
-    with torch.no_grad(), torch.autocast(device_type, dtype=torch.bfloat16):
-        eval_flops = gpubench.count_flops(model, x, y)
-    model.train()
+    gb = NoGpubench if args.no_gpubench else gpubench
+    flops = eval_flops = None
+    if not args.no_gpubench:
+        x, y = batch()
+        flops = gpubench.count_flops(forward_backward, model, x, y)
+        opt.zero_grad(set_to_none=True)
+        model.eval()
+        with torch.no_grad(), torch.autocast(device_type, dtype=torch.bfloat16):
+            eval_flops = gpubench.count_flops(model, x, y)
+        model.train()
     if rank == 0:
         palm = palm_flops(model, args)
         print(f"llama: {args.layers} layers, {args.width} wide, {sum(p.numel() for p in model.parameters()) / 1e6:.0f}M "
               f"parameters{f', {args.experts} experts, top {args.top}' if args.experts else ''}; batch {args.batch} x "
               f"{args.seq} tokens; {world} rank(s)", flush=True)
-        print(f"FLOPs per training step: {flops:.4g} model (PaLM's formula: {palm:.4g}, {100 * (flops / palm - 1):+.1f}%), "
-              f"{flops.hardware:.4g} hardware", flush=True)
+        if flops is not None:
+            print(f"FLOPs per training step: {flops:.4g} model (PaLM's formula: {palm:.4g}, "
+                  f"{100 * (flops / palm - 1):+.1f}%), {flops.hardware:.4g} hardware", flush=True)
+        else:
+            print(f"FLOPs per training step: {palm:.4g} by PaLM's formula; not counted (--no-gpubench)", flush=True)
     net = model
     if world > 1:
         net = torch.nn.parallel.DistributedDataParallel(model)
@@ -216,23 +243,24 @@ def main(argv=None) -> None:
         opt.step()
         opt.zero_grad(set_to_none=True)
         loss.item()
-        gpubench.step(flops=flops, tokens=args.batch * args.seq)
+        gb.step(flops=flops, tokens=args.batch * args.seq)
 
     def eval_step():
         x, y = batch()
         with torch.no_grad(), torch.autocast(device_type, dtype=torch.bfloat16):
             net(x, y).item()
-        gpubench.step(flops=eval_flops, tokens=args.batch * args.seq)
+        gb.step(flops=eval_flops, tokens=args.batch * args.seq)
 
-    gpubench.mark("warmup")
+    gb.mark("warmup")
     run_for(train_step, args.warmup_steps, 0)
-    gpubench.mark("train")
-    n = run_for(train_step, None, args.seconds)
-    gpubench.mark("eval")
+    gb.mark("train")
+    n, seconds, median_ms = run_for(train_step, None, args.seconds)
+    gb.mark("eval")
     model.eval()
     run_for(eval_step, None, args.eval_seconds)
     if rank == 0:
-        print(f"train: {n} steps", flush=True)
+        print(f"train: {n} steps in {seconds:.2f} s: {n / seconds:.3f} steps/s (host clock), median step "
+              f"{median_ms:.3f} ms", flush=True)
     if world > 1:
         torch.distributed.destroy_process_group()
 

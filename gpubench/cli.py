@@ -123,8 +123,10 @@ Ctrl-C reaches it first, and gpubench exits with its exit code (128+N where sign
 where it is not found, 126 where it cannot be run); on a machine without a GPU it still runs,
 unrecorded, as it would alone. In your code, gpubench.mark("eval") starts a phase and
 gpubench.step(flops=...) records a step and its FLOPs (gpubench.count_flops counts them); outside a
-watch both cost nothing. The summary has one row per phase: the metric ladder, steps/s, TFLOP/s,
-MFU, and a verdict from the rules in gpubench/read/verdict.py.
+watch both cost nothing. A PyTorch job that calls neither still gets steps (each optimizer step) and
+FLOPs (one step counted), and phases from what its GPU did (--no-auto turns the optimizer hook off).
+The summary has one row per phase: the metric ladder, steps/s, TFLOP/s, MFU, where each number came
+from, and a verdict from the rules in gpubench/read/verdict.py.
 """
 
 WATCH_EPILOG = """\
@@ -158,6 +160,9 @@ def add_watch_parser(sub) -> None:
                         f"steps/s, MFU, MBU and verdict over the last {WINDOW_S:g} s at http://HOST:PORT/metrics, in "
                         "Prometheus' text format with dcgm-exporter's names (0: a free port; needs the "
                         "[metrics] extra)")
+    w.add_argument("--no-auto", action="store_true",
+                   help="no steps or FLOPs from the command's PyTorch optimizer: only what its own "
+                        "gpubench.step() calls report (the same as GPUBENCH_AUTO=0 in its environment)")
     add_recording_options(w, device_default=None, out_default="results/watch-<gpu>-<YYYYmmdd-HHMMSS>")
 
 

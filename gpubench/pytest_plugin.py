@@ -6,27 +6,34 @@ when used). Built on pytest-benchmark's public pieces only: the `benchmark` fixt
 `extra_info`, `stats`), the `benchmark` mark, its options and its hooks. Disable it with
 `-p no:gpubench.pytest_plugin`.
 
-A gate must never be silently off: a baseline that cannot be read, or a place a baseline cannot be saved,
-ends the session before anything runs with one sentence and pytest's usage-error exit status 4.
+A gate must never be silently off: a baseline that cannot be read, a place a baseline cannot be saved, or
+--gpu-fail-slower where there is no GPU to compare on ends the session before anything runs with one
+sentence and pytest's usage-error exit status 4; --gpu-fail-slower in a session that compared nothing fails.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import tempfile
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from gpubench.gate import compare as benchcompare
-from gpubench.gate import floor as benchfloor
 from gpubench.gate import report as benchreport
+from gpubench.gate import runs as benchruns
 from gpubench.gate.clock import CLOCK
-from gpubench.gate.fixture import MIN_TIME_S, SETTLE_S, GpuBenchmark
-from gpubench.gate.verdict import LEAST_FLOOR_PCT
-from gpubench.usage import non_negative, positive
+from gpubench.gate.fixture import GpuBenchmark
+from gpubench.gate.options import add_options
+from gpubench.gate.session import (
+    benchmark_json_option,
+    check_compare_file,
+    check_writable,
+    fail_slower_ending,
+    prepare_save,
+    rerun_added,
+    verdict_records,
+    written,
+)
+from gpubench.gate.session import machine_info as gate_machine_info
 
 FINGERPRINT = pytest.StashKey[dict]()  # the GPU this session benchmarks on
 NOTES = pytest.StashKey[list]()  # lines for the report header
@@ -38,39 +45,11 @@ RUNS = pytest.StashKey[dict]()  # fullname -> this run's rounds and extra_info o
 ALWAYS = pytest.StashKey[list]()  # said with every verdict: speed settings allowed to differ
 COMPARED = pytest.StashKey[list]()  # report.Compared per benchmark
 ENDING = pytest.StashKey[list]()  # (line, red) for the end of the report
+FLOOR_RUNS = pytest.StashKey[int]()  # runs still to measure the saved baseline's floor, in fresh processes
 
 
 def pytest_addoption(parser):
-    group = parser.getgroup("gpu-benchmark", "gpu_benchmark (GPU time per call with CUDA events; gpubench)")
-    group.addoption("--gpu-min-time", metavar="S", type=positive, default=MIN_TIME_S,
-                    help=f"GPU time each gpu_benchmark runs for, in seconds (default {MIN_TIME_S:g})")
-    group.addoption("--gpu-settle", metavar="S", type=non_negative, default=SETTLE_S,
-                    help="run each benchmark back to back for S seconds before its timed rounds, so they start at "
-                         f"the clock the GPU sustains (default {SETTLE_S:g})")
-    group.addoption("--gpu-no-flush-l2", action="store_true",
-                    help="never flush L2 between rounds: time back-to-back calls even when the working set fits "
-                         "in L2 (by default such calls are timed one per round after an L2 flush)")
-    group.addoption("--gpu-baseline", metavar="DIR",
-                    help="compare with the baseline of this GPU model in DIR (DIR/<gpu>.json, e.g. "
-                         "DIR/h100-80gb-hbm3.json): sets --benchmark-compare to that file and refuses a file "
-                         "measured on another GPU model, memory size or MIG mode")
-    group.addoption("--gpu-save-baseline", metavar="DIR",
-                    help="save this run as the baseline of this GPU model, DIR/<gpu>.json (replaced only "
-                         "when the run has written it in full)")
-    group.addoption("--gpu-measure-floor", metavar="DIR",
-                    help="rerun the benchmarks unchanged against DIR/<gpu>.json and add the rerun to that file's "
-                         "between-run floor (run it two or more times after --gpu-save-baseline)")
-    group.addoption("--gpu-noise-floor", metavar="PCT", type=non_negative, default=LEAST_FLOOR_PCT,
-                    help="the least floor: a change within PCT%% of the baseline is never read as slower or faster, "
-                         "whatever the reruns measured; the floor of a baseline without reruns (default "
-                         f"{LEAST_FLOOR_PCT:g})")
-    group.addoption("--gpu-allow-different-limits", action="store_true",
-                    help="compare with a baseline measured at another power limit, application clock or ECC mode "
-                         "(refused otherwise), and say so with every verdict")
-    group.addoption("--gpu-fail-slower", action="store_true",
-                    help="fail the session (exit 1) when any benchmark reads slower against the baseline")
-    group.addoption("--gpu-verdict-json", metavar="PATH",
-                    help="write every verdict against the baseline, with its numbers, to PATH as JSON")
+    add_options(parser)
 
 
 def this_gpu() -> dict:
@@ -84,51 +63,6 @@ def _exclusive(config, *names) -> None:
     given = [n for n in names if config.getoption(n.lstrip("-").replace("-", "_"), None)]
     if len(given) > 1:
         raise pytest.UsageError(f"give {given[0]} or {given[1]}, not both")
-
-
-def check_compare_file(value) -> None:
-    """--benchmark-compare naming a file: it must be a whole baseline, or the comparison would quietly not happen."""
-    if not isinstance(value, str):
-        return  # --benchmark-compare alone: pytest-benchmark's latest saved run
-    path = Path(value)
-    if path.is_file():
-        try:
-            benchcompare.load_baseline(path)
-        except benchcompare.BaselineError as err:
-            raise pytest.UsageError(str(err)) from None
-    elif path.suffix == ".json" and not any(ch in value for ch in "*?["):
-        raise pytest.UsageError(f"--benchmark-compare={value}: no such file, so nothing would be compared")
-
-
-def check_writable(path: Path, what: str) -> None:
-    """One sentence when `path` could not be written: it is a folder, or its nearest existing folder is not a
-    directory or takes no file (a temporary one, removed at once: a session without a GPU saves nothing)."""
-    folder = path.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if path.is_dir():
-        raise pytest.UsageError(f"{what} {path}: it is a directory")
-    if not folder.is_dir():
-        raise pytest.UsageError(f"{what} {path}: {folder} is not a directory")
-    try:
-        tempfile.TemporaryFile(dir=folder).close()
-    except OSError as err:
-        raise pytest.UsageError(f"{what} {path}: {folder} takes no file ({err.strerror or err})") from None
-
-
-def prepare_save(save_dir: str, gpu: dict) -> tuple[Path, Path]:
-    """Create the baseline folder and its partial file now, so that a folder that cannot take it is a usage
-    error before anything runs, not an INTERNALERROR after everything did."""
-    final = benchcompare.baseline_path(save_dir, gpu["name"])
-    partial = final.with_name(f".{final.name}.partial")
-    try:
-        if final.is_dir():
-            raise IsADirectoryError(21, "it is a directory")
-        final.parent.mkdir(parents=True, exist_ok=True)
-        partial.touch()
-    except OSError as err:
-        raise pytest.UsageError(f"cannot save the baseline as {final}: {err.strerror or err}") from None
-    return partial, final
 
 
 def pytest_configure(config):
@@ -148,13 +82,18 @@ def pytest_configure(config):
         check_writable(Path(config.getoption("gpu_verdict_json")), "cannot write the verdicts to")
     if save_dir:
         check_writable(benchcompare.baseline_path(save_dir, "x"), "cannot save the baseline in")
-    if not (base_dir or save_dir or floor_dir):
+    fail_slower = config.getoption("gpu_fail_slower")
+    if not (base_dir or save_dir or floor_dir or fail_slower):
         return
     from gpubench.gate.device import NoGpu
 
     try:
         gpu = this_gpu()
     except NoGpu as err:
+        if fail_slower:
+            raise pytest.UsageError(f"--gpu-fail-slower, but there is no GPU here ({err}): the GPU benchmarks would "
+                                    "skip and nothing would be compared, so the gate refuses to pass; run it where "
+                                    "the baseline's GPU is") from None
         config.stash[NOTES].append(f"gpu baselines: no GPU here ({err}), so --gpu-baseline, --gpu-save-baseline "
                                    "and --gpu-measure-floor do nothing and the GPU benchmarks skip")
         return
@@ -176,15 +115,10 @@ def pytest_configure(config):
         # what --benchmark-json=PATH would have set; written in full, it replaces the baseline at the end
         config.option.benchmark_json = benchmark_json_option(partial)
         config.stash[SAVE] = (partial, final)
-
-
-def benchmark_json_option(path: Path):
-    """The value pytest-benchmark's --benchmark-json=PATH parses to: a path from 5.3 on, a file opened for
-    writing before."""
-    from importlib.metadata import version
-
-    major, minor = (int(x) for x in version("pytest-benchmark").split(".")[:2])
-    return path if (major, minor) >= (5, 3) else argparse.FileType("wb")(str(path))
+        config.stash[FLOOR_RUNS] = config.getoption("gpu_baseline_runs")
+        runs = config.stash[FLOOR_RUNS]
+        config.stash[NOTES].append(f"gpu baseline: measured in {runs} process{'es' * (runs != 1)}, this one first"
+                                   + (" (the others when it ends)" if runs > 1 else ""))
 
 
 def pytest_report_header(config):
@@ -264,15 +198,17 @@ def graph_in_baseline(config, fullname: str) -> bool | None:
     """Whether the baseline (loaded when pytest-benchmark configured itself) timed this benchmark from a CUDA
     graph; None without a baseline or without the benchmark in it."""
     saved = config.stash.get(BASELINE, None)
-    benchmarks = (saved[1] or {}).get("benchmarks") if saved and isinstance(saved[1], dict) else None
-    for bench in benchmarks if isinstance(benchmarks, list) else []:
-        if isinstance(bench, dict) and bench.get("fullname") == fullname:
-            info = bench.get("extra_info")
-            return bool(info.get("cuda_graph_calls")) if isinstance(info, dict) else False
-    return None
+    return benchcompare.graph_in(saved[1] if saved else None, fullname)
 
 
 # optionalhook: pytest-benchmark's hooks exist only while it is loaded (not under -p no:benchmark)
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_benchmark_generate_machine_info(config):
+    """In a session on a GPU (one that saves, measures or compares a GPU baseline, or where gpu_benchmark ran): the
+    machine without py-cpuinfo's second (gate.session.machine_info); elsewhere pytest-benchmark's own."""
+    return gate_machine_info() if FINGERPRINT in config.stash else None
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_benchmark_update_machine_info(config, machine_info):
     if FINGERPRINT in config.stash:
@@ -298,18 +234,12 @@ def pytest_benchmark_compare_machine_info(config, benchmarksession, machine_info
         except NoGpu:
             return  # no GPU here: the GPU benchmarks skip, nothing is compared
     where = f"the baseline {name}" if name != "the saved run" else "the baseline"
-    refusal = benchcompare.model_mismatch(saved, current, where) or benchcompare.part_mismatch(saved, current, where)
-    if refusal:
-        raise pytest.UsageError(refusal)
-    limits = benchcompare.limits_changed(saved, current)
-    if limits and not config.getoption("gpu_allow_different_limits"):
-        raise pytest.UsageError(benchcompare.limits_refusal(limits, where))
-    if limits:
-        config.stash[ALWAYS] = [f"{'; '.join(limits)} (--gpu-allow-different-limits)"]
-        config.stash[NOTES].append(f"gpu baseline: other speed settings, compared as allowed: {'; '.join(limits)}")
-    changed = benchcompare.differences(saved, current)
-    if changed:
-        config.stash[NOTES].append(f"gpu baseline: same model, but {'; '.join(changed)}")
+    try:
+        always, notes = benchcompare.comparable(saved, current, where, config.getoption("gpu_allow_different_limits"))
+    except benchcompare.BaselineError as err:
+        raise pytest.UsageError(str(err)) from None
+    config.stash[ALWAYS] = always
+    config.stash[NOTES].extend(notes)
 
 
 def pytest_sessionstart(session):
@@ -321,9 +251,9 @@ def pytest_sessionfinish(session):
     config = session.config
     if SAVE in config.stash:
         partial, final = config.stash[SAVE]
-        written = config.option.benchmark_json
-        if hasattr(written, "close"):
-            written.close()
+        opened = config.option.benchmark_json
+        if hasattr(opened, "close"):
+            opened.close()
         if partial.is_file() and partial.stat().st_size:
             partial.replace(final)
             config.stash[SAVED] = str(final)
@@ -338,51 +268,32 @@ def pytest_sessionfinish(session):
             add_rerun(session, baseline)
     if config.getoption("gpu_verdict_json", None):
         write_verdicts(session)
-    slower = [c.name for c in config.stash.get(COMPARED, []) if c.verdict and c.verdict.word == "slower"]
-    if slower and config.getoption("gpu_fail_slower") and session.exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        config.stash[ENDING].append((f"FAILED: --gpu-fail-slower: {len(slower)} benchmark"
-                                     f"{'s' * (len(slower) != 1)} read slower ({', '.join(slower)})", True))
+    if config.getoption("gpu_fail_slower") and session.exitstatus == pytest.ExitCode.OK:
+        failed = fail_slower_ending(config.stash.get(COMPARED, []), bool(config.stash.get(RUNS, None)))
+        if failed:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            config.stash[ENDING].append((failed, True))
 
 
 def add_rerun(session, baseline: dict) -> None:
     """--gpu-measure-floor: this run, unchanged, becomes one more rerun of the baseline's floor."""
     config = session.config
-    path = Path(config.option.benchmark_compare)
-    changes = {c.fullname: {ch.stat: ch for ch in c.verdict.changes}
-               for c in config.stash[COMPARED] if c.verdict}
-    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    updated, left = benchfloor.with_rerun(baseline, changes, when, config.stash[FINGERPRINT].get("uuid"))
-    ending = config.stash[ENDING]
-    try:
-        benchfloor.write(path, updated)
-    except OSError as err:
+    lines, ok = rerun_added(Path(config.option.benchmark_compare), baseline, config.stash[COMPARED],
+                            config.stash[FINGERPRINT].get("uuid"))
+    config.stash[ENDING].extend(lines)
+    if not ok:
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
-        ending.append((f"ERROR: the rerun could not be added to {path}: {err.strerror or err}", True))
-        return
-    runs = len(benchfloor.reruns(updated))
-    ending.append((f"gpu baseline floor: rerun {runs} added to {path} ({len(changes) - len(left)} benchmarks)", False))
-    for name in left:
-        ending.append((f"left out of the floor: {name} moved more than {benchfloor.MAX_RERUN_CHANGE_PCT:g}%, "
-                       "not what an unchanged rerun does", True))
 
 
 def write_verdicts(session) -> None:
     config = session.config
-    path = Path(config.getoption("gpu_verdict_json"))
     name = config.stash[BASELINE][0] if BASELINE in config.stash else None
-    runs = {k: {"name": r["name"], "extra_info": {i: v for i, v in r["extra_info"].items()
-                                                   if not i.startswith("rounds_")}}
-            for k, r in config.stash.get(RUNS, {}).items()}
-    data = {"gpu": config.stash.get(FINGERPRINT, None), "baseline": name,
-            "least_floor_pct": config.getoption("gpu_noise_floor"), "always": config.stash.get(ALWAYS, []),
-            "verdicts": [c.record(name) for c in config.stash.get(COMPARED, [])], "runs": runs}
-    try:
-        path.write_text(json.dumps(data, indent=2, default=str))
-    except OSError as err:
+    data = verdict_records(config.stash.get(FINGERPRINT, None), name, config.getoption("gpu_noise_floor"),
+                           config.stash.get(ALWAYS, []), config.stash.get(COMPARED, []), config.stash.get(RUNS, {}))
+    error = written(Path(config.getoption("gpu_verdict_json")), data)
+    if error:
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
-        config.stash[ENDING].append((f"ERROR: the verdicts could not be written to {path}: {err.strerror or err}",
-                                     True))
+        config.stash[ENDING].append((error, True))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -413,3 +324,19 @@ def write_report(tr, config) -> None:
         tr.write_line(f"gpu baseline saved: {config.stash[SAVED]}")
     for line, red in config.stash.get(ENDING, []):
         tr.write_line(line, red=red, bold=red)
+
+
+def pytest_unconfigure(config):
+    """--gpu-save-baseline's other runs, once this session has saved the baseline and printed its report: each
+    a fresh process, so that the floor holds what processes do (gpubench.gate.runs)."""
+    runs = config.stash.get(FLOOR_RUNS, 1)
+    session = config.stash.get(SESSION, None)
+    if runs < 2 or SAVED not in config.stash or session is None or session.exitstatus != pytest.ExitCode.OK:
+        return
+    say = benchruns.sayer(config.pluginmanager.get_plugin("terminalreporter"))
+    params = config.invocation_params
+    rc, done = benchruns.measure_floor(list(params.args), str(params.dir), config.getoption("gpu_save_baseline"),
+                                       runs, say)
+    if rc == 0:
+        say(f"gpu baseline: {done} processes measured {config.stash[SAVED]}", False)
+    session.exitstatus = rc

@@ -1,7 +1,7 @@
 """decode: the matrix-vector products of LLM decode, y = x·Wᵀ with W (N×K, bf16, as nn.Linear stores it)
-one large MLP projection and x a batch of B token vectors. A Triton kernel (tensor cores at every B), a
-CuPy RawKernel on CUDA cores (one warp per output row, for small batches), and torch (F.linear's cuBLAS
-call) as the peer.
+one large MLP projection and x a batch of B token vectors. Triton kernels (kernels/decode_tiles.py: tensor
+cores, or CUDA cores for a handful of tokens; K split or not; as tuned per batch), a CuPy RawKernel on
+CUDA cores (one warp per output row, for small batches), and torch (F.linear's cuBLAS call) as the peer.
 
 Every token must read all of W, so at small B the step time is W's bytes over the memory bandwidth and
 the tensor cores idle; batching B sequences multiplies the tokens per step at almost the same step time,
@@ -11,10 +11,10 @@ until the arithmetic (2·B·K·N) catches up with the bytes near B ≈ peak FLOP
 from __future__ import annotations
 
 import torch
-import triton
-import triton.language as tl
 
 from .common import Prepared, Work, check_close, count, cupy, generator, poison, raw_kernel, tuned_row
+from .decode_sk import launch_sk
+from .decode_tiles import launch
 from .gemm import _tma_ok as tma_ok
 
 IMPLS = ("triton", "cupy", "torch")
@@ -25,76 +25,35 @@ STORY = [
     "Each step moved {useful_gb:.2f} GB of useful bytes (the weights once, the tokens in and out): {gbps:.0f} "
     "GB/s, MBU {mbu_pct:.0f}% of the datasheet DRAM bandwidth, while the arithmetic reached MFU {mfu_pct:.2g}% "
     "of the {dtype} peak.",
+    "Against the read peak measured at the start (a sum over 1 GiB: no writes share the bus) that is "
+    "{mbu_read_pct:.0f}%, the ceiling of a kernel that reads its weights and writes almost nothing.",
     "That is {speedup_vs_baseline:.2f}x the speed of {baseline}.",
     "It used {j_per_token:.3g} J a token ({power_w_energy:.0f} W).",
 ]
+SK_KEYS = ("sk", "swap", "warp_spec")  # settings that run decode_sk.py's kernel
 CUPY_MAX_B = 16  # the CuPy kernel keeps one accumulator per token in registers, on CUDA cores
 
 # Launch settings by batch size: each row covers batches up to its first number. A GPU model's line is
 # written by scripts/tune_kernels.py --only decode --apply from a sweep interleaved with torch at sustained
-# clocks (its CSV goes to results/). A GPU without a line gets the fallback rule: 16-row weight tiles up
-# to 16 tokens, 64x32 tiles up to 32, GEMM-like 128x128 tiles above.
+# clocks (its CSV goes to results/). Keys: the tile (BLOCK_N weight rows x BLOCK_B tokens x BLOCK_K deep),
+# num_warps, num_stages, and where tuned: "tma" (tiles through TMA descriptors), "fma" (CUDA cores),
+# "split_k" (K over that many programs), "per_sm" (a persistent grid of that many programs a SM),
+# "flatten" (its loops flattened), "evict" (an eviction hint on the weights' loads); and for the persistent
+# TMA kernel of decode_sk.py: "sk" (the last waves streamed over K), "swap" (tokens as the rows of the
+# product), "warp_spec" (Triton's warp specialization: num_warps=4 makes 12 warps). A GPU without a
+# line gets the fallback rule: 16-row weight tiles up to 16 tokens, 64x32 tiles up to 32, GEMM-like
+# 128x128 tiles above.
 FALLBACK = ((16, {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 512, "num_warps": 4, "num_stages": 4}),
             (32, {"BLOCK_N": 64, "BLOCK_B": 32, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4}),
             (None, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4}))
 CONFIG = {  # scripts/tune_kernels.py --only decode --apply writes a GPU's line here
-    "NVIDIA H100 80GB HBM3": {"triton": ((1, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 4, "num_stages": 5}), (4, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 4, "num_stages": 5}), (16, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4, "tma": True}), (32, {"BLOCK_N": 128, "BLOCK_B": 32, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3}), (128, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True}), (None, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True})), "cupy_threads": 128},
-    "NVIDIA H200": {"triton": ((1, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4, "tma": True}), (4, {"BLOCK_N": 32, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3}), (16, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4, "tma": True}), (32, {"BLOCK_N": 128, "BLOCK_B": 32, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3}), (128, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True}), (None, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True})), "cupy_threads": 128},
+    "NVIDIA H200": {"triton": ((1, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4}), (2, {"BLOCK_N": 128, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 8, "num_stages": 5}), (4, {"BLOCK_N": 128, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "evict": "evict_first"}), (8, {"BLOCK_N": 128, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "evict": "evict_first"}), (16, {"BLOCK_N": 128, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "evict": "evict_first"}), (32, {"BLOCK_N": 128, "BLOCK_B": 32, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "evict": "evict_first"}), (64, {"BLOCK_N": 128, "BLOCK_B": 64, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "tma": True}), (128, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3, "tma": True}), (256, {"BLOCK_N": 128, "BLOCK_B": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True}), (None, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True})), "cupy_threads": 128},
+    "NVIDIA H100 80GB HBM3": {"triton": ((1, {"BLOCK_N": 8, "BLOCK_B": 1, "BLOCK_K": 1024, "num_warps": 4, "num_stages": 1, "fma": True, "evict": "evict_first"}), (2, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 5, "tma": True}), (4, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4, "evict": "evict_first"}), (8, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 5, "tma": True}), (16, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4, "tma": True, "warp_spec": True}), (32, {"BLOCK_N": 64, "BLOCK_B": 32, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4, "tma": True}), (64, {"BLOCK_N": 128, "BLOCK_B": 64, "BLOCK_K": 64, "num_warps": 4, "num_stages": 5, "tma": True}), (128, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3, "tma": True}), (256, {"BLOCK_N": 256, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True}), (None, {"BLOCK_N": 128, "BLOCK_B": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3, "tma": True, "per_sm": 1, "sk": 1})), "cupy_threads": 512},
     "*": {"triton": FALLBACK, "cupy_threads": 256},
 }
 
 
-# --- kernels ---------------------------------------------------------------------------------------
-
-@triton.jit
-def _decode_kernel(x_ptr, w_ptr, y_ptr, B, N, K, stride_xb, stride_wn, stride_yb,
-                   BLOCK_N: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_K: tl.constexpr, EVEN: tl.constexpr,
-                   UPCAST: tl.constexpr = False):
-    # y[b, n] = sum_k x[b, k] W[n, k], computed as the tile W[n:n+BN, :] · x[b:b+BB, :]ᵀ on the tensor
-    # cores (a batch under 16 is padded with masked zeros: the spare arithmetic is free while the weights
-    # stream). Programs that share a tile of W are neighbours, so W comes from DRAM once.
-    num_b = tl.cdiv(B, BLOCK_B)
-    pid_n, pid_b = tl.program_id(0) // num_b, tl.program_id(0) % num_b
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_b = pid_b * BLOCK_B + tl.arange(0, BLOCK_B)
-    offs_k = tl.arange(0, BLOCK_K)
-    w_ptrs = w_ptr + offs_n[:, None].to(tl.int64) * stride_wn + offs_k[None, :]
-    x_ptrs = x_ptr + offs_b[None, :].to(tl.int64) * stride_xb + offs_k[:, None]  # xᵀ, BLOCK_K x BLOCK_B
-    acc = tl.zeros((BLOCK_N, BLOCK_B), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        if EVEN:  # N and K whole tiles: no mask on the weights' loads
-            w = tl.load(w_ptrs)
-            xt = tl.load(x_ptrs, mask=offs_b[None, :] < B, other=0.0)
-        else:
-            k_left = K - k * BLOCK_K
-            w = tl.load(w_ptrs, mask=(offs_n[:, None] < N) & (offs_k[None, :] < k_left), other=0.0)
-            xt = tl.load(x_ptrs, mask=(offs_b[None, :] < B) & (offs_k[:, None] < k_left), other=0.0)
-        if UPCAST:  # Triton's CPU interpreter gets bf16 dots wrong; it computes them in float32 instead
-            w, xt = w.to(tl.float32), xt.to(tl.float32)
-        acc = tl.dot(w, xt, acc)
-        w_ptrs += BLOCK_K
-        x_ptrs += BLOCK_K
-    y_ptrs = y_ptr + offs_b[None, :].to(tl.int64) * stride_yb + offs_n[:, None]
-    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=(offs_n[:, None] < N) & (offs_b[None, :] < B))
-
-
-@triton.jit
-def _decode_tma_kernel(x_desc, w_desc, y_ptr, B, N, K, stride_yb, BLOCK_N: tl.constexpr, BLOCK_B: tl.constexpr,
-                       BLOCK_K: tl.constexpr):
-    # The same product with tiles through tensor descriptors (TMA on Hopper): the copy engine computes
-    # addresses and fills rows past B or N with zeros, so no mask is evaluated in the loop.
-    num_b = tl.cdiv(B, BLOCK_B)
-    pid_n, pid_b = tl.program_id(0) // num_b, tl.program_id(0) % num_b
-    acc = tl.zeros((BLOCK_N, BLOCK_B), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        w = w_desc.load([pid_n * BLOCK_N, k * BLOCK_K])
-        x = x_desc.load([pid_b * BLOCK_B, k * BLOCK_K])
-        acc = tl.dot(w, x.T, acc)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_b = pid_b * BLOCK_B + tl.arange(0, BLOCK_B)
-    y_ptrs = y_ptr + offs_b[None, :].to(tl.int64) * stride_yb + offs_n[:, None]
-    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=(offs_n[:, None] < N) & (offs_b[None, :] < B))
-
+# --- kernels: the Triton ones in decode_tiles.py; the CUDA-core RawKernel here --------------------
 
 CUDA_DECODE = r"""
 // bf16 as its bits (unsigned short): a bf16 is the top half of a float32.
@@ -177,21 +136,12 @@ def triton_decode(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, config: dic
     _check_shapes(x, w, y)
     if x.stride(1) != 1 or w.stride(1) != 1 or y.stride(1) != 1:
         raise ValueError("triton_decode needs rows with unit stride")
-    (b, k), n = x.shape, w.shape[0]
-    cfg = dict(config or settings_for(b, x.device))
-    bn, bb, bk = cfg.pop("BLOCK_N"), cfg.pop("BLOCK_B"), cfg.pop("BLOCK_K")
-    tma = cfg.pop("tma", False) and tma_ok(x, w)
-    grid = triton.cdiv(n, bn) * triton.cdiv(b, bb)
-    if tma:
-        from triton.tools.tensor_descriptor import TensorDescriptor
-
-        _decode_tma_kernel[(grid,)](TensorDescriptor.from_tensor(x, [bb, bk]), TensorDescriptor.from_tensor(w, [bn, bk]),
-                                    y, b, n, k, y.stride(0), BLOCK_N=bn, BLOCK_B=bb, BLOCK_K=bk, **cfg)
-    else:
-        _decode_kernel[(grid,)](x, w, y, b, n, k, x.stride(0), w.stride(0), y.stride(0), BLOCK_N=bn, BLOCK_B=bb,
-                                BLOCK_K=bk, EVEN=n % bn == 0 and k % bk == 0, UPCAST=not x.is_cuda, **cfg)
-    return (f"{count(grid, 'program')} x {count(cfg.get('num_warps', 4), 'warp')}, {bn}x{bb}x{bk} tiles "
-            f"(weights x tokens x depth){' through TMA' if tma else ''}, {count(cfg.get('num_stages', 3), 'stage')}")
+    cfg = config or settings_for(x.shape[0], x.device)
+    if any(cfg.get(key) for key in SK_KEYS):  # the persistent TMA kernel; the interpreter runs its descriptors
+        if not x.is_cuda or tma_ok(x, w):
+            return launch_sk(x, w, y, cfg)
+        cfg = {key: v for key, v in cfg.items() if key not in SK_KEYS}  # no TMA here: the same tiles without
+    return launch(x, w, y, cfg, tma=bool(cfg.get("tma")) and not cfg.get("fma") and tma_ok(x, w))
 
 
 def _cupy_fits(b: int) -> None:
@@ -263,6 +213,7 @@ def prepare(impl: str, b: int = SIZES["b"], k: int = SIZES["k"], n: int = SIZES[
         run()
         return check_close(f"decode[{impl}]", y, reference(x, w))
 
-    launch = run() if impl != "torch" else "cuBLAS-chosen"
-    return Prepared(run=run, check=check, work=work(b, k, n), unit="bf16_tensor", bound="both", launch=launch,
-                    sizes={"b": b, "k": k, "n": n, "dtype": "bfloat16"})
+    how = run() if impl != "torch" else "cuBLAS-chosen"
+    # the bytes are judged against the read peak as well as the datasheet (gpubench.read.summary)
+    return Prepared(run=run, check=check, work=work(b, k, n), unit="bf16_tensor", bound="both", launch=how,
+                    sizes={"b": b, "k": k, "n": n, "dtype": "bfloat16"}, info={"roof": "read"})

@@ -5,7 +5,7 @@ timing). Implementations of one family are timed interleaved at sustained clocks
 interleaved: settle, then windows in turns ABC, CBA, ...), and each ratio is the median of the
 window-by-window ratios, with p10 and p90: a ratio never compares a cool GPU with a hot one.
 
-    python scripts/bench_kernels.py --out bench.csv [--only copy,softmax,gemm,decode,spin]
+    python scripts/bench_kernels.py --out bench.csv [--only copy,read,softmax,gemm,decode,spin]
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import csv
 import sys
 
 import torch
-from gpubench.kernels import copy, decode, gemm, softmax, spin
+from gpubench.kernels import copy, decode, gemm, read, softmax, spin
 from gpubench.kernels.common import CupyMissing, cupy
 
 from gpubench.stats import quantile
@@ -65,12 +65,15 @@ DECODE_B = (1, 2, 4, 8, 16, 64, 256, 512)
 
 def bench_decode(with_cupy: bool, save) -> None:
     """Decode at each batch: Triton and CuPy against torch (F.linear's cuBLAS call); at batch 1 also a
-    copy that reads and writes as many bytes as the decode's useful bytes (its bandwidth ceiling)."""
+    read (torch's sum) and a copy of as many bytes as the decode's useful bytes: the read ceiling, which
+    a step that reads its weights and writes little can reach, and the copy's, which also writes."""
     for b in DECODE_B:
         prepared = {i: decode.prepare(i, b=b) for i in decode.IMPLS
                     if i != "cupy" or (with_cupy and b <= decode.CUPY_MAX_B)}
         if b == 1:
-            prepared["copy-same-bytes"] = copy.prepare("torch", n=int(prepared["torch"].work.bytes // 8))
+            nbytes = prepared["torch"].work.bytes
+            prepared["read-same-bytes"] = read.prepare("torch", n=int(nbytes // 4))
+            prepared["copy-same-bytes"] = copy.prepare("torch", n=int(nbytes // 8))
         compare(f"decode-b{b}", prepared, "torch", rounds=8 if b <= 16 else 4, b=b)
         save()
         del prepared
@@ -80,7 +83,7 @@ def bench_decode(with_cupy: bool, save) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="bench_kernels.csv")
-    ap.add_argument("--only", default="copy,softmax,gemm,decode,spin", help="the families to time")
+    ap.add_argument("--only", default="copy,read,softmax,gemm,decode,spin", help="the families to time")
     args = ap.parse_args()
     only = set(args.only.split(","))
     with_cupy = has_cupy()
@@ -91,6 +94,13 @@ def main() -> int:
     if "copy" in only:
         impls = [i for i in copy.IMPLS if with_cupy or not i.startswith("cupy")]
         compare("copy-1GiB", {i: copy.prepare(i) for i in impls}, "torch")
+        torch.cuda.empty_cache()
+    if "read" in only:  # the read ceiling beside the copy's: a copy of half as many floats moves as many bytes
+        impls = [i for i in read.IMPLS if with_cupy or i != "cupy"]
+        prepared = {i: read.prepare(i) for i in impls}
+        prepared["copy-same-bytes"] = copy.prepare("torch", n=read.SIZES["n"] // 2)
+        compare("read-1GiB", prepared, "torch")
+        del prepared
         torch.cuda.empty_cache()
     for m in (8192, 4096, 16384) if "softmax" in only else ():
         impls = [i for i in softmax.IMPLS if with_cupy or not i.startswith("cupy")]

@@ -20,12 +20,15 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 from gpubench.gate.verdict import RULES  # noqa: E402
 from gpubench.metrics import BY_COLUMN, LADDER, fmt_value, pct  # noqa: E402  # noqa: E402
+from gpubench.read.summary import windows_of  # noqa: E402
 from gpubench.record.rundir import load_run  # noqa: E402
 from gpubench.show.figures.common import work_fraction  # noqa: E402
+from readme_notes import decode_notes, kernels_notes, ladder_notes  # noqa: E402
+from readme_tuning import ideas_table, second_ideas_table  # noqa: E402
 
 MARK = re.compile(r"(<!-- gpubench:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /gpubench:(?P=name) -->)", re.S)
 GPUS = {"h100-80gb-hbm3": "H100", "h200": "H200"}
@@ -71,18 +74,25 @@ def _work(row) -> str:
 
 
 def peaks_table(results: Path) -> str:
-    rows = ["| GPU | copy peak, TB/s | bf16 matmul peak, TFLOP/s (SM clock, power) | `gemm-torch` against it | "
-            "`copy-torch` against it |", "|---|---|---|---|---|"]
-    for slug, path in reference_runs(results).items():
-        manifest, _, summary = load_run(path)
+    """The peaks measured at the start of each reference run; the read peak's columns where runs have one."""
+    runs = {slug: load_run(path) for slug, path in reference_runs(results).items()}
+    reads = any(((m.get("peaks") or {}).get("measured") or {}).get("dram_read") for m, _, _ in runs.values())
+    head = ["GPU", "copy peak, TB/s"] + (["read peak, TB/s"] if reads else []) + [
+        "bf16 matmul peak, TFLOP/s (SM clock, power)", "`gemm-torch` against it", "`copy-torch` against it"] + (
+        ["`read-torch` against it"] if reads else [])
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for slug, (manifest, _, summary) in runs.items():
         by = {r["scenario"]: r for r in summary}
         meas = (manifest.get("peaks") or {}).get("measured") or {}
         cond = ((manifest.get("peaks") or {}).get("conditions") or {}).get("bf16_tensor") or {}
-        rows.append(f"| {GPUS[slug]} | {meas.get('dram', float('nan')) / 1e12:.2f} | "
-                    f"{meas.get('bf16_tensor', float('nan')) / 1e12:.0f} ({cond.get('sm_clock_mhz', 0):.0f} MHz, "
-                    f"{cond.get('power_w_energy', 0):.0f} W) | "
-                    f"{_pct(by.get('gemm-torch', {}).get('mfu_measured_pct', float('nan')))} | "
-                    f"{_pct(by.get('copy-torch', {}).get('mbu_measured_pct', float('nan')))} |")
+        nan = float("nan")
+        cells = [GPUS[slug], f"{meas.get('dram', nan) / 1e12:.2f}"]
+        cells += [f"{meas.get('dram_read', nan) / 1e12:.2f}"] if reads else []
+        cells += [f"{meas.get('bf16_tensor', nan) / 1e12:.0f} ({cond.get('sm_clock_mhz', 0):.0f} MHz, "
+                  f"{cond.get('power_w_energy', 0):.0f} W)", _pct(by.get('gemm-torch', {}).get('mfu_measured_pct', nan)),
+                  _pct(by.get('copy-torch', {}).get('mbu_measured_pct', nan))]
+        cells += [_pct(by.get('read-torch', {}).get('mbu_read_pct', nan))] if reads else []
+        rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"
 
 
@@ -98,11 +108,17 @@ TARGETS = [  # (group, name, reference, what, target)
     ("gemm-bf16-8192", "triton", "torch", "Triton GEMM vs torch.matmul, bf16 8192³", 0.95),
     ("copy-1GiB", "triton", "torch", "Triton copy vs torch `copy_`, 1 GiB", 1.0),
     ("copy-1GiB", "cupy", "torch", "CuPy copy vs torch `copy_`, 1 GiB", 0.97),
+    ("read-1GiB", "triton", "torch", "Triton read (a sum) vs torch.sum, 1 GiB", 0.98),
+    ("read-1GiB", "cupy", "torch", "CuPy read (a sum) vs torch.sum, 1 GiB", 0.98),
+    ("read-1GiB", "torch", "copy-same-bytes", "(ceilings) torch.sum vs a copy of as many bytes: read over copy", None),
+    ("decode-b1", "triton", "read-same-bytes", "Triton decode vs a read of the same bytes (the read ceiling), batch 1",
+     0.95),
     ("decode-b1", "triton", "copy-same-bytes", "Triton decode vs a copy of the same bytes, batch 1", 0.92),
+    ("decode-b1", "torch", "read-same-bytes", "(for reference) torch F.linear vs that read, batch 1", None),
     ("decode-b1", "torch", "copy-same-bytes", "(for reference) torch F.linear vs that copy, batch 1", None),
     *((f"decode-b{b}", "triton", "torch", f"Triton decode vs torch F.linear, batch {b}", 1.0) for b in (1, 2, 4, 8, 16)),
+    *((f"decode-b{b}", "triton", "torch", f"Triton decode vs torch F.linear, batch {b}", 0.97) for b in (64, 256, 512)),
     ("decode-b1", "cupy", "torch", "CuPy decode (CUDA cores) vs torch F.linear, batch 1", None),
-    ("decode-b512", "triton", "torch", "Triton decode vs torch F.linear, batch 512", None),
 ]
 
 
@@ -150,6 +166,8 @@ def kernels_table(results: Path) -> str:
     head = ["ratio (speed, higher is faster)", "target"] + [f"{GPUS[s]} (p10–p90)" for s in benches]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for group, name, ref, what, target in TARGETS:
+        if not any(ratio(rows, group, name, ref) for rows in benches.values()):
+            continue  # not measured on any GPU yet: no row rather than a row of n/a
         cells = [what, f"≥ {target:g}x" if target else "–"]
         for rows in benches.values():
             got = ratio(rows, group, name, ref)
@@ -164,17 +182,44 @@ WATCH = [("healthy", "healthy: bf16, batch 16 × 1024", "(defaults)"), ("fp32", 
          ("tiny-batch", "tiny batch: 1 × 128", "`--batch 1 --seq 128`")]
 
 
-def _watch_row(what: str, flags: str, row: dict, extra: list[str] | None = None) -> str:
+def _num(value, fmt: str) -> str:
+    return fmt.format(value) if isinstance(value, (int, float)) and value == value else "n/a"
+
+
+def _known(value, fmt: str | None = None) -> str:
+    """A share of a peak (or a rate, in fmt), or – where the run cannot give it (no model count; no hardware
+    count of what ran)."""
+    return "–" if not _finite(value) else fmt.format(value) if fmt else pct(value)
+
+
+def _watch_row(what: str, flags: str, row: dict) -> str:
+    """A train row: the ladder, the rate, the work against its --dtype's peak and the tensor ceiling."""
     cols = ["gpu_util_pct", "sm_active_pct", "tensor_active_pct"]
     cells = [what, flags] + [fmt_value(c, row.get(c)) for c in cols] + [
-        f"{row['steps_per_s']:.1f}", f"{row['tflops']:.0f}", pct(row["mfu_pct"])] + (extra or []) + [
-        f"`{row['verdict_rules']}`"]
+        _num(row.get("steps_per_s"), "{:.1f}"), _known(row.get("tflops"), "{:.0f}"), _known(row.get("mfu_pct")),
+        _known(row.get("hfu_pct")), pct(row.get("tensor_ceiling_pct")), f"`{row['verdict_rules']}`"]
     return "| " + " | ".join(cells) + " |"
+
+
+WATCH_HEAD = ("| {what} | example flags | GPU-Util | SM active | tensor active | steps/s | TFLOP/s | MFU | HFU | tensor "
+              "ceiling | verdict |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 
 
 def _phase(run: Path, phase: str) -> dict:
     _, _, summary = load_run(run)
     return next(r for r in summary if r.get("phase") == phase)
+
+
+def _against(runs: dict[str, Path], trains: dict[str, dict]) -> str:
+    """Which peak each column of a watch table divides by, from the runs' own --dtype and ceiling dtype."""
+    dtypes = {n: json.loads((run / "manifest.json").read_text()).get("dtype") or "bf16" for n, run in runs.items()}
+    ceilings = sorted({r.get("tensor_ceiling_dtype") for r in trains.values() if r.get("tensor_ceiling_dtype")})
+    kinds = sorted(set(dtypes.values()))
+    if len(kinds) == 1 and ceilings in ([], kinds):
+        return f"MFU, HFU and the tensor-pipe ceiling against the {kinds[0]} datasheet peak in every row"
+    each = ", ".join(f"{d} for {', '.join(f'`{n}`' for n, k in dtypes.items() if k == d)}" for d in kinds)
+    return (f"MFU and HFU against the datasheet peak of each run's `--dtype` ({each}), the tensor-pipe ceiling "
+            f"against the {' and '.join(ceilings)} peak")
 
 
 def _newest(results: Path, name: str) -> Path | None:
@@ -184,15 +229,16 @@ def _newest(results: Path, name: str) -> Path | None:
 
 def watch_table(results: Path) -> str:
     """The train phase of each watched GPT configuration, with the example's FLOP count and the watch's cost."""
-    lines = ["| configuration | example flags | GPU-Util | SM active | tensor active | steps/s | TFLOP/s | MFU | verdict |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    gpu = None
+    lines = WATCH_HEAD.format(what="configuration").split("\n")
+    gpu, trains, runs = None, {}, {}
     for name, what, flags in WATCH:
         run = _newest(results, name)
         if run is None:
             continue
         gpu = run.name.removeprefix(f"watch-{name}-")
-        lines.append(_watch_row(what, flags, _phase(run, "train")))
+        runs[name], trains[name] = run, _phase(run, "train")
+        lines.append(_watch_row(what, flags, trains[name]))
+    lines = ([f"Each run's `train` phase; {_against(runs, trains)}:", ""] if runs else []) + lines
     log = (results / "logs" / f"watch-{gpu}.log").read_text() if gpu else ""
     flops = re.search(r"FLOPs per training step: (\S+) model FLOPs counted by gpubench.count_flops \(PaLM's convention; "
                       r"(\S+) ran, recomputation included\), (\S+) analytic.*?: (\S+)", log)
@@ -213,7 +259,59 @@ def watch_table(results: Path) -> str:
                   f"{float(call.group(2)):.1f}, p90 {float(call.group(3)):.1f}), "
                   f"{float(call.group(1)) / 1e3 / step_ms * 100:.2f}% of a {step_ms:.0f} ms step "
                   f"([log](results/logs/watch-{gpu}.log))."]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _gpt_notes(trains)) + "\n"
+
+
+def _gpt_notes(trains: dict) -> list[str]:
+    """What the table says, in words, from its own rows."""
+    out = []
+    unmodelled = [n for n, r in trains.items() if not _finite(r.get("mfu_pct")) and _finite(r.get("hfu_pct"))]
+    if unmodelled:
+        out += ["", f"These {len(unmodelled)} runs were recorded before gpubench counted model FLOPs apart: their "
+                "marks carry one count a step, of what ran, so they give HFU and no MFU; `bash "
+                "scripts/watch_examples.sh gpt` records them anew."]
+    uncounted = [n for n, r in trains.items() if not _finite(r.get("mfu_pct")) and not _finite(r.get("hfu_pct"))
+                 and r.get("hfu_unknown")]
+    if uncounted:
+        out += ["", f"{_count_of(uncounted, trains)} recorded before gpubench counted model FLOPs apart and before its "
+                "hardware count followed the kernels: their marks carry one count a step, which took causal "
+                "attention's whole T×T score matrix where the kernels run its lower half, so they give neither MFU "
+                "nor HFU, and the tensor ceiling says how much could have run; `bash scripts/watch_examples.sh gpt` "
+                "records them anew."]
+    busy = [n for n, r in trains.items() if (r.get("gpu_util_pct") or 0) >= 90]
+    healthy, fp32 = trains.get("healthy"), trains.get("fp32")
+    if healthy and fp32:
+        if _finite(healthy.get("hfu_pct")):
+            work = f"runs {pct(healthy['hfu_pct'])} of the bf16 peak"
+        elif _finite(healthy.get("mfu_pct")):
+            work = f"runs {pct(healthy['mfu_pct'])} of the bf16 peak by PaLM's count"
+        else:
+            work = f"at most {pct(healthy.get('tensor_ceiling_pct'))} of the bf16 peak ran on them"
+        rules = fp32["verdict_rules"].split(", ")
+        if "flops-above-ceiling" in rules:
+            beside = ("its FLOPs ran beside them (`flops-above-ceiling`: watched with --dtype bf16, its FP32 work is "
+                      "above the tensor ceiling)")
+        else:
+            beside = (f"its FP32 pipes were active {pct(fp32.get('fp32_active_pct'))} of the time: its matrix math ran "
+                      f"beside the tensor cores (`{rules[0]}`)")
+        out += ["", f"Read down the GPU-Util column: {WORDS.get(len(busy), len(busy))} of the "
+                f"{WORDS.get(len(trains), len(trains))} loops read 90% or more. The ladder says how little that means: "
+                f"the healthy bf16 loop keeps its tensor cores busy {pct(healthy['tensor_active_pct'])} of the time "
+                f"and {work}; the FP32 loop reads {fmt_value('gpu_util_pct', fp32['gpu_util_pct'])} busy while its tensor "
+                f"pipes could have delivered at most {pct(fp32.get('tensor_ceiling_pct'))} of the bf16 peak, and "
+                f"{beside}; only where the host starves the GPU (the slow loader, the tiny batch) does GPU-Util fall "
+                "with the work done."]
+    return out
+
+
+WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
+
+
+def _count_of(names: list[str], rows: dict) -> str:
+    """'These 4 runs were' where every row of the table is named, else 'N of these M runs (a, b) were'."""
+    if len(names) == len(rows):
+        return f"These {len(names)} runs were"
+    return f"{len(names)} of these {len(rows)} runs ({', '.join(f'`{n}`' for n in names)}) were"
 
 
 DECODE = [("decode-eager-b1", "eager, batch 1", "(defaults)"),
@@ -294,27 +392,63 @@ LLAMA = [("llama-eager", "eager, 4 × 2048", "(defaults)"), ("llama-compiled", "
 
 
 def watch_llama(results: Path) -> str:
-    """The train phase of each watched Llama-style configuration: MFU beside HFU, per-process rates."""
-    lines = ["| job | example flags | GPU-Util | SM active | tensor active | steps/s | TFLOP/s | MFU | HFU | verdict |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    found = {}
+    """The train phase of each watched Llama-style configuration: MFU beside HFU and the tensor ceiling."""
+    lines = WATCH_HEAD.format(what="job").split("\n")
+    found, trains = {}, {}
     for name, what, flags in LLAMA:
         run = _newest(results, name)
         if run is None:
             continue
         found[name] = run
-        train = _phase(run, "train")
+        train = trains[name] = _phase(run, "train")
         if train.get("streams", 1) and int(train.get("streams") or 1) > 1:
             rates = re.findall(r": (\S+)/s", train["stream_rates"])
             what += f" ({' and '.join(rates)} steps/s a process)"
-        lines.append(_watch_row(what, flags, train, [pct(train["hfu_pct"])]))
+        lines.append(_watch_row(what, flags, train))
+    lines = ([f"Each run's `train` phase; {_against(found, trains)}:", ""] if found else []) + lines
     if "llama-compiled" in found:
         warm, train = _phase(found["llama-compiled"], "warmup"), _phase(found["llama-compiled"], "train")
         gpu = found["llama-compiled"].name.removeprefix("watch-llama-compiled-")
-        lines += ["", f"Stamped on the GPU, the compiled loop's `warmup` reads MFU {pct(warm['mfu_pct'])} at "
-                  f"{warm['steps_per_s']:.1f} steps/s against {pct(train['mfu_pct'])} at {train['steps_per_s']:.1f} in "
-                  f"`train`, on an {GPUS.get(gpu, gpu)} ([log](results/logs/watch-{gpu}.log))."]
+        if warm["verdict_rules"] == "too-short":
+            lines += ["", f"The compiled loop's `warmup` ran {warm['steps_reported']} steps in its last "
+                      f"{sum(b - a for a, b in windows_of(warm['windows'])):.2f} s, after "
+                      f"{warm['t_end'] - warm['t_start']:.0f} s of compiling: too short to measure, since no sample "
+                      f"row covers only that window (the counters of the one inside it still read the compile), against "
+                      f"MFU {pct(train['mfu_pct'])} at {train['steps_per_s']:.1f} steps/s in `train`, on an "
+                      f"{GPUS.get(gpu, gpu)} ([log](results/logs/watch-{gpu}.log))."]
+        else:
+            lines += ["", f"Stamped on the GPU, the compiled loop's `warmup` reads MFU {pct(warm['mfu_pct'])} at "
+                      f"{warm['steps_per_s']:.1f} steps/s against {pct(train['mfu_pct'])} at "
+                      f"{train['steps_per_s']:.1f} in `train`, on an {GPUS.get(gpu, gpu)} ([log](results/logs/watch-{gpu}.log))."]
+    unknown = [n for n, r in trains.items() if not _finite(r.get("hfu_pct")) and r.get("hfu_unknown")]
+    if unknown:
+        which = (f"these {len(unknown)} runs" if len(unknown) == len(trains) else
+                 f"{len(unknown)} of these {len(trains)} runs ({', '.join(unknown)})")
+        lines += ["", f"HFU is not known for {which}: their "
+                  "marks carry the hardware count of the day they were recorded, which counted the whole T×T score "
+                  "matrix of causal attention where the kernels run its lower half (their manifests have no "
+                  "`flop_count_version`), so it is not shown nor held to the tensor ceiling; their model count, by "
+                  "PaLM's convention, stands. `bash scripts/watch_examples.sh llama` records them anew."]
+    above = [n for n, r in trains.items() if "flops-above-ceiling" in r["verdict_rules"]]
+    if above:
+        lines += ["", f"HFU is above the tensor ceiling in {len(above)} of these {len(trains)} runs "
+                  f"({', '.join(above)}): the FLOPs their steps reported are more than the tensor pipes could deliver "
+                  "in the time they were active, and their verdicts say so (`flops-above-ceiling`)."]
+    busy = [r for n, r in trains.items() if (r.get("gpu_util_pct") or 0) >= 90]
+    if busy:
+        lines += ["", f"Of these runs, GPU-Util reads {_span_pct([r['gpu_util_pct'] for r in busy])} for "
+                  f"{len(busy)}, which run from {_span_pct([r['mfu_pct'] for r in busy], ' to ')} of the bf16 "
+                  "peak by PaLM's count. " + " ".join(
+                      f"`{n}` leaves its GPU idle {100 - r['gpu_util_mean_pct']:.0f}% of the time."
+                      for n, r in trains.items() if r.get("gpu_util_mean_pct", 100) < 90)
+                  + " Two processes sharing a GPU are two streams: each keeps its own rate, and their work adds up "
+                  "over the window they share."]
     return "\n".join(lines) + "\n"
+
+
+def _span_pct(values, sep: str = "–") -> str:
+    lo, hi = pct(min(values)).rstrip("%"), pct(max(values)).rstrip("%")
+    return f"{lo}%" if lo == hi else f"{lo}%{sep}{hi}%"
 
 
 def dist_list(results: Path) -> str:
@@ -347,8 +481,45 @@ def _change(c: dict) -> str:
     return f"{c['pct']:+.1f}% [{c['lo']:+.1f}, {c['hi']:+.1f}]" if c else "n/a"
 
 
+def _fixed(x, digits=2) -> str:
+    return "–" if x is None else f"{x:.{digits}f}"
+
+
+def _verdict(v: dict | None) -> str:
+    return "–" if not v or not v.get("word") else f"`{v['word']}` {(v.get('median') or {}).get('pct', 0):+.1f}%"
+
+
+def gate_table(name: str, slug: str, summary: dict) -> str:
+    """What scripts/bench_baseline.sh showed on one GPU since the floor of several processes (summary version 2):
+    a sentence, then one row per benchmark over the unchanged runs and the slowdowns."""
+    n, checks = summary["numbers"], summary["checks"]
+    passed = sum(c["ok"] is True for c in checks)
+    told = sum(c["ok"] is not None for c in checks)  # N/A: a probe not run, a GPU the steps do not name
+    r, base = n["reruns"], n["baseline"]
+    part = "; ".join(f"`{v['word']}` for `{k}` ({(v.get('why') or '').split(':')[0]})" for k, v in n["part"].items())
+    took = (n.get("time") or {}).get("session_s")
+    lines = [f"On the {name} ([log](results/logs/bench-baseline-{slug}.log), "
+             f"[checks](results/logs/bench-gate-{slug}.json)), {passed} of {told} checks passed: a baseline "
+             f"of {base['processes']} processes from one command; {r['runs']} unchanged runs read `same` {r['same']} "
+             f"and `unsure` {r['unsure']} times (`slower` {r['slower']}, `faster` {r['faster']}) and {r['failed']} "
+             f"of them failed" + (f"; 30% more work in 40% of the calls read {part}" if part else "")
+             + (f"; an unchanged run took {took:.0f} s, most of it its process's start." if took else "."), "",
+             "| benchmark | median (µs) | timed | processes moved it (sd, %) | floor (%) | false alarms at the floor "
+             "| unchanged runs: same / unsure / slower / faster | 5% more work | 10% more work |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for bench, row in n["benchmarks"].items():
+        w = row["words"]
+        fa = "–" if row["false_alarm_at_floor"] is None else f"{row['false_alarm_at_floor']:.0e}"
+        lines.append(f"| `{bench}` | {row['median_us']:.3g} | {row['timed']} | {_fixed(row['spread_pct'])} | "
+                     f"{_fixed(row['floor_pct'])} | {fa} | {w['same']} / {w['unsure']} / {w['slower']} / {w['faster']} | "
+                     f"{_verdict(row['more_5'])} | {_verdict(row['more_10'])} |")
+    return "\n".join(lines) + "\n"
+
+
 def gate_sentence(name: str, slug: str, summary: dict) -> str:
     """What scripts/bench_baseline.sh showed on one GPU, from its checks (results/logs/bench-gate-<slug>.json)."""
+    if summary["numbers"].get("version") == 2:
+        return gate_table(name, slug, summary)
     n, checks = summary["numbers"], summary["checks"]
     passed = sum(c["ok"] is True for c in checks)
     na = sum(c["ok"] is None for c in checks)
@@ -507,10 +678,19 @@ def cupti_costs(found: dict, gpu: str, slug: str) -> str:
     return (f"Costs on the {gpu} ([log](results/logs/cupti-{slug}.log)): " + "; ".join(parts) + ".")
 
 
-SECTIONS = {"ladder": ladder_table, "peaks": peaks_table, "kernels": kernels_table, "watch": watch_table,
+def watch_auto(results: Path) -> str:
+    """Jobs watched with no code change (scripts/watch_auto.py): MFU from their own count and from gpubench's."""
+    import watch_auto_tables
+
+    return watch_auto_tables.table(results)
+
+
+SECTIONS = {"ladder": ladder_table, "ladder-notes": ladder_notes, "peaks": peaks_table, "kernels": kernels_table,
+            "kernels-notes": kernels_notes, "decode-notes": decode_notes, "watch": watch_table,
             "watch-llama": watch_llama, "watch-decode": watch_decode,
-            "watch-ranks": watch_ranks,
-            "dist": dist_list, "baselines": baselines_text, "gate-rules": gate_rules, "cupti": cupti_table}
+            "watch-ranks": watch_ranks, "watch-auto": watch_auto,
+            "dist": dist_list, "baselines": baselines_text, "gate-rules": gate_rules, "cupti": cupti_table,
+            "decode-ideas": ideas_table, "decode-ideas-second": second_ideas_table}
 
 
 def render(readme: str, results: Path) -> str:

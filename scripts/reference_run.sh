@@ -2,7 +2,10 @@
 # Regenerate this GPU's reference results: the suite's run directory (timed from command to table) and
 # the kernel speed table. Run from the repository root on a GPU machine; results go to $OUT (default
 # out/): a tarball of the run directory, the bench CSV and the logs. Figures and the report are made
-# anywhere afterwards with `gpubench plot` and `gpubench report`.
+# anywhere afterwards with `gpubench plot` and `gpubench report`. The suite measures the copy, read and
+# matmul peaks at its start; the bench times every family (the read beside the copy, decode at B = 1 to 512
+# with the read and copy ceilings at B = 1) with the launch settings committed in kernels/*.py CONFIG,
+# which scripts/tune_kernels.py --only read,decode --apply writes for this GPU model beforehand.
 set -euo pipefail
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"

@@ -1,37 +1,98 @@
-"""Summarize watch runs again from their own files, with this code: after a change to how phases are
-summarized, the committed summaries follow the code and the samples stay as recorded.
+"""Summarize recorded runs again from their own files, with this code: after a change to how windows, phases
+or ceilings are summarized, the committed summaries follow the code and the samples stay as recorded.
 
-    python scripts/resummarize.py results/watch-*/
+    python scripts/resummarize.py results/*/
 
-Rewrites summary.csv and summary.json of each watch run (kind "watch") and the manifest's account of the
-GPUs used and the sentences its report tells each row with; plot and report it afterwards. A suite run's
-summary holds its timings and is left alone.
+A watch run (kind "watch") is summarized anew from its samples, marks and manifest, and the manifest's
+account of the GPUs used and the sentences its report tells each row with are rewritten. A suite run (kind
+"run") keeps what only the GPU could know (each scenario's timing and work model, its window) and gets every
+number the samples give anew: metrics over the window, energy, achievements, the tensor-pipe ceiling. What a
+run's files cannot give stays as recorded or is not given: a watch whose manifest has no flop_count_version
+gets no HFU (its marks' hardware count took causal attention's whole T x T); a time per call taken over
+another window than the counters' stays, and tests/test_invariants.py names those runs.
+Plot and report them afterwards. Anything else (no manifest, another kind) is left alone, said on one line.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
-from gpubench.job.phases import STORY
-from gpubench.job.watching import resummarize
-from gpubench.record.rundir import write_json, write_summary
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from gpubench.job.phases import STORY  # noqa: E402
+from gpubench.job.watching import resummarize  # noqa: E402
+from gpubench.metrics import COLUMNS  # noqa: E402
+from gpubench.read.summary import derive, per_joule, summarize  # noqa: E402
+from gpubench.record.rundir import load_run, write_json, write_summary  # noqa: E402
+from gpubench.truth import ceiling  # noqa: E402
+
+# the columns a suite run's summary computes from its samples; every other column is a fact of the run
+COMPUTED = {"n_samples", "power_w_energy", "energy_used_j", "windows", "speedup_vs_baseline", "tflops", "gbps",
+            "traffic_gbps", "link_gbps", "mfu_pct", "mfu_measured_pct", "mbu_pct", "mbu_measured_pct", "tokens_per_s",
+            "link_pct", "algbw_gbps", "busbw_gbps", "nvlink_pct", "j_per_call", "gb_per_j", "tflop_per_kj",
+            "tokens_per_j", "j_per_token", *ceiling.COLUMNS,
+            *derive({}, {}), *per_joule({})}  # whatever today's summary derives, never carried over as a fact
+
+
+# columns an earlier summary computed and today's does not: dropped, never carried as facts
+OBSOLETE = {"flops_over_ceiling_pct"}  # the FLOPs over the tensor ceiling, now ran_over_ceiling
+
+
+def _computed(key: str) -> bool:
+    return key in COMPUTED or key in OBSOLETE or any(key in (c, f"{c}_p10", f"{c}_p90") for c in COLUMNS)
+
+
+def facts_of(summary: list[dict]) -> list[dict]:
+    """A suite summary's rows as the runner handed them to the summary: the facts only."""
+    return [{k: (math.nan if v is None else v) for k, v in r.items() if not _computed(k)} for r in summary]
+
+
+def suite(run: Path) -> list[dict]:
+    manifest, samples, summary = load_run(run)
+    facts = facts_of(summary)
+    columns = manifest["columns"]
+    if not manifest.get("distributed"):
+        name = (manifest.get("gpu") or {}).get("name", "")
+        hook = ceiling.for_suite(name, (manifest.get("peaks") or {}).get("datasheet"))
+        return summarize(samples, facts, manifest["peaks"], columns, ceiling=hook)
+    again = {}
+    for entry in manifest["distributed"]["ranks"]:
+        mine = [r for r in facts if r.get("rank") == entry["rank"]]
+        if not mine:
+            continue
+        hook = ceiling.for_suite(entry["gpu"].get("name", ""), (entry.get("peaks") or {}).get("datasheet"))
+        for r in summarize(samples.of("uuid", mine[0]["uuid"]), mine, entry["peaks"], columns, ceiling=hook):
+            again[(r["scenario"], r["rank"])] = r
+    return [again[(r["scenario"], r.get("rank"))] for r in facts]
 
 
 def main(runs: list[str]) -> int:
     for run in map(Path, runs):
-        manifest = json.loads((run / "manifest.json").read_text())  # as written: rewritten with every field
-        if manifest.get("kind") != "watch":
-            print(f"{run}: not a watch run, left alone")
+        path = run / "manifest.json"
+        if not path.is_file():
+            print(f"{run}: no manifest.json, left alone")
             continue
-        result = resummarize(run)
-        write_summary(run, result.summary)
-        sampled = manifest.get("gpus_sampled") or []
-        manifest.update(gpus_used=result.used, gpus_idle=[g for g in sampled if g["nvml_index"] not in result.used])
-        manifest.setdefault("families", {})["watch"] = {"story": STORY}  # the report tells each row as this code does
-        write_json(run / "manifest.json", manifest)
-        print(f"{run}: {len(result.summary)} rows")
+        manifest = json.loads(path.read_text())  # as written: rewritten with every field
+        kind = manifest.get("kind")
+        if kind == "watch":
+            result = resummarize(run)
+            write_summary(run, result.summary)
+            sampled = manifest.get("gpus_sampled") or []
+            manifest.update(gpus_used=result.used,
+                            gpus_idle=[g for g in sampled if g["nvml_index"] not in result.used])
+            manifest.setdefault("families", {})["watch"] = {"story": STORY}  # the report tells each row this way
+            write_json(path, manifest)
+            print(f"{run}: {len(result.summary)} rows")
+        elif kind == "run":
+            rows = suite(run)
+            write_summary(run, rows)
+            print(f"{run}: {len(rows)} rows")
+        else:
+            print(f"{run}: a run of kind {kind!r}, left alone")
     return 0
 
 

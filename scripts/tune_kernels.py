@@ -5,450 +5,118 @@ at sustained clocks, so that a candidate timed first does not catch a higher clo
 Prints and writes, per candidate, the median of its window medians and the ratio to the family's
 reference implementation (torch), paired window by window.
 
-    python scripts/tune_kernels.py --out tune.csv [--only copy,softmax,gemm,decode,clock]
+    python scripts/tune_kernels.py --out tune.csv [--only copy,softmax,gemm,decode,read,clock]
+    python scripts/tune_kernels.py --only read,decode --out-dir $OUT [--apply] [--budget-s 300]
+    python scripts/tune_kernels.py --only decode --out-dir $OUT --around results/tune-decode-h200.csv
+    python scripts/tune_kernels.py --apply-from results/tune-decode-h200.csv results/tune-read-h200.csv
+    python scripts/tune_kernels.py --only decode --second results/ --decode-batches 16,256,512 --out-dir $OUT
+    python scripts/tune_kernels.py --only read,decode --dry-run      # on the CPU, tiny sizes: does it run?
+
+The decode and read sweeps (scripts/tune_decode.py, their settings in scripts/tune_space.py) compile every
+setting ahead in worker processes, screen all of them against torch, then time the best few again in
+turns with torch; they stop cleanly when the time budget is spent, keeping what they measured.
+`--out-dir` writes tune-decode-<gpu>.csv and tune-read-<gpu>.csv (and tune-<gpu>.csv for the other
+families; a second sweep writes tune-decode2-<gpu>.csv); `--apply` writes the winners into
+kernels/decode.py's and kernels/read.py's CONFIG for this GPU model, and `--apply-from` does the same from
+CSVs already written (no GPU needed; a later CSV's batches replace an earlier one's).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import re
-import statistics
+import os
 import sys
 import time
 from pathlib import Path
 
-import torch
-import triton
-import triton.language as tl
-from gpubench.kernels.gemm import _tile
+if "--dry-run" in sys.argv:  # before Triton is imported: its kernels then run in the interpreter
+    os.environ["TRITON_INTERPRET"] = "1"
 
-from gpubench.stats import quantile
-from gpubench.truth.timing import time_loop
+import torch  # noqa: E402
 
-ROWS: list[dict] = []
-
-
-# --- candidate kernels -----------------------------------------------------------------------------
-
-@triton.jit
-def _copy_kernel(src, dst, n, BLOCK: tl.constexpr, EVICT: tl.constexpr, STORE: tl.constexpr):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(dst + offs, tl.load(src + offs, mask=mask, eviction_policy=EVICT), mask=mask, cache_modifier=STORE)
-
-
-@triton.jit
-def _softmax_rows(out_ptr, in_ptr, in_stride, out_stride, n_cols, BLOCK: tl.constexpr, EVICT: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    offs = tl.arange(0, BLOCK)
-    mask = offs < n_cols
-    x = tl.load(in_ptr + row * in_stride + offs, mask=mask, other=-float("inf"), eviction_policy=EVICT)
-    z = x - tl.max(x, axis=0)
-    num = tl.exp(z)
-    tl.store(out_ptr + row * out_stride + offs, num / tl.sum(num, axis=0), mask=mask)
-
-
-@triton.jit
-def _softmax_persistent(out_ptr, in_ptr, in_stride, out_stride, n_rows, n_cols, BLOCK: tl.constexpr,
-                        STAGES: tl.constexpr, EVICT: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    mask = offs < n_cols
-    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=STAGES):
-        r = tl.cast(row, tl.int64)
-        x = tl.load(in_ptr + r * in_stride + offs, mask=mask, other=-float("inf"), eviction_policy=EVICT)
-        z = x - tl.max(x, axis=0)
-        num = tl.exp(z)
-        tl.store(out_ptr + r * out_stride + offs, num / tl.sum(num, axis=0), mask=mask)
-
-
-@triton.jit
-def _mm_tma(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-            BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
-    pid_m, pid_n = _tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        acc = tl.dot(a_desc.load([pid_m * BLOCK_M, k * BLOCK_K]), b_desc.load([k * BLOCK_K, pid_n * BLOCK_N]), acc)
-    c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
-
-
-@triton.jit
-def _mm_tma_persistent(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                       BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, FLATTEN: tl.constexpr):
-    num_pid_m, num_pid_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
-    k_tiles = tl.cdiv(K, BLOCK_K)
-    for tile_id in tl.range(tl.program_id(0), num_pid_m * num_pid_n, NUM_SMS, flatten=FLATTEN):
-        pid_m, pid_n = _tile(tile_id, num_pid_m, num_pid_n, GROUP_M)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k in range(k_tiles):
-            acc = tl.dot(a_desc.load([pid_m * BLOCK_M, k * BLOCK_K]), b_desc.load([k * BLOCK_K, pid_n * BLOCK_N]), acc)
-        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
-
-
-CUDA_COPY_UNROLL = r"""
-template<int U> __device__ void body(const float4* s, float4* d, long long n4) {
-    long long stride = (long long)gridDim.x * blockDim.x;
-    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    for (; i + (U - 1) * stride < n4; i += U * stride) {
-        float4 v[U];
-        #pragma unroll
-        for (int u = 0; u < U; ++u) v[u] = __ldcs(s + i + u * stride);
-        #pragma unroll
-        for (int u = 0; u < U; ++u) __stcs(d + i + u * stride, v[u]);
-    }
-    for (; i < n4; i += stride) d[i] = s[i];
-}
-extern "C" __global__ void copy_u1(const float4* s, float4* d, long long n4) { body<1>(s, d, n4); }
-extern "C" __global__ void copy_u2(const float4* s, float4* d, long long n4) { body<2>(s, d, n4); }
-extern "C" __global__ void copy_u4(const float4* s, float4* d, long long n4) { body<4>(s, d, n4); }
-extern "C" __global__ void copy_exact(const float4* s, float4* d, long long n4) {
-    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (i < n4) d[i] = s[i];
-}
-"""
-
-
-# --- timing ----------------------------------------------------------------------------------------
-
-def interleaved(family: str, fns: dict, reference: str, nbytes: float = 0.0, flops: float = 0.0,
-                rounds: int = 6, window_s: float = 0.12, settle_s: float = 1.0, **extra):
-    calls = {}
-    for name, fn in list(fns.items()):
-        try:
-            for _ in range(3):
-                fn()
-            torch.cuda.synchronize()
-            ms = time_loop(fn, calls_per_timing=3, groups=2).median_ms
-            calls[name] = max(1, int(10.0 / max(ms, 1e-4)))
-        except Exception as err:  # a candidate that does not compile or launch is reported, not fatal
-            print(f"{family}: {name} failed: {type(err).__name__}: {str(err)[:200]}", flush=True)
-            fns.pop(name)
-    deadline = time.monotonic() + settle_s
-    while time.monotonic() < deadline:
-        for name, fn in fns.items():
-            time_loop(fn, calls_per_timing=calls[name], groups=1)
-    med = {name: [] for name in fns}
-    order = list(fns)
-    for r in range(rounds):
-        for name in (order if r % 2 == 0 else order[::-1]):
-            med[name].append(time_loop(fns[name], calls_per_timing=calls[name], duration_s=window_s).median_ms)
-    ref = med[reference]
-    for name, ms in med.items():
-        ratios = [b / a for a, b in zip(ms, ref)]  # >1: faster than the reference
-        m = statistics.median(ms)
-        row = {"family": family, "name": name, "median_ms": m, "p10_ms": quantile(ms, 0.1),
-               "p90_ms": quantile(ms, 0.9), "speed_vs_ref": statistics.median(ratios),
-               "speed_vs_ref_p10": quantile(ratios, 0.1), "speed_vs_ref_p90": quantile(ratios, 0.9),
-               "gbps": nbytes / m / 1e6 if nbytes else "", "tflops": flops / m / 1e9 if flops else "",
-               "reference": reference, **extra}
-        ROWS.append(row)
-        print(f"{family:<8} {name:<34} {m:9.4f} ms  x{row['speed_vs_ref']:.3f} vs {reference}"
-              f" [{row['speed_vs_ref_p10']:.3f}, {row['speed_vs_ref_p90']:.3f}]"
-              + (f"  {row['gbps']:8.1f} GB/s" if nbytes else "") + (f"  {row['tflops']:7.1f} TFLOP/s" if flops else ""),
-              flush=True)
-    return med
-
-
-# --- sweeps ----------------------------------------------------------------------------------------
-
-def sweep_copy(sms: int):
-    import cupy as cp
-
-    n = 2**28
-    src = torch.rand(n, device="cuda")
-    dst = torch.empty_like(src)
-    s4, d4 = cp.from_dlpack(src), cp.from_dlpack(dst)
-    mod = cp.RawModule(code=CUDA_COPY_UNROLL, options=("-std=c++17",), name_expressions=None)
-    fns = {"torch": lambda: dst.copy_(src),
-           "memcpy": lambda: cp.cuda.runtime.memcpyAsync(d4.data.ptr, s4.data.ptr, src.nbytes,
-                                                        cp.cuda.runtime.memcpyDeviceToDevice,
-                                                        cp.cuda.get_current_stream().ptr)}
-    for block in (1024, 2048, 4096, 8192):
-        for warps in (4, 8, 16):
-            for evict in ("", "evict_first"):
-                grid = (triton.cdiv(n, block),)
-                fns[f"triton-b{block}-w{warps}{'-ef' if evict else ''}"] = (
-                    lambda g=grid, b=block, w=warps, e=evict: _copy_kernel[g](src, dst, n, BLOCK=b, EVICT=e, STORE=".cs" if e else "",
-                                                                num_warps=w))
-    n4 = n // 4
-    for kname in ("copy_u1", "copy_u2", "copy_u4"):
-        k = mod.get_function(kname)
-        for threads in (256, 512, 1024):
-            for per_sm in (4, 8, 16, 32):
-                blocks = min(sms * per_sm, (n4 + threads - 1) // threads)
-                if threads * per_sm > 2048 * 4:
-                    continue
-                fns[f"cupy-{kname[5:]}-t{threads}-s{per_sm}"] = (
-                    lambda k=k, b=blocks, t=threads: k((b,), (t,), (s4, d4, cp.int64(n4))))
-    exact = mod.get_function("copy_exact")
-    for threads in (256, 512, 1024):
-        fns[f"cupy-exact-t{threads}"] = (lambda t=threads: exact(((n4 + t - 1) // t,), (t,), (s4, d4, cp.int64(n4))))
-    interleaved("copy", fns, "torch", nbytes=2.0 * n * 4, rounds=5, window_s=0.1)
-
-
-def sweep_softmax(sms: int, shapes):
-    for m, ncol in shapes:
-        x = 4 * torch.randn(m, ncol, device="cuda", generator=torch.Generator(device="cuda").manual_seed(0))
-        out = torch.empty_like(x)
-        block = triton.next_power_of_2(ncol)
-
-        def naive():
-            x_max = x.max(dim=1)[0]
-            num = torch.exp(x - x_max[:, None])
-            return num / num.sum(dim=1)[:, None]
-
-        fns = {"torch": lambda: torch.softmax(x, dim=1), "naive-torch": naive, "copy-same-bytes": lambda: out.copy_(x)}
-        for warps in (4, 8, 16, 32):
-            if block // (32 * warps) < 1:
-                continue
-            for evict in ("", "evict_first"):
-                fns[f"rows-w{warps}{'-ef' if evict else ''}"] = (
-                    lambda w=warps, e=evict: _softmax_rows[(m,)](out, x, x.stride(0), out.stride(0), ncol,
-                                                                 BLOCK=block, EVICT=e, num_warps=w))
-        for warps in (8, 16, 32):
-            for per_sm in (1, 2, 4):
-                if per_sm * warps > 64:
-                    continue
-                for stages in (1, 2):
-                    progs = min(m, sms * per_sm)
-                    fns[f"pers-w{warps}-p{per_sm}-s{stages}"] = (
-                        lambda w=warps, p=progs, s=stages: _softmax_persistent[(p,)](
-                            out, x, x.stride(0), out.stride(0), m, ncol, BLOCK=block, STAGES=s, EVICT="", num_warps=w))
-        interleaved(f"softmax{m}", fns, "torch", nbytes=2.0 * x.numel() * 4, rounds=5, window_s=0.1, m=m, n=ncol)
-        del x, out
-        torch.cuda.empty_cache()
-
-
-def sweep_gemm(sms: int):
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
-    n = 8192
-    g = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn(n, n, device="cuda", generator=g).to(torch.bfloat16)
-    b = torch.randn(n, n, device="cuda", generator=g).to(torch.bfloat16)
-    c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
-    fns = {"torch": lambda: torch.matmul(a, b, out=c)}
-    for bm, bn, bk, stages, warps in ((128, 256, 64, 3, 8), (128, 256, 64, 4, 8), (256, 128, 64, 3, 8),
-                                      (128, 128, 64, 4, 4), (128, 256, 128, 2, 8), (128, 128, 128, 3, 8)):
-        ad = TensorDescriptor.from_tensor(a, [bm, bk])
-        bd = TensorDescriptor.from_tensor(b, [bk, bn])
-        cd = TensorDescriptor.from_tensor(c, [bm, bn])
-        tiles = triton.cdiv(n, bm) * triton.cdiv(n, bn)
-        tag = f"{bm}x{bn}x{bk}-s{stages}-w{warps}"
-        fns[f"tma-{tag}"] = (lambda ad=ad, bd=bd, cd=cd, bm=bm, bn=bn, bk=bk, s=stages, w=warps, t=tiles: _mm_tma[(t,)](
-            ad, bd, cd, n, n, n, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, num_stages=s, num_warps=w))
-        for flatten in (False, True):
-            fns[f"pers-{tag}{'-flat' if flatten else ''}"] = (
-                lambda ad=ad, bd=bd, cd=cd, bm=bm, bn=bn, bk=bk, s=stages, w=warps, t=tiles, f=flatten: _mm_tma_persistent[
-                    (min(sms, t),)](ad, bd, cd, n, n, n, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, NUM_SMS=sms,
-                                    FLATTEN=f, num_stages=s, num_warps=w))
-    interleaved("gemm", fns, "torch", flops=2.0 * n**3, rounds=5, window_s=0.15, settle_s=2.0)
-    ref = a.double() @ b.double()
-    for name in list(fns)[:4]:
-        c.fill_(float("nan"))
-        fns[name]()
-        err = (torch.linalg.vector_norm(c.double() - ref) / torch.linalg.vector_norm(ref)).item()
-        print(f"gemm check {name}: rel err {err:.2e}")
-
-
-def decode_candidates(b: int) -> list[dict]:
-    """Triton launch settings to try at batch b: weight tiles of 16 to 64 rows for small batches (the
-    tokens padded to 16), GEMM-like tiles for large ones; pointer loads and a few through TMA."""
-    if b <= 16:
-        tiles, shapes, tma = [(16, 16, 256), (16, 16, 512), (32, 16, 256), (64, 16, 128)], [(4, 3), (4, 5)], \
-            [(16, 16, 256), (64, 16, 128)]
-    elif b <= 32:
-        tiles, shapes, tma = [(64, 32, 128), (128, 32, 64)], [(4, 4), (8, 3)], []
-    else:
-        tiles, shapes, tma = [(128, 128, 64), (128, 256, 64), (256, 128, 64)], [(8, 3), (8, 4)], [(128, 128, 64)]
-    out = [{"BLOCK_N": n, "BLOCK_B": bb, "BLOCK_K": k, "num_warps": w, "num_stages": s}
-           for n, bb, k in tiles for w, s in shapes]
-    return out + [{"BLOCK_N": n, "BLOCK_B": bb, "BLOCK_K": k, "num_warps": 4 if b <= 16 else 8, "num_stages": 4,
-                   "tma": True} for n, bb, k in tma]
-
-
-def decode_tag(cfg: dict) -> str:
-    return (f"{'tma' if cfg.get('tma') else 'ptr'}-{cfg['BLOCK_N']}x{cfg['BLOCK_B']}x{cfg['BLOCK_K']}"
-            f"-w{cfg['num_warps']}-s{cfg['num_stages']}")
-
-
-def sweep_decode(batches, save):
-    """The decode kernel's settings at each batch, against torch (F.linear's cuBLAS call), a copy of the
-    same bytes at batch 1, and the CuPy kernel's block sizes; every Triton candidate is checked first."""
-    from gpubench.kernels import decode
-    from gpubench.kernels.common import CheckFailed, check_close, cupy
-
-    k, n = decode.SIZES["k"], decode.SIZES["n"]
-    for b in batches:
-        x, w = decode.make_inputs(b, k, n)
-        y = torch.empty(b, n, device="cuda", dtype=torch.bfloat16)
-        ref = decode.reference(x, w)
-        fns = {"torch": lambda x=x, w=w, y=y: decode.torch_decode(x, w, y)}
-        work = decode.work(b, k, n)
-        if b == 1:
-            src = torch.rand(int(work.bytes // 8), device="cuda")
-            dst = torch.empty_like(src)
-            fns["copy-same-bytes"] = lambda: dst.copy_(src)
-        for cfg in decode_candidates(b):
-            fn = lambda cfg=cfg, x=x, w=w, y=y: decode.triton_decode(x, w, y, config=cfg)  # noqa: E731
-            try:
-                y.fill_(float("nan"))
-                fn()
-                check_close(decode_tag(cfg), y, ref)
-            except CheckFailed as err:
-                print(f"decode-b{b}: {err}", flush=True)
-                continue
-            except Exception as err:  # a candidate that does not compile or launch is reported, not fatal
-                print(f"decode-b{b}: {decode_tag(cfg)} failed: {type(err).__name__}: {str(err)[:200]}", flush=True)
-                continue
-            fns[decode_tag(cfg)] = fn
-        if b <= decode.CUPY_MAX_B:
-            cp = cupy()
-            xc, wc, yc = (cp.from_dlpack(t.view(torch.int16)) for t in (x, w, y))
-            for threads in (128, 256, 512):
-                y.fill_(float("nan"))
-                decode.cupy_decode(xc, wc, yc, threads=threads)
-                check_close(f"cupy-t{threads}", y, ref)
-                fns[f"cupy-t{threads}"] = lambda t=threads, xc=xc, wc=wc, yc=yc: decode.cupy_decode(xc, wc, yc, threads=t)
-        interleaved(f"decode-b{b}", fns, "torch", nbytes=work.bytes, flops=work.flops, rounds=4, window_s=0.08, b=b)
-        save()
-        del x, w, y, ref, fns
-        torch.cuda.empty_cache()
-
-
-def decode_choice(rows: list[dict]) -> dict:
-    """This GPU's CONFIG entry for kernels/decode.py from the sweep's rows: at each tuned batch, the fastest
-    checked Triton candidate, serving the batches from the tuned batch before it (exclusive) up to it, the
-    largest every batch above; and the fastest CuPy block size at batch 1."""
-    best: dict = {}
-    for r in rows:
-        if r["family"].startswith("decode-b") and r["name"][:4] in ("ptr-", "tma-", "cupy"):
-            key = (int(r["b"]), "cupy" if r["name"].startswith("cupy") else "triton")
-            if key not in best or r["median_ms"] < best[key]["median_ms"]:
-                best[key] = r
-    batches = sorted(b for b, impl in best if impl == "triton")
-    triton_rows = []
-    for b in batches:
-        m = re.fullmatch(r"(ptr|tma)-(\d+)x(\d+)x(\d+)-w(\d+)-s(\d+)", best[(b, "triton")]["name"])
-        cfg = {"BLOCK_N": int(m[2]), "BLOCK_B": int(m[3]), "BLOCK_K": int(m[4]), "num_warps": int(m[5]),
-               "num_stages": int(m[6])}
-        triton_rows.append((b if b != batches[-1] else None, {**cfg, "tma": True} if m[1] == "tma" else cfg))
-    entry = {"triton": tuple(triton_rows)}
-    if (1, "cupy") in best:
-        entry["cupy_threads"] = int(best[(1, "cupy")]["name"].removeprefix("cupy-t"))
-    return entry
-
-
-def apply_decode(entry: dict, gpu: str, path: Path = Path(__file__).resolve().parents[1] / "kernels" / "decode.py"):
-    """Write this GPU's line into CONFIG in kernels/decode.py (replacing an older line for it)."""
-    lines = path.read_text().splitlines(keepends=True)
-    line = f"    {gpu!r}: {entry!r},\n".replace("'", '"')
-    lines = [x for x in lines if not x.startswith(f'    "{gpu}": ')]
-    fallback = next(i for i, x in enumerate(lines) if x.startswith('    "*": {"triton": FALLBACK'))
-    lines.insert(fallback, line)
-    path.write_text("".join(lines))
-    print(f"decode settings for {gpu} written to {path}: {entry}")
-
-
-def clock_trace(seconds: float = 6.0):
-    """torch.matmul from idle: per-group TFLOP/s beside NVML's SM clock and power, to size the peak warm-up."""
-    import pynvml
-
-    pynvml.nvmlInit()
-    h = pynvml.nvmlDeviceGetHandleByIndex(0)
-    n = 8192
-    a = torch.randn(n, n, device="cuda").to(torch.bfloat16)
-    b = torch.randn(n, n, device="cuda").to(torch.bfloat16)
-    c = torch.empty_like(a)
-    torch.matmul(a, b, out=c)
-    torch.cuda.synchronize()
-    time.sleep(3.0)
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < seconds:
-        t = time_loop(lambda: torch.matmul(a, b, out=c), calls_per_timing=10, groups=1)
-        clk = pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)
-        pw = pynvml.nvmlDeviceGetPowerUsage(h) / 1000
-        ROWS.append({"family": "clock", "name": f"t={time.monotonic() - t0:.3f}", "median_ms": t.median_ms,
-                     "tflops": 2 * n**3 / t.median_ms / 1e9, "sm_clock_mhz": clk, "power_w": pw})
-    for r in ROWS[-200::10]:
-        if r["family"] == "clock":
-            print(f"clock {r['name']:>8} {r['tflops']:6.0f} TFLOP/s  {r['sm_clock_mhz']} MHz  {r['power_w']:.0f} W")
-
-
-def facts():
-    import pynvml
-
-    pynvml.nvmlInit()
-    h = pynvml.nvmlDeviceGetHandleByIndex(0)
-    p = torch.cuda.get_device_properties(0)
-    out = {"name": pynvml.nvmlDeviceGetName(h), "torch_uuid": str(getattr(p, "uuid", "?")),
-           "nvml_uuid": pynvml.nvmlDeviceGetUUID(h), "torch": torch.__version__, "triton": triton.__version__}
-    for fn in ("nvmlDeviceGetMaxPcieLinkGeneration", "nvmlDeviceGetGpuMaxPcieLinkGeneration",
-               "nvmlDeviceGetMaxPcieLinkWidth", "nvmlDeviceGetCurrPcieLinkGeneration",
-               "nvmlDeviceGetCurrPcieLinkWidth", "nvmlDeviceGetPcieLinkMaxSpeed", "nvmlDeviceGetTotalEnergyConsumption",
-               "nvmlDeviceGetPowerManagementLimit", "nvmlDeviceGetMigMode", "nvmlDeviceGetIndex"):
-        try:
-            out[fn[13:]] = getattr(pynvml, fn)(h)
-        except Exception as err:
-            out[fn[13:]] = f"error {err}"
-    try:
-        out["by_uuid_index"] = pynvml.nvmlDeviceGetIndex(pynvml.nvmlDeviceGetHandleByUUID(out["nvml_uuid"]))
-    except Exception as err:
-        out["by_uuid_index"] = f"error {err}"
-    host = torch.rand(2**26).pin_memory()
-    dev = torch.empty(2**26, device="cuda")
-    dev.copy_(host, non_blocking=True)
-    t = time_loop(lambda: dev.copy_(host, non_blocking=True), calls_per_timing=4, groups=20)
-    out["h2d_gbps_link"] = host.nbytes / t.median_ms / 1e6
-    for k, v in out.items():
-        print(f"fact {k}: {v}")
-    return out
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import tune_decode  # noqa: E402
+import tune_families as families  # noqa: E402
+from tune_io import apply_from, apply_rows, merge, summary, write_all  # noqa: E402
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="tune.csv")
+    ap.add_argument("--out", default=None, help="one CSV of every row (default: tune.csv, or --out-dir's files)")
+    ap.add_argument("--out-dir", default=None, help="write tune-decode-<gpu>.csv, tune-read-<gpu>.csv, tune-<gpu>.csv")
     ap.add_argument("--only", default="facts,copy,softmax,gemm,decode,clock")
-    ap.add_argument("--decode-batches", default="1,4,16,512,128,32",
-                    help="batch sizes the decode sweep tunes, most wanted first (Triton compiles once per "
-                         "setting for 1, for multiples of 16 and for the rest, so 1, 4 and 16 cover 1 to 16)")
+    ap.add_argument("--decode-batches", default="1,64,512,16,256,4,2,8,32,128",
+                    help="batch sizes the decode sweep tunes, most wanted first")
+    ap.add_argument("--budget-s", type=float, default=300.0, help="stop cleanly after this long, keeping what ran")
+    ap.add_argument("--workers", type=int, default=None, help="processes compiling ahead (default: CPUs - 2, at most 14)")
+    ap.add_argument("--around", default=None, help="a first sweep's decode CSV: try one step around its best few")
+    ap.add_argument("--second", default=None, metavar="CSV_OR_DIR",
+                    help="the second sweep: the persistent TMA kernel's settings beside the best few of a first "
+                         "sweep's decode CSV (or of DIR/tune-decode-<this gpu>.csv) and the setting in force")
+    ap.add_argument("--dry-run", action="store_true", help="on the CPU through Triton's interpreter, at tiny sizes")
     ap.add_argument("--apply", action="store_true",
-                    help="write the fastest decode settings for this GPU into kernels/decode.py's CONFIG")
+                    help="write the fastest decode and read settings for this GPU into kernels/decode.py and read.py")
+    ap.add_argument("--apply-from", nargs="+", default=None, metavar="CSV",
+                    help="write the winners of sweeps already run (their CSVs name the GPU) into the CONFIG tables")
     args = ap.parse_args()
+    if args.apply_from:
+        return apply_from(args.apply_from)
     only = set(args.only.split(","))
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    dry = args.dry_run
+    if not dry and not torch.cuda.is_available():
+        print("the sweeps time kernels on a GPU and this machine has none: --dry-run runs them on the CPU",
+              file=sys.stderr)
+        return 2
+    gpu = "cpu" if dry else torch.cuda.get_device_name()
+    first_rows = None
+    if args.second or args.around:  # before any GPU time: a missing file is one sentence
+        path = Path(args.second or args.around)
+        if path.is_dir():
+            from gpubench.record.rundir import slug
+
+            path = path / f"tune-decode-{slug(gpu)}.csv"
+        try:
+            first_rows = list(csv.DictReader(open(path, newline="")))
+        except OSError as err:
+            print(f"cannot read the first sweep's CSV {path}: {err.strerror}", file=sys.stderr)
+            return 2
+        if not dry and {r.get("gpu") for r in first_rows} != {gpu}:
+            print(f"{path} is not a sweep of this GPU ({gpu}) alone: its settings and winners do not carry over",
+                  file=sys.stderr)
+            return 2
+    if dry:
+        os.environ["TRITON_INTERPRET"] = "1"
+        only &= {"decode", "read"}
+    workers = args.workers if args.workers is not None else max(1, min(14, (os.cpu_count() or 4) - 2))
+    budget = tune_decode.Budget(args.budget_s)
     t0 = time.monotonic()
+
+    def save():  # after each step, so that a sweep cut short has written (and applied) what it found
+        write_all(args, gpu, families.ROWS + tune_decode.ROWS)
+        if args.apply and not dry:  # a second sweep's batches over the first sweep's line, the rest kept
+            apply_rows(merge(first_rows if args.second else [], families.ROWS + tune_decode.ROWS), gpu)
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count if not dry else 4
     if "facts" in only:
-        facts()
+        families.facts()
     if "clock" in only:
-        clock_trace()
+        families.clock_trace()
     if "copy" in only:
-        sweep_copy(sms)
+        families.sweep_copy(sms)
     if "softmax" in only:
-        sweep_softmax(sms, [(8192, 8192), (4096, 4096), (16384, 16384)])
+        families.sweep_softmax(sms, [(8192, 8192), (4096, 4096), (16384, 16384)])
     if "gemm" in only:
-        sweep_gemm(sms)
+        families.sweep_gemm(sms)
+    if "read" in only:
+        tune_decode.sweep_read(budget, save, workers, dry)
     if "decode" in only:
-        def save():  # after each batch, so that a sweep cut short has written and applied what it found
-            write(args.out)
-            if args.apply:
-                apply_decode(decode_choice(ROWS), torch.cuda.get_device_name())
-
-        sweep_decode([int(b) for b in args.decode_batches.split(",")], save)
-    write(args.out)
-    print(f"wrote {args.out} in {time.monotonic() - t0:.0f} s", file=sys.stderr)
+        batches = [int(b) for b in args.decode_batches.split(",")]
+        tune_decode.sweep_decode(batches, budget, save, first_rows, workers, dry, second=bool(args.second))
+    save()
+    summary(tune_decode.ROWS)
+    print(f"wrote the sweep in {time.monotonic() - t0:.0f} s", file=sys.stderr)
     return 0
-
-
-def write(path: str) -> None:
-    """Every row so far, so that a sweep cut short still leaves what it measured."""
-    fields: list[str] = []
-    for r in ROWS:
-        fields += [f for f in r if f not in fields]
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
-        w.writeheader()
-        w.writerows(ROWS)
 
 
 if __name__ == "__main__":

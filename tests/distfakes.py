@@ -92,7 +92,12 @@ class CpuBackend:
     def time_groups(self, prepared, calls, groups):
         if self.interrupt_at and prepared.info.get("name") == self.interrupt_at:
             raise KeyboardInterrupt
-        return Timings([self.host_ms(prepared, calls) for _ in range(groups)], calls * groups)
+        per_call, spans = [], []
+        for _ in range(groups):  # each group stamped when it ran, as the GPU's timeline stamps it
+            t0 = time.monotonic()
+            per_call.append(self.host_ms(prepared, calls))
+            spans.append((t0, time.monotonic()))
+        return Timings(per_call, calls * groups, spans)
 
     def idle(self, duration_s):
         time.sleep(duration_s)

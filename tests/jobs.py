@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gpubench.job.markfile import Mark, Steps, Stream
+from gpubench.job.markfile import ORIGINS, Mark, Steps, Stream
 from gpubench.record.gpus import Gpu
 from gpubench.record.rundir import SAMPLES_FILE, CsvSink, open_sink, write_json
+from gpubench.truth.flops import FLOP_COUNT_VERSION
 
 H100 = "NVIDIA H100 80GB HBM3"
 PEAKS = {"datasheet": {"bf16_tensor": 989.4e12, "tf32_tensor": 494.7e12, "fp32": 66.9e12, "dram": 3.35e12},
@@ -39,11 +40,11 @@ def rows(n_gpus: int, t0: float, t1: float, state, dt: float = 0.1) -> list[dict
 
 
 def stamps(stream: Stream, uuid: str, times, flops=None, hw_flops=None, nbytes=0.0, tokens=0.0, clock="gpu",
-           lead_s=0.0) -> list[Steps]:
-    """One Steps line per stamp, as a slow loop writes them."""
+           lead_s=0.0, origin="step") -> list[Steps]:
+    """One Steps line per stamp, as a slow loop writes them (origin: markfile.ORIGINS' words)."""
     counted = flops is not None
     return [Steps(t, stream, uuid, clock, t, 1, int(counted), flops or 0.0,
-                  (hw_flops if hw_flops is not None else flops) or 0.0, nbytes, tokens, 0, lead_s) for t in times]
+                  (hw_flops if hw_flops is not None else flops) or 0.0, nbytes, tokens, 0, lead_s, origin) for t in times]
 
 
 def mark(t: float, stream: Stream, name: str, clock="gpu") -> Mark:
@@ -71,7 +72,8 @@ def write_watch(run_dir: Path, n_gpus: int, t0: float, t1: float, samples: list[
         if isinstance(e, Mark):
             lines.append(f"M\t{e.t:.6f}\t{who}\t{e.name}")
         else:
-            lines.append(f"S\t{e.t_first:.6f}\t{who}\t{e.t_last:.6f}\t{e.n}\t{e.counted}\t{e.flops:.6g}\t"
+            letter = next(k for k, v in ORIGINS.items() if v == e.origin)
+            lines.append(f"{letter}\t{e.t_first:.6f}\t{who}\t{e.t_last:.6f}\t{e.n}\t{e.counted}\t{e.flops:.6g}\t"
                          f"{e.hw_flops:.6g}\t{e.bytes:.6g}\t{e.tokens:.6g}\t{e.bad}\t{e.lead_s:.6f}")
     (run_dir / "marks.tsv").write_text("\n".join(lines) + "\n")
     manifest = {"kind": "watch", "completed": True, "status": "completed", "start_wall": "2026-11-23T10:00:00",
@@ -79,7 +81,7 @@ def write_watch(run_dir: Path, n_gpus: int, t0: float, t1: float, samples: list[
                 "gpus_sampled": [g.as_dict() for g in gpus(n_gpus)], "columns": COLUMNS, "peaks": PEAKS,
                 "dtype": dtype, "window": {"t_start": t0, "t_end": t1}, "marks": {"file": "marks.tsv"},
                 "contexts": {"used": {str(g): p for g, p in (contexts or {}).items()}},
-                "options": {"trim_s": 0.5}, "families": {}}
+                "options": {"trim_s": 0.5}, "families": {}, "flop_count_version": FLOP_COUNT_VERSION}
     write_json(run_dir / "manifest.json", manifest)
     return run_dir
 

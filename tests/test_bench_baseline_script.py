@@ -1,6 +1,8 @@
-"""scripts/bench_baseline.sh without a GPU: it parses, every option and test it names exists, its slowdowns
-slow the calls they say, and its checker reads what the steps leave into PASS and FAIL lines and the
-summary the README's baselines text is written from."""
+"""scripts/bench_baseline.sh without a GPU: it parses, every option and test it names exists (its runs:
+test_bench_baseline_run.py), its benchmarks' sizes and bursts are what they say (the FMA chains:
+test_gate_set_fma.py), the probe's analysis reads its files, and its checker turns what the steps leave
+(verdicts made by the gate's own code from synthetic rounds) into PASS, FAIL and N/A lines and the summary the
+README's gate text is written from."""
 
 import importlib.util
 import json
@@ -23,8 +25,9 @@ def module(path: Path):
 
 
 check = module(ROOT / "scripts" / "bench_baseline_check.py")
+probe = module(ROOT / "scripts" / "bench_baseline_probe.py")
 readme = module(ROOT / "scripts" / "readme_tables.py")
-benches = module(ROOT / "tests" / "benchmarks" / "test_bench_kernels.py")
+gate_set = module(ROOT / "tests" / "gate_benchmarks" / "test_gate_set.py")
 
 
 def test_the_script_parses():
@@ -45,152 +48,239 @@ class Parser:
         self.names.update(names)
 
 
-def test_every_option_and_test_the_script_names_exists():
+def test_every_option_and_benchmark_the_script_names_exists():
     from pytest_benchmark import plugin as benchmark_plugin
 
     from gpubench import pytest_plugin
 
     text = SCRIPT.read_text()
-    options = set(re.findall(r"(--(?:gpu|slow|benchmark)-[a-z-]+)", text))
-    assert {"--gpu-measure-floor", "--slow-calls", "--slow-share", "--gpu-fail-slower"} <= options
+    options = set(re.findall(r"(--(?:gpu|slow|benchmark|more)-[a-z-]+)", text))
+    assert {"--gpu-baseline-runs", "--more-work", "--slow-share", "--gpu-fail-slower"} <= options
     parser = Parser()
     for hooks in (pytest_plugin, benchmark_plugin, module(ROOT / "tests" / "conftest.py")):
         hooks.pytest_addoption(parser)
     assert options - parser.names == set()
-    tests = set(re.findall(r"::(test_\w+\[[\w-]+\])", text))
-    assert tests == {"test_gemm[torch-bf16]", "test_copy[torch-1GiB]", "test_copy[triton-1GiB]"}
-    ids = [f"tests/benchmarks/test_bench_kernels.py::{t}" for t in sorted(tests)]
-    collected = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                                *ids], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert collected.returncode == 0 and "3 tests collected" in collected.stdout, collected.stdout
+    tests = {n for n in dir(gate_set) if n.startswith("test_")}
+    assert set(check.PART) <= tests and len(tests) >= 8
+    for k in re.findall(r'-k "([^"]+)"', text) + re.findall(r"-k (\w+)", text):
+        assert any(word in t for t in tests for word in k.split(" or ")), k
 
 
-class Options:
-    def __init__(self, **values):
-        self.values = values
-        self.config = self
+# --- the benchmarks ----------------------------------------------------------------------------------------
 
-    def getoption(self, name):
-        return self.values[name]
+def test_more_work_grows_a_size_by_as_much():
+    assert gate_set.grown(2**22, 5, 1024) == round(2**22 * 1.05 / 1024) * 1024
+    assert gate_set.grown(512, 10, 16) == 560 and gate_set.grown(60_000, 0) == 60_000
 
 
-def test_slowed_calls_do_the_extra_work_on_the_share_they_say_in_whole_bursts():
+def test_a_share_of_the_calls_does_more_work_in_whole_bursts():
     done = []
-    request = Options(**{"--slow-calls": 30.0, "--slow-share": 0.4})
-    run, facts = benches.slowed(request, lambda: done.append("call"), 8192,
-                                lambda m: type("P", (), {"run": lambda: done.append(m)}))
-    for _ in range(benches.BURST * benches.PERIOD * 2):
-        run()
-    extra = [d for d in done if d != "call"]
-    assert done.count("call") == 2 * benches.BURST * benches.PERIOD and set(extra) == {2464}  # 30% of 8192 rows
-    assert len(extra) == 2 * 4 * benches.BURST  # 4 whole bursts of every 10
-    assert done[: 2 * benches.BURST] == [x for _ in range(benches.BURST) for x in ("call", 2464)]
-    assert facts == {"slowdown": {"extra_work_pct": pytest.approx(30.08, abs=0.01), "share_of_calls": 0.4,
-                                  "burst_calls": benches.BURST}}
-    plain = lambda: None  # noqa: E731
-    assert benches.slowed(Options(**{"--slow-calls": 0.0, "--slow-share": 1.0}), plain, 1, None) == (plain, {})
+    call = gate_set.bursts(lambda: done.append("base"), lambda: done.append("more"), 0.4)
+    for _ in range(gate_set.BURST * gate_set.PERIOD * 3):
+        call()
+    assert done.count("more") == 3 * 4 * gate_set.BURST
+    assert done[:gate_set.BURST * 4] == ["more"] * gate_set.BURST * 4
 
 
-# --- the checker -------------------------------------------------------------------------------------
+# --- the probe ----------------------------------------------------------------------------------------------
 
-NAMES = ["test_copy[triton-1GiB]", "test_copy[torch-1GiB]", "test_gemm[torch-bf16]", "test_tiny"]
+def test_the_probe_says_its_plan_without_a_gpu():
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_baseline_probe.py"), "--dry-run"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["placements"] == probe.PLACEMENTS
 
 
-def verdict(name, word, pct=0.0, why=None):
-    median = {"pct": pct, "lo": pct - 0.5, "hi": pct + 0.5, "floor": 1.0}
-    return {"name": name, "word": word, "why": why or f"median {pct:+.1f}%", "changes": {"median": median}}
+class CpuGpu:
+    """The probe's Gpu on the CPU: calls run for real, 'time' is a counter that each timed call advances, graphs
+    are the call repeated; enough to run every part of the probe and read what it writes."""
+
+    device = "cpu"
+    name, l2 = "cpu", 50 * 2**20
+
+    def __init__(self, step_us=1.0):
+        import torch
+
+        self.torch, self.now, self.step_us = torch, 0.0, step_us
+
+    def clock(self):
+        return 1980.0
+
+    def hold(self, us):
+        pass
+
+    def timed(self, target, rounds, flush, per=1):
+        out = []
+        for i in range(rounds):
+            t = self.now
+            target()
+            self.now += self.step_us * (1 + (i % 3)) + (0.5 if flush == "read" else 0.0)
+            out.append((self.now - t) / per)
+        return out
+
+    def graph(self, run, calls):
+        class Graph:
+            def replay(self_inner):
+                for _ in range(calls):
+                    run()
+                self.now += 0.01 * calls
+        return Graph()
 
 
-def steps(slower_rerun=False):
-    """What the script's steps leave in its work folder when the gate does what it promises."""
-    tiny = {"test_tiny": {"name": "test_tiny",
-                          "extra_info": {"kernel_us": 1.6, "graph_us": 1.6, "launch_us": 5.3,
-                                         "cuda_graph_calls": 1000}}}
-    rerun = [verdict(n, "same") for n in NAMES]
-    if slower_rerun:
-        rerun[2] = verdict("test_gemm[torch-bf16]", "slower", 4.0)
-    return {
-        "1-baseline": (0, {"verdicts": [], "runs": tiny}),
-        "1-floor-1": (0, {"verdicts": [verdict(n, "same") for n in NAMES]}),
-        "1-floor-2": (0, {"verdicts": [verdict(n, "same") for n in NAMES]}),
-        "a-uniform-5pct": (1, {"verdicts": [verdict("test_gemm[torch-bf16]", "unsure", 4.0),
-                                            verdict("test_copy[torch-1GiB]", "slower", 5.0)]}),
-        "b-40pct-of-calls-30pct": (1, {"verdicts": [verdict(n, "slower", 0.3, "q3 +29.8% [+28.0, +30.4]: slower")
-                                                    for n in ("test_gemm[torch-bf16]", "test_copy[torch-1GiB]")]}),
-        "c-rerun-1": (0, {"verdicts": rerun, "runs": tiny}),
-        "c-rerun-2": (1 if slower_rerun else 0, {"verdicts": rerun, "runs": tiny}),
-        "c-rerun-3": (0, {"verdicts": [verdict(n, "unsure") for n in NAMES], "runs": tiny}),
-        "e-slow-copy": (1, {"verdicts": [verdict("test_copy[triton-1GiB]", "slower", 253.6)]}),
-        "e-another-model": (4, None),
-        "e-example": (0, None),
-    }
+def test_the_probe_runs_every_part_and_its_summary_reads_what_it_wrote(monkeypatch):
+    monkeypatch.setattr(probe, "PLACEMENTS", 2)
+    monkeypatch.setattr(probe, "ROUNDS", 3)
+    monkeypatch.setattr(probe, "WARM_ROUNDS", 2)
+    monkeypatch.setattr(probe, "GRAPH_CALLS", 2)
+    monkeypatch.setattr(probe, "FIT_CALLS", (1, 2, 4))
+    monkeypatch.setattr(probe, "PAD_BYTES", 4096)
+    runs = [json.loads(json.dumps(probe.probe(CpuGpu(step_us=s)))) for s in (1.0, 1.1)]
+    assert all(r["errors"] == {} for r in runs), runs[0]["errors"]
+    assert set(runs[0]["placements"]) == {"matmul_512", "sum_2^22"}
+    row = runs[0]["placements"]["matmul_512"][0]
+    assert {"host_us", "graph1_us", "warm_graph_us", "host_read_flush_us", "address_mod_2mib"} <= set(row)
+    summary = check.probe_summary(runs)
+    host = summary["calls"]["matmul_512"]["methods"]["host_us"]
+    assert summary["processes"] == 2 and host["between_processes_pct"] == pytest.approx(100 * 0.1 / 1.05 / 2 ** 0.5,
+                                                                                            rel=0.01)
+    assert summary["calls"]["matmul_512"]["flush"]["host_read_flush_us"] > summary["calls"]["matmul_512"]["flush"][
+        "host_us"]
+    assert summary["graph_launch_us"] is not None
+
+
+# --- the checker ----------------------------------------------------------------------------------------------
+
+NAMES = {"test_matmul_tiny": 6.2, "test_sum_small": 14.0, "test_saxpy": 480.0, "test_sum_large": 180.0}
+
+
+def rounds_of(us: float, shift_pct: float, n: int = 60) -> list[float]:
+    return [us * (1 + shift_pct / 100) * (1 + 0.001 * (i % 5)) * 1e-6 for i in range(n)]
+
+
+def session(baseline: dict, shifts: dict, names=NAMES, uuid="GPU-1") -> dict:
+    """What --gpu-verdict-json holds after a run whose calls moved by shifts[name] percent, made by the gate."""
+    from gpubench.gate.report import compare_run
+    from gpubench.gate.session import verdict_records
+
+    runs = {f"t::{n}": {"name": n, "rounds": rounds_of(us, shifts.get(n, 0.0)), "extra_info": {"l2_flush": True}}
+            for n, us in names.items()}
+    compared = compare_run(baseline, runs, 1.0)
+    return verdict_records({"name": "NVIDIA H100 80GB HBM3", "uuid": uuid}, "h100.json", 1.0, [], compared, runs)
+
+
+def baseline_of(process_shifts: list[float]) -> dict:
+    """A baseline of NAMES measured in len(process_shifts) processes, its reruns added as the plugin adds them."""
+    from gpubench.gate import floor
+    from gpubench.gate.report import compare_run
+
+    data = {"machine_info": {"gpu": {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-1"}},
+            "benchmarks": [{"name": n, "fullname": f"t::{n}", "stats": {"median": us * 1e-6, "rounds": 60,
+                                                                       "data": rounds_of(us, process_shifts[0])},
+                            "extra_info": {"l2_flush": True, "timer_step_us": 0.032}} for n, us in NAMES.items()]}
+    for s in process_shifts[1:]:
+        runs = {f"t::{n}": {"name": n, "rounds": rounds_of(us, s), "extra_info": {}} for n, us in NAMES.items()}
+        changes = {c.fullname: dict(c.verdict.raw) for c in compare_run(data, runs, 1.0)}
+        data, _ = floor.with_rerun(data, changes, "t", None)
+    return data
 
 
 @pytest.fixture
-def left(tmp_path):
-    def make(**kwargs):
+def left(tmp_path, monkeypatch):
+    """What the script leaves when the gate does what it promises; rerun_shift moves one unchanged run."""
+    monkeypatch.setenv("BASELINE_RUNS", "8")
+    monkeypatch.setenv("RERUNS", "3")
+
+    def make(rerun_shift=0.0, skip=(), rerun_gpu="GPU-1", probes=1):
         work = tmp_path / "work"
         work.mkdir(exist_ok=True)
+        base = baseline_of([0.0, 0.3, -0.3, 0.2, -0.2, 0.1, -0.1, 0.0])
+        (tmp_path / "base.json").write_text(json.dumps(base))
+        steps = {"1-baseline": (0, None),
+                 "c-rerun-1": (0, session(base, {})), "c-rerun-2": (0, session(base, {"test_saxpy": 0.1})),
+                 "c-rerun-3": (1 if rerun_shift else 0, session(base, {"test_sum_large": rerun_shift},
+                                                                uuid=rerun_gpu)),
+                 "a-more-work-5pct": (1, session(base, {n: 5.0 for n in NAMES})),
+                 "a-more-work-10pct": (1, session(base, {n: 10.0 for n in NAMES})),
+                 "b-part-of-calls": (1, session(base, {n: 12.0 for n in check.PART},
+                                                {n: NAMES[n] for n in check.PART})),
+                 "e-no-gpu": (4, None), "e-another-model": (4, None)}
         exits = []
-        for name, (rc, data) in steps(**kwargs).items():
-            exits.append(f"{name}\t{rc}")
-            if data is not None:
+        for name, (rc, data) in steps.items():
+            exits.append(f"{name}\t{'skipped' if name in skip else rc}\t{0 if name in skip else 17}")
+            if data is not None and name not in skip:
                 (work / f"{name}.json").write_text(json.dumps(data))
         (work / "exits.tsv").write_text("\n".join(exits) + "\n")
+        (work / "e-no-gpu.out").write_text("ERROR: --gpu-fail-slower, but there is no GPU here (CUDA sees no GPU in "
+                                           "this process): ...\n")
         (work / "e-another-model.out").write_text("ERROR: the baseline h100-80gb-hbm3.json was measured on NVIDIA "
                                                   "H200 but this GPU is NVIDIA H100 80GB HBM3: timings of different "
                                                   "GPU models are not comparable, so ...\n")
-        full = {f"tests/benchmarks/test_bench_kernels.py::{n}": n for n in NAMES}
-        base = {"machine_info": {"gpu": {"name": "NVIDIA H100 80GB HBM3"}},
-                "benchmarks": [{"name": n, "fullname": f} for f, n in full.items()],
-                "gpubench": {"reruns": [{}, {}], "floor_pct": {f: {"median": 1.5} for f in full}}}
-        (tmp_path / "base.json").write_text(json.dumps(base))
+        for i in range(1, probes + 1):
+            (work / f"probe-{i}.json").write_text(json.dumps({"errors": {}, "placements": {},
+                                                              "timer": {"step_ns": 32.0}}))
         return work, tmp_path / "base.json", tmp_path / "summary.json"
     return make
 
 
-def test_the_checker_passes_a_gate_that_does_what_it_promises(left, capsys):
+def test_the_checker_passes_a_gate_that_does_what_it_promises(left, capsys, monkeypatch):
+    monkeypatch.setenv("BASELINE_RUNS", "8")
     work, base, summary = left()
-    assert check.main([str(work), str(base), str(summary)]) == 0
+    assert check.main([str(work), str(base), str(summary)]) == 0, capsys.readouterr().out
     out = capsys.readouterr().out
-    assert "PASS  a-uniform-5pct: test_gemm[torch-bf16]: expected slower or unsure, never same; got unsure" in out
-    assert "PASS  d: test_tiny in 1-baseline: expected nearer the CUDA graph's time than the launch rate" in out
-    assert out.rstrip().endswith("0 of 25 checks failed")
+    assert "PASS  1-baseline: the baseline's processes: expected 8, each measuring all 4 benchmarks" in out
+    assert "PASS  a-more-work-5pct: test_saxpy: expected slower (a call of 480.0 us)" in out
+    assert "a-more-work-5pct: test_sum_small" not in out  # under 100 us: no promise at 5%
+    assert "PASS  a-more-work-10pct: test_sum_small: expected slower or unsure (a call of 14.0 us)" in out
+    assert "PASS  gpu: the GPU of every step: expected the baseline's; got 1 GPU: GPU-1" in out
+    assert out.rstrip().endswith("an unchanged run took 17 s (median); the steps 153 s in all\n0 of 25 checks failed")
     data = json.loads(summary.read_text())
-    assert data["gpu"] == "NVIDIA H100 80GB HBM3" and data["numbers"]["c"] == {
-        "same": 8, "unsure": 4, "slower": 0, "faster": 0, "failed": 0}
+    n = data["numbers"]
+    assert n["version"] == 2 and n["reruns"] == {"runs": 3, "same": 12, "unsure": 0, "slower": 0, "faster": 0,
+                                                 "failed": 0}
+    row = n["benchmarks"]["test_saxpy"]
+    assert row["unchanged_runs"] == 3 and row["spread_pct"] == pytest.approx(0.0577, abs=0.001)
+    assert row["floor_pct"] > 1.0 and 0 < row["false_alarm_at_floor"] < 1e-6
     text = readme.gate_sentence("H100", "h100-80gb-hbm3", data)
     assert text.startswith("On the H100 ([log](results/logs/bench-baseline-h100-80gb-hbm3.log), "
                            "[checks](results/logs/bench-gate-h100-80gb-hbm3.json)), 25 of 25 checks passed:")
-    assert "(a) 5% more work in every call reads `unsure` for `test_gemm[torch-bf16]` (median +4.0% [+3.5, +4.5])" \
-        in text
-    assert "(d) the 2 µs spin took 1.60 µs a call (timed from a CUDA graph of 1000 calls), against 1.60 µs in the test's own CUDA graph" in text
+    assert "an unchanged run took 17 s, most of it its process's start." in text and "| `test_saxpy` | 480 |" in text
 
 
 def test_the_checker_fails_an_unchanged_rerun_read_slower(left, capsys):
-    work, base, summary = left(slower_rerun=True)
+    work, base, summary = left(rerun_shift=20.0)
     assert check.main([str(work), str(base), str(summary)]) == 1
     out = capsys.readouterr().out
-    assert "FAIL  c-rerun-2: exit status: expected 0; got 1" in out
-    assert "FAIL  c-rerun-2: every benchmark: expected same or unsure for all 4; got 4 verdicts; " \
-           "test_gemm[torch-bf16] slower: median +4.0%" in out
+    assert "FAIL  c-rerun-3: exit status: expected 0; got 1" in out
+    assert "FAIL  c-rerun-3: every benchmark: expected same or unsure for all 4; got 4 verdicts; test_sum_large " \
+           "slower: median +20.0%" in out
 
 
-def test_a_step_that_never_ran_is_a_failure_not_a_pass(left, capsys):
-    work, base, summary = left()
-    (work / "b-40pct-of-calls-30pct.json").unlink()
-    (work / "exits.tsv").write_text("".join(line + "\n" for line in (work / "exits.tsv").read_text().splitlines()
-                                            if not line.startswith("b-")))
+def test_a_step_skipped_for_time_is_a_failure_not_a_pass(left, capsys):
+    work, base, summary = left(skip=("b-part-of-calls", "c-rerun-3"))
     assert check.main([str(work), str(base), str(summary)]) == 1
     out = capsys.readouterr().out
-    assert "FAIL  b-40pct-of-calls-30pct: exit status: expected 1; got did not run" in out
-    assert "FAIL  b-40pct-of-calls-30pct: test_gemm[torch-bf16]: expected slower; got no verdict" in out
+    assert "FAIL  b-part-of-calls: exit status: expected 1; got skipped: out of time" in out
+    assert "FAIL  c: unchanged runs: expected 3 or more; got 2 ran" in out
 
 
-def test_where_the_host_launches_as_fast_as_the_gpu_runs_the_tiny_check_says_it_cannot_tell(left, capsys):
-    work, base, summary = left()
-    data = json.loads((work / "1-baseline.json").read_text())
-    data["runs"]["test_tiny"]["extra_info"]["launch_us"] = 3.0  # under twice the graph's 1.6 us
-    (work / "1-baseline.json").write_text(json.dumps(data))
+def test_without_a_probe_or_on_another_gpu_a_check_is_not_applicable_and_said(left, capsys):
+    """The probe runs only where asked and time is left; a step resumed on another GPU of the model is compared,
+    but the floor holds the processes of one GPU, and the line says so."""
+    work, base, summary = left(probes=0, rerun_gpu="GPU-2")
     assert check.main([str(work), str(base), str(summary)]) == 0
-    assert "N/A   d: test_tiny in 1-baseline" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "N/A   x-probe: the experiment's processes: expected every one that ran, whole; got 0 ran" in out
+    assert "N/A   gpu: the GPU of every step: expected the baseline's; got 2 GPUs: GPU-1, GPU-2" in out
+    assert out.rstrip().endswith("0 of 23 checks failed (2 N/A)")
+    assert ", 23 of 23 checks passed:" in readme.gate_sentence("H100", "h100-80gb-hbm3", json.loads(summary.read_text()))
+
+
+def test_a_step_a_resumed_run_ran_counts_as_it_ran_there(left, capsys):
+    work, base, summary = left(skip=("b-part-of-calls", "c-rerun-3"))
+    rerun = json.loads((work.parent / "base.json").read_text())
+    (work / "c-rerun-3.json").write_text(json.dumps(session(rerun, {})))
+    (work / "b-part-of-calls.json").write_text(json.dumps(session(rerun, {n: 12.0 for n in check.PART},
+                                                                  {n: NAMES[n] for n in check.PART})))
+    with open(work / "exits.tsv", "a") as f:
+        f.write("c-rerun-3\t0\t16\nb-part-of-calls\t1\t12\n")
+    assert check.main([str(work), str(base), str(summary)]) == 0, capsys.readouterr().out

@@ -16,6 +16,7 @@ from gpubench.read.summary import (
     joules,
     per_joule,
     ridge_flop_per_byte,
+    windows_of,
 )
 from gpubench.record.rundir import load_run
 from gpubench.show.figures import common, figures_for
@@ -81,10 +82,10 @@ def test_the_summary_carries_the_energy_columns_of_every_row(tmp_path):
     assert copy_row["gb_per_j"] == pytest.approx(copy_row["bytes_per_call"] / 1e9 / copy_row["j_per_call"])
     assert by["spin-1thread"]["tflop_per_kj"] == 0.0 and by["spin-1thread"]["power_w_energy"] > 0
     assert math.isnan(by["idle"]["j_per_call"])
-    # steady rows of 0.1 s: the counter rises over the time from the first row's end to the last's
-    seconds = 0.1 * (by["copy-triton"]["n_samples"] - 1)
-    assert by["copy-triton"]["n_samples"] > 10
-    assert by["copy-triton"]["energy_used_j"] == pytest.approx(by["copy-triton"]["power_w_energy"] * seconds)
+    # the counter read at the window's two ends: the energy of the whole window, at its mean power
+    (ws, we), = windows_of(copy_row["windows"])
+    assert we - ws == pytest.approx(copy_row["t_end"] - copy_row["t_start"] - 0.5) and copy_row["n_samples"] >= 10
+    assert copy_row["energy_used_j"] == pytest.approx(copy_row["power_w_energy"] * (we - ws))
 
 
 def test_runs_summarized_before_the_energy_columns_get_them_from_power_and_time():

@@ -20,6 +20,7 @@ from fakes import GPU
 from gpubench.cli import main
 from gpubench.job import markfile, watch
 from gpubench.job.watching import WatchOptions
+from gpubench.read.summary import TRAIL_S
 from gpubench.record.rundir import load_run
 from gpubench.record.sources.replay import ReplaySource
 
@@ -181,8 +182,9 @@ def test_a_scrape_during_a_watch_matches_the_run_directory(tmp_path, monkeypatch
     assert one(families, "gpubench_mfu").value == pytest.approx(rate * FLOPS / sheet["bf16_tensor"], rel=1e-6)
     assert one(families, "gpubench_mbu").value == pytest.approx(rate * BYTES / sheet["dram"], rel=1e-6)
     assert one(families, "gpubench_tokens_per_second").value == pytest.approx(rate * TOKENS, rel=1e-6)
+    trail = TRAIL_S["gpu_util_pct"]  # a row counts where its value covers only the window
     inside = [r["gpu_util_pct"] for r in samples
-              if r["t_start_s"] >= groups[0].t_first - 2e-4 and r["t_end_s"] <= groups[-1].t_last + 2e-4]
+              if r["t_start_s"] >= groups[0].t_first + trail - 2e-4 and r["t_end_s"] <= groups[-1].t_last + 2e-4]
     assert one(families, "gpubench_gpu_util_mean").value == pytest.approx(sum(inside) / len(inside), rel=1e-6)
     verdict = one(families, "gpubench_verdict")
     assert verdict.value == 1 and verdict.labels["phase"] == "train"

@@ -191,7 +191,7 @@ def test_a_call_that_cannot_be_captured_is_launched_by_the_host_and_why_is_said_
 
 
 def test_graph_true_with_the_flush_or_a_graph_of_another_type_is_refused_before_any_timing():
-    device = SimpleNamespace(warm_up=lambda run: 0.001, l2_bytes=L2, launch_us=lambda run: 10.0)
+    device = SimpleNamespace(warm_up=lambda run: 0.001, l2_bytes=L2, launch_us=lambda run, call_ms: 10.0)
     bench = GpuBenchmark(benchmark=SimpleNamespace(enabled=True), device=device)
     with pytest.raises(ValueError, match="flush_l2=False"):
         bench(lambda: None, graph=True)
@@ -228,6 +228,26 @@ def test_the_clock_counts_gpu_time_per_call_of_a_graph_replay_and_runs_the_lead_
     assert clock.calls == 1 and clock.lead is None
     with pytest.raises(ValueError):
         clock.attach(calls=0)
+
+
+def test_the_clock_marks_a_round_whose_launches_ended_after_its_lead_could_have():
+    """The host's clock is read before the lead and after the end event: more than the lead's length between
+    them, and the GPU may have waited for the host inside the timed events."""
+    clock, host = CudaEventClock(), [0.0]
+    clock.event, clock.host_time = FakeEvent, lambda: host[0]
+    clock.attach(lead=lambda: None, calls=1, lead_us=200.0)
+    for held_us in (50.0, 199.0, 650.0, 20.0):
+        clock()
+        host[0] += held_us / 1e6  # the host queues the round's calls (and is held up in the third)
+        FakeEvent.now_ms += 0.014
+        clock()
+    assert clock.late == [False, False, True, False]
+    clock.attach(lead=None, calls=1, lead_us=200.0)  # no lead: nothing covered the host, nothing is late
+    clock()
+    host[0] += 1.0
+    FakeEvent.now_ms += 0.014
+    clock()
+    assert clock.late == [False]
 
 
 def test_rounds_timed_from_a_graph_are_never_compared_with_rounds_the_host_launched():

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.gpu
 
 IRREGULAR = {"copy": {"n": 2**20 + 3}, "fill": {"n": 2**20 + 5}, "h2d": {"n": 2**20 + 7},
              "softmax": {"m": 1823, "n": 781}, "gemm": {"m": 1823, "n": 781, "k": 517},
-             "decode": {"k": 1000, "n": 781}}
+             "decode": {"k": 1000, "n": 781}, "read": {"n": 2**20 + 3}}
 # the distributed families need a process group: tests/test_dist.py checks them over several processes
 CASES = sorted({(s.family, s.impl, tuple(sorted(s.sizes.items()))) for s in SCENARIOS if not s.distributed})
 
@@ -73,3 +73,35 @@ def test_decode_is_right_at_every_batch_up_to_16_and_past_a_tile(impl):
 def test_the_cupy_decode_kernel_refuses_large_batches():
     with pytest.raises(ValueError, match="batches up to 16"):
         _prepare("decode", "cupy", b=17, k=64, n=64)
+
+
+SWEPT = [  # one of each kind the tuning sweep tries (scripts/tune_space.py), at sizes past a tile
+    {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4, "split_k": 4},
+    {"BLOCK_N": 32, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4, "per_sm": 2, "flatten": True},
+    {"BLOCK_N": 32, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4, "evict": "evict_first",
+     "split_k": 2},
+    {"BLOCK_N": 128, "BLOCK_B": 64, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "split_k": 2, "per_sm": 1},
+    {"BLOCK_N": 8, "BLOCK_B": 4, "BLOCK_K": 512, "num_warps": 4, "num_stages": 1, "fma": True, "split_k": 4},
+]
+
+
+@pytest.mark.parametrize("tma", [False, True])
+@pytest.mark.parametrize("setting", SWEPT, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
+def test_every_kind_of_swept_decode_setting_is_right_twice(setting, tma):
+    import torch
+
+    from gpubench.kernels import decode
+    from gpubench.kernels.common import check_close, poison
+
+    for b in (1, 3, 4, 17, 64):
+        if setting.get("fma") and b > setting["BLOCK_B"]:
+            continue
+        x, w = decode.make_inputs(b, 4096, 4096 + 24)
+        y = torch.empty(b, 4096 + 24, device="cuda", dtype=torch.bfloat16)
+        first = None
+        for _ in range(2):  # a split tile's counter is back at zero for the next call, and its sum the same
+            poison(y)
+            decode.triton_decode(x, w, y, config={**setting, "tma": tma})
+            check_close("decode", y, decode.reference(x, w))
+            assert first is None or torch.equal(first, y)
+            first = y.clone()

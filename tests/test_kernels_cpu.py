@@ -7,7 +7,7 @@ import pytest
 import torch
 import triton
 import triton.language as tl
-from gpubench.kernels import copy, decode, fill, gemm, h2d, softmax
+from gpubench.kernels import copy, decode, decode_tiles, fill, gemm, h2d, read, softmax
 from gpubench.kernels.common import CheckFailed, Prepared, check_close, check_equal, poison
 
 from gpubench.suite.scenarios import SCENARIOS
@@ -33,6 +33,7 @@ def test_every_family_has_the_contract(family):
     ("softmax", "triton-fused", {"m": 37, "n": 781}), ("softmax", "torch-naive", {"m": 33, "n": 129}),
     ("softmax", "torch", {"m": 33, "n": 129}), ("gemm", "torch", {"m": 45, "n": 37, "k": 70, "dtype": "float16"}),
     ("decode", "triton", {"b": 3, "k": 200, "n": 77}), ("decode", "torch", {"b": 3, "k": 200, "n": 77}),
+    ("read", "triton", {"n": 3 * 4096 + 5}), ("read", "torch", {"n": 1001}),
 ])
 def test_prepare_checks_the_call_it_times(family, impl, sizes):
     mod = importlib.import_module(f"gpubench.kernels.{family}")
@@ -205,12 +206,91 @@ def test_the_tma_variant_of_decode_computes_the_same_product():
         pytest.skip("on a GPU the bf16 kernel through TMA is checked by test_gpu_kernels.py")
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    for b, k, n in ((1, 256, 80), (20, 128, 48)):
+    for b, k, n, split in ((1, 256, 80, 1), (20, 128, 48, 1), (3, 256, 80, 2)):
         x, w = (t.float() for t in decode.make_inputs(b, k, n, device=DEVICE))
         y = torch.empty(b, n, device=DEVICE)
         poison(y)
-        grid = triton.cdiv(n, 16) * triton.cdiv(b, 16)
-        decode._decode_tma_kernel[(grid,)](TensorDescriptor.from_tensor(x, [16, 64]),
-                                           TensorDescriptor.from_tensor(w, [16, 64]), y, b, n, k, y.stride(0),
-                                           BLOCK_N=16, BLOCK_B=16, BLOCK_K=64)
+        tiles = triton.cdiv(n, 16) * triton.cdiv(b, 16)
+        ws, cnt = decode_tiles.workspace(DEVICE, split, b, n, tiles) if split > 1 else (y, y)
+        decode_tiles._decode_dot[(tiles * split,)](
+            x, w, TensorDescriptor.from_tensor(x, [16, 64]), TensorDescriptor.from_tensor(w, [16, 64]), y, ws, cnt,
+            b, n, k, x.stride(0), w.stride(0), y.stride(0), BLOCK_N=16, BLOCK_B=16, BLOCK_K=64, SPLIT_K=split,
+            TMA=True, EVEN=False, EVICT="", FLATTEN=False, UPCAST=False)
         check_close("decode through TMA", y, decode.reference(x, w))
+
+
+SETTINGS = {  # one of each kind of setting the sweep tries, at tiles that fit the tiny shapes below
+    "pointer loads": {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 64, "num_warps": 4, "num_stages": 3},
+    "K split 3 ways": {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 3, "split_k": 3},
+    "persistent, split": {"BLOCK_N": 32, "BLOCK_B": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2,
+                          "split_k": 2, "per_sm": 1},
+    "persistent, flattened, evict-first": {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 64, "num_warps": 4,
+                                           "num_stages": 2, "per_sm": 1, "flatten": True, "evict": "evict_first"},
+    "CUDA cores": {"BLOCK_N": 8, "BLOCK_B": 2, "BLOCK_K": 64, "num_warps": 4, "num_stages": 1, "fma": True},
+    "CUDA cores, split, persistent": {"BLOCK_N": 8, "BLOCK_B": 4, "BLOCK_K": 32, "num_warps": 4, "num_stages": 1,
+                                      "fma": True, "split_k": 4, "per_sm": 2},
+}
+
+
+@pytest.mark.parametrize("kind", SETTINGS)
+def test_every_kind_of_decode_setting_computes_the_same_product(kind):
+    # irregular shapes (N, K and B not whole tiles; a K split whose last share is short), twice each: a
+    # split tile's counter must be back at zero for the next call, and its sum the same
+    for b, k, n in ((1, 256, 80), (3, 200, 77), (20, 128, 48)):
+        x, w = decode.make_inputs(b, k, n, device=DEVICE)
+        y = torch.empty(b, n, dtype=torch.bfloat16, device=DEVICE)
+        results = []
+        for _ in range(2):
+            poison(y)
+            decode.triton_decode(x, w, y, config=SETTINGS[kind])
+            check_close(kind, y, decode.reference(x, w))
+            results.append(y.clone())
+        assert torch.equal(results[0], results[1])  # the last program adds the partials in a fixed order
+    assert all(int(cnt.abs().sum()) == 0 for _, cnt in decode_tiles._workspaces.values())
+
+
+# --- the read family ----------------------------------------------------------------------------------
+
+def test_read_counts_the_bytes_read_once_and_one_add_an_element():
+    w = read.work(2**28)
+    assert w.bytes == w.traffic == 4 * (2**28 + 1) and w.flops == 2**28
+    assert read.work(2**28).bytes / copy.work(2**27).bytes == pytest.approx(1.0, abs=1e-8)  # the same bytes moved
+
+
+def test_the_read_is_one_launch_the_same_sum_every_call_and_leaves_its_counter_at_zero():
+    x = read.make_input(5 * 4096 + 3, device=DEVICE)
+    out = torch.empty((), device=DEVICE)
+    ws = read.Workspace(read.triton_programs(DEVICE), DEVICE)
+    sums = []
+    for cfg in (None, {"BLOCK": 1024, "num_warps": 4, "per_sm": 1, "stages": 1, "evict": "evict_first"}):
+        for _ in range(2):
+            poison(out)
+            launch = read.triton_read(x, out, ws, cfg)
+            check_close("read", out, read.reference(x), tol=read.TOLERANCE)
+            sums.append(float(out))
+            assert int(ws.count) == 0
+    assert sums[0] == sums[1] and sums[2] == sums[3]
+    assert launch == f"{read.sm_count()} programs x 4 warps, 1024 elements an iteration, grid-stride"
+
+
+@triton.jit
+def _wrong_read_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    # deliberately wrong: one program, and the last partial tile left unread, as a floor instead of a ceil would
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK,), tl.float32)
+    for t in range(0, n // BLOCK):
+        acc += tl.load(x_ptr + t * BLOCK + offs)
+    tl.store(out_ptr, tl.sum(acc, axis=0))
+
+
+def test_a_read_that_leaves_a_tail_unread_fails_the_check():
+    x = read.make_input(4 * 1024 + 300, device=DEVICE)
+    out = torch.empty((), device=DEVICE)
+    poison(out)
+    _wrong_read_kernel[(1,)](x, out, x.numel(), BLOCK=1024)
+    with pytest.raises(CheckFailed, match="relative error"):
+        check_close("wrong read", out, read.reference(x), tol=read.TOLERANCE)
+    with pytest.raises(ValueError, match="sums a vector into a scalar"):
+        read.triton_read(x.view(2, -1), out, read.Workspace(4, DEVICE))
+    with pytest.raises(ValueError, match="unknown read implementation 'nope'"):
+        read.prepare("nope", n=8, device=DEVICE)

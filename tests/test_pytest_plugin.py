@@ -1,9 +1,9 @@
 """gpubench's pytest plugin in real pytest sessions (pytester), on a CPU: its registration, options, the skip
 without a GPU, what a run records (settled clocks, calls shorter than their launch, clocks per round),
-baselines per GPU, the verdict and its between-run floor, and a gate that never quietly passes, with a
-fake GPU and host whose clocks the benchmarked calls advance."""
+baselines per GPU and the refusal of the incomparable, and a gate that never quietly passes, with a fake
+GPU and host whose clocks the benchmarked calls advance (gatefakes). The verdict in a session, the floor
+and the baseline's runs are in test_gate_session.py."""
 
-import itertools
 import json
 import os
 import subprocess
@@ -14,204 +14,24 @@ import pytest
 
 from gpubench import pytest_plugin
 from gpubench.gate.device import NoGpu
-from gpubench.gate.graph import GraphRefused
+from gatefakes import (  # noqa: F401 - fixtures
+    H100,
+    H200,
+    PLUGIN,
+    PLUGINS,
+    TEST_TINY,
+    ROOT,
+    FakeDevice,
+    baseline,
+    fake_gpu,
+    no_autoload,
+    saved,
+    spawned,
+    suite,
+    verdict_line,
+)
 
 pytest_plugins = ["pytester"]
-ROOT = Path(__file__).resolve().parents[1]
-PLUGIN = "gpubench.pytest_plugin"
-# The sessions under test load pytest-benchmark and this plugin only, whatever else is installed here.
-PLUGINS = ("-p", "pytest_benchmark.plugin", "-p", PLUGIN)
-H100 = {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-0a1b", "memory_mib": 81559.0, "driver": "580.65.06",
-        "cuda_driver": "13.0", "power_limit_w": 700.0, "mig_mode": False}
-H200 = {**H100, "name": "NVIDIA H200", "uuid": "GPU-9f8e", "memory_mib": 143771.0}
-
-# A test as a user writes it: the fake device's kernel takes KERNEL_MS of GPU time per call; a second,
-# tiny one (a few microseconds, far shorter than its launch) runs back to back.
-TEST_KERNEL = """
-import os
-
-def test_kernel(gpu_benchmark, gpu_device):
-    gpu_benchmark(gpu_device.kernel, float(os.environ["KERNEL_MS"]), flops=2e9, bytes=1e6, unit="fp32")
-"""
-TEST_TINY = """
-import os
-
-def test_tiny(gpu_benchmark, gpu_device):
-    graph = {"auto": None, "no": False, "yes": True}[os.environ.get("TINY_GRAPH", "auto")]
-    gpu_benchmark(gpu_device.kernel, float(os.environ["TINY_MS"]), flush_l2=False, graph=graph)
-"""
-
-
-class GpuClock:
-    """A fake GPU and its host, in ms. A launch costs the host launch_ms and queues a kernel, which the GPU
-    starts once it is free and the launch has happened; an event completes when the GPU reaches it, and
-    synchronizing brings the host there. Kernels run jitter x their time, and boost x that while the GPU
-    has been busy for less than boost_ms (a clock that falls as the GPU reaches its power limit)."""
-
-    def __init__(self, launch_ms=0.0):
-        self.host = self.gpu = self.busy = 0.0
-        self.launch_ms = launch_ms
-        self.jitter = itertools.cycle([1.0, 0.998, 1.002, 0.999, 1.001])
-        self.boost, self.boost_ms = 1.0, 0.0
-        self.captured = None  # while a CUDA graph is captured: the kernels' times, which nothing runs yet
-
-    def run(self, ms):
-        if self.captured is not None:
-            self.captured.append(ms)
-            return
-        self.run_many([ms])
-
-    def run_many(self, kernels):
-        """Launch kernels: one at a time from the host, or all at once as a CUDA graph's one launch."""
-        self.host += self.launch_ms
-        self.gpu = max(self.gpu, self.host)
-        for ms in kernels:
-            ms *= next(self.jitter) * (self.boost if self.busy < self.boost_ms else 1.0)
-            self.gpu += ms
-            self.busy += ms
-
-    def event(self):
-        return max(self.gpu, self.host)
-
-    def sync(self):
-        self.host = max(self.host, self.gpu)
-
-
-class FakeDevice:
-    """What gpu_benchmark needs of a device, with an H100's fingerprint and L2, on the fake GPU."""
-
-    fingerprint = H100
-    l2_bytes = 50 * 2**20
-    peaks = {"datasheet": {"fp32": 66.9e12, "dram": 3.35e12}, "measured": None}
-    versions = {"gpubench": "test"}
-
-    def __init__(self, clock):
-        self.clock = clock
-        self.flushes = self.settled_ms = 0
-        self.closed = False
-        self.sm_clock_mhz, self.clock_events = 1980.0, 0
-        self.refuse_graph = None  # why a capture fails, as the real device says it, or None
-
-    def kernel(self, ms):
-        self.clock.run(ms)
-
-    def warm_up(self, run):
-        t = self.clock.event()
-        run()
-        self.clock.sync()
-        return self.clock.event() - t
-
-    def launch_us(self, run):
-        t = self.clock.host
-        for _ in range(20):
-            run()
-        host_ms = self.clock.host - t
-        self.clock.sync()
-        return host_ms / 20 * 1e3
-
-    def graph(self, run, calls):
-        if self.refuse_graph:
-            raise GraphRefused(self.refuse_graph)
-        self.clock.captured = []
-        for _ in range(calls):
-            run()
-        kernels, self.clock.captured = self.clock.captured, None
-        t = self.clock.event()
-        self.clock.run_many(kernels)
-        self.clock.sync()
-        return (lambda: self.clock.run_many(kernels)), (self.clock.event() - t) / calls
-
-    def hold(self, us):
-        """A spin on the GPU's timer: exactly `us`, at any clock."""
-        self.clock.host += self.clock.launch_ms
-        self.clock.gpu = max(self.clock.gpu, self.clock.host) + us / 1e3
-
-    def settle(self, run, call_ms, settle_s):
-        t = self.clock.gpu
-        while self.clock.gpu - t < settle_s * 1e3:
-            run()
-        self.settled_ms = self.clock.gpu - t
-
-    def round_state(self):
-        return self.sm_clock_mhz, self.clock_events
-
-    def event_names(self, mask):
-        return [name for bit, name in ((1, "idle"), (4, "power cap")) if mask and mask & bit]
-
-    def flush_l2(self):
-        self.flushes += 1
-
-    def flush_ms(self):
-        return 0.1
-
-    def back_to_back(self, run, call_ms, duration_s):
-        return 10.0, 20.0
-
-    def metrics(self, t_start, t_end):
-        return {"gpu_util_pct": 100.0, "sm_active_pct": 0.8, "tensor_active_pct": float("nan"), "n_samples": 7}
-
-    def close(self):
-        self.closed = True
-
-
-@pytest.fixture
-def fake_gpu(monkeypatch):
-    """A fake GPU behind the plugin: its device, its identity, and CUDA events that read its clock."""
-    torch = pytest.importorskip("torch")
-    clock = GpuClock()
-
-    class Event:
-        def __init__(self, enable_timing=True):
-            self.ms = None
-
-        def record(self):
-            self.ms = clock.event()
-
-        def synchronize(self):
-            clock.sync()
-
-        def elapsed_time(self, end):
-            return end.ms - self.ms
-
-    device = FakeDevice(clock)
-    monkeypatch.setattr(torch.cuda, "Event", Event)
-    monkeypatch.setattr(pytest_plugin, "open_device", lambda: device)
-    monkeypatch.setattr(pytest_plugin, "this_gpu", lambda: dict(device.fingerprint))
-    return device
-
-
-@pytest.fixture(autouse=True)
-def no_autoload(monkeypatch):
-    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-
-
-@pytest.fixture
-def suite(pytester, monkeypatch):
-    """A user's test suite with one GPU benchmark; run(*args, kernel_ms=...) runs it in this process."""
-    pytester.makepyfile(test_k=TEST_KERNEL)
-    # pytest-benchmark's own machine_info asks py-cpuinfo, a second per session; the GPU's is added to this
-    pytester.makeconftest("def pytest_benchmark_generate_machine_info(config):\n    return {'node': 'test'}\n")
-
-    def run(*args, kernel_ms=1.0):
-        monkeypatch.setenv("KERNEL_MS", str(kernel_ms))
-        return pytester.runpytest(*PLUGINS, "--gpu-min-time=0.05", "--gpu-settle=0.05", *args)
-
-    return run
-
-
-def baseline(path: Path, gpu: dict | None, median_s=1e-3) -> Path:
-    """A saved pytest-benchmark file, as --gpu-save-baseline writes it, with the GPU it claims."""
-    stats = {"min": median_s, "max": median_s, "mean": median_s, "stddev": 0.0, "rounds": 10, "median": median_s,
-             "iqr": 0.0, "q1": median_s, "q3": median_s, "iqr_outliers": 0, "stddev_outliers": 0, "outliers": "0;0",
-             "ld15iqr": median_s, "hd15iqr": median_s, "ops": 1 / median_s, "total": 10 * median_s, "iterations": 1}
-    machine = {"node": "x"} | ({"gpu": gpu} if gpu else {})
-    bench = {"group": None, "name": "test_kernel", "fullname": "test_k.py::test_kernel", "params": None,
-             "param": None, "extra_info": {}, "options": {}, "stats": stats}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"machine_info": machine, "commit_info": {}, "benchmarks": [bench],
-                                "datetime": "2026-01-01T00:00:00", "version": "5.2.3"}))
-    return path
-
 
 # --- registration and options ----------------------------------------------------------------------
 
@@ -252,9 +72,12 @@ def test_options_are_one_group_in_help(pytester):
     out = pytester.runpytest(*PLUGINS, "--help").stdout.str()
     assert "gpu_benchmark (GPU time per call" in out
     for option in ("--gpu-min-time", "--gpu-settle", "--gpu-no-flush-l2", "--gpu-baseline", "--gpu-save-baseline",
-                   "--gpu-measure-floor", "--gpu-noise-floor", "--gpu-allow-different-limits", "--gpu-fail-slower",
-                   "--gpu-verdict-json"):
+                   "--gpu-baseline-runs", "--gpu-measure-floor", "--gpu-noise-floor", "--gpu-allow-different-limits",
+                   "--gpu-fail-slower", "--gpu-verdict-json"):
         assert option in out
+    # the recipe, said where a user looks for it: how many processes a baseline takes, and why
+    flat = " ".join(out.split())
+    assert "default 8" in flat and "t(N-1) x their spread x sqrt(1 + 1/N)" in flat
 
 
 @pytest.mark.parametrize("args", [["--gpu-min-time=0"], ["--gpu-noise-floor=-1"], ["--gpu-settle=-1"]])
@@ -465,103 +288,6 @@ def test_the_same_model_with_another_driver_is_compared_and_noted(suite, fake_gp
     r = suite(f"--gpu-baseline={tmp_path}")
     r.assert_outcomes(passed=1)
     assert "gpu baseline: same model, but driver 570.1 -> 580.65.06" in r.stdout.str()
-
-
-# --- the verdict against a baseline ---------------------------------------------------------------
-
-@pytest.fixture
-def saved(suite, fake_gpu, tmp_path):
-    """A baseline of the fake kernel at 1 ms per call (its rounds spread +-0.2%)."""
-    suite(f"--gpu-save-baseline={tmp_path}", kernel_ms=1.0).assert_outcomes(passed=1)
-    return tmp_path
-
-
-def verdict_line(result) -> str:
-    return next(line for line in result.stdout.lines if line.startswith("test_kernel ") and " ms  " in line)
-
-
-def test_an_unchanged_kernel_reads_same(suite, saved):
-    r = suite(f"--gpu-baseline={saved}", "--benchmark-compare-fail=median:10%", "--gpu-fail-slower", kernel_ms=1.0)
-    assert r.ret == pytest.ExitCode.OK
-    line = verdict_line(r)
-    assert line.endswith("(vs h100-80gb-hbm3.json)") and "  same  " in line
-    assert "every interval within its floor" in line and "no reruns measured its floor" in line
-
-
-def test_a_real_slowdown_reads_slower_and_fails_the_check_without_a_traceback(suite, saved):
-    r = suite(f"--gpu-baseline={saved}", "--benchmark-compare-fail=median:10%", kernel_ms=1.5)
-    assert r.ret == pytest.ExitCode.TESTS_FAILED
-    assert "  slower  median +50.0% [+" in verdict_line(r)
-    out = r.stdout.str() + r.stderr.str()
-    assert "Performance has regressed" in out and "Traceback" not in out
-    assert r.stdout.lines[-2].startswith("FAILED: --benchmark-compare-fail found a slowdown")
-
-
-def test_a_faster_kernel_reads_faster(suite, saved):
-    assert "  faster  median -50.0%" in verdict_line(suite(f"--gpu-baseline={saved}", kernel_ms=0.5))
-
-
-def test_a_change_below_the_least_floor_is_never_slower(suite, saved):
-    """+0.5% with a tight interval: within the default least floor of 1%, so not slower; with no floor, slower."""
-    assert "  same  " in verdict_line(suite(f"--gpu-baseline={saved}", kernel_ms=1.005))
-    assert "  slower  " in verdict_line(suite(f"--gpu-baseline={saved}", "--gpu-noise-floor=0", kernel_ms=1.005))
-
-
-def test_gpu_fail_slower_fails_a_slowdown_that_pytest_benchmarks_check_lets_through(suite, saved):
-    r = suite(f"--gpu-baseline={saved}", "--benchmark-compare-fail=median:10%", "--gpu-fail-slower", kernel_ms=1.05)
-    assert r.ret == pytest.ExitCode.TESTS_FAILED
-    assert "Performance has regressed" not in r.stdout.str()  # +5% passes median:10%
-    assert "FAILED: --gpu-fail-slower: 1 benchmark read slower (test_kernel)" in r.stdout.str()
-
-
-def test_the_verdicts_go_to_a_json_file_with_their_numbers(suite, saved, tmp_path):
-    out = tmp_path / "verdicts.json"
-    suite(f"--gpu-baseline={saved}", f"--gpu-verdict-json={out}", kernel_ms=1.5).assert_outcomes(passed=1)
-    data = json.loads(out.read_text())
-    (v,) = data["verdicts"]
-    assert (v["name"], v["word"], v["baseline"]) == ("test_kernel", "slower", "h100-80gb-hbm3.json")
-    assert set(v["changes"]) == {"median", "q1", "q3", "mean"}
-    assert v["changes"]["median"]["pct"] == pytest.approx(50.0) and v["changes"]["median"]["floor"] == 1.0
-    assert data["runs"]["test_k.py::test_kernel"]["extra_info"]["round_start"].startswith("behind the L2 flush")
-
-
-# --- the between-run floor -------------------------------------------------------------------------
-
-def test_the_floor_is_measured_by_reruns_stored_with_the_baseline_and_used(suite, saved):
-    path = saved / "h100-80gb-hbm3.json"
-    assert "  slower  " in verdict_line(suite(f"--gpu-baseline={saved}", kernel_ms=1.02))  # least floor: 1%
-    for ms in (1.03, 0.97):  # two reruns that moved 3% either way: this GPU's between-run floor
-        r = suite(f"--gpu-measure-floor={saved}", kernel_ms=ms)
-        r.assert_outcomes(passed=1)
-    assert "gpu baseline floor: rerun 2 added to" in r.stdout.str()
-    stored = json.loads(path.read_text())
-    assert [len(run["benchmarks"]) for run in stored["gpubench"]["reruns"]] == [1, 1]
-    # the largest end of the reruns' intervals: their 3% change, widened by the jitter of their rounds
-    assert 3.0 <= stored["gpubench"]["floor_pct"]["test_k.py::test_kernel"]["median"] <= 3.3
-    assert stored["benchmarks"][0]["stats"]["median"] == pytest.approx(1e-3)  # the baseline itself is unchanged
-    line = verdict_line(suite(f"--gpu-baseline={saved}", kernel_ms=1.02))
-    assert "  same  " in line and "floors from 2 reruns" in line  # +2% is within what unchanged reruns move
-    assert "  slower  " in verdict_line(suite(f"--gpu-baseline={saved}", kernel_ms=1.05))
-
-
-def test_a_rerun_that_moved_too_far_is_left_out_of_the_floor(suite, saved):
-    r = suite(f"--gpu-measure-floor={saved}", kernel_ms=1.5)
-    assert "left out of the floor: test_k.py::test_kernel moved more than 10%" in r.stdout.str()
-    reruns = json.loads((saved / "h100-80gb-hbm3.json").read_text())["gpubench"]["reruns"]
-    assert [run["benchmarks"] for run in reruns] == [{}]
-
-
-def test_saving_a_baseline_anew_starts_without_reruns(suite, saved):
-    suite(f"--gpu-measure-floor={saved}", kernel_ms=1.0).assert_outcomes(passed=1)
-    suite(f"--gpu-save-baseline={saved}", kernel_ms=1.0).assert_outcomes(passed=1)
-    assert "gpubench" not in json.loads((saved / "h100-80gb-hbm3.json").read_text())
-
-
-@pytest.mark.parametrize("args", [["--gpu-save-baseline=a", "--gpu-measure-floor=b"],
-                                  ["--gpu-baseline=a", "--gpu-measure-floor=b"]])
-def test_the_floor_is_measured_apart_from_saving_or_comparing(pytester, fake_gpu, args):
-    r = pytester.runpytest(*PLUGINS, *args)
-    assert r.ret == pytest.ExitCode.USAGE_ERROR and "not both" in r.stderr.str()
 
 
 # --- speed settings, memory size, MIG ---------------------------------------------------------------

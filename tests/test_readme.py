@@ -32,3 +32,61 @@ def test_every_promise_names_tests_that_exist():
     assert len(named) >= 4 * 2
     for path, name in named:
         assert f"\ndef {name}(" in (ROOT / path).read_text(), f"{path}::{name}"
+
+
+def generated_spans(text: str) -> list[tuple[int, int]]:
+    import re
+
+    block = r"<!-- gpubench:([\w-]+) -->.*?<!-- /gpubench:\1 -->"
+    return [(m.start(), m.end()) for m in re.finditer(block, text, re.S)]
+
+
+def test_the_prose_that_states_measured_numbers_is_written_by_the_generator():
+    """Sentences about the committed results lie inside generated parts, so `--check` holds them to the files:
+    the ones written by hand had drifted from the files they cite."""
+    text = (ROOT / "README.md").read_text()
+    spans = generated_spans(text)
+    for start in ("Read it row by row", "Read down the GPU-Util column", "Of these runs, GPU-Util reads",
+                  "The ratio of two medians", "A fused softmax must read", "the ridge lies at",
+                  "the Triton kernel reads the weights at", "The compiled loop's `warmup`", "Each run's `train` phase"):
+        at = text.find(start)
+        assert at >= 0 and any(a <= at < b for a, b in spans), start
+    for start in ("HFU is above the tensor ceiling in", "HFU is not known for", "runs were recorded before"):
+        at = text.find(start)  # said only where the committed runs call for it
+        assert at < 0 or any(a <= at < b for a, b in spans), start
+    for stale in ("three of the four loops are busy", "2.1% above the analytic", "1.017x", "234 (B ≈ 243)", "89-91%",
+                  "62-86%", "a few microseconds"):
+        assert stale not in text, stale
+
+
+def test_the_readme_states_the_trails_the_summary_uses():
+    from gpubench.read.summary import TRAIL_S
+    from gpubench.truth.ceiling import PEAK_CLOCK_MHZ
+
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"{TRAIL_S['sm_active_pct']:g} s into the window for GPM's columns, {TRAIL_S['gpu_util_pct']:g} s for "
+            f"NVML's utilization, {TRAIL_S['power_w']:g} s for power") in text
+    assert f"({PEAK_CLOCK_MHZ['NVIDIA H100 80GB HBM3']:.0f} MHz on an H100 SXM and an H200)" in text
+
+
+def test_a_watch_table_says_which_peak_each_row_is_against(tmp_path):
+    """From each run's --dtype: 'the bf16 datasheet peak in every row' only where every run was watched so; a
+    share a run cannot give (no model count, a hardware count of another day) reads –, never a number."""
+    import json
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import readme_tables as rt
+
+    runs = {}
+    for name, dtype in (("healthy", "bf16"), ("fp32", "fp32")):
+        runs[name] = tmp_path / name
+        runs[name].mkdir()
+        (runs[name] / "manifest.json").write_text(json.dumps({"dtype": dtype}))
+    trains = {n: {"tensor_ceiling_dtype": "bf16"} for n in runs}
+    mixed = rt._against(runs, trains)
+    assert "in every row" not in mixed and "bf16 for `healthy`" in mixed and "fp32 for `fp32`" in mixed
+    assert "against the bf16 peak" in mixed  # the tensor ceiling: what ran on the tensor pipes, of bf16's peak
+    assert rt._against({"healthy": runs["healthy"]}, trains).endswith("against the bf16 datasheet peak in every row")
+    row = {"gpu_util_pct": 99.0, "steps_per_s": 10.0, "tflops": 200.0, "mfu_pct": 20.0, "hfu_pct": float("nan"),
+           "tensor_ceiling_pct": 24.0, "verdict_rules": "tensor-part, mfu-mid"}
+    assert "| 200 | 20% | – | 24% |" in rt._watch_row("job", "(defaults)", row)

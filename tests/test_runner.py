@@ -2,6 +2,7 @@
 
 import json
 import math
+import time
 
 import pytest
 from fakes import GPU, FakeBackend, FakeSource, scenario
@@ -10,6 +11,7 @@ from gpubench.kernels.common import CheckFailed
 from gpubench.record.recording import Reporter
 from gpubench.record.rundir import load_run
 from gpubench.suite.runner import RunOptions, run_suite
+from gpubench.truth.timing import Timings
 
 
 class Recorder(Reporter):
@@ -70,7 +72,8 @@ def test_run_writes_labelled_samples_and_summary(tmp_path, monkeypatch):
     # steady window only: every gemm row read 100, none of the gap rows leaked in
     assert rows["gemm"]["gpu_util_pct"] == 100.0
     assert rows["copy"]["gpu_util_pct"] == 0.0
-    assert rows["gemm"]["n_samples"] >= 5
+    # rows whole for every column: from 0.4 s into the 0.5 s window, as far as GPU-Util's value reaches back
+    assert rows["gemm"]["n_samples"] >= 1
     # 2e12 FLOP in 2 ms = 1000 TFLOP/s; datasheet 989.4 → 101%, measured 800 → 125%
     assert rows["gemm"]["tflops"] == pytest.approx(1000.0)
     assert rows["gemm"]["mfu_pct"] == pytest.approx(100 * 1000 / 989.4, rel=1e-4)
@@ -89,7 +92,8 @@ def test_steady_window_holds_only_whole_intervals_after_the_trim(tmp_path):
     run_dir, summary = run_suite(opts, FakeBackend(), Recorder())
     _, samples, _ = load_run(run_dir)
     t0, t1 = summary[0]["t_start"], summary[0]["t_end"]
-    inside = [r for r in samples if r["t_start_s"] >= t0 + 0.5 and r["t_end_s"] <= t1]
+    # whole for GPU-Util too, whose value reaches 0.4 s back (gpubench.read.summary.TRAIL_S)
+    inside = [r for r in samples if r["t_start_s"] >= t0 + 0.5 + 0.4 - 1e-9 and r["t_end_s"] <= t1]
     assert 0 < summary[0]["n_samples"] == len(inside) < len([r for r in samples if r["phase"] == "a"])
 
 
@@ -156,3 +160,23 @@ def test_the_manifest_on_disk_names_the_gpu_before_the_first_kernel_runs(tmp_pat
     run_suite(_opts(tmp_path, [scenario("a", check=check)], [FakeSource()]), FakeBackend(), Recorder())
     assert seen["status"] == "running" and seen["gpu"]["name"] == GPU.name
     assert seen["versions"] and "fake" in seen["families"]
+
+
+class WarmFirstBackend(FakeBackend):
+    """Groups stamped on the monotonic clock: those of the first 0.6 s faster (a GPU's clock is higher
+    before its power limit holds it), the rest 1.0 ms a call."""
+
+    def time(self, prepared, duration_s, calls):
+        t0 = time.monotonic()
+        time.sleep(duration_s)
+        spans = [(t0 + k * duration_s / 10, t0 + (k + 1) * duration_s / 10) for k in range(10)]
+        return Timings([0.5 if b <= t0 + 0.6 * duration_s else 1.0 for _, b in spans], 10 * calls, spans)
+
+
+def test_the_time_per_call_covers_the_window_the_counters_cover(tmp_path):
+    """The first half second of a scenario is not summarized: its calls are not timed into kernel_ms either."""
+    _, summary = run_suite(_opts(tmp_path, [scenario("a")], [FakeSource()]), WarmFirstBackend(), Recorder())
+    row = summary[0]
+    assert row["kernel_ms"] == 1.0 and row["n_timings"] == 5  # the groups after t_start + 0.5 s only
+    a, _, b = row["timing_window"].partition("-")
+    assert float(a) == pytest.approx(row["t_start"] + 0.5) and float(b) == pytest.approx(row["t_end"])

@@ -19,6 +19,7 @@ from gpubench.cli import main
 from gpubench.job import marks, watch
 from gpubench.job.watching import WatchOptions
 from gpubench.record.rundir import load_run
+from gpubench.truth.flops import hardware_known
 
 ROOT = Path(__file__).resolve().parents[1]
 INFO = {"nvml_index": 0, "name": GPU.name, "uuid": GPU.uuid, "memory_mib": 81559, "driver": "580.0",
@@ -90,6 +91,7 @@ def test_phases_label_the_samples_and_each_gets_a_summary_row(tmp_path, ladder, 
     assert manifest["kind"] == "watch" and manifest["status"] == "completed"
     assert manifest["child"]["argv"] == PHASED and manifest["child"]["exit_code"] == 0
     assert manifest["marks"]["steps"] == 30 and manifest["families"]["watch"]["story"]
+    assert hardware_known(manifest)  # its marks count what the kernels run: a summary may give HFU
     labels = [r["phase"] for r in samples]
     assert {"warmup", "train", "eval"} <= set(labels)
     assert labels.index("warmup") < labels.index("train") < labels.index("eval")

@@ -14,11 +14,18 @@ replay of a CUDA graph of `calls` calls, the clock divides the round's GPU time 
 stay per call. After each round, `on_round` reads what the GPU's clocks were doing (outside the timed
 events), and `rounds` keeps what it returned.
 
+The lead covers the host only if the host keeps to it. The host clock is read before the lead is launched
+and again after the end event is recorded: where more than the lead's length passed between them, the GPU
+may have run out of queued work inside the timed events and waited for the host (a thread holding the GIL,
+the OS), so `late` marks that round (gpubench.gate.rounds leaves such rounds out while they are few).
+
 A round whose target raised never makes its second call: reset() before each benchmark drops that
 stale start, and a round of zero or negative GPU time is an error, never a result.
 """
 
 from __future__ import annotations
+
+import time
 
 
 class ClockError(RuntimeError):
@@ -35,23 +42,30 @@ class CudaEventClock:
         self.on_round = None  # called after each round's end event completed; what it returns goes to rounds
         self.calls = 1  # calls in one call of the target (a CUDA graph's replay runs many)
         self.rounds: list = []
+        self.late: list[bool] = []  # per round: the host took longer than the lead to queue it
+        self.lead_us = 0.0  # the lead's length; 0: no lead, no round is called late
         self.event = None  # makes a timing event; None: torch.cuda.Event (a seam for tests without a GPU)
+        self.host_time = time.perf_counter  # the host's clock in seconds (a seam for tests)
+        self._host_start = 0.0
 
     def reset(self) -> None:
         self._start = None
         self.rounds = []
+        self.late = []
 
-    def attach(self, lead=None, on_round=None, calls: int = 1) -> None:
+    def attach(self, lead=None, on_round=None, calls: int = 1, lead_us: float = 0.0) -> None:
         """Set the hooks of the next benchmark and forget the last one's rounds."""
         if calls < 1:
             raise ValueError(f"a target runs one call or more, not {calls}")
         self.reset()
         self.lead, self.on_round, self.calls = lead, on_round, calls
+        self.lead_us = lead_us if lead is not None else 0.0
 
     def detach(self) -> list:
         """Drop the hooks; what on_round returned for each round, warm-up rounds included."""
         self.lead = self.on_round = None
         self.calls = 1
+        self.lead_us = 0.0
         return self.rounds
 
     def _event(self):
@@ -62,19 +76,23 @@ class CudaEventClock:
         return torch.cuda.Event(enable_timing=True)
 
     def __call__(self) -> float:
-        if self._start is None and self.lead is not None:
-            self.lead()
+        if self._start is None:
+            self._host_start = self.host_time()
+            if self.lead is not None:
+                self.lead()
         event = self._event()
         event.record()
         if self._start is None:
             self._start = event
             return self.total_s
+        host_us = (self.host_time() - self._host_start) * 1e6
         event.synchronize()
         elapsed_s = self._start.elapsed_time(event) / 1e3 / self.calls
         self._start = None
         if not elapsed_s > 0:
             raise ClockError(f"a round measured {elapsed_s * 1e3:.4g} ms of GPU time: no round takes none")
         self.total_s += elapsed_s
+        self.late.append(bool(self.lead_us) and host_us > self.lead_us)
         if self.on_round is not None:
             self.rounds.append(self.on_round())
         return self.total_s

@@ -141,3 +141,32 @@ def limits_refusal(changed: list[str], where: str = "the baseline") -> str:
 def differences(saved: dict, current: dict) -> list[str]:
     """What else differs between the baseline's GPU and this one: worth a note, not a refusal."""
     return _changed(saved, current, NOTED)
+
+
+def comparable(saved: dict, current: dict, where: str, allow_limits: bool) -> tuple[list[str], list[str]]:
+    """Whether a baseline's GPU (saved) and this one compare: BaselineError with the refusal where another model,
+    part or MIG mode, or other speed settings not allowed; else what to say with every verdict (the settings
+    allowed to differ) and the notes for the report's header."""
+    refusal = model_mismatch(saved, current, where) or part_mismatch(saved, current, where)
+    if refusal:
+        raise BaselineError(refusal)
+    limits = limits_changed(saved, current)
+    if limits and not allow_limits:
+        raise BaselineError(limits_refusal(limits, where))
+    always = [f"{'; '.join(limits)} (--gpu-allow-different-limits)"] if limits else []
+    notes = [f"gpu baseline: other speed settings, compared as allowed: {'; '.join(limits)}"] if limits else []
+    changed = differences(saved, current)
+    if changed:
+        notes.append(f"gpu baseline: same model, but {'; '.join(changed)}")
+    return always, notes
+
+
+def graph_in(baseline: dict | None, fullname: str) -> bool | None:
+    """Whether a baseline timed this benchmark from a CUDA graph; None without a baseline or without the
+    benchmark in it."""
+    benchmarks = baseline.get("benchmarks") if isinstance(baseline, dict) else None
+    for bench in benchmarks if isinstance(benchmarks, list) else []:
+        if isinstance(bench, dict) and bench.get("fullname") == fullname:
+            info = bench.get("extra_info")
+            return bool(info.get("cuda_graph_calls")) if isinstance(info, dict) else False
+    return None

@@ -20,6 +20,7 @@ from gpubench.truth.timing import calls_for, time_loop, warm_up
 
 KEEP_ROWS = 6000  # ten minutes at 0.1 s: a benchmark's window is seconds long
 LAUNCH_PROBE_CALLS = 20  # few enough that CUDA's launch queue never fills while the host launches them
+LAUNCH_PROBE_MS = 20.0  # and no more GPU time than this: a 50 ms call is probed in 3 launches, not 20
 NOT_MEDIANS = ("energy_j",)  # a counter: its median says nothing
 
 
@@ -62,17 +63,19 @@ class CudaDevice:
         self.hold(1.0)  # compiles the blocking kernel before anything is timed
         return warm_up(run)
 
-    def launch_us(self, run) -> float:
-        """The host's time to launch one call, in microseconds (the GPU may run it later)."""
+    def launch_us(self, run, call_ms: float = 0.0) -> float:
+        """The host's time to launch one call, in microseconds (the GPU may run it later); call_ms, one call's GPU
+        time, bounds how many calls the probe launches."""
         import torch
 
+        calls = max(3, min(LAUNCH_PROBE_CALLS, int(LAUNCH_PROBE_MS / max(call_ms, 1e-6))))
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        for _ in range(LAUNCH_PROBE_CALLS):
+        for _ in range(calls):
             run()
         host_s = time.perf_counter() - t0
         torch.cuda.synchronize()
-        return host_s / LAUNCH_PROBE_CALLS * 1e6
+        return host_s / calls * 1e6
 
     def graph(self, run, calls: int):
         """`calls` calls of run captured in one CUDA graph: (its replay, one call's GPU time in ms in it), or

@@ -25,14 +25,19 @@ and the median of one run then moved 8% from another's. After each round the dev
 clock and NVML's clock-event reasons, so a verdict can say when a baseline and a run ran at other clocks.
 
 The metrics sampled while single calls alternate with flushes would describe the flush, so with the
-flush on they come from a second window of back-to-back calls; so do those of tiny calls, whose rounds
-spend more time behind their lead kernel (one spinning thread) than running.
+flush on they come from a second window of back-to-back calls (at most METRICS_WINDOW_S); so do those of
+tiny calls, whose rounds spend more time behind their lead kernel (one spinning thread) than running.
+
+Python's garbage collector is off during the rounds (collected once before them): a collection inside a
+round holds the host for milliseconds, longer than any lead. The clock marks the rounds the host was late for
+anyway (extra_info's rounds_host_late); the verdict leaves them out (gpubench.gate.rounds).
 
 Nothing here imports torch or NVML: the device (gpubench.gate.device, or a fake in tests) does the GPU work.
 """
 
 from __future__ import annotations
 
+import gc
 import math
 import time
 from dataclasses import dataclass
@@ -40,6 +45,7 @@ from functools import partial
 
 from gpubench.gate.clock import CLOCK
 from gpubench.gate.graph import graph_or_not
+from gpubench.gate.rounds import timer_step
 from gpubench.metrics import finite
 from gpubench.read.summary import derive
 from gpubench.record.rundir import json_safe
@@ -52,6 +58,7 @@ MAX_FLUSHED_ROUNDS = 10_000  # each flushed round also costs ~0.1 ms of host tim
 FLUSH_MIN_BYTES = 256 * 2**20  # about 0.1 ms of writes on an H100
 MIN_TIME_S = 1.0
 SETTLE_S = 1.0
+METRICS_WINDOW_S = 0.5  # the window of back-to-back calls for the metrics: five of NVML's 0.1 s samples
 WARMUP_ROUNDS = 1
 # Calls queued behind the lead kernel at most: CUDA's launch queue holds on the order of a thousand
 # launches, and once it is full the host waits for the GPU to free a slot, which is the launch rate again.
@@ -204,7 +211,7 @@ class GpuBenchmark:
         if graph is True and flush:
             raise ValueError("gpu_benchmark: graph=True runs calls back to back, which the L2 flush forbids: "
                              "pass flush_l2=False as well")
-        launch_us = dev.launch_us(run)
+        launch_us = dev.launch_us(run, call_ms)
         timed, call_ms, graph_calls, refused = graph_or_not(dev, run, call_ms, flush, graph, self.graph_before)
         per_target = max(graph_calls, 1)  # calls in one call of `timed`
         dev.settle(timed, call_ms * per_target, self.settle_s)
@@ -212,18 +219,25 @@ class GpuBenchmark:
         if swaying:
             min_time_s *= SWAY_FACTOR
         p = plan(call_ms, min_time_s, flush, dev.flush_ms() if flush else 0.0, launch_us, graph_calls)
-        CLOCK.attach(lead=partial(dev.hold, p.lead_us), on_round=dev.round_state, calls=per_target)
+        CLOCK.attach(lead=partial(dev.hold, p.lead_us), on_round=dev.round_state, calls=per_target,
+                     lead_us=p.lead_us)
+        collecting = gc.isenabled()
+        gc.collect()
+        gc.disable()
         t0 = time.monotonic()
         try:
             result = self.benchmark.pedantic(timed, setup=dev.flush_l2 if flush else None, rounds=p.rounds,
                                              iterations=p.iterations, warmup_rounds=WARMUP_ROUNDS)
         finally:
+            if collecting:
+                gc.enable()
+            late = CLOCK.late[WARMUP_ROUNDS:]
             states = CLOCK.detach()[WARMUP_ROUNDS:]
         t1 = time.monotonic()
         self.rounds_s = list(self.benchmark.stats.stats.data)
         window = TIMED_WINDOW
         if flush or p.lead_us / 1e3 > LEAD_SHARE * call_ms * per_target * p.iterations:
-            t0, t1 = dev.back_to_back(timed, call_ms * per_target, self.min_time_s)
+            t0, t1 = dev.back_to_back(timed, call_ms * per_target, min(self.min_time_s, METRICS_WINDOW_S))
             window = BACK_TO_BACK_WINDOW
         if graph_calls:
             result = run()  # the caller gets what a call returns, not what a replay does (None)
@@ -231,7 +245,9 @@ class GpuBenchmark:
         info = {"kernel_ms": median_ms, "timer": TIMER, "calls_per_round": graph_calls or p.iterations,
                 "rounds": p.rounds, "l2_flush": flush, "working_set_bytes": ws, "l2_bytes": dev.l2_bytes,
                 "settle_s": self.settle_s, "round_start": round_start(p), "launch_us": launch_us,
-                "cuda_graph_calls": graph_calls, "min_time_s": min_time_s}
+                "cuda_graph_calls": graph_calls, "min_time_s": min_time_s,
+                "rounds_host_late": [i for i, x in enumerate(late) if x],
+                "timer_step_us": timer_step(self.rounds_s, graph_calls or p.iterations) * 1e6}
         if swaying:
             info["min_time_why"] = f"{' and '.join(swaying)} after settling: {SWAY_FACTOR}x --gpu-min-time"
         if refused:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from gpubench.gate import floor
 from gpubench.gate.fixture import SWAYING
+from gpubench.gate.rounds import usable
 from gpubench.gate.verdict import CLOCK_DIFF, LEVEL, Verdict, judge
 from gpubench.metrics import finite
 
@@ -56,18 +57,21 @@ class Compared:
     now_median_s: float
     base_median_s: float | None = None
     verdict: Verdict | None = None
-    floor_reruns: int = 0
+    floor_processes: int = 1
     notes: list[str] = field(default_factory=list)
     not_compared: str | None = None
+    rounds_used: tuple[int, int] | None = None  # rounds of the baseline and of this run the verdict used
 
     def record(self, baseline_name: str) -> dict:
         out = {"name": self.name, "fullname": self.fullname, "baseline": baseline_name,
                "word": self.verdict.word if self.verdict else None, "now_median_s": self.now_median_s,
-               "base_median_s": self.base_median_s, "floor_reruns": self.floor_reruns, "notes": self.notes,
-               "not_compared": self.not_compared}
+               "base_median_s": self.base_median_s, "floor_processes": self.floor_processes,
+               "rounds_used": self.rounds_used, "notes": self.notes, "not_compared": self.not_compared}
         if self.verdict:
             out["why"] = self.verdict.why
-            out["changes"] = {c.stat: {"pct": c.pct, "lo": c.lo, "hi": c.hi, "floor": c.floor}
+            # pct, lo, hi: from the center of the baseline's processes; raw_pct: from its first process
+            out["changes"] = {c.stat: {"pct": c.pct, "lo": c.lo, "hi": c.hi, "floor": c.floor, "center": c.center,
+                                       "raw_pct": self.verdict.raw[c.stat].pct, "resolution": c.resolution}
                               for c in self.verdict.changes}
         return out
 
@@ -79,7 +83,8 @@ def compare_run(baseline: dict, runs: dict[str, dict], least_floor_pct: float,
     saved = {b["fullname"]: b for b in baseline["benchmarks"]}
     out = []
     for fullname, run in runs.items():
-        rounds = run["rounds"]
+        info_before, info_now = (saved.get(fullname) or {}).get("extra_info") or {}, run.get("extra_info") or {}
+        rounds = usable(run["rounds"], info_now)
         c = Compared(run["name"], fullname, _median(rounds) if rounds else float("nan"))
         out.append(c)
         bench = saved.get(fullname)
@@ -87,23 +92,30 @@ def compare_run(baseline: dict, runs: dict[str, dict], least_floor_pct: float,
             c.not_compared = "not in the baseline (a new benchmark?)"
             continue
         c.base_median_s = bench["stats"]["median"]
-        before = bench["stats"].get("data") or []
+        before = usable(bench["stats"].get("data") or [], info_before)
+        c.rounds_used = (len(before), len(rounds))
         if len(before) < 2 or len(rounds) < 2:
             c.not_compared = (f"the baseline holds {len(before)} rounds of it and this run {len(rounds)}: a "
                               "verdict needs two or more of each (save the baseline with --gpu-save-baseline)")
             continue
-        info_before, info_now = bench.get("extra_info") or {}, run.get("extra_info") or {}
         launched = launch_mismatch(info_before, info_now)
         if launched:
             c.not_compared = launched
             continue
-        floors, c.floor_reruns = floor.floors(baseline, fullname, least_floor_pct)
+        floors = floor.floors(baseline, fullname, least_floor_pct)
+        c.floor_processes = floors["median"].processes
         clocks = (info_before.get("sm_clock_mhz_rounds"), info_now.get("sm_clock_mhz_rounds")) \
             if limited(info_before) or limited(info_now) else (None, None)
-        c.verdict = judge(before, rounds, floors, clocks)
+        calls = (_calls(info_before), _calls(info_now))
+        c.verdict = judge(before, rounds, floors, clocks, calls)
         note = clock_note(info_before, info_now)
         c.notes = [n for n in (note, *always) if n]
     return out
+
+
+def _calls(info: dict) -> int:
+    calls = info.get("calls_per_round")
+    return calls if isinstance(calls, int) and calls > 0 else 1
 
 
 def _median(values: list[float]) -> float:
@@ -117,17 +129,18 @@ def lines(compared: list[Compared], baseline_name: str, least_floor_pct: float) 
     if not compared:
         return []
     width = max(len(c.name) for c in compared)
-    out = ["GPU time per call against the baseline: the change of the median, quartiles and mean of the rounds, "
-           f"each with its {LEVEL:.0%} interval (block bootstrap over rounds), against the floor that unchanged reruns "
-           f"move (measured with --gpu-measure-floor; at least {least_floor_pct:g}%)"]
+    out = ["GPU time per call against the baseline: the change of the median, quartiles and trimmed mean of the "
+           f"rounds from where the baseline's processes sit, each with its {LEVEL:.0%} interval (block bootstrap over "
+           "rounds, widened by the timer's step), against the floor that unchanged processes move (measured by "
+           f"the baseline's runs; at least {least_floor_pct:g}%)"]
     for c in compared:
         if c.verdict is None:
             out.append(f"{c.name:<{width}}  not compared: {c.not_compared}")
             continue
         v = c.verdict
-        median = "" if v.why.startswith("median ") else f" (median {v.median.text()})"
-        source = f"floors from {c.floor_reruns} rerun{'s' * (c.floor_reruns != 1)}" if c.floor_reruns \
-            else "no reruns measured its floor"
+        median = "" if v.why.startswith("median ") else f" ({v.median.text()})"
+        source = f"floors from {c.floor_processes} processes" if c.floor_processes > 1 \
+            else "one process: no reruns measured its floor"
         notes = "".join(f"; {n}" for n in c.notes)
         out.append(f"{c.name:<{width}}  {c.base_median_s * 1e3:#.4g} -> {c.now_median_s * 1e3:#.4g} ms  "
                    f"{v.word:<6}  {v.why}{median}; {source}{notes}  (vs {baseline_name})")

@@ -1,10 +1,13 @@
-"""The verdict of one benchmark against its baseline: how the median, the quartiles and the mean of its
+"""The verdict of one benchmark against its baseline: how the median, the quartiles and the trimmed mean of its
 rounds changed, each with a 99% interval (gpubench.stats.change_intervals: a moving-block bootstrap over
 rounds with a fixed seed), held against the between-run floor of that statistic (gpubench.gate.floor).
 99% each, so that the four together miss a change of zero about one time in twenty (measured on
 unchanged synthetic rounds; tests/test_gate_verdict.py).
 
-A statistic whose whole interval lies above its floor has slowed by more than unchanged reruns move; one
+Each change is taken from the center of the baseline's processes, not from its first process alone (one
+draw of what a process does), and its interval is widened by one step of the timer on either side
+(gpubench.gate.rounds): rounds that all sit on one step of the clock say nothing finer than the step. A
+statistic whose whole interval lies above its floor has slowed by more than unchanged processes move; one
 whose interval lies within +-floor has not changed by more than they do. Where the rounds ran at another SM
 clock than the baseline's (a GPU at its power limit runs slower as it warms: an unchanged H100 GEMM rerun
 went from 1620 to 1440 MHz and read 2.6% slower), a change is no longer the code's until it also exceeds
@@ -14,15 +17,17 @@ for): within that, `unsure`, with the clocks in the sentence. Only where a limit
 explains nothing. The price: code that draws more power, and so runs at a lower clock under the cap,
 reads `unsure` rather than `slower` for the part of its slowdown the clock accounts for.
 
-The verdict is the first rule of RULES that holds, so `same` needs every interval inside its floor: a change the data cannot rule out is
-never called `same`, and a slowdown of part of the rounds, which leaves the median where it was, moves
-a quartile or the mean and reads `slower`.
+The verdict is the first rule of RULES that holds, so `same` needs every interval inside its floor: a change
+the data cannot rule out is never called `same`, and a slowdown of part of the rounds, which leaves the
+median where it was, moves a quartile or the trimmed mean and reads `slower`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from gpubench.gate.floor import Floor, recenter
+from gpubench.gate.rounds import resolution_pct
 from gpubench.metrics import finite
 from gpubench.stats import STATISTICS, change_intervals
 
@@ -41,6 +46,9 @@ class Change:
     hi: float
     floor: float
     clock_pct: float = 0.0  # the change the SM clock explains: + where it fell, - where it rose
+    center: float = 0.0  # where unchanged processes land, in percent from the baseline's first process
+    processes: int = 1  # how many processes measured the floor
+    resolution: float = 0.0  # the timer's step (both runs'), in percent: the interval is widened by it
 
     @property
     def above(self) -> bool:
@@ -94,6 +102,7 @@ class Verdict:
     word: str
     why: str  # the rule's sentence with the numbers that triggered it
     changes: tuple[Change, ...]
+    raw: dict = field(default_factory=dict)  # statistic -> Interval from the baseline's first process, unwidened
 
     @property
     def median(self) -> Change:
@@ -110,18 +119,34 @@ def clock_explains(before_mhz, now_mhz) -> float:
     return (before_mhz / now_mhz - 1) * 100
 
 
-def judge(before: list[float], now: list[float], floors: dict[str, float], clocks: tuple = (None, None)) -> Verdict:
-    """slower, faster, same or unsure: the rounds of a run against the baseline's, each statistic against its
-    floor in percent (floors names every statistic of gpubench.stats.STATISTICS), and against what the
-    change of the rounds' median SM clock explains (clocks: the baseline's and this run's, MHz)."""
+def judge(before: list[float], now: list[float], floors: dict, clocks: tuple = (None, None),
+          calls: tuple = (1, 1)) -> Verdict:
+    """slower, faster, same or unsure: the rounds of a run against the baseline's first process, each statistic
+    taken from the center of the baseline's processes and held against its floor (floors names every
+    statistic of gpubench.stats.STATISTICS: a gate.floor.Floor, or a width in percent alone), and against
+    what the change of the rounds' median SM clock explains (clocks: the baseline's and this run's, MHz).
+    calls: the calls per round of each, for the timer's step where rounds show none."""
     intervals = change_intervals(before, now, level=LEVEL)
+    res = resolution_pct(before, calls[0]) + resolution_pct(now, calls[1])
+    return decide(intervals, floors, clocks, res)
+
+
+def decide(intervals: dict, floors: dict, clocks: tuple = (None, None), resolution_pct: float = 0.0) -> Verdict:
+    """The verdict from each statistic's change from the baseline's first process and its interval
+    (gpubench.stats.Interval, unwidened), the floors, the clocks (as judge) and the timer's step of both runs in
+    percent, by which every interval is widened on either side."""
     clock_pct = clock_explains(*clocks)
-    changes = tuple(Change(s, intervals[s].pct, intervals[s].lo, intervals[s].hi, floors[s], clock_pct)
-                    for s in STATISTICS)
+    changes = []
+    for s in STATISTICS:
+        f = floors[s] if isinstance(floors[s], Floor) else Floor(float(floors[s]))
+        i = intervals[s]
+        changes.append(Change(s, recenter(i.pct, f.center), recenter(i.lo, f.center) - resolution_pct,
+                              recenter(i.hi, f.center) + resolution_pct, f.width, clock_pct, f.center, f.processes,
+                              resolution_pct))
     said = f"{clocks[0]:.0f} -> {clocks[1]:.0f} MHz" if clock_pct else ""
     for word, _, pick, sentence in RULES:
         change = pick(changes)
         if change is not None:
             why = sentence.format(change=change.text(), floor=change.floor, clock_pct=clock_pct, clocks=said)
-            return Verdict(word, why, changes)
+            return Verdict(word, why, tuple(changes), intervals)
     raise AssertionError("the last rule always holds")

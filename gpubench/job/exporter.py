@@ -8,7 +8,8 @@ Two kinds of series, every one labelled as dcgm-exporter labels its own (`gpu`, 
   named and scaled as dcgm-exporter exposes that field (DCGM_FI_DEV_GPU_UTIL in %, DCGM_FI_PROF_* as
   ratios 0-1, DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION in mJ), any other column `gpubench_<column>`;
 - the job over the live window (gpubench.job.live): `gpubench_mfu` and the rest, with the phase as a label,
-  and `gpubench_verdict` whose `rules` label holds the verdict's rule names.
+  `gpubench_verdict` whose `rules` label holds the verdict's rule names, and `gpubench_source` whose `steps`
+  and `flops` labels say where the steps and FLOPs came from (gpubench.job.provenance).
 
 A metric the run has no value for is left out, never 0. Serving happens in the server's own threads,
 which block the signals the watch passes to the job; a scrape that fails is answered with an error and
@@ -86,6 +87,9 @@ JOB = (
 )
 SAMPLE_END = Series("gpubench_sample_end_seconds", "t_end_s", 1.0,
                     "end of the latest sample interval, samples.csv's t_end_s (monotonic clock)")
+SOURCE_HELP = ("1 for where the live window's numbers came from: `steps` is step() (the job's own gpubench.step()) "
+               "or optimizer (its optimizer's steps, no code change); `flops` is step(), one step counted (by "
+               "gpubench, from one whole step) or counters (none known: the tensor pipes' activity bounds them)")
 VERDICT_HELP = ("1 for the verdict on the live window: `rules` holds its rule names, as summary.csv's verdict_rules "
                 "(the rules are gpubench/read/verdict.py's)")
 
@@ -115,6 +119,9 @@ def families(snap, gpus: list, host: str):
         yield family(series, [(r["gpu"], (r["phase"],), r.get(series.column)) for r in snap.rows], ["phase"])
     yield family(Series("gpubench_verdict", "", 1.0, VERDICT_HELP),
                  [(r["gpu"], (r["phase"], r["verdict_rules"]), 1.0) for r in snap.rows], ["phase", "rules"])
+    yield family(Series("gpubench_source", "", 1.0, SOURCE_HELP),
+                 [(r["gpu"], (r["phase"], r.get("steps_source") or "", r.get("flops_source") or ""), 1.0)
+                  for r in snap.rows if r.get("steps_source") or r.get("flops_source")], ["phase", "steps", "flops"])
 
 
 class Collector:

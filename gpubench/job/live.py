@@ -16,6 +16,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass, field
 
+from gpubench.job import provenance
 from gpubench.job.credit import credit
 from gpubench.job.markfile import Mark, Steps
 from gpubench.job.phases import START_UP, Context, cut, judge_ranks, summarize_row
@@ -125,7 +126,7 @@ class Live:
         """The live rows of the GPUs the job uses, with the summary's code, and which ranks each GPU runs."""
         from gpubench.read.samples import as_samples  # numpy: not for `gpubench watch --help`
 
-        events = marks + steps
+        events = provenance.resolve(marks + steps)
         held = {int(g): set(pids) for g, pids in dict(self.contexts()).items()}
         credited, used, _ = credit(events, self.gpus, held)
         snap.ranks = {g.nvml_index: ",".join(str(r) for r in sorted({s.rank for s, i in credited.items()
@@ -137,8 +138,8 @@ class Live:
             return
         ctx = Context(events, [g for g in self.gpus if g.nvml_index in used], credited, self.peaks, self.dtype,
                       self.columns, recorded, trim_s=0.0)
-        snap.rows = [r for g in ctx.gpus if (r := summarize_row(snap.phase, [(start, now)], g, as_samples(rows[g.nvml_index]),
-                                                                 ctx, kind=kind)) is not None]
+        snap.rows = provenance.label([r for g in ctx.gpus if (r := summarize_row(
+            snap.phase, [(start, now)], g, as_samples(rows[g.nvml_index]), ctx, kind=kind)) is not None])
         if kind == "phase":
             judge_ranks(snap.rows, ctx)
         snap.window = (start, now)

@@ -12,7 +12,8 @@ before the GPU reached it. Times are time.monotonic() seconds; `clock` says whet
 ("gpu") or the host's ("host") stamped them; rank is empty where the process had none; uuid names the GPU
 the process ran on ("" where unknown), and "=" says it is the one of that process's previous line (a
 40-character UUID on every line would be a third of a day's marks). A stream of steps is one process:
-(rank, pid).
+(rank, pid). A and C lines are S lines of steps that the job did not report itself: its optimizer's steps,
+seen by gpubench's hook (gpubench.job.autohook); a C line is the one step whose FLOPs gpubench counted.
 
 Lines of the earlier one-line-per-call format (t, rank, pid, "mark"|"step", name or FLOPs) are read too,
 each step as a one-step S.
@@ -75,11 +76,15 @@ class Steps:
     tokens: float
     bad: int
     lead_s: float
+    origin: str = "step"  # who reported them: ORIGINS
     kind = "steps"
 
     @property
     def t(self) -> float:
         return self.t_first
+
+
+ORIGINS = {"S": "step", "A": "optimizer", "C": "counted"}  # the job's step(); its optimizer's; the one counted
 
 
 def _rank(text: str) -> int | None:
@@ -124,7 +129,7 @@ def _parse_new(p: list[str], uuids: dict):
         t = _time(p[1])
         stream = _stream(p[2], p[3])
         return Mark(t, stream, _uuid(stream, p[4], uuids), p[5], clean_name(p[6]))
-    if p[0] == "S" and len(p) == 15:
+    if p[0] in ORIGINS and len(p) == 15:
         t_first, t_last, n = _time(p[1]), _time(p[6]), int(p[7])
         counted, bad = int(p[8]), int(p[13])
         if t_last < t_first:
@@ -136,7 +141,7 @@ def _parse_new(p: list[str], uuids: dict):
             return None
         stream = _stream(p[2], p[3])
         return Steps(t_first, stream, _uuid(stream, p[4], uuids), p[5], t_last, n, counted, flops, hw_flops, nbytes,
-                     tokens, bad, float(p[14]))
+                     tokens, bad, float(p[14]), ORIGINS[p[0]])
     return None
 
 
@@ -146,7 +151,9 @@ def _parse_old(p: list[str]):
         return Mark(t, stream, "", "host", clean_name(p[4]))
     flops = float(p[4]) if p[4] else None
     counted = flops is not None and flops >= 0 and flops != float("inf")
-    return Steps(t, stream, "", "host", t, 1, int(counted), flops if counted else 0.0, flops if counted else 0.0,
+    # gpubench.count_flops then gave one count, of every FLOP that ran (recomputation and the whole T x T
+    # attention included): the hardware count; the model count was not written, so it is not known (NaN)
+    return Steps(t, stream, "", "host", t, 1, int(counted), math.nan if counted else 0.0, flops if counted else 0.0,
                  0.0, 0.0, 0, 0.0)
 
 
@@ -156,7 +163,7 @@ def parse(line: str, uuids: dict | None = None, why: list | None = None):
     to (kept by the caller from line to line)."""
     p = line.rstrip("\n").split("\t")
     try:
-        if p[0] in ("M", "S"):
+        if p[0] == "M" or p[0] in ORIGINS:
             found = _parse_new(p, {} if uuids is None else uuids)
         elif len(p) == 5 and p[3] in ("mark", "step"):
             found = _parse_old(p)

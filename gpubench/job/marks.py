@@ -36,6 +36,7 @@ OPEN_S, SETTLED_S = 0.05, 1.0  # steps are gathered over OPEN_S for the first FI
 FINE_S = 2.0
 
 _path: str | None = os.environ.get(ENV) or None
+own_steps = False  # this process called step() itself: the optimizer's steps are not counted (gpubench.job.autohook)
 _state: "_Writer | None" = None
 _lock = threading.Lock()
 
@@ -54,8 +55,10 @@ def step(flops=None, bytes=None, tokens=None) -> None:  # noqa: A002 -- the name
     """One step done: the FLOPs it did (see gpubench.count_flops), the bytes it moved through device
     memory (for MBU: a decode step reads the weights once, its KV cache, and writes what it adds) and the
     tokens it processed (for tokens/s), where known."""
+    global own_steps
     if _path is None:
         return
+    own_steps = True
     try:
         _writer().step(flops, bytes, tokens)
     except Exception as err:  # noqa: BLE001
@@ -116,12 +119,13 @@ def number(value) -> tuple[float | None, bool]:
 
 
 class Bucket:
-    """Steps gathered over one interval: how many, their first and last stamps, and their sums."""
+    """Steps gathered over one interval: how many, their first and last stamps, and their sums; `origin` is
+    the line's letter (gpubench.job.markfile): S the job's step(), A and C its optimizer's steps."""
 
-    __slots__ = ("n", "t_first", "t_last", "flops", "hw_flops", "bytes", "tokens", "counted", "bad", "lead_s")
+    __slots__ = ("n", "t_first", "t_last", "flops", "hw_flops", "bytes", "tokens", "counted", "bad", "lead_s", "origin")
 
-    def __init__(self, t: float):
-        self.n, self.t_first, self.t_last = 0, t, t
+    def __init__(self, t: float, origin: str = "S"):
+        self.n, self.t_first, self.t_last, self.origin = 0, t, t, origin
         self.flops = self.hw_flops = self.bytes = self.tokens = self.lead_s = 0.0
         self.counted = self.bad = 0  # steps that gave usable FLOPs; steps whose values were not usable
 
@@ -162,7 +166,7 @@ class _Writer:
             with self.lock:
                 self.on_mark(now, name)
 
-    def step(self, flops, nbytes, tokens) -> None:
+    def step(self, flops, nbytes, tokens, origin: str = "S") -> None:
         now = time.monotonic()
         try:
             hardware = getattr(flops, "hardware", None)
@@ -178,7 +182,7 @@ class _Writer:
                       f"(flops={_shown(flops)}, bytes={_shown(nbytes)}, tokens={_shown(tokens)}); the step is "
                       "recorded without it, and so is any later step given such a value")
         self._gpu()
-        values = (model, hardware, nbytes, tokens, bad)
+        values = (model, hardware, nbytes, tokens, bad, origin)
         if self.stamper is None or not self.stamper.put(("step", values, now)):
             with self.lock:
                 self.on_step(now, *values, lead_s=0.0)
@@ -190,15 +194,17 @@ class _Writer:
         self.fine_until = t + FINE_S
         self._write(f"M\t{t:.6f}\t{self._who()}\t{name}\n")
 
-    def on_step(self, t: float, flops, hw_flops, nbytes, tokens, bad, lead_s: float) -> None:
+    def on_step(self, t: float, flops, hw_flops, nbytes, tokens, bad, origin: str = "S", lead_s: float = 0.0) -> None:
         b = self.bucket
         width = OPEN_S if t < self.fine_until else SETTLED_S
-        if b is not None and t - b.t_first >= width:
+        if b is not None and (t - b.t_first >= width or b.origin != origin):
             self._close_bucket()
             b = None
         if b is None:
-            b = self.bucket = Bucket(t)
+            b = self.bucket = Bucket(t, origin)
         b.add(t, flops, hw_flops, nbytes, tokens, bad, lead_s)
+        if origin == "C":  # the step whose FLOPs were counted: a line of its own
+            self._close_bucket()
 
     def flush(self) -> None:
         if self.stamper is not None:
@@ -230,7 +236,7 @@ class _Writer:
         b, self.bucket = self.bucket, None
         if b is None or b.n == 0:
             return
-        self._write(f"S\t{b.t_first:.6f}\t{self._who()}\t{b.t_last:.6f}\t{b.n}\t{b.counted}\t{b.flops:.6g}\t"
+        self._write(f"{b.origin}\t{b.t_first:.6f}\t{self._who()}\t{b.t_last:.6f}\t{b.n}\t{b.counted}\t{b.flops:.6g}\t"
                     f"{b.hw_flops:.6g}\t{b.bytes:.6g}\t{b.tokens:.6g}\t{b.bad}\t{b.lead_s / b.n:.6f}\n")
 
     def _write(self, line: str) -> None:

@@ -18,7 +18,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from gpubench.job import child, marks
+from gpubench.job import bootstrap, child, marks
 from gpubench.job.watching import MARKS_FILE, Watch, WatchOptions, watching
 from gpubench.record import nvml
 from gpubench.record.recording import Reporter
@@ -50,7 +50,7 @@ def run(opts: WatchOptions, argv: list[str], duration_s: float | None = None,
         with child.held_signals(), watching(opts, reporter) as watch:
             for note in notes:
                 watch.rec.warn(note)
-            outcome = _attend(watch, argv, env, duration_s)
+            outcome = _attend(watch, argv, env, duration_s, opts.auto)
             if outcome.interrupted:
                 raise KeyboardInterrupt  # the manifest says so; the summary is written all the same
     except KeyboardInterrupt:
@@ -63,7 +63,7 @@ def run(opts: WatchOptions, argv: list[str], duration_s: float | None = None,
     return (130 if interrupted else 0), watch
 
 
-def _attend(watch: Watch, argv: list[str], env: dict, duration_s: float | None) -> child.Outcome:
+def _attend(watch: Watch, argv: list[str], env: dict, duration_s: float | None, auto: bool = True) -> child.Outcome:
     if not argv:
         return child.Outcome(None, interrupted=True) if watch.interrupted else child.wait(None, duration_s)
     record = watch.manifest["child"] = {"argv": argv, "pid": None, "exit_code": None, "signal": None,
@@ -71,6 +71,7 @@ def _attend(watch: Watch, argv: list[str], env: dict, duration_s: float | None) 
     if watch.interrupted:  # while the peaks were measured: the command is not started
         return child.Outcome(None, interrupted=True)
     env[marks.ENV] = str(watch.marks_path.resolve())
+    watch.manifest["auto"] = bootstrap.prepare(env, auto)
     outcome, left = _spawn_and_wait(argv, env, lambda pid: (record.__setitem__("pid", pid),
                                                              setattr(watch, "child_pid", pid)))
     record.update(exit_code=outcome.exit_code, signal=outcome.signal_name, still_running=outcome.exit_code is None)
@@ -189,7 +190,7 @@ def _prepare_and_run(args, argv, env, endpoint) -> int:
     opts = WatchOptions(out, gpus, info, dtype=args.dtype, interval_s=args.interval, profiling=args.profiling,
                         smi=not args.no_smi, measure_peaks=args.peaks, marks_path=attach_marks,
                         all_gpus=args.all_gpus, root_pid=(lambda w: w.child_pid) if argv else None,
-                        metrics=endpoint)
+                        metrics=endpoint, auto=not args.no_auto)
     return _run_and_show(opts, argv, args.duration, [note] if note else [])
 
 
@@ -239,6 +240,8 @@ def show(watch: Watch, console=None) -> None:
                                 "each phase", columns=WATCH_TABLE, header="phase"))
     for r in watch.summary:
         say(console, (str(r["scenario"]), "bold"), f": {r['verdict']}")
+        if r.get("provenance"):
+            say(console, f"  {r['provenance']}")
         if r.get("streams", 0) > 1:
             say(console, f"  steps/s per process on GPU {r['gpu']}: {r['stream_rates']} (TFLOP/s and MFU are "
                 "their sum)")

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpubench.install import DIST, version
-from gpubench.job import child, markfile
+from gpubench.job import child, markfile, provenance
 from gpubench.job.contexts import Contexts
 from gpubench.job.phases import FIRST_PHASE, FLOP_CONVENTION, STORY, UNITS, Summary, summarize_watch
 from gpubench.read.summary import peak_conditions
@@ -30,6 +30,7 @@ from gpubench.record.gpus import Gpu
 from gpubench.record.recording import Recording, Reporter
 from gpubench.record.rundir import write_summary
 from gpubench.record.sources.policy import DEFAULT_INTERVAL_S
+from gpubench.truth.flops import FLOP_COUNT_VERSION, hardware_known
 from gpubench.truth.peaks import sheet_for
 
 MARKS_FILE = "marks.tsv"
@@ -66,6 +67,7 @@ class WatchOptions:
     all_gpus: bool = False  # keep a row for every sampled GPU, the idle ones too
     root_pid: object = None  # the command's process (or a callable giving it once started): its tree is the job
     metrics: object = None  # an open gpubench.job.exporter.Endpoint: serves the live window; closed at the end
+    auto: bool = True  # steps and FLOPs from the command's optimizer (gpubench.job.autohook); False: --no-auto
 
 
 @dataclass
@@ -169,9 +171,11 @@ def watching(opts: WatchOptions, reporter: Reporter | None = None):
         idle = [g.as_dict() for g in opts.gpus if g.nvml_index not in result.used]
         rec.manifest.update(peaks=peaks, phases=[{"name": p.name, "spans": p.spans} for p in result.phases],
                             window={"t_start": watch.t_start, "t_end": watch.t_end}, all_gpus=opts.all_gpus,
-                            flop_convention=FLOP_CONVENTION, gpus_used=result.used, gpus_idle=idle,
+                            flop_convention=FLOP_CONVENTION, flop_count_version=FLOP_COUNT_VERSION,
+                            gpus_used=result.used, gpus_idle=idle,
                             contexts=contexts.facts() if contexts is not None else None,
-                            marks=marks_facts(events, watch.marks_path, opts.marks_path))
+                            marks=marks_facts(events, watch.marks_path, opts.marks_path),
+                            auto=provenance.facts(events, watch.summary, rec.manifest.get("auto"), result.phases_from))
         if opts.metrics is not None:
             rec.manifest["metrics"] = facts = opts.metrics.facts()
             for error in facts["errors"]:
@@ -221,8 +225,8 @@ def watching(opts: WatchOptions, reporter: Reporter | None = None):
 
 
 def marks_facts(events, path: Path, given: Path | None) -> dict:
-    """What the marks file held, for the manifest."""
-    steps = [e for e in events if isinstance(e, markfile.Steps)]
+    """What the marks file held, for the manifest: the steps the summary counts (provenance.resolve)."""
+    steps = [e for e in provenance.resolve(events) if isinstance(e, markfile.Steps)]
     streams = sorted({e.stream for e in events}, key=markfile.Stream.order)
     return {"file": path.name if given is None else str(path),
             "marks": sum(isinstance(e, markfile.Mark) for e in events), "lines": len(events),
@@ -234,7 +238,8 @@ def marks_facts(events, path: Path, given: Path | None) -> dict:
 
 def resummarize(run_dir: Path) -> Summary:
     """A watch run's summary computed anew by this code from its files alone (samples, marks.tsv,
-    manifest.json): what the numbers of any recorded watch would be today."""
+    manifest.json): what the numbers of any recorded watch would be today. Marks whose manifest does not say
+    that their hardware FLOPs count what the kernels run (flop_count_version) give no HFU."""
     from gpubench.record.rundir import load_run
 
     manifest, samples, _ = load_run(run_dir)
@@ -245,4 +250,5 @@ def resummarize(run_dir: Path) -> Summary:
     events = markfile.read_all(marks_file if marks_file.is_absolute() else Path(run_dir) / marks_file)
     contexts = (manifest.get("contexts") or {}).get("used") or {}
     return summarize_watch(samples, events, gpus, window["t_start"], window["t_end"], manifest["peaks"],
-                           manifest.get("dtype", "bf16"), manifest["columns"], contexts, manifest.get("all_gpus", False))
+                           manifest.get("dtype", "bf16"), manifest["columns"], contexts,
+                           manifest.get("all_gpus", False), hardware=hardware_known(manifest))

@@ -25,6 +25,7 @@ from gpubench.ranks import merge
 from gpubench.ranks.launch import Comm, Launch, RankProblem
 from gpubench.record import gpus
 from gpubench.record.recording import Recording, Reporter, Window
+from gpubench.read.summary import TRIM_S
 from gpubench.record.rundir import RANKED_SAMPLE_KEYS, SAMPLES_FILE, write_samples, write_summary
 from gpubench.suite.backend import CudaBackend
 from gpubench.suite.runner import RunOptions, checked, estimate_s, scenario_result, shared_gpu
@@ -61,7 +62,8 @@ class DistBackend(CudaBackend):
         return (time.perf_counter() - t0) * 1e3 / calls
 
     def time_groups(self, prepared, calls: int, groups: int):
-        return time_loop(prepared.run, calls_per_timing=calls, groups=groups)
+        """Timed groups, each stamped with when it ran on the GPU: the summary keeps those in its window."""
+        return time_loop(prepared.run, calls_per_timing=calls, groups=groups, stamped=True)
 
 
 class Phases:
@@ -219,13 +221,14 @@ def _plan(prepared, comm: Comm, backend) -> tuple[int, int]:
 def _measure(prepared, comm: Comm, backend, duration_s: float, calls: int, chunk: int, clock) -> Timings:
     """Timed groups, chunk by chunk, until rank 0 has measured for duration_s: every rank runs as many
     calls as the others (a collective left unmatched would hang), whatever a warm-up mispredicted."""
-    per_call, n, t0 = [], 0, clock()
+    per_call, n, spans, t0 = [], 0, [], clock()
     while True:
         t = backend.time_groups(prepared, calls, chunk)
         per_call += t.per_call_ms
         n += t.calls
+        spans += t.spans
         if not comm.broadcast(clock() - t0 < duration_s if comm.launch.is_root else None):
-            return Timings(per_call, n)
+            return Timings(per_call, n, spans if len(spans) == len(per_call) else [])
 
 
 def _run_one(i, sc, opts: DistOptions, me: RankState, comm: Comm, backend, phases: Phases) -> None:
@@ -252,7 +255,11 @@ def _run_one(i, sc, opts: DistOptions, me: RankState, comm: Comm, backend, phase
         else:
             timings = backend.idle(sc.measured_s(opts.duration_s))
     phases.set_phase("gap")
-    me.results.append(scenario_result(sc, me.gpu, prepared, facts, window, timings))
+    timed_in = ""
+    if timings is not None and timings.spans:  # timed in the window the counters cover, after the trim
+        timings = timings.within(window.t_start + TRIM_S, window.t_end)
+        timed_in = f"{window.t_start + TRIM_S:.6f}-{window.t_end:.6f}"
+    me.results.append({**scenario_result(sc, me.gpu, prepared, facts, window, timings), "timing_window": timed_in})
     if prepared.arrivals is not None:
         me.arrivals[sc.name] = list(prepared.arrivals)
     del prepared
@@ -280,7 +287,8 @@ def _write_run(rows, rec: Recording, opts: DistOptions, me: RankState, box: dict
     job = merge.job_links(payloads)
     peaks = {p["rank"]: merge.rank_peaks(p, merged, job) for p in payloads}
     order = {sc.name: i for i, sc in enumerate(opts.scenarios)}
-    summary = merge.summarize_ranks(merged, merge.merge_results(payloads), peaks, columns, order)
+    names = {p["rank"]: (p.get("info") or {}).get("name") or "" for p in payloads}
+    summary = merge.summarize_ranks(merged, merge.merge_results(payloads), peaks, columns, order, names)
     tmp = opts.out_dir / f"{SAMPLES_FILE}.tmp"
     write_samples(tmp, merged, columns, keys=RANKED_SAMPLE_KEYS)
     tmp.replace(opts.out_dir / SAMPLES_FILE)

@@ -13,7 +13,8 @@ import statistics
 from dataclasses import dataclass
 
 from gpubench.metrics import finite, pct
-from gpubench.read.summary import metric_stats, peak_conditions, summarize
+from gpubench.read.summary import metric_stats, peak_conditions, summarize, window_text, windows_of
+from gpubench.truth import ceiling
 from gpubench.truth.peaks import sheet_for
 
 # A rank that reaches the collective at least this long after the first one, as a median over steps, is
@@ -82,6 +83,9 @@ def merge_results(payloads: list[dict]) -> list[dict]:
         for res in p["results"]:
             row = {**_shifted(res, clock, ("t_start", "t_end")), "rank": p["rank"], "local_rank": p["local_rank"],
                    "node": p["node"]}
+            if res.get("timing_window"):  # the window its calls were timed in, on rank 0's clock too
+                row["timing_window"] = window_text([(clock.to_root(a), clock.to_root(b))
+                                                    for a, b in windows_of(res["timing_window"])])
             if res.get("bound") == "interconnect" and job["nodes"] > 1:
                 row["nvlink_note"] = CROSS_NODE.format(nodes=job["nodes"])
             elif res.get("bound") == "interconnect" and (links := usable_links(p["info"], job)):
@@ -184,13 +188,15 @@ def job_links(payloads: list[dict]) -> dict:
 
 
 def summarize_ranks(rows, results: list[dict], peaks: dict[int, dict], columns,
-                    order: dict[str, int]) -> list[dict]:
+                    order: dict[str, int], names: dict[int, str] | None = None) -> list[dict]:
     """One summary row per scenario and rank, each from the samples of that rank's GPU (rows: the merged
-    Samples), in suite order."""
+    Samples), in suite order, with the tensor-pipe ceiling of that GPU (names: each rank's GPU as NVML names
+    it; without it, no ceiling)."""
     summary = []
     for rank in sorted({r["rank"] for r in results}):
         mine = [r for r in results if r["rank"] == rank]
-        summary += summarize(rows.of("uuid", mine[0]["uuid"]), mine, peaks[rank], columns)
+        hook = ceiling.for_suite((names or {}).get(rank, ""), (peaks[rank] or {}).get("datasheet"))
+        summary += summarize(rows.of("uuid", mine[0]["uuid"]), mine, peaks[rank], columns, ceiling=hook)
     summary.sort(key=lambda r: (order.get(r["scenario"], len(order)), r["rank"]))
     annotate(summary)
     return summary

@@ -1,6 +1,9 @@
 """Per-window summary: medians and spread of every sampled metric over a window's steady rows, beside
-the ground truth (achieved TFLOP/s and useful GB/s, MFU, MBU, link share, tokens/s), the mean power that
-the energy counter gives, and the useful work per joule.
+the ground truth (achieved TFLOP/s and useful GB/s, MFU, MBU, link share, tokens/s), the energy the counter
+gives between the window's two ends, and the useful work per joule.
+
+Each column counts the rows whose value covers only time inside the window: a value can reach back before
+its row's start (TRAIL_S), so a row counts for a column only from that far into the window.
 
 Rows come column-wise (gpubench.read.samples.Samples, or a list of row dicts, turned into one): a window
 is cut from one GPU's rows by binary search. numpy loads on the first summary, not with this module, so
@@ -15,6 +18,20 @@ from gpubench.metrics import COLUMNS, finite
 # NVML's utilization and power average over a window of up to a second: the first half second of each
 # window still carries what ran before it.
 TRIM_S = 0.5
+
+# How far before a sample row's start its value may reach, measured where the GPU stops at a known time (the
+# last step a watched job stamped on the GPU's timeline, in the committed watch runs on an H100 and an H200):
+# GPM's values are counters read at the driver's last refresh, 0.03 to 0.17 s before the row's end
+# (constant within a run, not between runs); NVML's utilization, an average over its own window, still read
+# the stopped GPU in a row that began 0.15 s after it, never in one 0.25 s after; the board power averages
+# over the last second. Counted alike whichever source gave the column (CUPTI's trail is shorter): a row
+# counts for a column only from this far into its window.
+PROFILING = ("graphics_active_pct", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct",
+             "fp64_active_pct", "fp32_active_pct", "fp16_active_pct")
+TRAIL_S = {**dict.fromkeys(PROFILING, 0.2), "gpu_util_pct": 0.4, "mem_util_pct": 0.4, "dcgm_gpu_util_pct": 0.4,
+           "power_w": 1.0}
+# the columns a row must have samples for, if the run recorded them, or it is too short to measure
+NEEDED = ("gpu_util_pct", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct")
 
 
 def row_label(row: dict) -> str:
@@ -41,6 +58,53 @@ def steady_rows(rows, gpu: int, t_start: float, t_end: float, trim_s: float = TR
     from gpubench.read.samples import as_samples
 
     return as_samples(rows).of("gpu", gpu).window(t_start + trim_s, t_end)
+
+
+def covering(window, starts, trail_s: float):
+    """The rows of window (Samples) whose value covers only time inside their window: their start at least
+    trail_s after it (starts: the window's start, or each row's window start)."""
+    import numpy as np
+
+    keep = window.col("t_start_s") - trail_s >= np.asarray(starts, dtype=float) - 1e-9
+    return window if keep.all() else window.take(keep)
+
+
+def aligned_stats(window, starts, columns) -> dict:
+    """metric_stats of each column over the rows that cover only its window (covering, by TRAIL_S)."""
+    out = {}
+    by_trail: dict[float, list] = {}
+    for c in columns:
+        by_trail.setdefault(TRAIL_S.get(c, 0.0), []).append(c)
+    for trail, cols in by_trail.items():
+        out.update(metric_stats(covering(window, starts, trail), cols))
+    return out
+
+
+def whole_rows(window, starts, recorded) -> int:
+    """How many rows cover only the window for every column a row needs (NEEDED) that the run recorded."""
+    trail = max((TRAIL_S.get(c, 0.0) for c in NEEDED if c in recorded), default=0.0)
+    return len(covering(window, starts, trail))
+
+
+def energy_between(rows, t_start: float, t_end: float) -> tuple[float, float]:
+    """Joules the energy counter gives between two times, read on one GPU's rows (in time order), and the
+    seconds of [t_start, t_end] its readings cover: the counter is read at each row's end and interpolated
+    between readings at the window's two ends; where the window reaches past the first or last reading (the
+    recording's own ends), up to that reading. (NaN, 0) where no two readings bound any of it."""
+    import numpy as np
+
+    from gpubench.read.samples import as_samples
+
+    rows = as_samples(rows)
+    if not len(rows) or not rows.has("energy_j"):
+        return math.nan, 0.0
+    energy, ends = rows.col("energy_j"), rows.col("t_end_s")
+    known = np.isfinite(energy) & np.isfinite(ends)
+    energy, ends = energy[known], ends[known]
+    a, b = max(t_start, ends[0]) if len(ends) else t_start, min(t_end, ends[-1]) if len(ends) else t_end
+    if len(ends) < 2 or not b > a:
+        return math.nan, 0.0
+    return float(np.interp(b, ends, energy) - np.interp(a, ends, energy)), b - a
 
 
 def energy_power_w(window) -> float:
@@ -130,6 +194,8 @@ def derive(result: dict, peaks: dict) -> dict:
     bound = result.get("bound")
     unit = result.get("unit") or None
     dram = "dram" if bound in ("dram", "both") else None  # decode ("both") is judged by MBU and MFU alike
+    # kernels that read and write little (read, decode: their "roof" is "read") against the read peak too
+    read_roof = "dram_read" if dram and result.get("roof") == "read" else None
     # A collective as nccl-tests measures it (NVIDIA/nccl-tests doc/PERFORMANCE.md): algbw = size / time,
     # busbw = algbw x the collective's factor (2(n-1)/n for all-reduce), comparable with the links' rate.
     coll = bound == "interconnect"
@@ -143,6 +209,7 @@ def derive(result: dict, peaks: dict) -> dict:
         "mfu_measured_pct": frac(flops, unit, "measured") if bound != "link" else nan,
         "mbu_pct": frac(nbytes, dram, "datasheet"),
         "mbu_measured_pct": frac(nbytes, dram, "measured"),
+        "mbu_read_pct": frac(nbytes, read_roof, "measured"),
         "tokens_per_s": per_s(result.get("tokens_per_call", nan)),
         "link_pct": frac(link, "link" if bound == "link" else None, "datasheet"),
         "algbw_gbps": link / 1e9 if coll else nan,
@@ -184,23 +251,49 @@ def compare_to_baselines(summary: list[dict]) -> None:
 
 
 def summarize(rows, results: list[dict], peaks: dict, columns=COLUMNS,
-              trim_s: float = TRIM_S) -> list[dict]:
+              trim_s: float = TRIM_S, ceiling=None) -> list[dict]:
     """One row per result (a scenario or a phase on one GPU): its facts, metric statistics, achievements.
-    rows: Samples, or row dicts."""
+    rows: Samples, or row dicts. Each result's window runs from trim_s after its start to its end; its
+    kernel_ms must time that window. ceiling(window, row) -> the tensor-pipe ceiling's columns
+    (gpubench.truth.ceiling), from the caller, which knows the GPU."""
     from gpubench.read.samples import as_samples
 
     rows = as_samples(rows)
     present = [c for c in columns if rows.has(c)]
+    recorded = rows.valued(present)
     summary = []
     for res in results:
-        window = steady_rows(rows, res["gpu"], res["t_start"], res["t_end"], trim_s)
+        ws, we = res["t_start"] + trim_s, res["t_end"]
+        mine = rows.of("gpu", res["gpu"])
+        window = mine.window(ws, we)
         row = dict(res)
-        row["n_samples"] = len(window)
-        row.update(metric_stats(window, present))
-        row["power_w_energy"] = energy_power_w(window)
-        row["energy_used_j"] = energy_used_j(window)
+        row["n_samples"] = whole_rows(window, ws, recorded)
+        row.update(aligned_stats(window, ws, present))
+        joules, covered = energy_between(mine, ws, we)
+        row["energy_used_j"] = joules
+        row["power_w_energy"] = joules / covered if covered > 0 else math.nan
+        row["windows"] = window_text([(ws, we)])
         row.update(derive(res, peaks))
         row.update(per_joule(row))
+        if ceiling is not None:
+            row.update(ceiling(covering(window, ws, TRAIL_S["tensor_active_pct"]), row))
         summary.append(row)
     compare_to_baselines(summary)
     return summary
+
+
+def window_text(windows) -> str:
+    """The row's windows as its summary writes them: 'a-b' seconds of the monotonic clock, ';' between spans."""
+    return ";".join(f"{a:.6f}-{b:.6f}" for a, b in windows)
+
+
+def windows_of(text) -> list[tuple[float, float]]:
+    """window_text read back; [] for none."""
+    out = []
+    for part in str(text or "").split(";"):
+        a, _, b = part.partition("-")
+        try:
+            out.append((float(a), float(b)))
+        except ValueError:
+            continue
+    return out

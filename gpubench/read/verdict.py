@@ -9,6 +9,7 @@ reads "9.9% < 10%", never "10% < 10%"); the README's table is this one. Conditio
     <, >=, >   the value exists and compares so
     <|missing  the value is below the threshold or does not exist
     missing    the row has no value (no steps, no FLOPs, no peak)
+    known      the row has a value (said in the sentence, not as evidence)
     unrecorded this run's metric sources did not record the column at all
 """
 
@@ -40,6 +41,8 @@ class Rule:
                 ok = column not in recorded
             elif op == "<|missing":
                 ok = not finite(value) or value < threshold
+            elif op == "known":
+                ok = finite(value)
             else:
                 ok = finite(value) and OPS[op](value, threshold)
             if not ok:
@@ -48,7 +51,7 @@ class Rule:
 
     def condition(self) -> str:
         """The rule's conditions in words, thresholds included: 'GPU busy < 50%'."""
-        words = {"missing": "not known", "unrecorded": "not recorded by the run"}
+        words = {"missing": "not known", "unrecorded": "not recorded by the run", "known": "known"}
         return " and ".join(f"{_label(c)} {words[op]}" if op in words else
                             f"{_label(c)} {SHOWN[op]} {_threshold(c, t)}" + (" or not known" if op == "<|missing" else "")
                             for c, op, t in self.when)
@@ -69,7 +72,8 @@ class Rule:
 
 LABELS = {"gpu_util_mean_pct": "GPU busy", "mfu_pct": "MFU", "mbu_pct": "MBU", "steps_per_s": "steps/s",
           "sm_busy_pct": "SM active while busy", "flops_bad": "steps with unusable FLOPs",
-          "steps_reported": "steps reported"}
+          "steps_reported": "steps reported", "tensor_ceiling_pct": "tensor ceiling",
+          "ran_over_ceiling": "HFU over the tensor ceiling's calibrated limit"}
 
 
 def _label(column: str) -> str:
@@ -137,9 +141,23 @@ IDLE = (
 )
 
 WORK = (
+    Rule("flops-above-ceiling", (("ran_over_ceiling", ">", 1),),
+         "HFU {hfu_pct}% is more than the tensor pipes could deliver in the time they were active "
+         "({tensor_ceiling_pct}% "
+         "of the {dtype} peak, {tensor_ceiling_limit_pct}% with its calibration's error): the FLOP count is too large "
+         "(the global batch counted on one rank, a step counted twice) or --dtype names another unit than the one that "
+         "ran (FP32 work runs beside the tensor pipes; TF32 and FP8 at other rates); no rating"),
     Rule("flops-unusable", (("flops_bad", ">", 0), ("tflops", "missing", None)),
          "the FLOPs given to gpubench.step() were not numbers of 0 or more, so no MFU: pass a number "
          "(gpubench.count_flops counts one step)"),
+    Rule("hfu-only", (("mfu_pct", "missing", None), ("hfu_pct", "known", None)),
+         "HFU {hfu_pct}% of the {dtype} peak: every FLOP that ran, recomputation included; these steps carry no "
+         "model count (their marks were written before gpubench counted it apart), so no MFU"),
+    # the counters bound what ran, with no FLOP count at all (gpubench.truth.ceiling)
+    Rule("tensor-ceiling", (("tflops", "missing", None), ("mbu_pct", "missing", None),
+                            ("tensor_ceiling_pct", "known", None)),
+         "{no_count}: at most {tensor_ceiling_pct}% of the {tensor_ceiling_dtype} peak ran on the tensor pipes, the "
+         "FLOPs they could deliver in the time they were active (tensor active × SM clock), which bounds MFU"),
     Rule("no-steps", (("steps_reported", "<", 1),),
          "no steps were reported in this phase: call gpubench.step(flops=...) after each step for steps/s "
          "and MFU"),
@@ -200,7 +218,7 @@ def verdict(row: dict, dtype: str, recorded=frozenset(), where: tuple[str, str] 
     """The phase's verdict, each sentence with the numbers that triggered it, and the rules' names. `where`
     (rule name, sentence) speaks for the WHERE table where more than one GPU's numbers decide (a straggler)."""
     busy = row.get("gpu_util_mean_pct")
-    facts = dict(row, dtype=dtype, idle_pct=100 - busy if finite(busy) else None)
+    facts = dict(row, dtype=dtype, idle_pct=100 - busy if finite(busy) else None, no_count=_no_count(row))
     sentences, names = [], []
     for _, rules in TABLES:
         if rules is WHERE and where is not None:
@@ -213,6 +231,18 @@ def verdict(row: dict, dtype: str, recorded=frozenset(), where: tuple[str, str] 
             sentences.append(f"{text[0].upper()}{text[1:]}" + (f" ({because})." if because else "."))
             names.append(rule.name)
     return " ".join(sentences), names
+
+
+def _no_count(row: dict) -> str:
+    """Why a row has no MFU, in words, for the sentence that gives the tensor ceiling instead."""
+    if not finite(row.get("steps_reported")) or row["steps_reported"] < 1:
+        return "no steps were reported in this phase"
+    if not finite(row.get("steps_per_s")):
+        return "fewer than two steps lie in its window, so no rate"
+    if isinstance(row.get("hfu_unknown"), str) and row["hfu_unknown"]:
+        return ("its steps carry no model FLOP count, and a hardware count from before gpubench.count_flops "
+                "counted what the kernels run")
+    return "its steps gave no FLOPs or bytes"
 
 
 def markdown_table() -> str:

@@ -23,7 +23,8 @@ from gpubench.record import schema
 TEXT_SUMMARY_KEYS = frozenset({"scenario", "phase", "family", "impl", "baseline", "launch", "sizes", "unit", "bound",
                                "check", "uuid", "kind", "verdict", "verdict_rules", "node", "stream_rates",
                                "step_clock", "msg_text", "regime_text", "straggler_text", "wait_signature",
-                               "straggler_note", "flop_convention"})
+                               "straggler_note", "flop_convention", "steps_source", "flops_source", "provenance",
+                               "tensor_ceiling_dtype", "tensor_ceiling_basis", "hfu_unknown", "windows"})
 NUMERIC_SUMMARY_KEYS = frozenset({"t_start", "t_end", "gpu", "n_samples", "n_timings", "n_calls",
                                   "speedup_vs_baseline", "link_gbps"})
 SUMMARY_KEY = ("scenario", "gpu", "rank", "uuid")  # a summary holds one row for each: a phase or scenario, a GPU

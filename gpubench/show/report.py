@@ -83,6 +83,8 @@ def context(row: dict, manifest: dict) -> dict:
                traffic_gb=(row.get("traffic_per_call") if finite(row.get("traffic_per_call")) else math.nan) / 1e9,
                kernel_us=(row.get("kernel_ms") or math.nan) * 1e3,
                dtype=UNIT_NAMES.get(row.get("unit"), str(row.get("unit"))))
+    if opening.is_job(manifest):  # a watch's FLOPs are of its --dtype, counted by the manifest's convention
+        ctx.update(dtype=manifest.get("dtype") or "bf16", flop_convention=manifest.get("flop_convention"))
     return ctx
 
 
@@ -130,7 +132,7 @@ def blocks(manifest, summary, figures_present, figures_empty: dict | None = None
     if job:
         out.append(("p", f"Medians over each phase's steady window (its first {trim} s dropped); n/a where this run "
                          "could not record the metric. TFLOP/s and MFU count the FLOPs the job reported with its "
-                         "steps (gpubench.step); only MFU measures work done."))
+                         "steps (gpubench.step); only MFU measures work done." + _sources(manifest, summary)))
         columns, extra = WATCH_TABLE, []
     else:
         out.append(("p", f"Medians over each scenario's steady window (its first {trim} s dropped); n/a where this "
@@ -187,6 +189,20 @@ def longest(summary: list[dict], most: int) -> tuple[list[dict], bool]:
         return summary, False
     keep = set(sorted(range(len(summary)), key=lambda i: (-length_s(summary[i]), i))[:most])
     return [r for i, r in enumerate(summary) if i in keep], True
+
+
+def _sources(manifest: dict, summary: list[dict]) -> str:
+    """Where a watched job's steps, FLOPs and phases came from, where gpubench found them itself."""
+    said = []
+    if any("optimizer" in str(r.get("steps_source") or "") for r in summary):
+        said.append("Where the job reported no steps, its optimizer's steps are its steps (a PyTorch hook, no "
+                    "code change), and their FLOPs were counted by gpubench from one whole step, which is left "
+                    "out of every rate.")
+    if any(r.get("flops_source") == "counters" for r in summary):
+        said.append("Where no FLOPs are known, the tensor pipes' activity bounds them (the tensor ceiling).")
+    if (manifest.get("auto") or {}).get("phases_from") == "activity":
+        said.append("The job marked no phases: they were cut where its GPU's work began, changed and ended.")
+    return (" " + " ".join(said) + " Each phase below says where its numbers came from.") if said else ""
 
 
 def label(row: dict) -> str:

@@ -61,7 +61,7 @@ class CudaBackend:
         return prepared.calls_per_timing or calls_for(call_ms)
 
     def time(self, prepared, duration_s: float, calls_per_timing: int) -> Timings:
-        return time_loop(prepared.run, calls_per_timing=calls_per_timing, duration_s=duration_s)
+        return time_loop(prepared.run, calls_per_timing=calls_per_timing, duration_s=duration_s, stamped=True)
 
     def idle(self, duration_s: float):
         time.sleep(duration_s)

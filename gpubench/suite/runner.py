@@ -15,11 +15,12 @@ from pathlib import Path
 
 from gpubench.kernels.common import CheckFailed, CupyMissing
 from gpubench.metrics import finite
-from gpubench.read.summary import peak_conditions, summarize
+from gpubench.read.summary import TRIM_S, peak_conditions, summarize
 from gpubench.record.recording import Recording, Reporter
 from gpubench.record.rundir import write_summary
 from gpubench.record.sources.policy import DEFAULT_INTERVAL_S
 from gpubench.suite.scenarios import DURATION_S, GAP_S, Scenario
+from gpubench.truth import ceiling as tensor_ceiling
 from gpubench.truth.peaks import sheet_for
 
 
@@ -58,7 +59,8 @@ def run_suite(opts: RunOptions, backend, reporter: Reporter, clock=time.monotoni
 
     def finish(rows):
         peaks["conditions"] = {k: peak_conditions(rows, gpu.nvml_index, *w) for k, w in windows.items()}
-        summary[:] = summarize(rows, results, peaks, rec.sampler.columns)
+        summary[:] = summarize(rows, results, peaks, rec.sampler.columns,
+                               ceiling=tensor_ceiling.for_suite(info.get("name", ""), peaks["datasheet"]))
         write_summary(opts.out_dir, summary)
         rec.manifest.update(peaks=peaks, scenarios_done=[r["scenario"] for r in results])
 
@@ -126,7 +128,12 @@ def _run_one(i, sc: Scenario, gpu, opts: RunOptions, backend, rec: Recording, re
         else:
             timings = backend.idle(sc.measured_s(opts.duration_s))
     rec.set_phase("gap")
+    timed_in = ""
+    if timings is not None and timings.spans:  # timed in the window the counters cover, after the trim
+        timings = timings.within(window.t_start + TRIM_S, window.t_end)
+        timed_in = f"{window.t_start + TRIM_S:.6f}-{window.t_end:.6f}"
     result = scenario_result(sc, gpu, prepared, facts, window, timings)
+    result["timing_window"] = timed_in
     del prepared
     backend.release()
     return result

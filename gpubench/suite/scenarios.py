@@ -61,6 +61,11 @@ SCENARIOS: list[Scenario] = [
     S("copy-cupy-memcpy", "copy", "cupy-memcpy", "cudaMemcpyAsync device-to-device: the driver's own copy.",
       default=False),
     S("copy-torch", "copy", "torch", "torch's copy_, the peer for both copies."),
+    S("read-triton", "read", "triton", "A read-only sum: the bandwidth a kernel that writes nothing reaches, "
+      "decode's ceiling.", baseline="read-torch"),
+    S("read-cupy", "read", "cupy", "The same sum as a CuPy RawKernel (16-byte streaming loads, one launch).",
+      baseline="read-torch", default=False),
+    S("read-torch", "read", "torch", "torch's sum over 1 GiB, the peer for both reads and the read peak's own work."),
     S("h2d-copy", "h2d", "torch", "Host-to-device from pinned memory: only the copy engine works, no SM runs."),
     S("spin-1thread", "spin", "cupy", "One thread spinning on one SM: GPU-Util reads 100%.", {"shape": "1thread"}),
     S("spin-1block", "spin", "cupy", "One full block (1024 threads) on one SM: still 100% util, one SM busy.",

@@ -1,7 +1,8 @@
 """Peaks: the vendor's datasheet numbers for known GPUs, and the ones measured on this GPU, sustained.
 
 MFU (PaLM's model FLOPs utilization) divides achieved FLOP/s by the dense peak of the unit and precision
-the kernel uses; MBU divides useful bytes/s by the DRAM bandwidth. A peak that is not known stays
+the kernel uses; MBU divides useful bytes/s by the DRAM bandwidth. Two bandwidths are measured: a copy's
+(bytes read plus written, "dram") and a read's ("dram_read"), the ceiling of kernels that write little. A peak that is not known stays
 missing: a GPU is matched by its exact NVML name (and memory size where one name covers several
 parts), never by a neighbour's name.
 
@@ -93,6 +94,16 @@ def measure_copy(nbytes: int = COPY_BYTES, on_window=None) -> float:
     return _sustained(lambda: dst.copy_(src), 2.0 * nbytes, on_window, "dram")  # freed on return
 
 
+def measure_read(nbytes: int = COPY_BYTES, on_window=None) -> float:
+    """Device read bandwidth in bytes/s: torch's sum over nbytes of float32, the work read-torch times. A
+    read is what a kernel that writes little (decode) can reach; a copy's bus also carries its writes."""
+    import torch
+
+    x = torch.rand(nbytes // 4, device="cuda")
+    out = torch.empty((), device="cuda")
+    return _sustained(lambda: torch.sum(x, 0, out=out), float(nbytes), on_window, "dram_read")  # freed on return
+
+
 def measure_matmul(dtype, n: int = MATMUL_SIZE, on_window=None, key: str = "") -> float:
     """Dense matmul FLOP/s at n x n x n on random (never zero) data."""
     import torch
@@ -105,7 +116,7 @@ def measure_matmul(dtype, n: int = MATMUL_SIZE, on_window=None, key: str = "") -
 
 
 def measure(on_window=None) -> dict:
-    """Sustained peaks: the operations gemm-torch and copy-torch run, at their sizes.
+    """Sustained peaks: the operations gemm-torch, copy-torch and read-torch run, at their sizes.
 
     on_window(key, t_start, t_end) is told when each peak's measured window ran, so the clock and
     power seen meanwhile can be recorded beside it.
@@ -114,6 +125,7 @@ def measure(on_window=None) -> dict:
 
     return {
         "dram": measure_copy(on_window=on_window),
+        "dram_read": measure_read(on_window=on_window),
         "bf16_tensor": measure_matmul(torch.bfloat16, on_window=on_window, key="bf16_tensor"),
         "fp16_tensor": measure_matmul(torch.float16, on_window=on_window, key="fp16_tensor"),
     }

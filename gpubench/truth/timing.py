@@ -15,7 +15,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from gpubench.stats import quantile
@@ -27,10 +27,20 @@ WARMUP_CALLS = 3
 
 @dataclass
 class Timings:
-    """Per-call GPU milliseconds, one value per timed group."""
+    """Per-call GPU milliseconds, one value per timed group; where stamped, when each group ran on the GPU, in
+    time.monotonic() seconds (spans: [(start, end)], one a group)."""
 
     per_call_ms: list[float]
     calls: int
+    spans: list[tuple[float, float]] = field(default_factory=list)
+
+    def within(self, t_start: float, t_end: float) -> "Timings":
+        """The groups that ran wholly inside [t_start, t_end]: the time a summary's window covers, so that a
+        kernel's rate and the counters beside it come from the same seconds (the first half second of a
+        phase runs at a higher clock than the rest)."""
+        keep = [i for i, (a, b) in enumerate(self.spans) if t_start <= a and b <= t_end]
+        calls = self.calls // max(1, len(self.per_call_ms))
+        return Timings([self.per_call_ms[i] for i in keep], calls * len(keep), [self.spans[i] for i in keep])
 
     @property
     def median_ms(self) -> float:
@@ -46,21 +56,33 @@ class Timings:
 
 
 def time_loop(run: Callable[[], object], calls_per_timing: int = 1, duration_s: float | None = None,
-              groups: int | None = None) -> Timings:
-    """Run `run` in groups until duration_s has passed (or `groups` groups are done)."""
+              groups: int | None = None, stamped: bool = False) -> Timings:
+    """Run `run` in groups until duration_s has passed (or `groups` groups are done). stamped: say when
+    each group ran, on the host's monotonic clock: an event recorded once the GPU is idle marks a known
+    time, and each group's events are placed by their GPU time from it."""
     import torch
 
     if duration_s is None and groups is None:
         raise ValueError("give a duration or a number of groups")
     pending: deque = deque()
     per_call: list[float] = []
+    spans: list[tuple[float, float]] = []
     done = 0
+    ref, t_ref = None, 0.0
+    if stamped:
+        torch.cuda.synchronize()
+        ref = torch.cuda.Event(enable_timing=True)
+        ref.record()
+        ref.synchronize()
+        t_ref = time.monotonic()  # the GPU reached ref a few microseconds before: idle, it runs at once
     deadline = time.monotonic() + duration_s if duration_s is not None else None
 
     def collect():
         start, end = pending.popleft()
         end.synchronize()
         per_call.append(start.elapsed_time(end) / calls_per_timing)
+        if ref is not None:
+            spans.append((t_ref + ref.elapsed_time(start) / 1e3, t_ref + ref.elapsed_time(end) / 1e3))
 
     while True:
         if deadline is not None and time.monotonic() >= deadline:
@@ -78,7 +100,7 @@ def time_loop(run: Callable[[], object], calls_per_timing: int = 1, duration_s: 
             collect()
     while pending:
         collect()
-    return Timings(per_call, done * calls_per_timing)
+    return Timings(per_call, done * calls_per_timing, spans)
 
 
 def calls_for(call_ms: float, target_ms: float = GROUP_MS) -> int:

@@ -2,8 +2,7 @@
 gpu_benchmark fixture (gpubench's pytest plugin), and a tiny kernel far shorter than its launch. Without a
 GPU they skip.
 
-    pytest tests/benchmarks --gpu-save-baseline=results/benchmarks
-    pytest tests/benchmarks --gpu-measure-floor=results/benchmarks     # twice or more: the between-run floor
+    pytest tests/benchmarks --gpu-save-baseline=results/benchmarks     # 8 processes: the baseline and its floor
     pytest tests/benchmarks --gpu-baseline=results/benchmarks --gpu-fail-slower
 
 Regressions the gate must catch, made of real work on the GPU (tests/conftest.py has the options):

@@ -19,7 +19,7 @@ BYTES_NOTE = "useful bytes: each input read once, each output written once"
 C = {"gpu_util_pct": "#d62728", "smi_gpu_util_pct": "#ff9896", "sm_active_pct": "#ff7f0e",
      "sm_occupancy_pct": "#bcbd22", "tensor_active_pct": "#9467bd", "dram_active_pct": "#1f77b4",
      "fp32_active_pct": "#8c564b", "work": "#2ca02c", "baseline": "#d62728", "candidate": "#2ca02c",
-     "decode": "#e377c2", "mfu_pct": "#9467bd", "mbu_pct": "#1f77b4"}
+     "decode": "#e377c2", "mfu_pct": "#9467bd", "mbu_pct": "#1f77b4", "mbu_read_pct": "#17becf"}
 NO_DATA = "no scenarios of this kind in this run"
 # A watch run (gpubench watch) is one job's phases, not the suite's kernels: its figures say so.
 WATCH_TITLES = {

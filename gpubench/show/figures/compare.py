@@ -82,8 +82,13 @@ def _compare_row(axrow, rows, baselines, notes, measured):
         if col == "gbps" and measured.get("dram"):
             ax.axhline(measured["dram"] / 1e9, color="#444", ls="--", lw=1)
             ax.text(len(rows) - 0.6, measured["dram"] / 1e9, "copy peak", fontsize=8, va="bottom", ha="right")
+        read_peak = measured.get("dram_read") if any(r.get("roof") == "read" for r in rows) else None
+        if col == "gbps" and read_peak:  # reads are held to the read peak, which sits above the copy's
+            ax.axhline(read_peak / 1e9, color="#17becf", ls=":", lw=1)
+            ax.text(-0.4, read_peak / 1e9, "read peak", fontsize=8, va="bottom", ha="left")
         if known:
-            ax.set_ylim(0, max(max(known), measured.get("dram", 0) / 1e9 if col == "gbps" else 0) * 1.2 or 1)
+            top = max(measured.get("dram", 0), read_peak or 0) / 1e9 if col == "gbps" else 0
+            ax.set_ylim(0, max(max(known), top) * 1.2 or 1)
         else:
             ax.set_yticks([])
             ax.text(0.5, 0.6, "not known for these\nimplementations", transform=ax.transAxes, ha="center",

@@ -12,7 +12,7 @@ from .common import VALUE_PT, C, empty, save, short, stamp
 
 TITLE = "LLM decode: tokens/s and step time against batch size"
 LINES = {"triton": ("-", "o"), "torch": ("--", "s"), "cupy": (":", "^")}
-PERCENT = ("gpu_util_pct", "mbu_pct", "mfu_pct")
+PERCENT = ("gpu_util_pct", "mbu_pct", "mbu_read_pct", "mfu_pct")  # MBU against the datasheet and the read peak
 
 
 def decode_rows(summary) -> dict[str, list[dict]]:

@@ -36,6 +36,10 @@ def draw(summary, samples, manifest, out_dir):
             ax.plot(xs, [min(peak, bw * x) / 1e12 for x in xs], style, color="#444", lw=1,
                     label=f"roof: {label} {peak / 1e12:.0f} TFLOP/s ({src}), DRAM {bw / 1e12:.2f} TB/s")
             top = max(top, peak / 1e12)
+    read_bw, bf16 = measured.get("dram_read"), measured.get("bf16_tensor") or sheet.get("bf16_tensor")
+    if read_bw and bf16:  # the read ceiling beside the copy's: what a kernel that writes little can reach
+        ax.plot(xs, [min(bf16, read_bw * x) / 1e12 for x in xs], ":", color=C["mbu_read_pct"], lw=1.2,
+                label=f"roof: DRAM read {read_bw / 1e12:.2f} TB/s (measured; the copy's counts reads and writes)")
     intensity = [r["flops_per_call"] / r["bytes_per_call"] for r in dots]
     ax.set(xscale="log", yscale="log", xlim=(min([*intensity, 1e-2]) / 3, 1e5),
            ylim=(min([r["tflops"] for r in dots] + [1e-2]) / 5, top * 4))

@@ -1,0 +1,101 @@
+"""A baseline measured in several processes from one command: `pytest ... --gpu-save-baseline=DIR` saves the
+baseline in its own process, then runs the same command again, each time in a fresh process, with
+--gpu-measure-floor=DIR in place of --gpu-save-baseline, until --gpu-baseline-runs processes have measured
+it (gpubench.gate.floor says why a floor needs several: a process's own effect on a call's time shows only
+between processes).
+
+The runs replay the command line as pytest received it, in the folder it was started from, but for what
+would make them write over the first run's files: a JUnit XML report, pytest-benchmark's saved runs and
+JSON, and --gpu-verdict-json, which each run writes beside the first (name-run-2.json, ...).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+RUNS = 8  # processes that measure a baseline by default: gpubench.gate.floor.multiplier(8) is 5.7
+# options whose value the runs drop (the first run's files), with flags dropped alone
+DROPPED = ("--gpu-save-baseline", "--gpu-baseline-runs", "--junitxml", "--junit-xml", "--benchmark-save",
+           "--benchmark-json")
+DROPPED_FLAGS = ("--benchmark-autosave",)
+MAYBE_VALUE = ("--benchmark-compare",)  # its value is optional: the next word is it unless it is an option
+VERDICTS = "--gpu-verdict-json"
+
+
+def numbered(path: str, run: int) -> str:
+    p = Path(path)
+    return str(p.with_name(f"{p.stem}-run-{run}{p.suffix}"))
+
+
+def rerun_args(args: list[str], save_dir: str, run: int) -> list[str]:
+    """The command line of run number `run` (2 and on): the first's, measuring the floor of save_dir's baseline."""
+    out, i = [], 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        name, eq, value = arg.partition("=")
+        if name in DROPPED_FLAGS:
+            continue
+        if name in MAYBE_VALUE:
+            if not eq and i < len(args) and not args[i].startswith("-"):
+                i += 1
+            continue
+        if name in DROPPED or name == VERDICTS:
+            if not eq:
+                value = args[i] if i < len(args) else ""
+                i += 1
+            if name == VERDICTS:
+                out.append(f"{VERDICTS}={numbered(value, run)}")
+            continue
+        out.append(arg)
+    return [*out, f"--gpu-measure-floor={save_dir}"]
+
+
+def run_pytest(args: list[str], cwd: str) -> int:
+    """One pytest session in a process of its own, its output on this terminal; its exit status."""
+    return subprocess.run([sys.executable, "-m", "pytest", *args], cwd=cwd).returncode
+
+
+def free_gpu_memory() -> None:
+    """Hand back what torch's allocator keeps, so the runs that follow find the GPU as a fresh process would."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_initialized():
+            torch.cuda.empty_cache()
+    except Exception:  # noqa: BLE001 - freeing a cache is a courtesy, never a failure
+        pass
+
+
+def sayer(tr):
+    """How the runs' lines are said: as a separator of pytest's terminal reporter where there is one, flushed
+    before the next run's own output."""
+    def say(line: str, red: bool) -> None:
+        if tr is not None:
+            tr.write_sep("=", line, red=red, bold=red)
+        else:
+            print(line)
+        sys.stdout.flush()
+
+    return say
+
+
+def measure_floor(args: list[str], cwd: str, save_dir: str, runs: int, say, run=None) -> tuple[int, int]:
+    """Runs 2..runs of a baseline's command, one after another, each in a fresh process (run: how a session is
+    run, run_pytest unless given). Stops at the first that fails. (the exit status to end with, how many runs
+    measured the baseline)."""
+    run = run or run_pytest
+    free_gpu_memory()
+    for n in range(2, runs + 1):
+        say(f"gpu baseline: run {n} of {runs}, a fresh process measuring its floor", False)
+        try:
+            rc = run(rerun_args(args, save_dir, n), cwd)
+        except KeyboardInterrupt:
+            say(f"gpu baseline: interrupted in run {n} of {runs}; the baseline keeps the {n - 1} runs before it", True)
+            return 2, n - 1
+        if rc != 0:
+            say(f"gpu baseline: run {n} of {runs} ended with exit status {rc}; the baseline keeps the {n - 1} runs "
+                "before it, and its floor is wider for the runs it lacks", True)
+            return rc, n - 1
+    return 0, runs

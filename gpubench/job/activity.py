@@ -1,0 +1,345 @@
+"""Phases of a job that marks nothing, from what its GPUs did.
+
+A job that never calls gpubench.mark() nor gpubench.step() (its steps, if any, come from its optimizer:
+gpubench.job.autohook) is cut by its GPUs' activity, a second at a time. A second is busy where the GPU
+was busy in at least half its sample intervals (SM active above 0 where the run recorded it, else GPU-Util
+above 0; of several GPUs, the busiest), so that a row made of busy seconds never reads a median of 0.
+
+- start-up: from the start of the watch to the first busy second, or the first step if earlier;
+- teardown: from the last busy second, or the last step if later, to the end;
+- between them: where the optimizer stepped, `warmup` (its first steps, up to the one whose FLOPs were
+  counted, and what came before them on the GPU: allocation, compilation) and `train` (the rest, and any
+  later run of steps); idle spans of IDLE_S or more, `idle`; and busy work without steps (an evaluation),
+  `busy`, or in a job with no step at all (inference, a JAX program) `run`, cut where its SM, tensor or
+  DRAM activity changes by CHANGE_PTS points or more for MIN_PART_S, its parts named `busy 1`, `busy 2`
+  (`run 1`, `run 2`) by kind where the kinds differ (a kind that recurs is one row, as a phase that
+  recurs is);
+- a start-up or teardown whose GPU was busy a third of its time or more is no start-up or teardown: its
+  time joins the phases, which its medians would otherwise misread.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from gpubench.job.markfile import Mark, Steps
+
+BIN_S = 1.0
+BUSY_SHARE = 0.5  # of a second's sample intervals, busy, for the second to be busy
+IDLE_S = 3.0  # idle this long between busy seconds is a phase of its own
+PAUSE_S = 1.0  # the optimizer quiet this long (and five steps' time) pauses a run of steps
+CHANGE_PTS = 15.0  # SM, tensor or DRAM activity moving this many points ...
+MIN_PART_S = 5.0  # ... for this long: the work changed
+MAX_PARTS = 8  # kinds of busy work told apart at most
+EDGE_SHARE = 1 / 3  # a start-up or teardown busy this share of its time is work, not waiting
+TRIM_S = 0.5  # what a row's window leaves out after a span begins (gpubench.read.summary.TRIM_S)
+SIGNATURE = ("sm_active_pct", "tensor_active_pct", "dram_active_pct")
+WARMUP, TRAIN, IDLE, BUSY = "warmup", "train", "idle", "busy"
+ALONE = "run"  # the name of busy work in a job with no step at all (gpubench.job.phases.FIRST_PHASE)
+
+
+def phases_of(rows, events: list, gpus: list, t0: float, t1: float, gaps=(), warmup_steps: int = 10):
+    """({phase: spans}, (begun, end)) from the GPUs' activity, for a job that marked nothing and reported no
+    step itself; None where the summary cuts by marks instead, or where the GPUs never worked and nothing
+    stepped. rows: Samples; gpus: the GPUs the job used; gaps: the counted steps' time (provenance.holes)."""
+    if t1 <= t0 or any(isinstance(e, Mark) for e in events) or \
+            any(isinstance(e, Steps) and e.origin == "step" for e in events):
+        return None
+    share, sig, exact = activity(rows, gpus, t0, t1)
+    steps = sorted((e for e in events if isinstance(e, Steps)), key=lambda e: e.t_first)
+    runs = _runs(steps)
+    busy = _without_blips([s >= BUSY_SHARE for s in share], t0, runs)
+    if not any(busy) and not steps:
+        return None
+    first = next((i for i, b in enumerate(busy) if b), None)
+    last = max((i for i, b in enumerate(busy) if b), default=None)
+    begun = min(([t0 + first * BIN_S] if first is not None else []) + ([steps[0].t_first] if steps else []))
+    end = max(([t0 + (last + 1) * BIN_S] if last is not None else []) + ([steps[-1].t_last] if steps else []))
+    begun, end = max(t0, begun), min(t1, end)
+    if exact([(t0, begun)]) >= EDGE_SHARE:  # over the window its row would read
+        begun = t0
+    if exact([(end, t1)]) >= EDGE_SHARE:
+        end = t1
+    segments = _segments(busy, sig, t0, begun, end, runs, list(gaps), warmup_steps)
+    segments = _dense(segments, share, t0, exact)
+    phases: dict = {}
+    for name, a, b in segments:
+        if b > a:
+            phases.setdefault(name, []).append((a, b))
+    return phases, (begun, end)
+
+
+def activity(rows, gpus: list, t0: float, t1: float):
+    """Per second from t0: the busiest GPU's share of busy sample intervals, and the GPUs' SM, tensor and
+    DRAM activity (Signature); and a function giving the busiest GPU's share of busy intervals among those
+    that lie wholly inside a window, as a summary row takes them."""
+    import numpy as np
+
+    n = max(1, math.ceil((t1 - t0) / BIN_S - 1e-9))
+    share, sums, counts = np.zeros(n), np.zeros((n, len(SIGNATURE))), np.zeros((n, len(SIGNATURE)))
+    column = "sm_active_pct" if "sm_active_pct" in rows.valued(["sm_active_pct"]) else "gpu_util_pct"
+    for g in gpus:
+        mine = rows.of("gpu", g.nvml_index, keep=False).load(*dict.fromkeys(["t_start_s", "t_end_s", column, *SIGNATURE]))
+        mid = (mine.col("t_start_s") + mine.col("t_end_s")) / 2
+        keep = (mid >= t0) & (mid < t0 + n * BIN_S)
+        at = ((mid[keep] - t0) // BIN_S).astype(np.int64)
+        values = mine.col(column)[keep]
+        seen = np.bincount(at[np.isfinite(values)], minlength=n)
+        active = np.bincount(at[np.nan_to_num(values) > 0], minlength=n)
+        share = np.maximum(share, np.divide(active, seen, out=np.zeros(n), where=seen > 0))
+        for k, name in enumerate(SIGNATURE):
+            v = mine.col(name)[keep]
+            ok = np.isfinite(v)
+            sums[:, k] += np.bincount(at[ok], weights=v[ok], minlength=n)
+            counts[:, k] += np.bincount(at[ok], minlength=n)
+
+    def exact(spans, trim_s: float = TRIM_S) -> float:
+        """Read again, a GPU at a time (a day of samples never sits in memory whole)."""
+        shares = []
+        for g in gpus:
+            mine = rows.of("gpu", g.nvml_index, keep=False).load("t_start_s", "t_end_s", column)
+            busy = np.nan_to_num(mine.col(column)) > 0
+            picked = [busy[i:j] for a, b in spans for i, j in [mine.inside(a + trim_s, b, tol=1e-9)] if j > i]
+            if picked:
+                shares.append(float(np.concatenate(picked).mean()))
+        return max(shares, default=0.0)
+
+    return share.tolist(), Signature(sums, counts), exact
+
+
+class Signature:
+    """The mean SM, tensor and DRAM activity of any run of seconds, from running sums (a day of seconds
+    is cut as fast as a minute)."""
+
+    def __init__(self, sums, counts):
+        import numpy as np
+
+        zero = np.zeros((1, sums.shape[1]))
+        self.sums, self.counts = np.vstack([zero, np.cumsum(sums, 0)]), np.vstack([zero, np.cumsum(counts, 0)])
+        self.n = len(sums)
+
+    def mean(self, i: int, j: int):
+        """The mean of seconds i to j (excluded) per metric: NaN where none was recorded."""
+        import numpy as np
+
+        i, j = max(0, min(i, self.n)), max(0, min(j, self.n))
+        c = self.counts[j] - self.counts[i]
+        return np.divide(self.sums[j] - self.sums[i], c, out=np.full(c.shape, np.nan), where=c > 0)
+
+    def best_cut(self, i: int, j: int, need: int) -> tuple[float, int | None]:
+        """The second k in [i + need, j - need] where the means before and after differ most; (gap, k)."""
+        import numpy as np
+
+        ks = np.arange(i + need, j - need + 1)
+        if not len(ks):
+            return 0.0, None
+        with np.errstate(invalid="ignore", divide="ignore"):
+            left = (self.sums[ks] - self.sums[i]) / (self.counts[ks] - self.counts[i])
+            right = (self.sums[j] - self.sums[ks]) / (self.counts[j] - self.counts[ks])
+        gaps = np.abs(left - right)
+        gaps[~np.isfinite(gaps)] = -1.0
+        best = gaps.max(axis=1)
+        k = int(best.argmax())
+        return float(best[k]), int(ks[k])
+
+
+def _without_blips(busy: list[bool], t0: float, runs: list) -> list[bool]:
+    """Busy seconds in runs shorter than IDLE_S, away from the optimizer's steps and within waiting at least
+    three times as long (so that the wait stays idle more than two thirds of its time), are part of the
+    wait: a copy, a print of the loss."""
+    out = list(busy)
+    stepping = [(r[0].t_first - BIN_S, r[-1].t_last + BIN_S) for r in runs]
+    i = 0
+    while i < len(out):
+        if not out[i]:
+            i += 1
+            continue
+        j = i
+        while j < len(out) and out[j]:
+            j += 1
+        before = next((k for k in range(i - 1, -1, -1) if busy[k]), -1)
+        after = next((k for k in range(j, len(busy)) if busy[k]), len(busy))
+        quiet = (i - before - 1) + (after - j)
+        a, b = t0 + i * BIN_S, t0 + j * BIN_S
+        if (j - i) * BIN_S < IDLE_S and quiet >= 3 * (j - i) and not any(x < b and a < y for x, y in stepping):
+            out[i:j] = [False] * (j - i)
+        i = j
+    return out
+
+
+def _dense(segments: list[tuple], share: list, t0: float, exact) -> list[tuple]:
+    """Busy work (not steps) whose row would find the GPU busy in less than half its sample intervals (short
+    idle seconds joined it) would read medians of 0: its idle seconds are taken out of it, as `idle`."""
+    spans: dict = {}
+    for name, a, b in segments:
+        spans.setdefault(name, []).append((a, b))
+    sparse = {n for n, ss in spans.items() if n not in (WARMUP, TRAIN, IDLE) and exact(ss) < BUSY_SHARE}
+    if not sparse:
+        return segments
+    out: list[list] = []
+    for name, a, b in segments:
+        pieces = [[name, a, b]] if name not in sparse else [[n if n == IDLE else name, x, y]
+                                                          for n, x, y, _ in _between(_busy(share), t0, a, b)]
+        for p in pieces:
+            if out and out[-1][0] == p[0] and p[0] not in (WARMUP, TRAIN) and out[-1][2] >= p[1] - 1e-9:
+                out[-1][2] = p[2]
+            else:
+                out.append(p)
+    return [tuple(p) for p in out]
+
+
+def _busy(share: list) -> list[bool]:
+    return [s >= BUSY_SHARE for s in share]
+
+
+def _runs(steps: list) -> list[list]:
+    """The optimizer's steps in runs: a pause longer than PAUSE_S and five steps' time ends a run (the wait
+    is then in no step's window). One process's steps (the one that stepped most): under data parallelism
+    the ranks step together."""
+    if not steps:
+        return []
+    counts: dict = {}
+    for e in steps:
+        counts[e.stream] = counts.get(e.stream, 0) + e.n
+    lead = min(counts, key=lambda s: (-counts[s], s.order()))
+    mine = [e for e in steps if e.stream == lead]
+    intervals = [(e.t_last - e.t_first) / (e.n - 1) for e in mine if e.n > 1]
+    intervals += [b.t_first - a.t_last for a, b in zip(mine, mine[1:])]
+    pause = max(PAUSE_S, 5 * statistics.median(intervals)) if intervals else PAUSE_S
+    runs = [[mine[0]]]
+    for a, b in zip(mine, mine[1:]):
+        if b.t_first - a.t_last > pause:
+            runs.append([])
+        runs[-1].append(b)
+    return runs
+
+
+def _segments(busy, sig, t0, begun, end, runs, gaps, warmup_steps) -> list[tuple[str, float, float]]:
+    """(name, start, end) from begun to end: the runs of steps, and between them idle and busy seconds."""
+    out: list[list] = []
+    cursor = begun
+    split = _warmup_end([e for run in runs for e in run], gaps, warmup_steps)
+    for k, run in enumerate(runs):
+        a, b = run[0].t_first, min(end, run[-1].t_last)
+        step = (b - a) / max(1, sum(e.n for e in run) - 1)
+        a = begun if k == 0 else max(cursor, a - step)  # the first step began a step before its stamp
+        out += _between(busy, t0, cursor, a)
+        if split is None or split <= a:  # a run keeps its number: two runs are two spans, the pause in neither
+            out.append([TRAIN, a, b, k])
+        elif split >= b:
+            out.append([WARMUP, a, b, k])
+        else:
+            out += [[WARMUP, a, split, k], [TRAIN, split, b, k]]
+        cursor = b
+    out += _between(busy, t0, cursor, end)
+    out = _merge_short_idle(out)
+    return _name_busy(out, sig, t0, BUSY if runs else ALONE)
+
+
+def _warmup_end(steps: list, gaps: list, warmup_steps: int) -> float | None:
+    """Where warm-up ends: at the counted step, else at the stamp of the warmup_steps-th step where more
+    follow; None where the job stepped no more than that."""
+    if gaps:
+        return min(g0 for g0, _ in gaps)
+    seen = 0
+    for k, e in enumerate(steps):
+        if seen + e.n >= warmup_steps:
+            more = seen + e.n > warmup_steps or k + 1 < len(steps)
+            return e.t_first + (e.t_last - e.t_first) * (warmup_steps - seen - 1) / max(1, e.n - 1) if more else None
+        seen += e.n
+    return None
+
+
+def _between(busy, t0, a, b) -> list[list]:
+    """[a, b] cut at whole seconds into busy and idle segments."""
+    out: list[list] = []
+    t = a
+    while t < b - 1e-9:
+        i = int((t - t0) // BIN_S)
+        nxt = min(b, t0 + (i + 1) * BIN_S)
+        name = BUSY if 0 <= i < len(busy) and busy[i] else IDLE
+        if out and out[-1][0] == name:
+            out[-1][2] = nxt
+        else:
+            out.append([name, t, nxt, None])
+        t = nxt
+    return out
+
+
+def _merge_short_idle(segments: list[list]) -> list[list]:
+    """Idle shorter than IDLE_S is part of the work around it (the one before, or after where none is); so is
+    anything that short beside a run of steps: the end of its last step's second, its first step's start."""
+    out: list[list] = []
+    for k, seg in enumerate(segments):
+        short = seg[2] - seg[1] < IDLE_S and seg[0] not in (WARMUP, TRAIN)
+        after_steps = bool(out) and out[-1][0] in (WARMUP, TRAIN)
+        before_steps = k + 1 < len(segments) and segments[k + 1][0] in (WARMUP, TRAIN)
+        if out and out[-1][0::3] == seg[0::3] and out[-1][2] >= seg[1] - 1e-9:
+            out[-1][2] = seg[2]
+        elif short and out and (seg[0] == IDLE or after_steps):
+            out[-1][2] = seg[2]
+        elif short and before_steps and seg[0] != IDLE:
+            segments[k + 1][1] = seg[1]
+        else:
+            out.append(list(seg))
+    if len(out) > 1 and out[0][0] == IDLE and out[0][2] - out[0][1] < IDLE_S:
+        out[1][1] = out[0][1]
+        out.pop(0)
+    merged: list[list] = []
+    for seg in out:  # neighbours that became alike (the same work, the same run of steps)
+        if merged and merged[-1][0::3] == seg[0::3]:
+            merged[-1][2] = seg[2]
+        else:
+            merged.append(seg)
+    return merged
+
+
+def _name_busy(segments: list[list], sig, t0, base: str) -> list[tuple[str, float, float]]:
+    """Busy work without steps cut where its kind changes; kinds told apart by name where there are several."""
+    parts: list[list] = []
+    for name, a, b, _ in segments:
+        if name != BUSY:
+            parts.append([name, a, b, None])
+            continue
+        for pa, pb in _split(sig, t0, a, b):
+            parts.append([BUSY, pa, pb, _mean(sig, t0, pa, pb)])
+    kinds: list[tuple] = []
+    for p in parts:
+        if p[3] is None:
+            continue
+        found = next((i for i, k in enumerate(kinds) if _alike(k, p[3])), None)
+        if found is None:
+            found = len(kinds) if len(kinds) < MAX_PARTS else min(range(len(kinds)), key=lambda i: _gap(kinds[i], p[3]))
+            if found == len(kinds):
+                kinds.append(p[3])
+        p[0] = f"{base} {found + 1}"
+    if len(kinds) <= 1:
+        for p in parts:
+            if p[3] is not None:
+                p[0] = base
+    return [(name, a, b) for name, a, b, _ in parts]
+
+
+def _split(sig, t0, a, b, depth: int = 0) -> list[tuple[float, float]]:
+    """[a, b] cut at the second where its activity changes most, while that change is CHANGE_PTS or more
+    and each side lasts MIN_PART_S; then each side again."""
+    i, j = int((a - t0) // BIN_S), int(math.ceil((b - t0) / BIN_S - 1e-9))
+    gap, where = sig.best_cut(i, j, int(MIN_PART_S / BIN_S))
+    if where is None or gap < CHANGE_PTS or depth >= MAX_PARTS:
+        return [(a, b)]
+    cut = t0 + where * BIN_S
+    return _split(sig, t0, a, cut, depth + 1) + _split(sig, t0, cut, b, depth + 1)
+
+
+def _mean(sig, t0, a, b) -> tuple:
+    return tuple(sig.mean(int((a - t0) // BIN_S), int(math.ceil((b - t0) / BIN_S - 1e-9))).tolist())
+
+
+def _gap(x: tuple, y: tuple) -> float:
+    """The largest difference of two kinds' activities, in points (0 where neither was recorded)."""
+    return max((abs(p - q) for p, q in zip(x, y) if math.isfinite(p) and math.isfinite(q)), default=0.0)
+
+
+def _alike(x: tuple, y: tuple) -> bool:
+    return _gap(x, y) < CHANGE_PTS

@@ -1,0 +1,132 @@
+"""Where a watched job's numbers came from, and the steps gpubench took for it where the job reported none.
+
+A step comes from the job's own gpubench.step() or from its optimizer, seen by gpubench's hook
+(gpubench.job.autohook); FLOPs come from the job's step(), from the one step gpubench counted
+(gpubench.job.onestep), or from nowhere, where only the tensor pipes' activity bounds the work. Here:
+
+- resolve(): a process that called step() itself is described by its own steps alone (the hook's steps of
+  it, at most the first before its first step(), are dropped: never counted twice); the FLOPs of a
+  process's counted step are given to all its optimizer's steps, those before the count too;
+- holes() and cut_out(): the counted step ran slower (counting dispatches every operation through
+  Python), so its time, from the stamp of the step before it to its own, leaves every phase: no rate,
+  median or energy of a row covers it;
+- sources() and label(): each summary row says where its steps and its FLOPs came from;
+- facts(): what came automatically, for the manifest.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from gpubench.job.markfile import Steps
+
+OWN, OPTIMIZER, COUNTED = "step", "optimizer", "counted"  # markfile.ORIGINS
+STEPS_FROM = {OWN: "step()", OPTIMIZER: "optimizer"}
+FLOPS_FROM = {OWN: "step()", OPTIMIZER: "one step counted", "ceiling": "counters"}
+SAID = {
+    "steps": {"step()": "the job's own gpubench.step()", "optimizer": "the job's optimizer steps (no code change)"},
+    "flops": {"step()": "counted by the job's own step()", "one step counted": "counted by gpubench from one step",
+              "counters": "not known: the counters bound them (the tensor ceiling)"},
+}
+CEILING = "tensor_ceiling_pct"  # the tensor pipes' bound, where the run has it
+
+
+def _auto(e) -> bool:
+    return isinstance(e, Steps) and e.origin != OWN
+
+
+def resolve(events: list) -> list:
+    """The events as the summary counts them (see the module's docstring)."""
+    own = {e.stream for e in events if isinstance(e, Steps) and e.origin == OWN}
+    counts = {}
+    for e in events:
+        if _auto(e) and e.origin == COUNTED and e.counted and e.stream not in own:
+            counts[e.stream] = (e.flops / e.counted, e.hw_flops / e.counted)
+    out = []
+    for e in events:
+        if _auto(e):
+            if e.stream in own:
+                continue
+            if not e.counted and e.stream in counts:
+                model, hardware = counts[e.stream]
+                e = replace(e, counted=e.n, flops=model * e.n, hw_flops=hardware * e.n)
+        out.append(e)
+    return out
+
+
+def holes(events: list) -> list[tuple[float, float]]:
+    """The time of each counted step: from the stamp of its process's step before it to its own stamp."""
+    out = []
+    last: dict = {}
+    for e in sorted((e for e in events if _auto(e)), key=lambda e: e.t_first):
+        if e.origin == COUNTED and e.stream in last and last[e.stream] < e.t_first:
+            out.append((last[e.stream], e.t_first))
+        last[e.stream] = e.t_last
+    return out
+
+
+def cut_out(phases: list, gaps: list[tuple[float, float]]) -> list:
+    """The phases with the gaps taken out of their spans (a span cut in two keeps both parts)."""
+    for phase in phases:
+        spans = phase.spans
+        for g0, g1 in gaps:
+            spans = [part for a, b in spans for part in ((a, min(b, g0)), (max(a, g1), b)) if part[1] > part[0]]
+        phase.spans[:] = spans
+    return [p for p in phases if p.spans]
+
+
+def sources(spans, streams, steps: dict, stamped=True) -> dict:
+    """Where a row's steps and FLOPs came from: its GPU's streams (`steps`: stream -> groups of steps);
+    nothing where the row holds no step (`stamped` false: a span's first stamp ends a step begun before it)."""
+    inside = [g for s in streams for g in steps.get(s, []) if stamped and any(a <= g.t_first <= b for a, b in spans)]
+    kinds = {OWN if g.origin == OWN else OPTIMIZER for g in inside}
+    counted = {OWN if g.origin == OWN else OPTIMIZER for g in inside if g.counted}
+    return {"steps_source": " and ".join(STEPS_FROM[k] for k in sorted(kinds, reverse=True)),
+            "flops_source": " and ".join(FLOPS_FROM[k] for k in sorted(counted, reverse=True))}
+
+
+def label(rows: list[dict]) -> list[dict]:
+    """Rows with no FLOPs but a tensor ceiling say that the counters bound them; each row gets a sentence."""
+    for r in rows:
+        if not r.get("flops_source") and _finite(r.get(CEILING)) and r.get("kind", "phase") == "phase":
+            r["flops_source"] = FLOPS_FROM["ceiling"]
+        r["provenance"] = sentence(r)
+    return rows
+
+
+def sentence(row: dict) -> str:
+    """Where a row's steps and FLOPs came from, in words ("" where it has neither)."""
+    parts = []
+    if row.get("steps_source"):
+        parts.append("steps from " + " and ".join(SAID["steps"].get(s, s) for s in row["steps_source"].split(" and ")))
+    if row.get("flops_source"):
+        parts.append("FLOPs " + " and ".join(SAID["flops"].get(s, s) for s in row["flops_source"].split(" and ")))
+    return ("; ".join(parts)[:1].upper() + "; ".join(parts)[1:]) if parts else ""
+
+
+def facts(events: list, summary: list[dict], auto: dict | None, phases_from: str) -> dict:
+    """What came automatically, for the manifest: the hook, each process's optimizer steps and its count,
+    how the phases were found, and which rows' steps and FLOPs came from the hook."""
+    out = dict(auto or {"hook": "off", "why": "the hook goes into a command that gpubench watch starts"})
+    own = {e.stream for e in events if isinstance(e, Steps) and e.origin == OWN}
+    streams: dict = {}
+    for e in events:
+        if _auto(e):
+            s = streams.setdefault(e.stream, {"rank": e.stream.rank, "pid": e.stream.pid, "steps": 0,
+                                              "kept": e.stream not in own, "counted": None})
+            s["steps"] += e.n
+            if e.origin == COUNTED:
+                s["counted"] = ({"model_flops": e.flops / e.counted, "hardware_flops": e.hw_flops / e.counted,
+                                 "t": e.t_first} if e.counted else "failed: the counters alone bound the work")
+    out["processes"] = list(streams.values())
+    out["counted_steps_s"] = [[a, b] for a, b in holes(events)]
+    out["phases_from"] = phases_from
+    out["rows"] = {r["scenario"]: {"steps": r.get("steps_source", ""), "flops": r.get("flops_source", "")}
+                   for r in summary if r.get("steps_source", "") not in ("", "step()")
+                   or r.get("flops_source", "") not in ("", "step()")}
+    return out
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and math.isfinite(v)

@@ -1,0 +1,199 @@
+"""The tensor-pipe ceiling: the FLOP rate the tensor pipes could have delivered in the time they were active.
+
+    ceiling = tensor active / 100 × SM clock / peak clock × dense datasheet peak of the dtype × calibration
+
+Tensor active is the share of cycles a tensor pipe was busy (GPM's ANY_TENSOR_UTIL, DCGM field 1004); the
+peak clock is the one the datasheet's dense peak assumes (H100 SXM and H200: 132 SMs × 4 tensor cores × 512
+dense bf16 multiply-adds × 2 FLOPs × 1830 MHz = 989.4 TFLOP/s). The calibration is the FLOP rate per active
+cycle that the suite's own GEMMs reached, measured per GPU model and dtype and committed under
+results/calibration/ with the measurements it comes from; its error is the farthest any of them lies from
+it. A dtype a GPU model has no calibration for gets no ceiling, except bf16, which gets the bare rule
+(calibration 1, no error known) and says so: it bounds nothing, so no FLOP count is judged by it.
+
+A row's ceiling averages tensor active × SM clock over its sample rows: the tensor pipes' active cycles per
+second, whatever the clock did meanwhile. The FLOPs that ran (HFU) cannot be above it beyond its error: where
+they are, the FLOP count is too large (the global batch counted on one rank, a step counted twice) or the
+dtype names a slower unit than the one that ran. It is a ceiling for any job, with no FLOP count at all.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpubench.metrics import finite
+
+# The clock each GPU's dense tensor peak assumes, by exact NVML name (as the datasheet table matches them).
+PEAK_CLOCK_MHZ = {"NVIDIA H100 80GB HBM3": 1830.0, "NVIDIA H200": 1830.0}
+TENSOR_DTYPES = ("bf16", "fp16", "tf32", "fp8")
+UNIT_OF = {d: f"{d}_tensor" for d in TENSOR_DTYPES}
+DTYPE_OF = {u: d for d, u in UNIT_OF.items()}
+UNCALIBRATED = "bf16"  # the one dtype whose bare rule (calibration 1) may be shown without a calibration
+COLUMNS = ("tensor_ceiling_tflops", "tensor_ceiling_pct", "tensor_ceiling_limit_pct", "tensor_ceiling_dtype",
+           "tensor_ceiling_basis", "ran_over_ceiling")
+CALIBRATION_DIR = Path(__file__).resolve().parents[2] / "results" / "calibration"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """One GPU model's FLOPs per active tensor cycle for one dtype, as a share of its datasheet rate."""
+
+    dtype: str
+    factor: float  # median over the measurements
+    error: float  # the farthest a measurement lies from the factor, relative
+    n: int
+    file: str  # where it is committed, with its measurements
+
+
+@dataclass
+class Ceiling:
+    """What a GPU's ceiling needs: its name, peak clock, dense tensor peaks and calibrations by dtype."""
+
+    gpu: str
+    peak_clock_mhz: float
+    peaks: dict  # unit ("bf16_tensor", ...) -> dense datasheet FLOP/s
+    calibrations: dict = field(default_factory=dict)  # dtype -> Calibration
+
+    def basis(self, dtype: str) -> tuple[float, float | None, str] | None:
+        """(factor, error or None, how it is known) for a dtype; None where no ceiling may be claimed."""
+        if UNIT_OF.get(dtype) not in self.peaks:
+            return None
+        cal = self.calibrations.get(dtype)
+        if cal is not None:
+            return cal.factor, cal.error, (f"calibrated: {cal.factor:.3f} of the datasheet rate per active cycle "
+                                           f"± {100 * cal.error:.1f}%, {cal.n} GEMMs ({cal.file})")
+        if dtype == UNCALIBRATED:
+            return 1.0, None, ("uncalibrated: tensor active × SM clock ÷ the peak's clock × the datasheet peak; "
+                               "no calibration of this GPU model, so it judges no FLOP count")
+        return None
+
+
+def _calibration_files(where: Path | None = None) -> list[Path]:
+    """The committed calibrations: installed as gpubench.calibration, or in a checkout's results/calibration/."""
+    if where is not None:
+        return sorted(Path(where).glob("tensor-*.json"))
+    try:
+        from importlib import resources
+
+        found = [Path(str(p)) for p in resources.files("gpubench.calibration").iterdir()
+                 if p.name.startswith("tensor-") and p.name.endswith(".json")]
+        if found:
+            return sorted(found)
+    except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError, TypeError):
+        pass
+    return sorted(CALIBRATION_DIR.glob("tensor-*.json"))
+
+
+def load_calibrations(gpu: str, where: Path | None = None) -> dict:
+    """dtype -> Calibration for the GPU NVML calls `gpu`, from the committed files (none where unreadable)."""
+    out = {}
+    for path in _calibration_files(where):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict) or data.get("gpu") != gpu:
+            continue
+        for dtype, d in (data.get("dtypes") or {}).items():
+            if dtype in TENSOR_DTYPES and isinstance(d, dict) and finite(d.get("factor")) and finite(d.get("error")):
+                out[dtype] = Calibration(dtype, float(d["factor"]), float(d["error"]), int(d.get("n") or 0),
+                                         f"results/calibration/{path.name}")
+    return out
+
+
+def ceiling_for(gpu: str, sheet: dict | None, where: Path | None = None) -> Ceiling | None:
+    """The ceiling of the GPU NVML calls `gpu`, given its datasheet peaks; None where its peak clock or its
+    tensor peaks are not known."""
+    clock = PEAK_CLOCK_MHZ.get((gpu or "").strip())
+    peaks = {u: v for u, v in (sheet or {}).items() if u in DTYPE_OF and finite(v) and v > 0}
+    if clock is None or not peaks:
+        return None
+    return Ceiling(gpu.strip(), clock, peaks, load_calibrations(gpu.strip(), where))
+
+
+def active_cycles_mhz(window) -> tuple[float, int]:
+    """Mean over the rows of tensor active × SM clock (MHz of tensor-active cycles), and how many rows had both."""
+    import numpy as np
+
+    from gpubench.read.samples import as_samples
+
+    window = as_samples(window)
+    if not (window.has("tensor_active_pct") and window.has("sm_clock_mhz")):
+        return math.nan, 0
+    product = window.col("tensor_active_pct") / 100.0 * window.col("sm_clock_mhz")
+    product = product[np.isfinite(product)]
+    return (float(np.mean(product)), int(len(product))) if len(product) else (math.nan, 0)
+
+
+def ceiling_dtype(dtype: str | None) -> str:
+    """The dtype a row's ceiling is given in: its own where it runs on tensor cores, else bf16's (the share of
+    the bf16 peak that ran on the tensor pipes, at most)."""
+    return dtype if dtype in TENSOR_DTYPES else UNCALIBRATED
+
+
+def columns(window, ceiling: Ceiling | None, dtype: str | None, ran_pct: float = math.nan) -> dict:
+    """A summary row's ceiling columns from its window's sample rows; empty where no ceiling may be claimed.
+
+    ran_pct: the FLOPs that ran, as a share of the dtype's dense peak (HFU; MFU where the count is of what ran);
+    ran_over_ceiling is it over the calibrated limit: above 1, more ran than the pipes could deliver (NaN
+    without a calibration)."""
+    if ceiling is None:
+        return {}
+    shown = ceiling_dtype(dtype)
+    basis = ceiling.basis(shown)
+    mhz, n = active_cycles_mhz(window)
+    if basis is None or not n:
+        return {}
+    factor, error, said = basis
+    peak = ceiling.peaks[UNIT_OF[shown]]
+    flops = mhz / ceiling.peak_clock_mhz * peak * factor
+    pct = 100.0 * flops / peak
+    limit = pct * (1.0 + error) if error is not None else math.nan
+    judged = dtype in TENSOR_DTYPES and finite(limit) and finite(ran_pct)
+    return {"tensor_ceiling_tflops": flops / 1e12, "tensor_ceiling_pct": pct, "tensor_ceiling_limit_pct": limit,
+            "tensor_ceiling_dtype": shown, "tensor_ceiling_basis": said,
+            "ran_over_ceiling": over(ran_pct, limit) if judged else math.nan}
+
+
+def over(ran_pct: float, limit_pct: float) -> float:
+    """The FLOPs that ran over the calibrated limit (above 1: more than the pipes could deliver)."""
+    if not (finite(ran_pct) and finite(limit_pct)):
+        return math.nan
+    if limit_pct <= 0:
+        return math.inf if ran_pct > 0 else 0.0
+    return round(ran_pct / limit_pct, 9)  # a calibration's own GEMM sits on its limit: 1, not 1 + 1e-16
+
+
+# --- calibration -------------------------------------------------------------------------------------
+
+def factor(flops_per_s: float, mhz: float, peak_clock_mhz: float, peak: float) -> float:
+    """A GEMM's FLOPs per active tensor cycle as a share of the datasheet's: achieved over the bare ceiling."""
+    bare = mhz / peak_clock_mhz * peak
+    return flops_per_s / bare if finite(flops_per_s) and finite(bare) and bare > 0 else math.nan
+
+
+def calibrate(points: list[dict]) -> dict:
+    """dtype -> {factor, error, n} from measured points ({dtype, factor, ...}): the median, and the farthest
+    point from it."""
+    out = {}
+    for dtype in TENSOR_DTYPES:
+        fs = [p["factor"] for p in points if p.get("dtype") == dtype and finite(p.get("factor"))]
+        if not fs:
+            continue
+        mid = statistics.median(fs)
+        out[dtype] = {"factor": mid, "error": max(abs(f / mid - 1.0) for f in fs), "n": len(fs)}
+    return out
+
+
+def for_suite(gpu: str, sheet: dict | None, where: Path | None = None):
+    """gpubench.read.summary.summarize's ceiling for a suite run's rows on this GPU: each kernel's FLOPs are
+    what ran, so its MFU (of its unit's peak) is held to the ceiling of its unit's dtype."""
+    found = ceiling_for(gpu, sheet, where)
+
+    def hook(window, row: dict) -> dict:
+        dtype = DTYPE_OF.get(row.get("unit") or "")
+        return columns(window, found, dtype, row.get("mfu_pct", math.nan) if dtype else math.nan)
+    return hook

@@ -1,0 +1,110 @@
+"""Calibrate the tensor-pipe ceiling (gpubench.truth.ceiling) of a GPU model from measured GEMMs: each one's
+FLOP rate over the bare ceiling of the same seconds (tensor active × SM clock ÷ the peak's clock × the dense
+datasheet peak), per dtype; the calibration is their median, its error the farthest any lies from it.
+
+    python scripts/calibrate_tensor.py RUN_DIR ...         # suite runs recorded with GPM: their GEMMs
+    python scripts/calibrate_tensor.py --points FILE ...   # points measured by scripts/truth_gpu.py
+    ... --out results/calibration                          # where tensor-<gpu>.json goes (the default)
+
+From a suite run, the points are its sustained matmul peaks (bf16 and fp16 torch.matmul at 8192³, timed in
+the window the manifest records) and its GEMM scenarios (timed over the scenario, the counters over its
+window after the trim). The file names each point's run, scenario and window: the raw samples are those runs'
+own, committed beside them. Points from scripts/truth_gpu.py carry their numbers and name their raw samples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from gpubench.read.summary import TRAIL_S, TRIM_S, covering  # noqa: E402
+from gpubench.record.rundir import load_run, slug, write_json  # noqa: E402
+from gpubench.truth import ceiling  # noqa: E402
+from gpubench.truth.peaks import datasheet_for  # noqa: E402
+
+GPM_TRAIL_S = TRAIL_S["tensor_active_pct"]
+
+
+def point(samples, gpu: int, a: float, b: float, flops_per_s: float, unit: str, found, where: dict) -> dict | None:
+    """One GEMM: its rate over the bare ceiling of the rows that cover only [a, b]."""
+    window = covering(samples.of("gpu", gpu).window(a, b), a, GPM_TRAIL_S)
+    mhz, n = ceiling.active_cycles_mhz(window)
+    dtype = ceiling.DTYPE_OF.get(unit)
+    if not n or dtype is None or unit not in found.peaks:
+        return None
+    f = ceiling.factor(flops_per_s, mhz, found.peak_clock_mhz, found.peaks[unit])
+    return {"dtype": dtype, "factor": f, "tflops": flops_per_s / 1e12, "active_mhz": mhz, "rows": n,
+            "t_start": a, "t_end": b, **where}
+
+
+def from_run(run: Path) -> tuple[str, list[dict]]:
+    """The GEMM points of a suite run recorded with GPM (its gpu name, the points)."""
+    manifest, samples, summary = load_run(run)
+    name = manifest["gpu"]["name"]
+    source = ((manifest.get("sources") or {}).get("columns") or {}).get("tensor_active_pct", {}).get("source")
+    if manifest.get("kind") != "run" or manifest.get("distributed") or source != "gpm":
+        raise SystemExit(f"{run}: not a one-GPU suite run with tensor activity from GPM")
+    found = ceiling.ceiling_for(name, datasheet_for(name, manifest["gpu"].get("memory_mib")))
+    if found is None:
+        raise SystemExit(f"{run}: no peak clock or tensor peak is known for {name}")
+    gpu, rel = manifest["gpu"].get("nvml_index", 0), str(run.relative_to(ROOT) if run.is_absolute() else run)
+    peaks = manifest.get("peaks") or {}
+    points = []
+    for unit, cond in (peaks.get("conditions") or {}).items():
+        rate = (peaks.get("measured") or {}).get(unit)
+        if unit in ceiling.DTYPE_OF and rate:
+            points.append(point(samples, gpu, cond["t_start"], cond["t_end"], rate, unit, found,
+                                {"run": rel, "what": f"sustained {unit} matmul peak, 8192³ torch.matmul"}))
+    for r in summary:
+        if r.get("family") == "gemm" and r.get("unit") in ceiling.DTYPE_OF and r.get("tflops"):
+            what = f"scenario {r['scenario']} ({r.get('sizes', '')})" + (
+                "" if r.get("timing_window") else ", timed over the whole scenario (a run recorded before the "
+                                                          "suite timed the window its counters cover)")
+            points.append(point(samples, r["gpu"], r["t_start"] + TRIM_S, r["t_end"], r["tflops"] * 1e12, r["unit"],
+                                found, {"run": rel, "what": what}))
+    return name, [p for p in points if p is not None]
+
+
+def write(name: str, points: list[dict], out: Path) -> Path:
+    clock = ceiling.PEAK_CLOCK_MHZ[name]
+    data = {"gpu": name, "peak_clock_mhz": clock, "counter": "tensor_active_pct (NVML GPM ANY_TENSOR_UTIL)",
+            "method": "a GEMM's FLOP rate over (mean of tensor active × SM clock over the rows that cover only its "
+                      f"timed window) ÷ {clock:g} MHz × the dense datasheet peak; the factor is the median, the "
+                      "error the farthest point from it",
+            "dtypes": ceiling.calibrate(points), "points": points}
+    path = out / f"tensor-{slug(name)}.json"
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(path, data)
+    return path
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="*", type=Path)
+    ap.add_argument("--points", nargs="*", type=Path, default=[], help="points files from scripts/truth_gpu.py")
+    ap.add_argument("--out", type=Path, default=ROOT / "results" / "calibration")
+    args = ap.parse_args(argv)
+    by_gpu: dict[str, list] = {}
+    for run in args.runs:
+        name, points = from_run(run)
+        by_gpu.setdefault(name, []).extend(points)
+    for path in args.points:
+        data = json.loads(path.read_text())
+        by_gpu.setdefault(data["gpu"], []).extend(data["points"])
+    if not by_gpu:
+        ap.error("give suite runs or points files")
+    for name, points in by_gpu.items():
+        path = write(name, points, args.out)
+        said = ", ".join(f"{d} {v['factor']:.3f} ± {100 * v['error']:.1f}% ({v['n']})"
+                         for d, v in ceiling.calibrate(points).items())
+        print(f"{path}: {said}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,461 @@
+"""The GPU side of scripts/truth_gpu.py, and a fake of it for its dry run: GEMMs in every tensor dtype, timed
+in groups stamped on the GPU's timeline; a sampler of every NVML GPM pipe counter; and what is made of them
+(a calibration point, the lag of each column at a known edge, each watch row beside its counters)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from gpubench.read.samples import as_samples
+from gpubench.read.summary import TRAIL_S, covering
+from gpubench.truth import ceiling
+
+ROOT = Path(__file__).resolve().parents[1]
+# NVML GPM metric ids (nvml.h): which pipe counter a dtype moves is measured, not assumed
+COUNTERS = {"sm_active_pct": 2, "sm_occupancy_pct": 3, "integer_util_pct": 4, "tensor_active_pct": 5,
+            "dfma_tensor_util_pct": 6, "hmma_tensor_util_pct": 7, "dmma_tensor_util_pct": 8,
+            "imma_tensor_util_pct": 9, "dram_active_pct": 10, "fp64_active_pct": 11, "fp32_active_pct": 12,
+            "fp16_active_pct": 13, "sm_cycles_elapsed": 248, "sm_cycles_active": 249, "mma_cycles_active": 250,
+            "dmma_cycles_active": 251, "hmma_cycles_active": 252, "imma_cycles_active": 253,
+            "dfma_cycles_active": 254, "integer_cycles_active": 257, "fp64_cycles_active": 258,
+            "fp32_cycles_active": 259, "fp16_cycles_active": 260}
+PIPES = [c for c in COUNTERS if c.endswith("_util_pct") or c in ("tensor_active_pct", "fp64_active_pct",
+                                                                   "fp32_active_pct", "fp16_active_pct")]
+SIZE = 8192
+
+
+GRACE_S = 10.0  # from Ctrl-C to a kill: a watch stopped at its time still writes its run directory
+
+
+def bounded(child, seconds: float, grace_s: float = GRACE_S) -> int | None:
+    """A child process's exit code, or None where it ran past `seconds`: then Ctrl-C goes to its process group
+    (start it with start_new_session: a watch ends its command and writes its run), and after grace_s a kill."""
+    import os
+    import signal
+    import subprocess
+
+    try:
+        return child.wait(timeout=max(1.0, seconds))
+    except subprocess.TimeoutExpired:
+        pass
+    for sig, wait in ((signal.SIGINT, grace_s), (signal.SIGKILL, None)):
+        try:
+            os.killpg(child.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            child.wait(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    return None
+
+
+def jsonable(value):
+    return float(value) if isinstance(value, (np.floating, np.integer)) else str(value)
+
+
+class Sampler:
+    """Reads dev.sample() every interval_s on a fixed schedule into rows of [t_start_s, t_end_s]."""
+
+    def __init__(self, dev, interval_s: float):
+        self.dev, self.interval_s, self.rows = dev, interval_s, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self.dev.sample()  # the first read starts the first interval
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self):
+        prev = time.monotonic()
+        due = prev + self.interval_s
+        while not self._stop.wait(max(0.0, due - time.monotonic())):
+            try:
+                values = self.dev.sample()
+            except Exception as err:  # a counter the driver refuses: said once, the rows go on without it
+                print(f"sampler: {type(err).__name__}: {err}", file=sys.stderr)
+                values = {}
+            now = time.monotonic()
+            self.rows.append({"t_start_s": prev, "t_end_s": now, "gpu": 0, **values})
+            prev, due = now, due + self.interval_s
+
+
+def write_rows(rows: list[dict], path: Path) -> None:
+    names = list(dict.fromkeys(k for r in rows for k in r))
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, names)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def point(rows: list[dict], window: tuple[float, float], flops: float, dtype: str, dev) -> dict:
+    """One calibration point: the GEMM's FLOP rate over its timed window, against the bare ceiling of the rows
+    that cover only that window; the mean of every counter there, and the ones that moved."""
+    a, b = window
+    inside = covering(as_samples(rows).window(a, b), a, TRAIL_S["tensor_active_pct"])
+    mhz, n = ceiling.active_cycles_mhz(inside)
+    rate = flops / (b - a)
+    found, unit = dev.ceiling, ceiling.UNIT_OF[dtype]
+    factor = (ceiling.factor(rate, mhz, found.peak_clock_mhz, found.peaks[unit])
+              if found is not None and unit in found.peaks and n else math.nan)
+    means = {c: float(np.nanmean(inside.col(c))) if n and inside.has(c) and np.isfinite(inside.col(c)).any()
+             else math.nan for c in list(COUNTERS) + ["sm_clock_mhz", "power_w"]}
+    moved = [c for c in PIPES if means.get(c, 0) == means.get(c, 0) and means.get(c, 0) > 1.0]
+    return {"dtype": dtype, "factor": factor, "tflops": rate / 1e12, "active_mhz": mhz, "rows": n, "t_start": a,
+            "t_end": b, "tensor_active_pct": means["tensor_active_pct"], "clock_mhz": means["sm_clock_mhz"],
+            "counters": means, "moved": moved}
+
+
+def lags(rows: list[dict], edges: list[tuple[float, float]]) -> dict:
+    """For each column, from the rows across known edges (the GPU switched on at t_on, off at t_off): where a
+    row reads part of a change, how long before the row's end its value ends (lag), and how far before a row's
+    start the value of a row that begins after an off edge still reaches (trail)."""
+    out = {}
+    s = as_samples(rows)
+    ts, te = s.col("t_start_s"), s.col("t_end_s")
+    for col in ("sm_active_pct", "tensor_active_pct", "hmma_tensor_util_pct", "gpu_util_pct", "power_w"):
+        if not s.has(col):
+            continue
+        v = s.col(col)
+        steady = [x for a, b, x in zip(ts, te, v) if any(on + 0.2 <= a and b <= off for on, off in edges)]
+        idle = [x for a, b, x in zip(ts, te, v) if any(off + 0.25 <= a and b <= on for (_, off), (on, _) in
+                                                      zip(edges, edges[1:]))]
+        if not steady or not idle or not np.isfinite(steady).any():
+            continue
+        hi, lo = float(np.nanmedian(steady)), float(np.nanmedian(idle))
+        if hi - lo <= 1e-9:
+            continue
+        found, reach = [], 0.0
+        marks = [(on, True) for on, _ in edges] + [(off, False) for _, off in edges]
+        for a, b, x in zip(ts, te, v):
+            f = (x - lo) / (hi - lo)
+            near = [(e, rising) for e, rising in marks if a - 0.4 <= e <= b]  # a value that lags 0 to 0.4 s
+            if 0.08 < f < 0.92 and len(near) == 1:
+                e, rising = near[0]  # the row's value covers [a - lag, b - lag], across this edge
+                found.append((b - e) - f * (b - a) if rising else f * (b - a) - (e - a))
+            for _, off in edges:
+                if off < a < off + 0.4 and f > 0.02:  # begun after the GPU stopped, it still reads it
+                    reach = max(reach, a - off)
+        if found or reach:
+            q = np.percentile(found, [10, 50, 90]) if found else [math.nan] * 3
+            out[col] = {"lag_p10_s": q[0], "lag_p50_s": q[1], "lag_p90_s": q[2], "edges": len(found),
+                        "trail_s": reach, "steady": hi, "idle": lo}
+    return out
+
+
+def rows_beside_counters(run: Path) -> list[str]:
+    """Each summary row of a watch beside the counters of its window, and what tests/test_invariants.py finds."""
+    summary = json.loads((run / "summary.json").read_text())
+    lines = [f"  {run.name}: row, window, whole sample rows, steps/s (each process), TFLOP/s, MFU, HFU, tensor "
+             "active, SM clock, tensor ceiling, HFU over its limit, energy"]
+    g = lambda r, k, f: format(r[k], f) if isinstance(r.get(k), (int, float)) else "–"  # noqa: E731
+    for r in summary:
+        lines.append(f"  {r['scenario']:>9} {r.get('windows', ''):>23} n={r.get('n_samples')} "
+                     f"{g(r, 'steps_per_s', '.4g')}/s [{r.get('stream_rates') or ''}] {g(r, 'tflops', '.4g')} TF "
+                     f"MFU {g(r, 'mfu_pct', '.3g')}% HFU {g(r, 'hfu_pct', '.3g')}% "
+                     f"tensor {g(r, 'tensor_active_pct', '.3g')}% "
+                     f"@ {g(r, 'sm_clock_mhz', '.0f')} MHz ceiling {g(r, 'tensor_ceiling_pct', '.3g')}% "
+                     f"ran/limit {g(r, 'ran_over_ceiling', '.3f')} energy {g(r, 'energy_used_j', '.4g')} J: "
+                     f"{r.get('verdict_rules')}")
+    try:
+        from test_invariants import violations
+
+        found = violations(run)
+        lines += [f"  invariants: {k}: {'; '.join(v)}" for k, v in found.items()] or ["  invariants: every row holds"]
+    except Exception as err:  # the checks are a report here, never a reason to lose the measurements
+        lines.append(f"  invariants not checked: {type(err).__name__}: {err}")
+    return lines
+
+
+def summary_table(points: list[dict], found_lags: dict, runs: list[Path], dev) -> list[str]:
+    lines = ["", f"=== summary on {dev.name}", "dtype  points  factor (median, spread)  tensor counters moved"]
+    for dtype in ceiling.TENSOR_DTYPES:
+        mine = [p for p in points if p["dtype"] == dtype and p["factor"] == p["factor"]]
+        if mine:
+            fs = [p["factor"] for p in mine]
+            moved = sorted({c for p in mine for c in p["moved"]})
+            lines.append(f"{dtype:<6} {len(mine):>6}  {statistics.median(fs):.3f} ({min(fs):.3f}–{max(fs):.3f})    "
+                         f"{', '.join(moved)}")
+    lines.append("interval column               lag p50 (p10–p90)      trail   (the summary's TRAIL_S)")
+    for interval, cols in found_lags.items():
+        for col, lag in cols.items():
+            lines.append(f"{interval:>8} {col:<20} {lag['lag_p50_s']:.3f} "
+                         f"({lag['lag_p10_s']:.3f}–{lag['lag_p90_s']:.3f})"
+                         f"   {lag['trail_s']:.3f}   ({TRAIL_S.get(col, '-')})")
+    for run in runs:
+        rows = json.loads((run / "summary.json").read_text())
+        lines.append(f"{run.name}: " + ", ".join(f"{r['scenario']} {r['verdict_rules']}" for r in rows))
+    return lines
+
+
+class Gpu:
+    """CUDA device 0, its NVML handle (by UUID) and its GPM counters."""
+
+    def __init__(self):
+        import torch
+
+        from gpubench.record import gpus, nvml
+        from gpubench.record.rundir import slug
+        from gpubench.truth.peaks import datasheet_for
+
+        self.torch, self.nvml = torch, nvml
+        gpu, _ = gpus.resolve(0, False)
+        torch.cuda.set_device(gpu.cuda_index)
+        self.h = nvml.handle(gpu.nvml_index)
+        info = nvml.device_info(gpu.nvml_index)
+        self.name, self.slug = info["name"], slug(info["name"])
+        self.ceiling = ceiling.ceiling_for(self.name, datasheet_for(self.name, info.get("memory_mib")))
+        self._prev, self._next = nvml.gpm_sample_alloc(), nvml.gpm_sample_alloc()
+        self.counters = dict(COUNTERS)
+
+    def sample(self) -> dict:
+        nvml = self.nvml
+        nvml.gpm_sample_get(self.h, self._next)
+        try:
+            got = nvml.gpm_metrics(self._prev, self._next, list(self.counters.values()))
+        except nvml.NVMLError:  # a driver that refuses the whole request for an id it does not know
+            self.counters = {k: v for k, v in COUNTERS.items() if v < 100}
+            got = nvml.gpm_metrics(self._prev, self._next, list(self.counters.values()))
+        self._prev, self._next = self._next, self._prev
+        return {**nvml.read_basic(self.h), **dict(zip(self.counters, got))}
+
+    def close(self) -> None:
+        """Lets go of the GPM samples before a watch reads the counters in another process."""
+        for sample in (self._prev, self._next):
+            self.nvml.gpm_sample_free(sample)
+        self._prev = self._next = None
+
+    def gemms(self, say):
+        """(label, dtype, (run, FLOPs a call)) of each GEMM, checked first against a float64 reference."""
+        torch = self.torch
+        from gpubench.kernels import gemm
+
+        for impl, dtype in (("torch", "bfloat16"), ("triton", "bfloat16"), ("torch", "float16"), ("cupy", "float16")):
+            try:
+                prepared = gemm.prepare(impl, dtype=dtype)
+                prepared.check()
+            except Exception as err:  # a missing library or a wrong kernel: said, and the others go on
+                say(f"(a) gemm-{impl} {dtype} skipped: {type(err).__name__}: {err}")
+                continue
+            yield f"gemm-{impl} {dtype}", "bf16" if dtype == "bfloat16" else "fp16", (prepared.run, prepared.work.flops)
+        for dtype, make in (("tf32", self._tf32), ("fp8", self._fp8)):
+            try:
+                run, check = make(SIZE)
+                _, small = make(1024)
+                small()
+            except Exception as err:
+                say(f"(a) {dtype} skipped: {type(err).__name__}: {err}")
+                continue
+            yield f"torch {dtype}", dtype, (run, 2.0 * SIZE**3)
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+    def _inputs(self, n):
+        g = self.torch.Generator(device="cuda").manual_seed(0)
+        return (self.torch.randn(n, n, device="cuda", generator=g), self.torch.randn(n, n, device="cuda", generator=g))
+
+    def _tf32(self, n):
+        torch = self.torch
+        torch.backends.cuda.matmul.allow_tf32 = True
+        a, b = self._inputs(n)
+        c = torch.full((n, n), math.nan, device="cuda")
+
+        def check():
+            torch.matmul(a, b, out=c)
+            ref = a.double() @ b.double()
+            err = ((c.double() - ref).abs().max() / ref.abs().max()).item()
+            if not err < 5e-3:
+                raise AssertionError(f"tf32 matmul off by {err:.2g} of the largest value")
+        return (lambda: torch.matmul(a, b, out=c)), check
+
+    def _fp8(self, n):
+        torch = self.torch
+        a, b = self._inputs(n)
+        a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn).t().contiguous().t()
+        one = torch.ones((), device="cuda")
+
+        def run():
+            return torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+        def check():
+            ref = a8.float().double() @ b8.float().double()
+            err = ((run().double() - ref).abs().max() / ref.abs().max()).item()
+            if not err < 2e-2:
+                raise AssertionError(f"fp8 matmul off by {err:.2g} of the largest value")
+        return run, check
+
+    def run_for(self, gemm, warm_s: float, timed_s: float, duty: float):
+        """Warm up, then run for timed_s (all the time, or in 20 ms bursts at `duty`); the GPU-stamped window
+        of the timed calls and their FLOPs."""
+        from gpubench.truth.timing import calls_for, time_loop, warm_up
+
+        run, flops = gemm
+        calls = calls_for(warm_up(run))
+        time_loop(run, calls_per_timing=calls, duration_s=warm_s)
+        if duty >= 1.0:
+            t = time_loop(run, calls_per_timing=calls, duration_s=timed_s, stamped=True)
+            return (t.spans[0][0], t.spans[-1][1]), flops * calls * len(t.spans)
+        spans = self._bursts(run, calls, timed_s, idle_s=0.02 * (1 - duty) / duty)
+        return (spans[0][0], spans[-1][1]), flops * calls * len(spans)
+
+    def _bursts(self, run, calls: int, seconds: float, idle_s: float) -> list[tuple[float, float]]:
+        torch = self.torch
+        torch.cuda.synchronize()
+        ref = torch.cuda.Event(enable_timing=True)
+        ref.record()
+        ref.synchronize()
+        t_ref, spans = time.monotonic(), []
+        deadline = t_ref + seconds
+        while True:  # one burst at least
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(calls):
+                run()
+            b.record()
+            b.synchronize()
+            spans.append((t_ref + ref.elapsed_time(a) / 1e3, t_ref + ref.elapsed_time(b) / 1e3))
+            if time.monotonic() >= deadline:
+                return spans
+            time.sleep(idle_s)
+
+    def square_wave(self, on_s: float, off_s: float, cycles: int) -> list[tuple[float, float]]:
+        """A bf16 GEMM on for on_s and off for off_s, cycles times; each on-span as the GPU ran it."""
+        from gpubench.kernels import gemm
+        from gpubench.truth.timing import warm_up
+
+        prepared = gemm.prepare("torch", dtype="bfloat16")
+        calls = max(1, int(on_s * 1e3 / warm_up(prepared.run)))
+        time.sleep(off_s)
+        edges = []
+        for _ in range(cycles):
+            edges += self._bursts(prepared.run, calls, 1e-9, 0.0)
+            time.sleep(off_s)
+        return edges
+
+    def watch(self, run: Path, argv: list[str], seconds: float) -> int | None:
+        """`gpubench watch --out run -- argv`: its exit code, or None where it was stopped after `seconds`."""
+        import subprocess
+
+        child = subprocess.Popen([sys.executable, "-m", "gpubench", "watch", "--out", str(run), "--", *argv],
+                                 cwd=ROOT, start_new_session=True)
+        return bounded(child, seconds)
+
+    def release(self) -> None:
+        self.torch.cuda.synchronize()
+        self.torch.cuda.empty_cache()
+
+
+class FakeGpu(Gpu):
+    """The dry run: CPU matmuls, and counters made from when they ran, read 0.13 s late (as GPM's are)."""
+
+    LAG_S = 0.13
+
+    def __init__(self):
+        import torch
+
+        from gpubench.truth.peaks import datasheet_for
+
+        self.torch = torch
+        self.name, self.slug = "NVIDIA H100 80GB HBM3", "dry-run"
+        self.ceiling = ceiling.ceiling_for(self.name, datasheet_for(self.name))
+        self.busy: list[tuple[float, float]] = []
+        self._last, self._energy = time.monotonic(), 0.0
+
+    def _busy(self, a: float, b: float) -> float:
+        return sum(max(0.0, min(b, y) - max(a, x)) for x, y in self.busy) / (b - a) if b > a else 0.0
+
+    def sample(self) -> dict:
+        now = time.monotonic()
+        f = self._busy(self._last - self.LAG_S, now - self.LAG_S)
+        self._energy += (100 + 500 * f) * (now - self._last)
+        self._last = now
+        values = dict.fromkeys(COUNTERS, math.nan)
+        values.update(sm_active_pct=97 * f, tensor_active_pct=95 * f, hmma_tensor_util_pct=95 * f, fp32_active_pct=1.0)
+        return {"gpu_util_pct": 100.0 * self._busy(now - 0.3, now - 0.1), "power_w": 100 + 500 * f,
+                "sm_clock_mhz": 1400.0 if f > 0.5 else 1980.0, "energy_j": self._energy, **values}
+
+    def gemms(self, say):
+        torch = self.torch
+        a, b = torch.randn(256, 256), torch.randn(256, 256)
+        for label, dtype in (("cpu matmul as bf16", "bf16"), ("cpu matmul as fp16", "fp16")):
+            yield label, dtype, ((lambda: a @ b), 2.0 * 256**3)
+
+    def _bursts(self, run, calls: int, seconds: float, idle_s: float) -> list[tuple[float, float]]:
+        spans, deadline = [], time.monotonic() + seconds
+        while True:
+            t0 = time.monotonic()
+            for _ in range(calls):
+                run()
+            spans.append((t0, time.monotonic()))
+            self.busy.append(spans[-1])
+            if time.monotonic() >= deadline:
+                return spans
+            time.sleep(idle_s)
+
+    def run_for(self, gemm, warm_s: float, timed_s: float, duty: float):
+        run, flops = gemm
+        self._bursts(run, 10, warm_s, 0.0)
+        spans = self._bursts(run, 10, timed_s, 0.0 if duty >= 1 else 0.02 * (1 - duty) / duty)
+        return (spans[0][0], spans[-1][1]), flops * 10 * len(spans)
+
+    def square_wave(self, on_s: float, off_s: float, cycles: int) -> list[tuple[float, float]]:
+        time.sleep(off_s)
+        edges = []
+        for _ in range(cycles):
+            edges.append((time.monotonic(), time.monotonic() + on_s))
+            self.busy.append(edges[-1])
+            time.sleep(on_s + off_s)
+        return edges
+
+    def watch(self, run: Path, argv: list[str], seconds: float) -> int | None:
+        """In this process, with counters faked; the dry run's jobs last seconds, so `seconds` is not needed."""
+        import os
+
+        from gpubench.job import watch
+        from gpubench.job.watching import WatchOptions
+        from gpubench.record.gpus import Gpu as NvmlGpu
+        from gpubench.record.sources import Source
+
+        class Counters(Source):  # what a GPU at a third of its tensor pipes would read, for the dry run
+            name, columns = "fake", ("gpu_util_pct", "sm_active_pct", "tensor_active_pct", "sm_clock_mhz",
+                                     "power_w", "energy_j")
+
+            def __init__(self):
+                self.energy = 0.0
+
+            def open(self, gpus):
+                self.gpus = gpus
+
+            def read(self):
+                self.energy += 50.0
+                return {g: {"gpu_util_pct": 90.0, "sm_active_pct": 80.0, "tensor_active_pct": 30.0,
+                            "sm_clock_mhz": 1980.0, "power_w": 500.0, "energy_j": self.energy} for g in self.gpus}
+
+            def close(self):
+                pass
+
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        gpu = NvmlGpu(0, "GPU-00000000-0000-0000-0000-000000000000", self.name, None)
+        opts = WatchOptions(run, [gpu], {"name": self.name}, interval_s=0.1, sources=[Counters()])
+        code, _ = watch.run(opts, argv)
+        return code
+
+    def release(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,69 @@
+"""The decode family's persistent TMA kernel (kernels/decode_sk.py) on the CPU: Triton's interpreter runs its
+tensor descriptors, so stream-K tails, swapped operands and warp-specialized loops are checked against
+float64 on irregular shapes; its plan and the CONFIG lines that route to it."""
+
+import pytest
+import torch
+from gpubench.kernels import decode
+from gpubench.kernels.common import check_close, poison
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+SK_SETTINGS = {  # on the CPU a persistent grid is 4 programs (common.sm_count)
+    "stream-K tail": {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 3, "tma": True,
+                      "per_sm": 1, "sk": 1},
+    "stream-K, a wave more, swapped": {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 3,
+                                       "tma": True, "per_sm": 1, "sk": 2, "swap": True},
+    "every tile streamed, two programs a SM": {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 64, "num_warps": 4,
+                                               "num_stages": 2, "tma": True, "per_sm": 2, "sk": 9},
+    "warp-specialized, swapped": {"BLOCK_N": 32, "BLOCK_B": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 3,
+                                  "tma": True, "warp_spec": True, "swap": True},
+    "warp-specialized, persistent": {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 64, "num_warps": 4, "num_stages": 3,
+                                     "tma": True, "warp_spec": True, "per_sm": 1},
+}
+
+
+@pytest.mark.parametrize("kind", SK_SETTINGS)
+def test_every_kind_of_persistent_tma_setting_computes_the_same_product(kind):
+    # irregular shapes; (3, 64, 160): 10 tiles of 2 k-steps on 4 programs, so a program's run crosses whole
+    # tiles between two partial ones; N = 77 stores through pointers, N = 80 and 48 through TMA when swapped
+    from gpubench.kernels import decode_sk
+
+    for b, k, n in ((1, 256, 80), (3, 200, 77), (20, 128, 48), (3, 64, 160)):
+        x, w = decode.make_inputs(b, k, n, device=DEVICE)
+        y = torch.empty(b, n, dtype=torch.bfloat16, device=DEVICE)
+        results = []
+        for _ in range(2):
+            poison(y)
+            launch = decode.triton_decode(x, w, y, config=SK_SETTINGS[kind])
+            check_close(kind, y, decode.reference(x, w))
+            results.append(y.clone())
+        assert torch.equal(results[0], results[1])  # the last program adds the partials in a fixed order
+        assert "through TMA" in launch
+    assert all(int(cnt.abs().sum()) == 0 for _, cnt in decode_sk._workspaces.values())
+
+
+def test_an_applied_stream_k_line_is_what_the_suite_and_the_bench_run(monkeypatch):
+    # bench_kernels.py and the suite time decode.prepare("triton"): a CONFIG line for this GPU with the
+    # persistent kernel's knobs must reach it, checked like any other launch
+    from gpubench.kernels import common
+
+    monkeypatch.setitem(decode.CONFIG, "Test GPU", {"triton": ((None, SK_SETTINGS["stream-K tail"]),)})
+    monkeypatch.setattr(common, "gpu_name", lambda device=None: "Test GPU")
+    p = decode.prepare("triton", b=3, k=200, n=77, device=DEVICE)
+    assert "streamed over K" in p.launch and p.check()["check"].startswith("rel err")
+
+
+def test_the_stream_k_plan_deals_out_the_tiles_past_the_last_full_wave():
+    from gpubench.kernels import decode_sk
+
+    tile = {"BLOCK_N": 128, "BLOCK_B": 256}
+    assert decode_sk.plan(512, 28672, {**tile, "sk": 1, "per_sm": 1}, 132) == (448, 132, 52)  # 3.39 waves
+    assert decode_sk.plan(512, 28672, {**tile, "sk": 2, "per_sm": 1}, 132) == (448, 132, 184)
+    assert decode_sk.plan(256, 28672, {**tile, "sk": 2, "per_sm": 1}, 132) == (224, 132, 224)  # every tile
+    assert decode_sk.plan(512, 28672, {**tile, "warp_spec": True}, 132) == (448, 448, 0)  # a program a tile
+    x, w = decode.make_inputs(2, 64, 32, device=DEVICE)
+    with pytest.raises(ValueError, match="not both"):
+        decode_sk.launch_sk(x, w, torch.empty(2, 32, dtype=torch.bfloat16, device=DEVICE),
+                            {**SK_SETTINGS["stream-K tail"], "warp_spec": True})

@@ -1,0 +1,76 @@
+"""scripts/watch_auto.py's plan and what scripts/watch_auto_tables.py reads back from its run directories:
+interleaved arms, and the README table from synthetic runs with and without the jobs' own calls."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+from jobs import every, mark, rows, stamps, write_watch
+
+from gpubench.job.markfile import Stream
+from gpubench.job.watching import resummarize
+from gpubench.record.rundir import write_summary
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import watch_auto_tables as tables  # noqa: E402
+
+
+def script():
+    spec = importlib.util.spec_from_file_location("watch_auto", ROOT / "scripts" / "watch_auto.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_plan_interleaves_the_arms_and_switches_the_examples_calls_off():
+    runs = script().plan("all", dry=False)
+    gpt = [(r["arm"], r["i"]) for r in runs if r["job"] == "gpt"]
+    assert gpt[:3] == [("own", 1), ("auto", 1), ("off", 1)] and sorted(gpt) == sorted(
+        (arm, i) for arm in ("own", "auto", "off") for i in (1, 2, 3))
+    for r in runs:
+        example = r["job"] in ("gpt", "llama", "decode")
+        assert ("--no-gpubench" in r["argv"]) == (example and r["arm"] != "own")
+        assert r["no_auto"] == (r["arm"] == "off")
+    assert {r["job"] for r in runs if r["arm"] == "auto"} >= {"hftrainer", "lightning", "jax", "resnet50", "decode"}
+    assert [r["job"] for r in script().plan("jobs", dry=True)] == ["hftrainer", "lightning", "jax", "resnet50"]
+
+
+def run_dir(results, name, events, log=""):
+    def state(t, g):
+        return {"gpu_util_pct": 99.0, "sm_active_pct": 80.0, "tensor_active_pct": 30.0, "power_w": 500.0} \
+            if 2.0 <= t < 14.0 else {}
+    run = write_watch(results / name, 1, 0.0, 16.0, rows(1, 0.0, 16.0, state), events)
+    write_summary(run, resummarize(run).summary)
+    (run / "job.log").write_text(log)
+    return run
+
+
+def test_the_table_sets_the_jobs_own_count_beside_gpubenchs(tmp_path):
+    s, uuid = Stream(None, 7), "GPU-00000000-0000-0000-0000-000000000000"
+    own = [mark(2.0, s, "warmup"), *stamps(s, uuid, every(2.1, 3.0, 0.1), flops=5e13), mark(3.0, s, "train"),
+           *stamps(s, uuid, every(3.1, 14.0, 0.1), flops=5e13)]
+    auto = [*stamps(s, uuid, every(2.1, 3.1, 0.1), origin="optimizer"), *stamps(s, uuid, [3.3], flops=5e13, origin="counted"),
+            *stamps(s, uuid, every(3.4, 14.0, 0.1), flops=5e13, origin="optimizer")]
+    for i in (1, 2):
+        run_dir(tmp_path, f"watch-auto-gpt-own-{i}-h100-80gb-hbm3", own, "train: median step 100.0 ms")
+        run_dir(tmp_path, f"watch-auto-gpt-auto-{i}-h100-80gb-hbm3", auto, f"train: median step {100.5 + i} ms")
+        run_dir(tmp_path, f"watch-auto-gpt-off-{i}-h100-80gb-hbm3", [], "train: median step 100.0 ms")
+    run_dir(tmp_path, "watch-auto-hftrainer-auto-1-h100-80gb-hbm3", auto,
+            "own count: 4.9e+13 FLOPs a step by PaLM's formula; 10 steps/s on the host clock over ...")
+    text = tables.table(tmp_path)
+    mfu = 100 * 5e14 / 989.4e12
+    gpt = next(line for line in text.splitlines() if line.startswith("| GPT-2 small"))
+    assert gpt.split(" | ")[1:3] == [f"{mfu:.0f}%", f"{mfu:.0f}%"]
+    hf = next(line for line in text.splitlines() if "Trainer" in line)
+    assert hf.split(" | ")[1] == f"{100 * 4.9e14 / 989.4e12:.0f}%"
+    c = tables.compare(tables.runs(tmp_path)["h100-80gb-hbm3"]["gpt"], "train")
+    assert c["pairs"] == 2 and c["steps_per_s"]["ratio"] == pytest.approx(1.0, abs=0.01)
+    assert c["flops_per_step"]["ratio"] == pytest.approx(1.0, rel=1e-6)
+    cost = tables.hook_cost(tables.runs(tmp_path)["h100-80gb-hbm3"]["gpt"])
+    assert cost["cost_pct"] == pytest.approx(2.0) and "+2.00%" in text
+
+
+def test_with_no_run_the_readme_says_how_to_make_them(tmp_path):
+    assert "python3 scripts/watch_auto.py" in tables.table(tmp_path)
