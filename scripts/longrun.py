@@ -196,7 +196,7 @@ def write_marks(run_dir: Path, n_gpus: int, steps_per_s: float, spans, seed: int
             for g, w in enumerate(writers):
                 t = np.arange(minute + 1.0 / rate, min(b, minute + 60.0), 1.0 / rate) + rng.normal(0, 1e-4)
                 for stamp in t.tolist():
-                    w.on_step(stamp, FLOPS_PER_STEP, FLOPS_PER_STEP * 1.02, None, 16384.0, False, 0.004)
+                    w.on_step(stamp, FLOPS_PER_STEP, FLOPS_PER_STEP * 1.02, None, 16384.0, False, lead_s=0.004)
     for w in writers:
         w.close()
     return [w.pid for w in writers]
