@@ -116,6 +116,49 @@ def test_gpm_every_read_is_a_fresh_interval_chained_to_the_last():
     assert GpmSource.min_interval_s == 0.1
 
 
+def test_a_gpm_id_the_driver_refuses_is_named_once_and_the_other_columns_read_on():
+    from gpubench.record.sources.gpm import METRIC_IDS, MetricsRefused
+
+    refused = METRIC_IDS["fp16_active_pct"]
+
+    def metrics(s1, s2, ids):  # a driver that does not know one id refuses every request that holds it
+        if refused in ids:
+            raise nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return [float(i) for i in ids]
+
+    patches = _gpm_patches(metrics)
+    for p in patches:
+        p.start()
+    try:
+        src = GpmSource()
+        src.open([0])
+        with pytest.raises(MetricsRefused, match=r"fp16_active_pct \(id 13\)"):
+            src.read()  # the sampler leaves this row empty and keeps the source
+        values = src.read()[0]
+    finally:
+        for p in patches:
+            p.stop()
+    assert math.isnan(values["fp16_active_pct"]) and set(values) == set(METRIC_IDS)
+    assert values["tensor_active_pct"] == float(METRIC_IDS["tensor_active_pct"])
+
+
+def test_gpm_refused_whole_by_every_id_alone_is_raised_as_it_came():
+    def metrics(s1, s2, ids):
+        raise nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+
+    patches = _gpm_patches(metrics)
+    for p in patches:
+        p.start()
+    try:
+        src = GpmSource()
+        src.open([0])
+        with pytest.raises(pynvml.NVMLError):
+            src.read()
+    finally:
+        for p in patches:
+            p.stop()
+
+
 def test_gpm_unsupported_gpu_names_the_reason():
     patches = _gpm_patches(lambda *a: [], supported=False)
     for p in patches:
