@@ -228,7 +228,10 @@ def test_the_report_tells_gpu_util_as_the_verdict_weighs_it_and_nothing_of_a_row
     train, warm = story(by["train"], manifest), story(by["warmup"], manifest)
     assert by["train"]["gpu_util_pct"] == 100.0 and f"averaged {by['train']['gpu_util_mean_pct']:.0f}%" in train
     assert f"GPU busy {by['train']['gpu_util_mean_pct']:.0f}%" in train  # the verdict's number, the same
-    assert by["warmup"]["verdict_rules"] == "too-short" and "n/a" not in warm and warm.startswith("Verdict: Too short")
+    assert by["warmup"]["verdict_rules"] == "too-short" and "n/a" not in warm
+    # of a row too short, only where its steps came from (a fact of its spans, no number of another window)
+    assert warm == f"{by['warmup']['provenance']}. Verdict: {by['warmup']['verdict']}"
+    assert by["warmup"]["verdict"].startswith("Too short")
 
 
 def test_no_committed_report_says_what_a_row_could_not_measure():
