@@ -159,6 +159,37 @@ def test_gpm_refused_whole_by_every_id_alone_is_raised_as_it_came():
             p.stop()
 
 
+def test_a_gpm_pair_with_no_refresh_between_is_no_reading_and_the_next_pairs_with_the_last_good_sample():
+    """Two samples the driver had not refreshed between: every activity exactly 0, DRAM 0 or missing, in busy
+    work as recorded on an H200. An idle GPU's row (DRAM still moving a little) stays a reading of 0."""
+    calls = []
+    busy = {"graphics_active_pct": 97.0, "sm_active_pct": 83.0, "sm_occupancy_pct": 40.0, "tensor_active_pct": 26.0,
+            "dram_active_pct": 37.0}
+    answers = [busy, dict.fromkeys(busy, 0.0), {**dict.fromkeys(busy, 0.0), "dram_active_pct": math.nan}, busy,
+               {**dict.fromkeys(busy, 0.0), "dram_active_pct": 0.0004}]
+
+    def metrics(s1, s2, ids):
+        calls.append((s1["t"], s2["t"]))
+        got = answers[len(calls) - 1]
+        return [got.get(c, math.nan) for c in GpmSource.columns]
+
+    patches = _gpm_patches(metrics)
+    for p in patches:
+        p.start()
+    try:
+        src = GpmSource()
+        src.open([0])
+        reads = [src.read()[0] for _ in answers]
+    finally:
+        for p in patches:
+            p.stop()
+    assert reads[0]["tensor_active_pct"] == 26.0 and reads[3]["sm_active_pct"] == 83.0
+    assert all(math.isnan(v) for r in reads[1:3] for v in r.values())  # missing, never 0
+    assert reads[4]["sm_active_pct"] == 0.0 and reads[4]["dram_active_pct"] == 0.0004  # idle is a reading
+    assert calls[1][0] == calls[2][0] == calls[3][0] == calls[0][1]  # paired with the last good sample
+    assert calls[4][0] == calls[3][1]
+
+
 def test_gpm_unsupported_gpu_names_the_reason():
     patches = _gpm_patches(lambda *a: [], supported=False)
     for p in patches:

@@ -7,6 +7,12 @@ the sampler never reads faster than `min_interval_s`, the driver's refresh perio
 A driver that does not know one of the metric ids refuses the whole request. The eight asked for here are
 GPM's first ones, so only a driver that dropped one would; should it, each id is asked alone once, the refused
 ones read NaN from then on, and that read fails naming them (its row is left empty, the source is kept).
+
+Read at that period, a pair now and then holds no refresh between its two samples: every activity reads
+exactly 0 and DRAM 0 or nothing, idle or in the middle of busy work (GPU-Util 96-98%, steps stamped on the
+GPU inside the interval; up to 6 rows of about 200 in a watch committed on an H200). An idle GPU still moves
+DRAM (0.0002% and more in every other idle row committed), so such a pair is no reading: its row is left
+empty, and the next pairs with the last sample that was one.
 """
 
 from __future__ import annotations
@@ -30,12 +36,21 @@ METRIC_IDS = {
     "fp32_active_pct": pynvml.NVML_GPM_METRIC_FP32_UTIL,
     "fp16_active_pct": pynvml.NVML_GPM_METRIC_FP16_UTIL,
 }
+ACTIVITY = ("graphics_active_pct", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct")
+
+
 class MetricsRefused(RuntimeError):
     """NVML refused some GPM metric ids on this driver: they are named, and read NaN from then on."""
 
 
 UNSUPPORTED = ("does not support NVML GPM, which needs a Hopper or newer data-centre GPU; DCGM or CUPTI "
                "(pip install 'gpubench-ladder[cupti]') read these metrics on older GPUs")
+
+
+def stale(values: dict) -> bool:
+    """Whether a row's GPM values come from two samples with no refresh between them (see the docstring)."""
+    dram = values.get("dram_active_pct", math.nan)
+    return all(values.get(c) == 0.0 for c in ACTIVITY) and not (dram > 0)
 
 
 class GpmSource(Source):
@@ -90,6 +105,9 @@ class GpmSource(Source):
             except nvml.NVMLError as err:
                 refused.update(self._refuse(st, err))
                 values = self._metrics(st)
+            if stale(values):
+                out[g] = dict.fromkeys(self.columns, math.nan)
+                continue
             out[g] = {c: values.get(c, math.nan) for c in self.columns}
             # The new sample starts the next interval: no gap between intervals.
             st["prev"], st["spare"] = st["spare"], st["prev"]
