@@ -92,7 +92,8 @@ DERIVED: tuple[Metric, ...] = (
     Metric("tensor_ceiling_pct", "tensor ceiling", "ceiling", "{:.2g}%",
            "the tensor ceiling over the dense datasheet peak of its dtype", sampled=False),
     Metric("tensor_ceiling_limit_pct", "tensor ceiling with its error", "ceiling limit", "{:.2g}%",
-           "the tensor ceiling with its calibration's error: what ran can be no more", sampled=False),
+           "the tensor ceiling at the highest clock read while each row's activity ran, with its calibration's "
+           "error: what ran can be no more", sampled=False),
     Metric("ran_over_ceiling", "FLOPs that ran over the ceiling's limit", "ran/ceiling", "{:.3g}",
            "HFU over the calibrated tensor ceiling: above 1, the FLOP count is too large", sampled=False),
     Metric("tokens_per_s", "tokens per second", "tokens/s", "{:.4g}", "tokens processed per second",

@@ -14,7 +14,7 @@ import torch
 
 from .common import Prepared, Work, check_close, count, cupy, generator, poison, raw_kernel, tuned_row
 from .decode_sk import launch_sk
-from .decode_tiles import launch
+from .decode_tiles import ON_CUDA_CORES, launch
 from .gemm import _tma_ok as tma_ok
 
 IMPLS = ("triton", "cupy", "torch")
@@ -173,6 +173,13 @@ def torch_decode(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor) -> torch.Ten
 
 # --- the contract: inputs, check, work model --------------------------------------------------------
 
+def unit_of(impl: str, launch: str) -> str:
+    """The peak a call's FLOPs are held to: that of the unit that ran them, from the launch as launched. The CuPy
+    kernel and the Triton FMA tiles widen bf16 to fp32 and multiply-add on CUDA cores (fp32); the Triton dot
+    tiles run on the tensor cores, and so does cuBLAS's GEMM (torch), as far as its launch can tell."""
+    return "fp32" if impl == "cupy" or ON_CUDA_CORES in launch else "bf16_tensor"
+
+
 def make_inputs(b: int, k: int, n: int, device="cuda", seed: int = 0):
     """Seeded tokens x (B×K) and weights W (N×K) scaled by 1/√K, so outputs are of order one, in bf16."""
     g = generator(device, seed)
@@ -215,5 +222,5 @@ def prepare(impl: str, b: int = SIZES["b"], k: int = SIZES["k"], n: int = SIZES[
 
     how = run() if impl != "torch" else "cuBLAS-chosen"
     # the bytes are judged against the read peak as well as the datasheet (gpubench.read.summary)
-    return Prepared(run=run, check=check, work=work(b, k, n), unit="bf16_tensor", bound="both", launch=how,
+    return Prepared(run=run, check=check, work=work(b, k, n), unit=unit_of(impl, how), bound="both", launch=how,
                     sizes={"b": b, "k": k, "n": n, "dtype": "bfloat16"}, info={"roof": "read"})

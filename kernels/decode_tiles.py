@@ -20,6 +20,8 @@ import triton.language as tl
 
 from .common import count, sm_count
 
+ON_CUDA_CORES = "on CUDA cores"  # in the launch's text where _decode_fma ran: decode.unit_of reads it
+
 
 @triton.jit
 def _finish(acc, y_ptr, ws_ptr, cnt_ptr, pid_n, pid_s, pid_b, num_b, B, N, stride_yb,
@@ -164,7 +166,7 @@ def launch(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, cfg: dict, tma: bo
                              FLATTEN=flatten and split == 1, UPCAST=not x.is_cuda, **cfg)
     how = [f"{count(grid, 'program')} x {count(cfg.get('num_warps', 4), 'warp')}",
            f"{bn}x{bb}x{bk} tiles (weights x tokens x depth){' through TMA' if tma else ''}"
-           f"{' on CUDA cores' if fma else ''}"]
+           f"{' ' + ON_CUDA_CORES if fma else ''}"]
     if split > 1:
         how.append(f"K split {split} ways")
     if per_sm is not None:

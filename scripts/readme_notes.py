@@ -150,3 +150,35 @@ def decode_notes(results: Path) -> str:
         text += (" " if text else "") + "Timed interleaved (the kernel bench CSVs above), " + "; ".join(per_gpu) + "."
     return (text or "(no reference run committed yet)") + "\n"
 
+
+
+def calibration_notes(results: Path) -> str:
+    """What the committed calibrations of the tensor ceiling hold (results/calibration/tensor-*.json): each GPU
+    model's dtypes with their factor, error and points, the runs the points come from, and the tensor dtypes
+    no GPU model has a calibration for."""
+    import json
+
+    from gpubench.truth.ceiling import TENSOR_DTYPES
+
+    said, runs, known = [], set(), set()
+    for path in sorted((results / "calibration").glob("tensor-*.json")):
+        data = json.loads(path.read_text())
+        dtypes = data.get("dtypes") or {}
+        if not dtypes:
+            continue
+        known |= set(dtypes)
+        runs |= {p["run"] for p in data.get("points") or [] if p.get("run")}
+        each = ", ".join(f"{d} {v['factor']:.3f} ± {100 * v['error']:.1f}% ({v['n']} GEMMs)" for d, v in dtypes.items())
+        said.append(f"the {data['gpu']}: {each}")
+    if not said:
+        return "(no calibration committed yet: every ceiling is the bare bf16 rule, which judges no FLOP count)\n"
+    text = "The committed calibrations, per active cycle as a share of the datasheet rate: " + "; ".join(said)
+    if runs:
+        text += (", each point a GEMM of the reference run " + " or ".join(f"[`{r}`]({r})" for r in sorted(runs))
+                 + " (a sustained matmul peak or a `gemm` scenario)")
+    missing = [d for d in TENSOR_DTYPES if d not in known]
+    if missing:
+        text += (f". {' and '.join(d.upper() for d in missing)} have no calibration on any GPU: "
+                 "`scripts/truth_gpu.py` measures them (its part (a)), and no run of that part is committed, so a row "
+                 f"of {' or '.join(missing)} gets no ceiling and no FLOP count of it is held to one")
+    return text + ".\n"

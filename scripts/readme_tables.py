@@ -27,7 +27,7 @@ from gpubench.metrics import BY_COLUMN, LADDER, fmt_value, pct  # noqa: E402  # 
 from gpubench.read.summary import windows_of  # noqa: E402
 from gpubench.record.rundir import load_run  # noqa: E402
 from gpubench.show.figures.common import work_fraction  # noqa: E402
-from readme_notes import decode_notes, kernels_notes, ladder_notes  # noqa: E402
+from readme_notes import calibration_notes, decode_notes, kernels_notes, ladder_notes  # noqa: E402
 from readme_tuning import ideas_table, second_ideas_table  # noqa: E402
 
 MARK = re.compile(r"(<!-- gpubench:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /gpubench:(?P=name) -->)", re.S)
@@ -686,7 +686,8 @@ def watch_auto(results: Path) -> str:
 
 
 SECTIONS = {"ladder": ladder_table, "ladder-notes": ladder_notes, "peaks": peaks_table, "kernels": kernels_table,
-            "kernels-notes": kernels_notes, "decode-notes": decode_notes, "watch": watch_table,
+            "kernels-notes": kernels_notes, "decode-notes": decode_notes, "calibration": calibration_notes,
+            "watch": watch_table,
             "watch-llama": watch_llama, "watch-decode": watch_decode,
             "watch-ranks": watch_ranks, "watch-auto": watch_auto,
             "dist": dist_list, "baselines": baselines_text, "gate-rules": gate_rules, "cupti": cupti_table,

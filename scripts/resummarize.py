@@ -5,11 +5,12 @@ or ceilings are summarized, the committed summaries follow the code and the samp
 
 A watch run (kind "watch") is summarized anew from its samples, marks and manifest, and the manifest's
 account of the GPUs used and the sentences its report tells each row with are rewritten. A suite run (kind
-"run") keeps what only the GPU could know (each scenario's timing and work model, its window) and gets every
-number the samples give anew: metrics over the window, energy, achievements, the tensor-pipe ceiling. What a
-run's files cannot give stays as recorded or is not given: a watch whose manifest has no flop_count_version
-gets no HFU (its marks' hardware count took causal attention's whole T x T); a time per call taken over
-another window than the counters' stays, and tests/test_invariants.py names those runs.
+"run") keeps what only the GPU could know (each scenario's timing and work model, its window; its unit as its
+family reads it from the launch, kernels/decode.py's unit_of) and gets every number the samples give anew:
+metrics over the window, energy, achievements, the tensor-pipe ceiling. What a run's files cannot give stays
+as recorded or is not given: a watch whose manifest has no flop_count_version gets no HFU (its marks' hardware
+count took causal attention's whole T x T); a time per call taken over another window than the counters'
+stays, and tests/test_invariants.py names those runs.
 Plot and report them afterwards. Anything else (no manifest, another kind) is left alone, said on one line.
 """
 
@@ -47,12 +48,30 @@ def _computed(key: str) -> bool:
 
 
 def facts_of(summary: list[dict]) -> list[dict]:
-    """A suite summary's rows as the runner handed them to the summary: the facts only."""
-    return [{k: (math.nan if v is None else v) for k, v in r.items() if not _computed(k)} for r in summary]
+    """A suite summary's rows as the runner handed them to the summary: the facts only, each row's unit the one
+    its launch ran on where its family tells it from the launch (a decode's FMA tiles: CUDA cores, fp32)."""
+    rows = [{k: (math.nan if v is None else v) for k, v in r.items() if not _computed(k)} for r in summary]
+    for r in rows:
+        unit_of = _unit_rule(r.get("family") or "")
+        if unit_of is not None and r.get("unit"):
+            r["unit"] = unit_of(r.get("impl") or "", r.get("launch") or "")
+    return rows
+
+
+def _unit_rule(family: str):
+    """A kernel family's unit_of(impl, launch), where it has one: the unit a recorded launch ran on."""
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(f"gpubench.kernels.{family}"), "unit_of", None)
+    except ImportError:
+        return None
 
 
 def suite(run: Path) -> list[dict]:
     manifest, samples, summary = load_run(run)
+    if (run / "summary.json").is_file():  # every digit of the times and texts, where summary.csv rounds them
+        summary = json.loads((run / "summary.json").read_text())
     facts = facts_of(summary)
     columns = manifest["columns"]
     if not manifest.get("distributed"):

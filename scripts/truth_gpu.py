@@ -57,6 +57,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts"), str(ROOT / "tests")]
 
 import truth_probe as probe  # noqa: E402
+from truth_fake import FakeGpu  # noqa: E402
 
 # Each part's own seconds: it stops itself at their end, keeping what it measured (the module's docstring
 # says what fills them). A part left less than it needs for its next step skips that step and says so.
@@ -100,7 +101,10 @@ def calibrate(dev, out: Path, left, say) -> list[dict]:
                     f"{point['factor']:.3f}; moved: {', '.join(point['moved']) or 'nothing'}")
             dev.release()
     probe.write_rows(sampler.rows, rows_path)
-    data = {"gpu": dev.name, "points": points, "samples": rows_path.name, "counters": probe.COUNTERS}
+    if dev.refused:
+        say(f"(a) counters NVML refused on this GPU and driver, read without: {', '.join(dev.refused)}")
+    data = {"gpu": dev.name, "points": points, "samples": rows_path.name, "refused": dict(dev.refused),
+            "counters": {c: i for c, i in probe.COUNTERS.items() if c not in dev.refused}}
     (out / f"points-{dev.slug}.json").write_text(json.dumps(data, indent=1, default=probe.jsonable))
     return points
 
@@ -155,7 +159,7 @@ def watch(dev, out: Path, left, say, dry: bool) -> list[Path]:
 
 def plan(parts: str, dev) -> list[str]:
     """What each part will do and how long it may take, from its structure."""
-    gemms = 2 if isinstance(dev, probe.FakeGpu) else 6
+    gemms = 2 if isinstance(dev, FakeGpu) else 6
     said = {"a": f"(a) {gemms} GEMMs x 2 duties x {GEMM_S / 2:g} s = {gemms * GEMM_S:.0f} s of measuring, with checks "
                  "and compiles",
             "b": f"(b) 2 intervals x {PROBE_S:g} s = {2 * PROBE_S:.0f} s of square waves",
@@ -174,7 +178,7 @@ def main(argv=None) -> int:
     parts = "".join(k for k in "abcd" if k in args.only)
     start = time.monotonic()
     budget = args.budget_s if args.budget_s is not None else sum(PART_S[k] for k in parts)
-    dev = probe.FakeGpu() if args.dry_run else probe.Gpu()
+    dev = FakeGpu() if args.dry_run else probe.Gpu()
     top = args.out / f"truth-{dev.slug}"
     if top.exists():
         shutil.rmtree(top)

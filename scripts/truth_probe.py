@@ -1,6 +1,7 @@
-"""The GPU side of scripts/truth_gpu.py, and a fake of it for its dry run: GEMMs in every tensor dtype, timed
-in groups stamped on the GPU's timeline; a sampler of every NVML GPM pipe counter; and what is made of them
-(a calibration point, the lag of each column at a known edge, each watch row beside its counters)."""
+"""The GPU side of scripts/truth_gpu.py (its dry run's fake is scripts/truth_fake.py): GEMMs in every tensor
+dtype, timed in groups stamped on the GPU's timeline; a sampler of every NVML GPM pipe counter the driver answers
+(the ids it refuses dropped and named); and what is made of them (a calibration point, the lag of each column at
+a known edge, each watch row beside its counters)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from gpubench.read.summary import TRAIL_S, covering
 from gpubench.truth import ceiling
 
 ROOT = Path(__file__).resolve().parents[1]
-# NVML GPM metric ids (nvml.h): which pipe counter a dtype moves is measured, not assumed
+# NVML GPM metric ids (nvml.h): which pipe counter a dtype moves is measured, not assumed. The cycle counters
+# (248 on) are recent: a driver that does not know them refuses them, and GpmCounters reads on without them.
 COUNTERS = {"sm_active_pct": 2, "sm_occupancy_pct": 3, "integer_util_pct": 4, "tensor_active_pct": 5,
             "dfma_tensor_util_pct": 6, "hmma_tensor_util_pct": 7, "dmma_tensor_util_pct": 8,
             "imma_tensor_util_pct": 9, "dram_active_pct": 10, "fp64_active_pct": 11, "fp32_active_pct": 12,
@@ -183,7 +185,10 @@ def rows_beside_counters(run: Path) -> list[str]:
 
 
 def summary_table(points: list[dict], found_lags: dict, runs: list[Path], dev) -> list[str]:
-    lines = ["", f"=== summary on {dev.name}", "dtype  points  factor (median, spread)  tensor counters moved"]
+    lines = ["", f"=== summary on {dev.name}"]
+    lines += [f"GPM counters refused and left out: {', '.join(f'{c} ({w})' for c, w in dev.refused.items())}"] * bool(
+        getattr(dev, "refused", None))
+    lines.append("dtype  points  factor (median, spread)  tensor counters moved")
     for dtype in ceiling.TENSOR_DTYPES:
         mine = [p for p in points if p["dtype"] == dtype and p["factor"] == p["factor"]]
         if mine:
@@ -203,6 +208,44 @@ def summary_table(points: list[dict], found_lags: dict, runs: list[Path], dev) -
     return lines
 
 
+class GpmCounters:
+    """GPM counters of one GPU as consecutive intervals, each read pairing a new sample with the last. An id the
+    driver does not know makes it refuse the whole request: each id is then asked alone once, those it refuses
+    are dropped (they read NaN) and named in `refused`, and the rest are read on."""
+
+    def __init__(self, h, counters: dict[str, int]):
+        from gpubench.record import nvml
+
+        self.nvml, self.h, self.counters = nvml, h, dict(counters)
+        self.refused: dict[str, str] = {}  # column -> NVML's error
+        self._prev, self._next = nvml.gpm_sample_alloc(), nvml.gpm_sample_alloc()
+        nvml.gpm_sample_get(h, self._prev)  # the first interval starts here: no metric is asked of an empty sample
+
+    def read(self) -> dict:
+        nvml = self.nvml
+        nvml.gpm_sample_get(self.h, self._next)
+        try:
+            got = nvml.gpm_metrics(self._prev, self._next, list(self.counters.values()))
+        except nvml.NVMLError:
+            refused = nvml.gpm_refused(self._prev, self._next, list(self.counters.values()))
+            if len(refused) == len(self.counters):
+                raise  # every id alone refused too: not an id's fault
+            for column, metric_id in list(self.counters.items()):
+                if metric_id in refused:
+                    self.refused[column] = f"id {metric_id}: {refused[metric_id]}"
+                    del self.counters[column]
+            print(f"GPM: NVML refused {', '.join(f'{c} ({w})' for c, w in self.refused.items())}; read without them",
+                  file=sys.stderr)
+            got = nvml.gpm_metrics(self._prev, self._next, list(self.counters.values()))
+        self._prev, self._next = self._next, self._prev
+        return {**dict.fromkeys(COUNTERS, math.nan), **dict(zip(self.counters, got))}
+
+    def close(self) -> None:
+        for sample in (self._prev, self._next):
+            self.nvml.gpm_sample_free(sample)
+        self._prev = self._next = None
+
+
 class Gpu:
     """CUDA device 0, its NVML handle (by UUID) and its GPM counters."""
 
@@ -220,25 +263,18 @@ class Gpu:
         info = nvml.device_info(gpu.nvml_index)
         self.name, self.slug = info["name"], slug(info["name"])
         self.ceiling = ceiling.ceiling_for(self.name, datasheet_for(self.name, info.get("memory_mib")))
-        self._prev, self._next = nvml.gpm_sample_alloc(), nvml.gpm_sample_alloc()
-        self.counters = dict(COUNTERS)
+        self.gpm = GpmCounters(self.h, COUNTERS)
+
+    @property
+    def refused(self) -> dict:
+        return self.gpm.refused
 
     def sample(self) -> dict:
-        nvml = self.nvml
-        nvml.gpm_sample_get(self.h, self._next)
-        try:
-            got = nvml.gpm_metrics(self._prev, self._next, list(self.counters.values()))
-        except nvml.NVMLError:  # a driver that refuses the whole request for an id it does not know
-            self.counters = {k: v for k, v in COUNTERS.items() if v < 100}
-            got = nvml.gpm_metrics(self._prev, self._next, list(self.counters.values()))
-        self._prev, self._next = self._next, self._prev
-        return {**nvml.read_basic(self.h), **dict(zip(self.counters, got))}
+        return {**self.nvml.read_basic(self.h), **self.gpm.read()}
 
     def close(self) -> None:
         """Lets go of the GPM samples before a watch reads the counters in another process."""
-        for sample in (self._prev, self._next):
-            self.nvml.gpm_sample_free(sample)
-        self._prev = self._next = None
+        self.gpm.close()
 
     def gemms(self, say):
         """(label, dtype, (run, FLOPs a call)) of each GEMM, checked first against a float64 reference."""
@@ -357,105 +393,3 @@ class Gpu:
     def release(self) -> None:
         self.torch.cuda.synchronize()
         self.torch.cuda.empty_cache()
-
-
-class FakeGpu(Gpu):
-    """The dry run: CPU matmuls, and counters made from when they ran, read 0.13 s late (as GPM's are)."""
-
-    LAG_S = 0.13
-
-    def __init__(self):
-        import torch
-
-        from gpubench.truth.peaks import datasheet_for
-
-        self.torch = torch
-        self.name, self.slug = "NVIDIA H100 80GB HBM3", "dry-run"
-        self.ceiling = ceiling.ceiling_for(self.name, datasheet_for(self.name))
-        self.busy: list[tuple[float, float]] = []
-        self._last, self._energy = time.monotonic(), 0.0
-
-    def _busy(self, a: float, b: float) -> float:
-        return sum(max(0.0, min(b, y) - max(a, x)) for x, y in self.busy) / (b - a) if b > a else 0.0
-
-    def sample(self) -> dict:
-        now = time.monotonic()
-        f = self._busy(self._last - self.LAG_S, now - self.LAG_S)
-        self._energy += (100 + 500 * f) * (now - self._last)
-        self._last = now
-        values = dict.fromkeys(COUNTERS, math.nan)
-        values.update(sm_active_pct=97 * f, tensor_active_pct=95 * f, hmma_tensor_util_pct=95 * f, fp32_active_pct=1.0)
-        return {"gpu_util_pct": 100.0 * self._busy(now - 0.3, now - 0.1), "power_w": 100 + 500 * f,
-                "sm_clock_mhz": 1400.0 if f > 0.5 else 1980.0, "energy_j": self._energy, **values}
-
-    def gemms(self, say):
-        torch = self.torch
-        a, b = torch.randn(256, 256), torch.randn(256, 256)
-        for label, dtype in (("cpu matmul as bf16", "bf16"), ("cpu matmul as fp16", "fp16")):
-            yield label, dtype, ((lambda: a @ b), 2.0 * 256**3)
-
-    def _bursts(self, run, calls: int, seconds: float, idle_s: float) -> list[tuple[float, float]]:
-        spans, deadline = [], time.monotonic() + seconds
-        while True:
-            t0 = time.monotonic()
-            for _ in range(calls):
-                run()
-            spans.append((t0, time.monotonic()))
-            self.busy.append(spans[-1])
-            if time.monotonic() >= deadline:
-                return spans
-            time.sleep(idle_s)
-
-    def run_for(self, gemm, warm_s: float, timed_s: float, duty: float):
-        run, flops = gemm
-        self._bursts(run, 10, warm_s, 0.0)
-        spans = self._bursts(run, 10, timed_s, 0.0 if duty >= 1 else 0.02 * (1 - duty) / duty)
-        return (spans[0][0], spans[-1][1]), flops * 10 * len(spans)
-
-    def square_wave(self, on_s: float, off_s: float, cycles: int) -> list[tuple[float, float]]:
-        time.sleep(off_s)
-        edges = []
-        for _ in range(cycles):
-            edges.append((time.monotonic(), time.monotonic() + on_s))
-            self.busy.append(edges[-1])
-            time.sleep(on_s + off_s)
-        return edges
-
-    def watch(self, run: Path, argv: list[str], seconds: float) -> int | None:
-        """In this process, with counters faked; the dry run's jobs last seconds, so `seconds` is not needed."""
-        import os
-
-        from gpubench.job import watch
-        from gpubench.job.watching import WatchOptions
-        from gpubench.record.gpus import Gpu as NvmlGpu
-        from gpubench.record.sources import Source
-
-        class Counters(Source):  # what a GPU at a third of its tensor pipes would read, for the dry run
-            name, columns = "fake", ("gpu_util_pct", "sm_active_pct", "tensor_active_pct", "sm_clock_mhz",
-                                     "power_w", "energy_j")
-
-            def __init__(self):
-                self.energy = 0.0
-
-            def open(self, gpus):
-                self.gpus = gpus
-
-            def read(self):
-                self.energy += 50.0
-                return {g: {"gpu_util_pct": 90.0, "sm_active_pct": 80.0, "tensor_active_pct": 30.0,
-                            "sm_clock_mhz": 1980.0, "power_w": 500.0, "energy_j": self.energy} for g in self.gpus}
-
-            def close(self):
-                pass
-
-        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-        gpu = NvmlGpu(0, "GPU-00000000-0000-0000-0000-000000000000", self.name, None)
-        opts = WatchOptions(run, [gpu], {"name": self.name}, interval_s=0.1, sources=[Counters()])
-        code, _ = watch.run(opts, argv)
-        return code
-
-    def release(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass

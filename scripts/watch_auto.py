@@ -17,8 +17,9 @@
 
 Runs are interleaved in rounds, each run checked against the time left (--budget-s): what does not fit is
 left out and said, and what was measured is kept. Writes results/watch-auto-<job>-<arm>-<i>-<gpu>/ (each run
-directory, with what the job printed in job.log) and results/logs/watch-auto-<gpu>.log and .json, and packs
-them into $OUT/watch-auto-<gpu>.tar.gz (with the log beside it). Ends with the README table.
+directory, with what the job printed in job.log; <i> goes on from the runs already there, none is replaced)
+and results/logs/watch-auto[-<part>]-<gpu>.log and .json, and packs them into
+$OUT/watch-auto[-<part>]-<gpu>.tar.gz (with the log beside it). Ends with the README table.
 """
 
 from __future__ import annotations
@@ -116,16 +117,21 @@ def gpu_slug(dry: bool) -> str:
 def describe(run: dict, out: Path, done: dict) -> str:
     if not (out / "summary.csv").is_file():
         return f"{out.name}: exit {done['code']}, no summary ({done['seconds']:.0f} s)"
+    if run["job"] in tables.OWN_PHASE and run["arm"] == "off":
+        return f"{out.name}: exit {done['code']} in {done['seconds']:.0f} s; its median step is in its job.log"
     phase = tables.OWN_PHASE.get(run["job"], "train") if run["arm"] == "own" else (
         "train" if run["job"] not in ("decode", "jax") else None)
     r = tables.row_of(out, phase)
     manifest, _, _ = tables.load_run(out)
     auto = manifest.get("auto") or {}
     counted = [p["counted"] for p in auto.get("processes", []) if p.get("counted")]
+    ceiling = f"{r.get(tables.CEILING, float('nan')):.3g}%"
+    rate = (f"{r['steps_per_s']:.4g} steps/s, MFU {r.get('mfu_pct', float('nan')):.3g}%, tensor ceiling {ceiling}"
+            if tables._finite(r.get("steps_per_s")) else f"no steps: at most {ceiling} of the bf16 peak ran on the "
+            "tensor pipes")
     return (f"{out.name}: exit {done['code']} in {done['seconds']:.0f} s; phases from {auto.get('phases_from')}; "
-            f"{r.get('phase')}: {r.get('steps_per_s', float('nan')):.4g} steps/s, MFU {r.get('mfu_pct', float('nan')):.3g}%, "
-            f"tensor ceiling {r.get(tables.CEILING, float('nan')):.3g}%, steps from {r.get('steps_source') or '-'}, "
-            f"FLOPs from {r.get('flops_source') or '-'}; counted {counted}")
+            f"{r.get('phase')}: {rate}; steps from {r.get('steps_source') or '-'}, FLOPs from "
+            f"{r.get('flops_source') or '-'}; counted {counted}")
 
 
 def main(argv=None) -> int:
@@ -143,7 +149,8 @@ def main(argv=None) -> int:
     gpu = gpu_slug(args.dry_run)
     logs = results / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    log = open(logs / f"watch-auto-{gpu}.log", "w")
+    stem = f"watch-auto{'' if args.part == 'all' else '-' + args.part}-{gpu}"  # one invocation's, kept apart
+    log = open(logs / f"{stem}.log", "w")
 
     def say(text: str = "") -> None:
         print(text, flush=True)
@@ -154,8 +161,10 @@ def main(argv=None) -> int:
     if not args.dry_run:
         say(subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.strip())
     made, skipped = [], []
+    before = tables.runs(results).get(gpu, {})  # runs of earlier invocations: numbered on from them
     for run in plan(args.part, args.dry_run):
-        name = f"watch-auto-{run['job']}-{run['arm']}-{run['i']}-{gpu}"
+        i = run["i"] + len((before.get(run["job"]) or {}).get(run["arm"], []))
+        name = f"watch-auto-{run['job']}-{run['arm']}-{i}-{gpu}"
         left = args.budget_s - (time.monotonic() - start)
         if left < 1.3 * run["expect_s"]:
             skipped.append(name)
@@ -181,13 +190,13 @@ def main(argv=None) -> int:
         say(line)
     say("\n=== the README table (scripts/readme_tables.py writes it from the committed runs)\n")
     say(tables.table(results))
-    (logs / f"watch-auto-{gpu}.json").write_text(json.dumps(report, indent=1, default=str))
+    (logs / f"{stem}.json").write_text(json.dumps(report, indent=1, default=str))
     log.close()
-    with tarfile.open(out_dir / f"watch-auto-{gpu}.tar.gz", "w:gz") as tar:
-        for path in made + [logs / f"watch-auto-{gpu}.log", logs / f"watch-auto-{gpu}.json"]:
+    with tarfile.open(out_dir / f"{stem}.tar.gz", "w:gz") as tar:
+        for path in made + [logs / f"{stem}.log", logs / f"{stem}.json"]:
             tar.add(path, arcname=str(path.relative_to(results.parent)))
-    shutil.copy(logs / f"watch-auto-{gpu}.log", out_dir / f"watch-auto-{gpu}.log")
-    print(f"\ndone in {time.monotonic() - start:.0f} s: {len(made)} runs; {out_dir}/watch-auto-{gpu}.tar.gz holds "
+    shutil.copy(logs / f"{stem}.log", out_dir / f"{stem}.log")
+    print(f"\ndone in {time.monotonic() - start:.0f} s: {len(made)} runs; {out_dir}/{stem}.tar.gz holds "
           f"them (unpack at the repository root)")
     return 0
 

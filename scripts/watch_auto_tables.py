@@ -4,21 +4,26 @@ with no code change (scripts/readme_tables.py writes it into README.md; scripts/
 
 A run directory is results/watch-auto-<job>-<arm>-<i>-<gpu>/: arm `own` is an example making its own
 gpubench calls, `auto` a job with none (an example under --no-gpubench, or a job of examples/unmodified/),
-`off` the same watched with --no-auto. job.log beside the run holds what the job printed: the examples'
-median step time on the host clock, and the unmodified jobs' own count ("own count: F FLOPs a step ...;
-R steps/s ...").
+`off` the same watched with --no-auto; <i> tells runs of one job and arm apart. job.log beside the run holds
+what the job printed: the examples' median step time on the host clock, and the unmodified jobs' own count
+("own count: F FLOPs a step ...; R steps/s ..."). Logs of the invocations: results/logs/watch-auto*-<gpu>.log.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import re
 import statistics
 from pathlib import Path
 
+from gpubench.job.markfile import Mark, Steps, read_all
 from gpubench.metrics import pct
+from gpubench.read.summary import windows_of
 from gpubench.record.rundir import load_run
+from gpubench.record.sources.gpm import ACTIVITY, stale
 
+ROOT = Path(__file__).resolve().parents[1]
 NAME = re.compile(r"watch-auto-(?P<job>[a-z0-9]+)-(?P<arm>own|auto|off)-(?P<i>\d+)-(?P<gpu>.+)")
 # job, what it is, the phase whose row is compared (None: no optimizer step, its busiest phase)
 JOBS = [("gpt", "GPT-2 small, eager (`examples/train_gpt.py`)", "train"),
@@ -29,10 +34,11 @@ JOBS = [("gpt", "GPT-2 small, eager (`examples/train_gpt.py`)", "train"),
         ("jax", "JAX, a bf16 MLP (`examples/unmodified/jax_mlp.py`)", None),
         ("decode", "decode, batch 1, eager (`examples/decode_llm.py`)", None)]
 OWN_PHASE = {"gpt": "train", "llama": "train", "decode": "decode"}  # the examples' own marks
-OWN_COUNT = re.compile(r"own count: (\S+) FLOPs a step .*?; (\S+) steps/s")
+OWN_COUNT = re.compile(r"own count: (\S+) FLOPs a step (.*?); (\S+) steps/s")
 MEDIAN_STEP = re.compile(r"median step (\S+) ms")
 CEILING = "tensor_ceiling_pct"
-GPUS = {"h100-80gb-hbm3": "an H100", "h200": "an H200"}
+TARGET = {"steps_per_s": 1.0, "mfu_pct": 2.0, "hook": 1.0}  # with no code change against the job's own calls
+SLOW = 1.05  # a line of steps this much slower than the run's median step is a slow stretch
 
 
 def runs(results: Path) -> dict:
@@ -50,12 +56,13 @@ def runs(results: Path) -> dict:
 
 
 def row_of(run: Path, phase: str | None) -> dict:
-    """The summary row a comparison reads: the phase's, or the longest phase where none is named."""
+    """The summary row a comparison reads: the phase's, or where none is named the busiest (the most seconds
+    of its GPU busy: a job's work, not its compilation nor an idle wait)."""
     _, _, summary = load_run(run)
     phases = [r for r in summary if r.get("kind") == "phase"]
     if phase is not None:
         return next((r for r in phases if r.get("phase") == phase), {})
-    return max(phases, key=lambda r: r.get("seconds") or 0.0, default={})
+    return max(phases, key=lambda r: (r.get("seconds") or 0.0) * _or0(r.get("gpu_util_mean_pct")), default={})
 
 
 def log_of(run: Path) -> str:
@@ -64,14 +71,45 @@ def log_of(run: Path) -> str:
 
 
 def median(values) -> float:
-    values = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
-    return statistics.median(values) if values else math.nan
+    return statistics.median(kept) if (kept := [v for v in values if _finite(v)]) else math.nan
 
 
 def spread(values) -> float:
     """max - min over the median, in %."""
-    values = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    values = [v for v in values if _finite(v)]
     return 100 * (max(values) - min(values)) / statistics.median(values) if len(values) > 1 else math.nan
+
+
+def _script(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _jax_flops(argv: list[str]) -> float:
+    """The JAX job's matrix products a step at the sizes it ran with (its command, in the manifest)."""
+    job = _script(ROOT / "examples" / "unmodified" / "jax_mlp.py")
+    at = next(k for k, a in enumerate(argv) if a.endswith("jax_mlp.py"))
+    return job.step_flops(job.parse(argv[at + 1:]))
+
+
+# A job whose printed count is known wrong is counted here from its command instead: XLA's cost analysis,
+# which the JAX job printed in the runs recorded before it counted its products, leaves them out on a GPU.
+RECOUNT = {"jax": _jax_flops}
+
+
+def own_count(job: str, run: Path) -> dict | None:
+    """What an unmodified job printed of its own count: FLOPs a step, its steady rate, and how it counted;
+    the FLOPs recounted where RECOUNT knows the printed count is wrong."""
+    m = OWN_COUNT.search(log_of(run))
+    if not m:
+        return None
+    out = {"flops": float(m[1]), "printed": float(m[1]), "how": m[2], "rate": float(m[3])}
+    if job in RECOUNT:
+        manifest, _, _ = load_run(run)
+        out["flops"] = RECOUNT[job]([str(a) for a in manifest.get("command") or []])
+    return out
 
 
 def own_mfu(job: str, arms: dict, phase: str | None) -> float:
@@ -81,11 +119,11 @@ def own_mfu(job: str, arms: dict, phase: str | None) -> float:
         return median(row_of(r, OWN_PHASE[job]).get("mfu_pct") for r in arms.get("own", []))
     found = []
     for run in arms.get("auto", []):
-        m = OWN_COUNT.search(log_of(run))
+        count = own_count(job, run)
         manifest, _, _ = load_run(run)
         peak = ((manifest.get("peaks") or {}).get("datasheet") or {}).get("bf16_tensor")
-        if m and peak:
-            found.append(100 * float(m[1]) * float(m[2]) / peak)
+        if count and peak:
+            found.append(100 * count["flops"] * count["rate"] / peak)
     return median(found)
 
 
@@ -95,7 +133,7 @@ def compare(arms: dict, phase: str) -> dict:
     own = [row_of(r, phase) for r in arms.get("own", [])]
     auto = [row_of(r, phase) for r in arms.get("auto", [])]
     out = {"pairs": min(len(own), len(auto))}
-    for key in ("steps_per_s", "mfu_pct", "flops_per_step"):
+    for key in ("steps_per_s", "mfu_pct", "flops_per_step", "sm_clock_mhz"):
         a, b = [r.get(key, math.nan) for r in own], [r.get(key, math.nan) for r in auto]
         out[key] = {"own": a, "auto": b, "ratio": median(b) / median(a) if median(a) else math.nan,
                     "spread_own_pct": spread(a), "spread_auto_pct": spread(b)}
@@ -112,6 +150,31 @@ def hook_cost(arms: dict) -> dict:
             "spread_pct": spread(step["auto"] + step["off"])}
 
 
+def loop(run: Path) -> dict:
+    """A train loop as the GPU stamped it, whatever window a row takes (after the `train` mark to the next mark,
+    or after the counted step): its rate, median step, share of steps in marks-file lines SLOW times slower
+    than that, and the mean time by which the host's step came before the GPU reached it."""
+    events = read_all(run / "marks.tsv") if (run / "marks.tsv").is_file() else []
+    steps = sorted((e for e in events if isinstance(e, Steps)), key=lambda e: e.t_first)
+    marks = sorted((e.t, e.name) for e in events if isinstance(e, Mark))
+    start = next((t for t, name in marks if name == "train"), None)
+    if start is not None:
+        end = next((t for t, _ in marks if t > start), math.inf)
+        steps = [e for e in steps if start <= e.t_first and e.t_last <= end]
+    else:
+        counted = [k for k, e in enumerate(steps) if e.origin == "counted"]
+        steps = steps[counted[0] + 1:] if counted else steps
+    gaps = [(b.t_first - a.t_last, 1) for a, b in zip(steps, steps[1:])]
+    gaps += [((e.t_last - e.t_first) / (e.n - 1), e.n - 1) for e in steps if e.n > 1]
+    if len(gaps) < 2:
+        return {}
+    step = statistics.median(g for g, n in gaps for _ in range(n))
+    n = sum(e.n for e in steps)
+    return {"rate": (n - 1) / (steps[-1].t_last - steps[0].t_first), "step_ms": 1e3 * step,
+            "slow_share": sum(k for g, k in gaps if g > SLOW * step) / sum(k for _, k in gaps),
+            "lead_ms": 1e3 * sum(e.lead_s * e.n for e in steps) / n}
+
+
 def table(results: Path) -> str:
     """The README's table: for each job, MFU from its own count, MFU with no code change (gpubench's count
     of one step at the optimizer's steps/s), the tensor ceiling, and the first over the last."""
@@ -121,9 +184,12 @@ def table(results: Path) -> str:
                 "`python scripts/readme_tables.py` writes them here)\n")
     out = []
     for gpu, jobs in sorted(found.items()):
-        out += [f"On {GPUS.get(gpu, gpu)} ([log](results/logs/watch-auto-{gpu}.log)):", "",
-                "| job | MFU from its own count | MFU with no code change | tensor ceiling | own MFU ÷ ceiling |",
-                "| --- | --- | --- | --- | --- |"]
+        logs = sorted(p.name for p in (results / "logs").glob(f"watch-auto*-{gpu}.log"))
+        first = next(iter(next(iter(jobs.values())).values()))[0]
+        device = ((load_run(first)[0].get("gpu") or {}).get("name")) or gpu
+        out += [f"On one {device} (logs: {', '.join(f'[{n}](results/logs/{n})' for n in logs)}):", "",
+                "| job | runs: own calls, none | MFU from its own count | MFU with no code change | tensor ceiling "
+                "| own MFU ÷ ceiling |", "| --- | --- | --- | --- | --- | --- |"]
         for job, what, phase in JOBS:
             arms = jobs.get(job)
             if not arms or not arms.get("auto"):
@@ -133,31 +199,125 @@ def table(results: Path) -> str:
             auto = median(r.get("mfu_pct") for r in rows)
             ceiling = median(r.get(CEILING) for r in rows)
             ratio = f"{own / ceiling:.2f}" if math.isfinite(own) and math.isfinite(ceiling) and ceiling else "–"
-            out.append(f"| {what} | {_pct(own)} | {_pct(auto)} | {_pct(ceiling)} | {ratio} |")
-        lines = _findings(jobs)
-        if lines:
-            out += [""] + lines
+            count = f"{len(arms.get('own', [])) if job in OWN_PHASE else '–'}, {len(arms['auto'])}"
+            out.append(f"| {what} | {count} | {_pct(own)} | {_pct(auto)} | {_pct(ceiling)} | {ratio} |")
+        for said in (notes(jobs), _findings(jobs)):
+            out += [""] + said if said else []
         out.append("")
     return "\n".join(out)
+
+
+def notes(jobs: dict) -> list[str]:
+    """Where the cells come from, for the rows that need it."""
+    said = []
+    for job, _, phase in JOBS:
+        arms = jobs.get(job) or {}
+        rows = [row_of(r, phase) for r in arms.get("auto", [])]
+        if not rows:
+            continue
+        bound = _span(r.get(CEILING) for r in rows)
+        if phase is None:
+            said.append(f"- `{job}` has no optimizer, so no steps with no code change and no MFU: its row (`"
+                        f"{rows[0].get('phase')}`, the phase with the most busy seconds) says " + (
+                            f"that at most {bound} of the bf16 peak ran on the tensor pipes." if bound != "–" else
+                            "nothing of its work: no tensor ceiling is known for this GPU."))
+        counts = [c for r in arms.get("auto", []) if (c := own_count(job, r))]
+        if job in RECOUNT and counts:
+            wrong = [c for c in counts if not math.isclose(c["printed"], c["flops"], rel_tol=1e-3)]
+            said.append(f"- `{job}`'s own count is its matrix products, {counts[0]['flops']:.3g} FLOPs a step at the "
+                        f"sizes its command gave, at the rate it printed ({_span((c['rate'] for c in counts), '{:.4g}')}"
+                        f" steps/s)" + (f"; what {len(wrong)} of its runs printed as their count, XLA's cost "
+                                         f"analysis ({_span((c['printed'] for c in wrong), '{:.3g}')}), leaves "
+                                         "the products out on a GPU." if wrong else "."))
+    hfu = {job: median(r["hfu_pct"] / r[CEILING] for r in map(lambda run: row_of(run, phase), arms.get("auto", []))
+                       if _finite(r.get("hfu_pct")) and _finite(r.get(CEILING)) and r[CEILING] > 0)
+           for job, _, phase in JOBS if phase and (arms := jobs.get(job))}
+    held = [(r.name, len(stale_rows(r, row.get("phase"))), row.get("verdict_rules", ""))
+            for job, _, phase in JOBS for arm, paths in (jobs.get(job) or {}).items() for r in paths
+            if (row := row_of(r, OWN_PHASE.get(job, phase) if arm == "own" else phase))]
+    held = [(name, n, rules) for name, n, rules in held if n]
+    if held:
+        said.append("- GPM rows that read every activity 0, their two samples holding no refresh (gpubench's GPM "
+                    "source now leaves such a row empty), lie in the compared row of " + ", ".join(
+                        f"`{name}` ({n}{', HFU over its ceiling' if 'flops-above-ceiling' in rules else ''})"
+                        for name, n, rules in held) + ": they lower that row's tensor ceiling.")
+    if any(map(math.isfinite, hfu.values())):
+        said.append("- The ceiling bounds the FLOPs that ran (HFU), within its calibration's error; MFU by PaLM's "
+                    "convention counts causal attention whole where the kernels skip its masked half, and can read "
+                    "above it. HFU ÷ ceiling with no code change (gpubench's count): "
+                    + ", ".join(f"`{j}` {v:.2f}" for j, v in hfu.items() if math.isfinite(v)) + ".")
+    return said
+
+
+def stale_rows(run: Path, phase: str | None) -> list[float]:
+    """The starts of the sample rows in a phase row's window whose GPM pair held no refresh (gpm.stale)."""
+    _, samples, summary = load_run(run)
+    row = next((r for r in summary if r.get("phase") == phase and r.get("kind") == "phase"), {})
+    out = []
+    for a, b in windows_of(row.get("windows")):
+        w = samples.window(a, b)
+        cols = {c: w.col(c) for c in (*ACTIVITY, "dram_active_pct")}
+        out += [float(w.col("t_start_s")[i]) for i in range(len(w)) if stale({c: float(v[i]) for c, v in cols.items()})]
+    return out
 
 
 def _findings(jobs: dict) -> list[str]:
     said = []
     for job in ("gpt", "llama"):
         arms = jobs.get(job) or {}
-        if arms.get("own") and arms.get("auto"):
-            c = compare(arms, "train")
-            said.append(f"- `{job}`: with no code change against its own calls, {c['pairs']} interleaved pairs: "
-                        f"steps/s {_ratio(c['steps_per_s'])}, MFU {_ratio(c['mfu_pct'])}, FLOPs a step "
-                        f"{_ratio(c['flops_per_step'])}.")
+        if not (arms.get("own") and arms.get("auto")):
+            continue
+        c = compare(arms, "train")
+        met = [abs(100 * (c[k]["ratio"] - 1)) <= TARGET[k] for k in ("steps_per_s", "mfu_pct")]
+        said.append(f"- `{job}`: with no code change against its own calls, {c['pairs']} interleaved pairs: "
+                    f"steps/s {_ratio(c['steps_per_s'])}, MFU {_ratio(c['mfu_pct'])}, FLOPs a step "
+                    f"{_ratio(c['flops_per_step'])}: " + ("within the targets (steps/s within 1%, MFU within 2%)."
+                                                           if all(met) else "**not within the targets** (steps/s "
+                                                           "within 1%, MFU within 2%)." + why(arms, c)))
     gpt = jobs.get("gpt") or {}
     if gpt.get("auto") and gpt.get("off"):
         cost = hook_cost(gpt)
         said.append(f"- The hook's cost on the healthy GPT (median step on the host clock, hook on against "
                     f"`--no-auto`, {len(cost['auto_ms'])} and {len(cost['off_ms'])} interleaved runs): "
-                    f"{cost['cost_pct']:+.2f}%" + (f" (the runs spread over {cost['spread_pct']:.1f}%)."
-                                                   if math.isfinite(cost["spread_pct"]) else "."))
+                    f"{cost['cost_pct']:+.2f}%, {'within' if cost['cost_pct'] <= TARGET['hook'] else 'above'} the 1% "
+                    f"target" + (f"; the runs spread over {cost['spread_pct']:.1f}%, more than the cost, so these runs "
+                                 "bound it no closer than that." if cost["spread_pct"] > abs(cost["cost_pct"]) else "."))
     return said
+
+
+def why(arms: dict, c: dict) -> str:
+    """What the raw data say of a difference between the arms: whether the rows' windows, the clocks, the
+    order or the steps themselves make it (each said as the numbers have it)."""
+    loops = {arm: [loop(r) for r in arms.get(arm, [])] for arm in ("own", "auto")}
+    rate = {arm: median(x.get("rate") for x in v) for arm, v in loops.items()}
+    host = {arm: median(float(m[1]) for r in arms.get(arm, []) if (m := MEDIAN_STEP.search(log_of(r))))
+            for arm in ("own", "auto")}
+    clocks = [v for arm in ("own", "auto") for v in c["sm_clock_mhz"][arm] if _finite(v)]
+    pairs = list(zip(c["steps_per_s"]["own"], c["steps_per_s"]["auto"]))
+    faster = sum(b > a for a, b in pairs)
+    began = [[load_run(r)[0].get("start_wall", "") for r in arms.get(arm, [])] for arm in ("own", "auto")]
+    first = sum(a < b for a, b in zip(*began))
+    rows, whole = 100 * (c["steps_per_s"]["ratio"] - 1), 100 * (rate["auto"] / rate["own"] - 1)
+    typical = 100 * (host["auto"] / host["own"] - 1)
+    said = [(f"{'Not' if abs(whole - rows) < 1 else 'Partly'} the rows' windows: over each whole train loop, "
+             f"stamped on the GPU (the counted step left out), steps/s differ by {whole:+.2f}%."),
+            (f"{'Not' if max(clocks) - min(clocks) <= 0.01 * max(clocks) else 'Maybe'} the clocks: the SM clock's "
+             f"median {_span(clocks, '{:.0f}')} MHz in the rows." if clocks else "No clock was recorded."),
+            (f"{'Not' if faster in (0, len(pairs)) and 0 < first < len(pairs) else 'Maybe'} the order: the arm "
+             f"without calls was faster in {faster} of {len(pairs)} pairs, the arm with calls running first in "
+             f"{first} of them."),
+            (f"The median step on the host clock is {host['own']:.2f} ms with the calls and {host['auto']:.2f} ms "
+             f"without ({typical:+.2f}%)" + (": the typical step is the same." if abs(typical) < TARGET["steps_per_s"]
+                                              else ".")),
+            (f"Steps in stretches of slower steps (marks-file lines {100 * (SLOW - 1):.0f}% or more above the "
+             f"run's median step): {_join((x.get('slow_share', math.nan) * 100 for x in loops['own']), '{:.0f}%')} "
+             f"of them with the calls, {_join((x.get('slow_share', math.nan) * 100 for x in loops['auto']), '{:.0f}%')}"
+             " without."),
+            (f"The example calls `step()` after `loss.item()`, when the GPU has no work queued (it reached the call "
+             f"{_span((x.get('lead_ms') for x in loops['own']), '{:.1f}')} ms after it was made); the hook steps "
+             f"with {_span((x.get('lead_ms') for x in loops['auto']), '{:.0f}')} ms still queued. Whether the calls "
+             f"or the host's noise make the slow stretches, {len(pairs)} pairs cannot tell.")]
+    return " " + " ".join(said)
 
 
 def _ratio(c: dict) -> str:
@@ -166,6 +326,24 @@ def _ratio(c: dict) -> str:
     spreads = [f"{c[k]:.1f}% {w}" for k, w in (("spread_own_pct", "with its calls"), ("spread_auto_pct", "without"))
                if math.isfinite(c[k])]
     return f"{100 * (c['ratio'] - 1):+.2f}%" + (f" (runs spread {', '.join(spreads)})" if spreads else "")
+
+
+def _join(values, fmt: str = "{:.2g}%") -> str:
+    return " and ".join(fmt.format(v) for v in values if _finite(v)) or "–"
+
+
+def _span(values, fmt: str = "{:.2g}%") -> str:
+    """One number where the runs agree to its digits, else the lowest and the highest."""
+    shown = sorted({fmt.format(v): v for v in values if _finite(v)}.items(), key=lambda kv: kv[1])
+    return "–" if not shown else shown[0][0] if len(shown) == 1 else f"{shown[0][0]}–{shown[-1][0]}"
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def _or0(v) -> float:
+    return v if _finite(v) else 0.0
 
 
 def _pct(v) -> str:

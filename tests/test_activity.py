@@ -96,13 +96,23 @@ def test_without_steps_the_work_is_cut_where_it_changes_and_a_kind_that_recurs_i
 
 
 def test_work_in_bursts_keeps_its_busy_seconds_apart_from_the_idle_ones():
-    def state(t, g):  # busy one second in two, and in that second 90% of the intervals
-        return TRAIN if 4 <= t < 24 and int(t) % 2 == 0 and (t % 1.0) < 0.9 else {}
+    def state(t, g):  # busy one second in two, and in that second 90% of the intervals: its last 0.4 s, all
+        # that a row's GPU-Util may read of it after the trim and NVML's trail (gpubench.read.summary.TRAIL_S)
+        return TRAIN if 4 <= t < 24 and int(t) % 2 == 0 and (t % 1.0) >= 0.1 else {}
     result = summary(rows(1, 0.0, 28.0, state), [], 28.0)
     got = by_name(result)
     assert got["run"]["sm_active_pct"] == 85.0 and got["run"]["gpu_util_mean_pct"] >= 50
     run = next(p for p in result.phases if p.name == "run")
     assert all(b - a <= 1.0 + 1e-9 for a, b in run.spans) and len(run.spans) >= 8  # the busy seconds alone
+
+
+def test_work_without_steps_ends_where_its_gpu_stopped_not_at_the_end_of_that_second():
+    """A JAX job that exits 0.6 s into a second: the idle rest of that second is teardown, not work whose
+    means (the tensor ceiling above all) it would lower."""
+    result = summary(rows(1, 0.0, 20.0, lambda t, g: TRAIN if 5.0 <= t < 14.6 else {}), [], 20.0)
+    got = by_name(result)
+    assert got["run"]["t_end"] == pytest.approx(14.6) and got["teardown"]["t_start"] == pytest.approx(14.6)
+    assert got["run"]["gpu_util_mean_pct"] == pytest.approx(TRAIN["gpu_util_pct"])
 
 
 def test_a_job_whose_gpu_is_busy_throughout_is_one_phase():

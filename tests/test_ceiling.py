@@ -71,6 +71,26 @@ def test_flops_above_the_calibrated_limit_are_said_too_large(tmp_path):
     assert "HFU 60% is more than" in text and "(30% of the bf16 peak, 31% with its calibration" in text
 
 
+def test_the_limit_takes_the_highest_clock_read_while_a_rows_activity_ran(tmp_path):
+    """The clock is read at a row's end, GPM's value reaches back up to 0.2 s before the row's start: a clock
+    that dips at one reading (a power cap for a moment) lowers the ceiling, not the limit, which takes the
+    highest reading over that time, readings before the window included."""
+    found = calibrated(tmp_path, factor=1.0, error=0.0)
+    rows_ = [{"t_start_s": i / 10, "t_end_s": (i + 1) / 10, "tensor_active_pct": 50.0, "sm_clock_mhz": 1830.0}
+             for i in range(12)]
+    rows_[6]["sm_clock_mhz"] = 915.0  # read at 0.7 s
+    everything = as_samples(rows_)
+    inside = everything.window(0.5, 1.2)  # the rows from 0.5 s: the readings at 0.3 and 0.4 s lie before it
+    assert list(ceiling.highest_clock_mhz(inside, everything)) == [1830.0] * 7
+    assert list(ceiling.highest_clock_mhz(inside)) == [1830.0] * 7  # its own readings bracket it here too
+    cols = ceiling.columns(inside, found, "bf16", ran_pct=49.0, clocks=everything)
+    assert cols["tensor_ceiling_pct"] == pytest.approx(50.0 * (6 + 0.5) / 7)  # the dipped reading, as read
+    assert cols["tensor_ceiling_limit_pct"] == pytest.approx(50.0) and cols["ran_over_ceiling"] < 1
+    dips = [dict(r, sm_clock_mhz=915.0) if 4 <= i <= 8 else r for i, r in enumerate(rows_)]  # a long dip is a dip
+    assert ceiling.highest_clock_mhz(as_samples(dips).window(0.8, 0.9))[0] == 915.0
+    assert ceiling.highest_clock_mhz(as_samples(dips).window(0.8, 0.9), as_samples(dips))[0] == 915.0
+
+
 def test_a_row_without_steps_or_flops_says_how_much_ran_on_the_tensor_pipes_at_most(tmp_path):
     found = calibrated(tmp_path)
     cols = ceiling.columns(window(20.0, 1830.0), found, "bf16")

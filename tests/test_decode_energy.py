@@ -1,7 +1,6 @@
 """Decode in the suite and power in the ladder: the energy columns, decode judged by both roofs, the ridge,
 the sweep as scenarios, the decode and energy figures, the report's sentences, and the tuned table."""
 
-import importlib.util
 import math
 from pathlib import Path
 
@@ -219,37 +218,3 @@ def test_the_report_speaks_of_energy_and_of_the_decode_sweep(run):
     assert "206 FLOP per byte from the datasheet peaks" in decode_text and "GPU-Util read 100% throughout" in decode_text
     old = [{k: v for k, v in r.items() if k not in ("tokens_per_call", "tokens_per_s")} for r in summary]
     assert "## Decode" not in to_markdown(blocks(manifest, old, set()))  # no batch, no sweep to speak of
-
-
-# --- the tuned table --------------------------------------------------------------------------------------
-
-def _tune_script():
-    spec = importlib.util.spec_from_file_location("tune_kernels", ROOT / "scripts" / "tune_kernels.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_the_tune_sweep_writes_the_fastest_checked_settings_into_the_table(tmp_path):
-    tune = _tune_script()
-    rows = [{"family": "decode-b1", "name": "torch", "median_ms": 0.1, "b": 1},
-            {"family": "decode-b1", "name": "copy-same-bytes", "median_ms": 0.05, "b": 1},
-            {"family": "decode-b1", "name": "cupy-t256", "median_ms": 0.2, "b": 1},
-            {"family": "decode-b1", "name": "cupy-t512", "median_ms": 0.3, "b": 1}]
-    for b, fastest in ((1, "tma-16x16x256-w4-s4"), (16, "ptr-32x16x256-w4-s5"), (512, "ptr-128x256x64-w8-s3")):
-        rows += [{"family": f"decode-b{b}", "name": tune.decode_tag(c), "median_ms": 1.0 + i, "b": b}
-                 for i, c in enumerate(tune.decode_candidates(b)) if tune.decode_tag(c) != fastest]
-        rows.append({"family": f"decode-b{b}", "name": fastest, "median_ms": 0.5, "b": b})
-    entry = tune.decode_choice(rows)
-    assert [limit for limit, _ in entry["triton"]] == [1, 16, None] and entry["cupy_threads"] == 256
-    assert entry["triton"][0][1] == {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4,
-                                     "tma": True}
-    copy = tmp_path / "decode.py"
-    copy.write_text((ROOT / "kernels" / "decode.py").read_text())
-    tune.apply_decode(entry, "NVIDIA Test GPU", copy)
-    tune.apply_decode(entry, "NVIDIA Test GPU", copy)  # a second sweep replaces the line
-    spec = importlib.util.spec_from_file_location("gpubench.kernels._tuned", copy)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert module.CONFIG["NVIDIA Test GPU"] == entry and module.CONFIG["*"]["triton"] == decode.FALLBACK
-    assert copy.read_text().count('"NVIDIA Test GPU"') == 1

@@ -190,6 +190,23 @@ def test_decode_settings_follow_the_batch_and_the_gpu(monkeypatch):
     assert decode.settings_for(1) == decode.FALLBACK[0][1] and decode.settings_for(4096) == decode.FALLBACK[-1][1]
 
 
+def test_a_decode_names_the_unit_its_launch_ran_on(monkeypatch):
+    """The FMA tiles (the H100's line at batch 1) and the CuPy kernel multiply-add on CUDA cores in fp32: their MFU
+    is of the FP32 peak and the tensor ceiling does not bound them; the dot tiles run on the tensor cores."""
+    from gpubench.kernels import common
+
+    fma = {"BLOCK_N": 8, "BLOCK_B": 1, "BLOCK_K": 64, "num_warps": 1, "num_stages": 1, "fma": True}
+    dot = {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 64, "num_warps": 1, "num_stages": 1}
+    monkeypatch.setitem(decode.CONFIG, "Test GPU", {"triton": ((1, fma), (None, dot))})
+    monkeypatch.setattr(common, "gpu_name", lambda device=None: "Test GPU")
+    one, three = (decode.prepare("triton", b=b, k=128, n=40, device=DEVICE) for b in (1, 3))
+    assert one.unit == "fp32" and "on CUDA cores" in one.launch and one.check()["check"].startswith("rel err")
+    assert three.unit == "bf16_tensor" and "on CUDA cores" not in three.launch
+    assert decode.unit_of("cupy", "1 block x 128 threads, one warp per output row") == "fp32"
+    assert decode.unit_of("torch", "cuBLAS-chosen") == "bf16_tensor"
+    assert dict(decode.CONFIG["NVIDIA H100 80GB HBM3"]["triton"])[1].get("fma")  # what the H100 runs at batch 1
+
+
 def test_decode_refuses_what_it_cannot_do_in_one_sentence():
     with pytest.raises(ValueError, match=r"x \(B×K\) and W \(N×K\)"):
         decode.triton_decode(torch.zeros(2, 8), torch.zeros(4, 9), torch.zeros(2, 4))

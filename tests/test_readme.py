@@ -34,6 +34,24 @@ def test_every_promise_names_tests_that_exist():
         assert f"\ndef {name}(" in (ROOT / path).read_text(), f"{path}::{name}"
 
 
+def test_the_ceiling_says_which_dtypes_have_a_calibration_and_where_its_points_come_from():
+    """The calibration note names every committed calibration's runs and each tensor dtype none covers, so the
+    README cannot say a dtype is calibrated that was never measured."""
+    import json
+
+    from gpubench.truth.ceiling import TENSOR_DTYPES
+
+    text = (ROOT / "README.md").read_text()
+    note = text[text.index("<!-- gpubench:calibration -->"):text.index("<!-- /gpubench:calibration -->")]
+    files = [json.loads(p.read_text()) for p in sorted((ROOT / "results" / "calibration").glob("tensor-*.json"))]
+    assert files
+    for data in files:
+        assert all(f"`{p['run']}`" in note for p in data["points"])
+    covered = {d for data in files for d in data["dtypes"]}
+    for dtype in TENSOR_DTYPES:
+        assert (dtype.upper() in note.split("have no calibration")[0].split(". ")[-1]) == (dtype not in covered), dtype
+
+
 def generated_spans(text: str) -> list[tuple[int, int]]:
     import re
 
@@ -48,7 +66,8 @@ def test_the_prose_that_states_measured_numbers_is_written_by_the_generator():
     spans = generated_spans(text)
     for start in ("Read it row by row", "Read down the GPU-Util column", "Of these runs, GPU-Util reads",
                   "The ratio of two medians", "A fused softmax must read", "the ridge lies at",
-                  "the Triton kernel reads the weights at", "The compiled loop's `warmup`", "Each run's `train` phase"):
+                  "the Triton kernel reads the weights at", "The compiled loop's `warmup`", "Each run's `train` phase",
+                  "The committed calibrations"):
         at = text.find(start)
         assert at >= 0 and any(a <= at < b for a, b in spans), start
     for start in ("HFU is above the tensor ceiling in", "HFU is not known for", "runs were recorded before"):

@@ -116,6 +116,80 @@ def test_gpm_every_read_is_a_fresh_interval_chained_to_the_last():
     assert GpmSource.min_interval_s == 0.1
 
 
+def test_a_gpm_id_the_driver_refuses_is_named_once_and_the_other_columns_read_on():
+    from gpubench.record.sources.gpm import METRIC_IDS, MetricsRefused
+
+    refused = METRIC_IDS["fp16_active_pct"]
+
+    def metrics(s1, s2, ids):  # a driver that does not know one id refuses every request that holds it
+        if refused in ids:
+            raise nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return [float(i) for i in ids]
+
+    patches = _gpm_patches(metrics)
+    for p in patches:
+        p.start()
+    try:
+        src = GpmSource()
+        src.open([0])
+        with pytest.raises(MetricsRefused, match=r"fp16_active_pct \(id 13\)"):
+            src.read()  # the sampler leaves this row empty and keeps the source
+        values = src.read()[0]
+    finally:
+        for p in patches:
+            p.stop()
+    assert math.isnan(values["fp16_active_pct"]) and set(values) == set(METRIC_IDS)
+    assert values["tensor_active_pct"] == float(METRIC_IDS["tensor_active_pct"])
+
+
+def test_gpm_refused_whole_by_every_id_alone_is_raised_as_it_came():
+    def metrics(s1, s2, ids):
+        raise nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+
+    patches = _gpm_patches(metrics)
+    for p in patches:
+        p.start()
+    try:
+        src = GpmSource()
+        src.open([0])
+        with pytest.raises(pynvml.NVMLError):
+            src.read()
+    finally:
+        for p in patches:
+            p.stop()
+
+
+def test_a_gpm_pair_with_no_refresh_between_is_no_reading_and_the_next_pairs_with_the_last_good_sample():
+    """Two samples the driver had not refreshed between: every activity exactly 0, DRAM 0 or missing, in busy
+    work as recorded on an H200. An idle GPU's row (DRAM still moving a little) stays a reading of 0."""
+    calls = []
+    busy = {"graphics_active_pct": 97.0, "sm_active_pct": 83.0, "sm_occupancy_pct": 40.0, "tensor_active_pct": 26.0,
+            "dram_active_pct": 37.0}
+    answers = [busy, dict.fromkeys(busy, 0.0), {**dict.fromkeys(busy, 0.0), "dram_active_pct": math.nan}, busy,
+               {**dict.fromkeys(busy, 0.0), "dram_active_pct": 0.0004}]
+
+    def metrics(s1, s2, ids):
+        calls.append((s1["t"], s2["t"]))
+        got = answers[len(calls) - 1]
+        return [got.get(c, math.nan) for c in GpmSource.columns]
+
+    patches = _gpm_patches(metrics)
+    for p in patches:
+        p.start()
+    try:
+        src = GpmSource()
+        src.open([0])
+        reads = [src.read()[0] for _ in answers]
+    finally:
+        for p in patches:
+            p.stop()
+    assert reads[0]["tensor_active_pct"] == 26.0 and reads[3]["sm_active_pct"] == 83.0
+    assert all(math.isnan(v) for r in reads[1:3] for v in r.values())  # missing, never 0
+    assert reads[4]["sm_active_pct"] == 0.0 and reads[4]["dram_active_pct"] == 0.0004  # idle is a reading
+    assert calls[1][0] == calls[2][0] == calls[3][0] == calls[0][1]  # paired with the last good sample
+    assert calls[4][0] == calls[3][1]
+
+
 def test_gpm_unsupported_gpu_names_the_reason():
     patches = _gpm_patches(lambda *a: [], supported=False)
     for p in patches:

@@ -60,3 +60,71 @@ def test_a_job_past_its_time_gets_ctrl_c_then_a_kill_and_one_on_time_its_exit_co
     assert said.exists() and time.monotonic() - t0 < 10  # Ctrl-C reached the first: it wrote what it had
     done = subprocess.Popen([sys.executable, "-c", "raise SystemExit(4)"], start_new_session=True)
     assert probe.bounded(done, 10.0) == 4
+
+
+def _nvml_refusing(refused_id: int, calls: list):
+    """NVML's GPM calls faked: a sample is taken or not, and a request is refused whole where it holds
+    refused_id (a driver that does not know it) or pairs a sample never taken."""
+    import itertools
+
+    import pynvml
+
+    from gpubench.record import nvml
+
+    ticks = itertools.count()
+
+    def metrics(s1, s2, ids):
+        calls.append(list(ids))
+        if not (s1.get("t") is not None and s2.get("t") is not None) or refused_id in ids:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return [float(i) for i in ids]
+
+    from unittest import mock
+
+    return [mock.patch.object(nvml, "gpm_sample_alloc", lambda: {"t": None}),
+            mock.patch.object(nvml, "gpm_sample_get", lambda h, s: s.update(t=next(ticks))),
+            mock.patch.object(nvml, "gpm_sample_free", lambda s: None),
+            mock.patch.object(nvml, "gpm_metrics", metrics)]
+
+
+def test_a_gpm_id_the_driver_refuses_is_dropped_and_named_and_the_rest_are_read(capsys):
+    import math
+
+    calls = []
+    patches = _nvml_refusing(probe.COUNTERS["dmma_cycles_active"], calls)
+    for p in patches:
+        p.start()
+    try:
+        gpm = probe.GpmCounters("h0", probe.COUNTERS)
+        first = gpm.read()  # the first read pairs a sample taken when the counters were opened: no empty one
+        second = gpm.read()
+    finally:
+        for p in patches:
+            p.stop()
+    assert list(gpm.refused) == ["dmma_cycles_active"] and "Invalid Argument" in gpm.refused["dmma_cycles_active"]
+    for values in (first, second):
+        assert math.isnan(values["dmma_cycles_active"]) and set(values) == set(probe.COUNTERS)
+        assert values["tensor_active_pct"] == probe.COUNTERS["tensor_active_pct"]  # the others read on
+    # the whole request, then each id alone once, then the kept ones: the second read asks only those
+    assert calls[0] == list(probe.COUNTERS.values()) and [len(c) for c in calls[1:1 + len(probe.COUNTERS)]] == [1] * len(
+        probe.COUNTERS)
+    assert calls[-1] == [i for c, i in probe.COUNTERS.items() if c != "dmma_cycles_active"]
+    assert "dmma_cycles_active" in capsys.readouterr().err  # said, not silent
+
+
+def test_a_refusal_of_every_id_alone_is_not_an_ids_fault_and_is_raised():
+    import pynvml
+
+    calls = []
+    patches = _nvml_refusing(-1, calls)
+    for p in patches:
+        p.start()
+    try:
+        gpm = probe.GpmCounters("h0", {"sm_active_pct": 2, "tensor_active_pct": 5})
+        gpm._prev["t"] = None  # as if the first sample had never been taken
+        with pytest.raises(pynvml.NVMLError):
+            gpm.read()
+    finally:
+        for p in patches:
+            p.stop()
+    assert gpm.refused == {}

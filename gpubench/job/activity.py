@@ -6,7 +6,7 @@ was busy in at least half its sample intervals (SM active above 0 where the run 
 above 0; of several GPUs, the busiest), so that a row made of busy seconds never reads a median of 0.
 
 - start-up: from the start of the watch to the first busy second, or the first step if earlier;
-- teardown: from the last busy second, or the last step if later, to the end;
+- teardown: from the end of the last busy second's last busy interval, or the last step if later, to the end;
 - between them: where the optimizer stepped, `warmup` (its first steps, up to the one whose FLOPs were
   counted, and what came before them on the GPU: allocation, compilation) and `train` (the rest, and any
   later run of steps); idle spans of IDLE_S or more, `idle`; and busy work without steps (an evaluation),
@@ -46,7 +46,7 @@ def phases_of(rows, events: list, gpus: list, t0: float, t1: float, gaps=(), war
     if t1 <= t0 or any(isinstance(e, Mark) for e in events) or \
             any(isinstance(e, Steps) and e.origin == "step" for e in events):
         return None
-    share, sig, exact = activity(rows, gpus, t0, t1)
+    share, sig, exact, ends = activity(rows, gpus, t0, t1)
     steps = sorted((e for e in events if isinstance(e, Steps)), key=lambda e: e.t_first)
     runs = _runs(steps)
     busy = _without_blips([s >= BUSY_SHARE for s in share], t0, runs)
@@ -55,7 +55,7 @@ def phases_of(rows, events: list, gpus: list, t0: float, t1: float, gaps=(), war
     first = next((i for i, b in enumerate(busy) if b), None)
     last = max((i for i, b in enumerate(busy) if b), default=None)
     begun = min(([t0 + first * BIN_S] if first is not None else []) + ([steps[0].t_first] if steps else []))
-    end = max(([t0 + (last + 1) * BIN_S] if last is not None else []) + ([steps[-1].t_last] if steps else []))
+    end = max(([ends[last]] if last is not None else []) + ([steps[-1].t_last] if steps else []))
     begun, end = max(t0, begun), min(t1, end)
     if exact([(t0, begun)]) >= EDGE_SHARE:  # over the window its row would read
         begun = t0
@@ -72,12 +72,14 @@ def phases_of(rows, events: list, gpus: list, t0: float, t1: float, gaps=(), war
 
 def activity(rows, gpus: list, t0: float, t1: float):
     """Per second from t0: the busiest GPU's share of busy sample intervals, and the GPUs' SM, tensor and
-    DRAM activity (Signature); and a function giving the busiest GPU's share of busy intervals among those
-    that lie wholly inside a window, as a summary row takes them."""
+    DRAM activity (Signature); a function giving the busiest GPU's share of busy intervals among those
+    that lie wholly inside a window, as a summary row takes them; and per second, where its last busy
+    interval of any GPU ended (the second's end where none was busy)."""
     import numpy as np
 
     n = max(1, math.ceil((t1 - t0) / BIN_S - 1e-9))
     share, sums, counts = np.zeros(n), np.zeros((n, len(SIGNATURE))), np.zeros((n, len(SIGNATURE)))
+    ends = np.full(n, -np.inf)
     column = "sm_active_pct" if "sm_active_pct" in rows.valued(["sm_active_pct"]) else "gpu_util_pct"
     for g in gpus:
         mine = rows.of("gpu", g.nvml_index, keep=False).load(*dict.fromkeys(["t_start_s", "t_end_s", column, *SIGNATURE]))
@@ -86,8 +88,10 @@ def activity(rows, gpus: list, t0: float, t1: float):
         at = ((mid[keep] - t0) // BIN_S).astype(np.int64)
         values = mine.col(column)[keep]
         seen = np.bincount(at[np.isfinite(values)], minlength=n)
-        active = np.bincount(at[np.nan_to_num(values) > 0], minlength=n)
+        busy = np.nan_to_num(values) > 0
+        active = np.bincount(at[busy], minlength=n)
         share = np.maximum(share, np.divide(active, seen, out=np.zeros(n), where=seen > 0))
+        np.maximum.at(ends, at[busy], mine.col("t_end_s")[keep][busy])
         for k, name in enumerate(SIGNATURE):
             v = mine.col(name)[keep]
             ok = np.isfinite(v)
@@ -105,7 +109,8 @@ def activity(rows, gpus: list, t0: float, t1: float):
                 shares.append(float(np.concatenate(picked).mean()))
         return max(shares, default=0.0)
 
-    return share.tolist(), Signature(sums, counts), exact
+    ends = np.where(np.isfinite(ends), ends, t0 + (np.arange(n) + 1) * BIN_S)
+    return share.tolist(), Signature(sums, counts), exact, ends.tolist()
 
 
 class Signature:

@@ -184,7 +184,7 @@ def summarize_row(name: str, spans, gpu, rows, ctx: Context, kind: str = "phase"
     row.update(tally.work_columns(tallies, seconds, row["energy_used_j"], lambda s: _clock(s, ctx), ctx.peaks,
                                   UNITS[ctx.dtype], ctx.hardware), steps_reported=reported)
     row.update(tensor_ceiling.columns(covering(window_rows, row_starts, TRAIL_S["tensor_active_pct"]),
-                                      ctx.ceiling(gpu), ctx.dtype, row.get("hfu_pct", math.nan)))
+                                      ctx.ceiling(gpu), ctx.dtype, row.get("hfu_pct", math.nan), clocks=rows))
     row.update(provenance.sources(spans, streams, ctx.steps, row["steps"] or reported > 1))
     judge(row, ctx, stepped, kind)
     return row

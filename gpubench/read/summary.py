@@ -254,7 +254,7 @@ def summarize(rows, results: list[dict], peaks: dict, columns=COLUMNS,
               trim_s: float = TRIM_S, ceiling=None) -> list[dict]:
     """One row per result (a scenario or a phase on one GPU): its facts, metric statistics, achievements.
     rows: Samples, or row dicts. Each result's window runs from trim_s after its start to its end; its
-    kernel_ms must time that window. ceiling(window, row) -> the tensor-pipe ceiling's columns
+    kernel_ms must time that window. ceiling(window, row, the GPU's rows) -> the tensor-pipe ceiling's columns
     (gpubench.truth.ceiling), from the caller, which knows the GPU."""
     from gpubench.read.samples import as_samples
 
@@ -276,7 +276,7 @@ def summarize(rows, results: list[dict], peaks: dict, columns=COLUMNS,
         row.update(derive(res, peaks))
         row.update(per_joule(row))
         if ceiling is not None:
-            row.update(ceiling(covering(window, ws, TRAIL_S["tensor_active_pct"]), row))
+            row.update(ceiling(covering(window, ws, TRAIL_S["tensor_active_pct"]), row, mine))
         summary.append(row)
     compare_to_baselines(summary)
     return summary

@@ -144,7 +144,8 @@ WORK = (
     Rule("flops-above-ceiling", (("ran_over_ceiling", ">", 1),),
          "HFU {hfu_pct}% is more than the tensor pipes could deliver in the time they were active "
          "({tensor_ceiling_pct}% "
-         "of the {dtype} peak, {tensor_ceiling_limit_pct}% with its calibration's error): the FLOP count is too large "
+         "of the {dtype} peak, {tensor_ceiling_limit_pct}% with its calibration's error at the highest clocks read): "
+         "the FLOP count is too large "
          "(the global batch counted on one rank, a step counted twice) or --dtype names another unit than the one that "
          "ran (FP32 work runs beside the tensor pipes; TF32 and FP8 at other rates); no rating"),
     Rule("flops-unusable", (("flops_bad", ">", 0), ("tflops", "missing", None)),

@@ -157,6 +157,19 @@ def gpm_metrics(sample1, sample2, metric_ids: list[int]) -> list[float]:
             for m in list(result.metrics)[: len(metric_ids)]]
 
 
+def gpm_refused(sample1, sample2, metric_ids: list[int]) -> dict[int, str]:
+    """The metric ids NVML refuses between two samples, each asked alone once, with its error. A driver that does
+    not know an id refuses a whole request that holds it (NVML_ERROR_INVALID_ARGUMENT), where an id it knows but
+    this GPU cannot give comes back as a value that is not there (NaN): only the first is refused here."""
+    refused = {}
+    for metric_id in metric_ids:
+        try:
+            gpm_metrics(sample1, sample2, [metric_id])
+        except NVMLError as err:
+            refused[metric_id] = str(err)
+    return refused
+
+
 def pcie_link(h) -> dict:
     """The PCIe link's maximum generation and width, and the theoretical bytes/s per direction."""
     gen = call(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, h)

@@ -11,9 +11,13 @@ it. A dtype a GPU model has no calibration for gets no ceiling, except bf16, whi
 (calibration 1, no error known) and says so: it bounds nothing, so no FLOP count is judged by it.
 
 A row's ceiling averages tensor active × SM clock over its sample rows: the tensor pipes' active cycles per
-second, whatever the clock did meanwhile. The FLOPs that ran (HFU) cannot be above it beyond its error: where
-they are, the FLOP count is too large (the global batch counted on one rank, a step counted twice) or the
-dtype names a slower unit than the one that ran. It is a ceiling for any job, with no FLOP count at all.
+second, whatever the clock did meanwhile. The FLOPs that ran (HFU) cannot be above its limit: the same average
+with each row's highest SM clock over the time its counter value may cover, times 1 + the calibration's error.
+The clock is read at a row's end while GPM's value ends 0.03 to 0.17 s before it (gpubench.read.summary.TRAIL_S),
+so where the clock moves (a power cap pulling it down for a few tenths of a second) the row's own reading may be
+of another moment than its activity. Where the FLOPs that ran are above the limit, the FLOP count is too large
+(the global batch counted on one rank, a step counted twice) or the dtype names a slower unit than the one that
+ran. It is a ceiling for any job, with no FLOP count at all.
 """
 
 from __future__ import annotations
@@ -114,8 +118,9 @@ def ceiling_for(gpu: str, sheet: dict | None, where: Path | None = None) -> Ceil
     return Ceiling(gpu.strip(), clock, peaks, load_calibrations(gpu.strip(), where))
 
 
-def active_cycles_mhz(window) -> tuple[float, int]:
-    """Mean over the rows of tensor active × SM clock (MHz of tensor-active cycles), and how many rows had both."""
+def active_cycles_mhz(window, clock=None) -> tuple[float, int]:
+    """Mean over the rows of tensor active × SM clock (MHz of tensor-active cycles), and how many rows had both;
+    clock: each row's clock to use instead of its own reading (highest_clock_mhz)."""
     import numpy as np
 
     from gpubench.read.samples import as_samples
@@ -123,9 +128,37 @@ def active_cycles_mhz(window) -> tuple[float, int]:
     window = as_samples(window)
     if not (window.has("tensor_active_pct") and window.has("sm_clock_mhz")):
         return math.nan, 0
-    product = window.col("tensor_active_pct") / 100.0 * window.col("sm_clock_mhz")
+    mhz = window.col("sm_clock_mhz") if clock is None else np.asarray(clock, dtype=float)
+    product = window.col("tensor_active_pct") / 100.0 * mhz
     product = product[np.isfinite(product)]
     return (float(np.mean(product)), int(len(product))) if len(product) else (math.nan, 0)
+
+
+def highest_clock_mhz(window, clocks=None):
+    """Each row's highest SM clock over the time its tensor activity may cover: the readings from the last one at
+    or before TRAIL_S before the row's start to the row's own (the clock is read at each row's end; GPM's value
+    reaches back up to TRAIL_S before its row). clocks: the GPU's rows around the window (its own rows where
+    None), whose readings before the window count too. NaN where the row has no reading of its own."""
+    import numpy as np
+
+    from gpubench.read.samples import as_samples
+    from gpubench.read.summary import TRAIL_S
+
+    window = as_samples(window)
+    around = as_samples(clocks) if clocks is not None else window
+    if not (len(window) and window.has("sm_clock_mhz") and around.has("sm_clock_mhz")):
+        return np.full(len(window), math.nan)
+    ends, mhz = around.col("t_end_s"), around.col("sm_clock_mhz")
+    order = np.argsort(ends, kind="stable")
+    ends, mhz = ends[order], mhz[order]
+    first = np.maximum(np.searchsorted(ends, window.col("t_start_s") - TRAIL_S["tensor_active_pct"], "right") - 1, 0)
+    last = np.searchsorted(ends, window.col("t_end_s") + 1e-9, "right")
+    out = np.full(len(window), math.nan)
+    for i, (a, b, own) in enumerate(zip(first, last, window.col("sm_clock_mhz"))):
+        seen = mhz[a:b][np.isfinite(mhz[a:b])]
+        if len(seen) and math.isfinite(own):
+            out[i] = max(seen.max(), own)
+    return out
 
 
 def ceiling_dtype(dtype: str | None) -> str:
@@ -134,12 +167,12 @@ def ceiling_dtype(dtype: str | None) -> str:
     return dtype if dtype in TENSOR_DTYPES else UNCALIBRATED
 
 
-def columns(window, ceiling: Ceiling | None, dtype: str | None, ran_pct: float = math.nan) -> dict:
+def columns(window, ceiling: Ceiling | None, dtype: str | None, ran_pct: float = math.nan, clocks=None) -> dict:
     """A summary row's ceiling columns from its window's sample rows; empty where no ceiling may be claimed.
 
     ran_pct: the FLOPs that ran, as a share of the dtype's dense peak (HFU; MFU where the count is of what ran);
     ran_over_ceiling is it over the calibrated limit: above 1, more ran than the pipes could deliver (NaN
-    without a calibration)."""
+    without a calibration). clocks: the GPU's rows around the window, for the limit's highest clocks."""
     if ceiling is None:
         return {}
     shown = ceiling_dtype(dtype)
@@ -151,7 +184,8 @@ def columns(window, ceiling: Ceiling | None, dtype: str | None, ran_pct: float =
     peak = ceiling.peaks[UNIT_OF[shown]]
     flops = mhz / ceiling.peak_clock_mhz * peak * factor
     pct = 100.0 * flops / peak
-    limit = pct * (1.0 + error) if error is not None else math.nan
+    highest, _ = active_cycles_mhz(window, highest_clock_mhz(window, clocks))
+    limit = 100.0 * highest / ceiling.peak_clock_mhz * factor * (1.0 + error) if error is not None else math.nan
     judged = dtype in TENSOR_DTYPES and finite(limit) and finite(ran_pct)
     return {"tensor_ceiling_tflops": flops / 1e12, "tensor_ceiling_pct": pct, "tensor_ceiling_limit_pct": limit,
             "tensor_ceiling_dtype": shown, "tensor_ceiling_basis": said,
@@ -193,7 +227,7 @@ def for_suite(gpu: str, sheet: dict | None, where: Path | None = None):
     what ran, so its MFU (of its unit's peak) is held to the ceiling of its unit's dtype."""
     found = ceiling_for(gpu, sheet, where)
 
-    def hook(window, row: dict) -> dict:
+    def hook(window, row: dict, clocks=None) -> dict:
         dtype = DTYPE_OF.get(row.get("unit") or "")
-        return columns(window, found, dtype, row.get("mfu_pct", math.nan) if dtype else math.nan)
+        return columns(window, found, dtype, row.get("mfu_pct", math.nan) if dtype else math.nan, clocks)
     return hook

@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 
 from gpubench.metrics import BY_COLUMN, finite, pct
 from gpubench.read.summary import batch_at, ridge_flop_per_byte, row_label
+from gpubench.truth.peaks import UNIT_NAMES
 
 from .common import VALUE_PT, C, empty, save, short, stamp
 
@@ -42,6 +43,19 @@ def sweep_facts(rows: list[dict], peaks: dict) -> dict:
                                   finite(r.get("mbu_pct")) and r["mfu_pct"] > r["mbu_pct"]), None)}
 
 
+def peaks_said(rows: list[dict]) -> str:
+    """Which peak MFU divides by where a sweep's points ran on different units (a batch of one on CUDA cores, the
+    rest on the tensor cores): 'of the bf16 peak; batch 1 of the FP32 peak'; empty where they share one."""
+    by: dict[str, list[str]] = {}
+    for r in rows:
+        by.setdefault(r.get("unit") or "bf16_tensor", []).append(f"{r['tokens_per_call']:.0f}")
+    if len(by) < 2:
+        return ""
+    main = max(by, key=lambda u: len(by[u]))
+    return "; ".join([f"of the {UNIT_NAMES.get(main, main)} peak"] + [
+        f"batch {', '.join(bs)} of the {UNIT_NAMES.get(u, u)} peak" for u, bs in by.items() if u != main])
+
+
 def least_ms(row: dict, peaks: dict) -> float:
     """The roofline's least time for a step: its bytes at the DRAM roof or its FLOPs at the bf16 roof, as
     the roofline figure draws them (measured peaks where known)."""
@@ -72,15 +86,17 @@ def draw(summary, samples, manifest, out_dir):
     ax_tok.plot(xs, [first["tokens_per_s"] * x / first["tokens_per_call"] for x in xs], color="#999", lw=1,
                 label=f"batch {first['tokens_per_call']:.0f}'s rate per token x batch")
     least = [least_ms(r, peaks) * 1e3 for r in sweep]
+    mixed = peaks_said(sweep)
     if any(finite(v) for v in least):
         ax_ms.plot(xs, least, color="#999", lw=1, label="least time on the roofline: weights at DRAM speed,\n"
-                                                        "or the FLOPs at the bf16 peak")
+                   + ("or the FLOPs at the peak of the unit each ran on" if mixed else "or the FLOPs at the bf16 peak"))
     _value_labels(ax_tok, sweep, "tokens_per_s", _count)
     _value_labels(ax_ms, sweep, "kernel_ms", lambda v: f"{v:.0f}", scale=1e3)
     for col in PERCENT:
         ys = [r.get(col) for r in sweep]
         if any(finite(y) for y in ys):
-            ax_pct.plot(xs, ys, marker="o", color=C[col], label=f"{BY_COLUMN[col].label} ({sweep_impl})")
+            said = f": {mixed}" if col == "mfu_pct" and mixed else ""
+            ax_pct.plot(xs, ys, marker="o", color=C[col], label=f"{BY_COLUMN[col].label} ({sweep_impl}){said}")
         else:
             ax_pct.plot([], [], ls=":", color=C[col], label=f"{BY_COLUMN[col].label}: unavailable in this run")
     _value_labels(ax_pct, sweep, "gpu_util_pct", pct, color=C["gpu_util_pct"])
