@@ -257,7 +257,9 @@ def test_four_ranks_on_two_nodes_send_every_nodes_samples_to_rank_0(tmp_path):
     strag = [r for r in summary if r["scenario"] == "straggler"]
     assert [r["rank"] for r in strag] == [0, 1, 2, 3] and {r["straggler_rank"] for r in strag} == {1}
     rows_of_3 = [r for r in samples if r["rank"] == 3 and r["phase"] == "straggler"]
-    assert rows_of_3 and next(r for r in strag if r["rank"] == 3)["n_samples"] > 2  # whole for GPU-Util too
+    # rank 3's row is read from its own GPU's samples, GPU-Util included (a loaded machine may sample it seldom)
+    row_of_3 = next(r for r in strag if r["rank"] == 3)
+    assert rows_of_3 and 1 <= row_of_3["n_samples"] <= len(rows_of_3) and row_of_3["gpu_util_pct"] == 99.0
 
 
 def test_ctrl_c_on_every_rank_leaves_rank_0s_part_of_the_run(tmp_path):
