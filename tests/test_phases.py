@@ -285,3 +285,21 @@ def test_no_watch_row_mixes_windows_in_the_committed_runs():
                 assert r["n_samples"] > 0, (run.name, r["scenario"])
             if r["verdict_rules"] == "too-short":
                 assert not finite(r["steps_per_s"]) and not finite(r["mfu_pct"]), (run.name, r["scenario"])
+
+
+def test_the_groups_around_a_window_are_found_as_a_scan_of_every_group_would():
+    """tally.around bisects (a summary of thousands of phases asks it once a phase); groups may overlap."""
+    import random
+    from types import SimpleNamespace
+
+    from gpubench.job.tally import around
+
+    rng = random.Random(1)
+    for _ in range(2000):
+        firsts = sorted(rng.random() * 10 for _ in range(rng.randint(0, 12)))
+        groups = [SimpleNamespace(t_first=a, t_last=a + rng.random() * rng.choice([0.1, 3.0])) for a in firsts]
+        ws = rng.random() * 10
+        we = ws + rng.random() * 3
+        scanned = (next((g for g in reversed(groups) if g.t_last < ws), None),
+                   next((g for g in groups if g.t_first > we), None))
+        assert around(groups, ws, we) == scanned

@@ -147,8 +147,10 @@ def summarize_row(name: str, spans, gpu, rows, ctx: Context, kind: str = "phase"
     window_at, starts_at = [], []  # the rows of each span's window, and that window's start for each row
     tallies = {s: Tally() for s in streams}
     reported = 0  # steps in the spans, the window's and those before the trim
+    begun_inside = []  # the groups that begin in a span: where the row's steps came from
     for a, b in spans:
         pooled = pooled_all[bisect_left(starts, a):bisect_right(starts, b)]
+        begun_inside.extend(pooled)
         ws, we, kept = tally.window(pooled, a, b, ctx.trim_s) if kind == "phase" else (a + ctx.trim_s, b, [])
         if kind == "phase":
             reported += sum(g.n for g in pooled if a <= g.t_first and g.t_last <= b)
@@ -185,7 +187,7 @@ def summarize_row(name: str, spans, gpu, rows, ctx: Context, kind: str = "phase"
                                   UNITS[ctx.dtype], ctx.hardware), steps_reported=reported)
     row.update(tensor_ceiling.columns(covering(window_rows, row_starts, TRAIL_S["tensor_active_pct"]),
                                       ctx.ceiling(gpu), ctx.dtype, row.get("hfu_pct", math.nan), clocks=rows))
-    row.update(provenance.sources(spans, streams, ctx.steps, row["steps"] or reported > 1))
+    row.update(provenance.sources(begun_inside, row["steps"] or reported > 1))
     judge(row, ctx, stepped, kind)
     return row
 

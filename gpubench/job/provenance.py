@@ -76,10 +76,11 @@ def cut_out(phases: list, gaps: list[tuple[float, float]]) -> list:
     return [p for p in phases if p.spans]
 
 
-def sources(spans, streams, steps: dict, stamped=True) -> dict:
-    """Where a row's steps and FLOPs came from: its GPU's streams (`steps`: stream -> groups of steps);
-    nothing where the row holds no step (`stamped` false: a span's first stamp ends a step begun before it)."""
-    inside = [g for s in streams for g in steps.get(s, []) if stamped and any(a <= g.t_first <= b for a, b in spans)]
+def sources(inside, stamped=True) -> dict:
+    """Where a row's steps and FLOPs came from: `inside`, the groups of steps of its GPU's streams that begin
+    in its spans; nothing where the row holds no step (`stamped` false: a span's first stamp ends a step
+    begun before it)."""
+    inside = list(inside) if stamped else []
     kinds = {OWN if g.origin == OWN else OPTIMIZER for g in inside}
     counted = {OWN if g.origin == OWN else OPTIMIZER for g in inside if g.counted}
     return {"steps_source": " and ".join(STEPS_FROM[k] for k in sorted(kinds, reverse=True)),

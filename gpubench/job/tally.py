@@ -95,10 +95,15 @@ def window(groups: list[Steps], a: float, b: float, trim_s: float) -> tuple[floa
 
 
 def around(groups: list[Steps], ws: float, we: float) -> tuple[Steps | None, Steps | None]:
-    """A stream's last group that ended before ws and its first that began after we (its groups in order)."""
-    before = next((g for g in reversed(groups) if g.t_last < ws), None)
-    after = next((g for g in groups if g.t_first > we), None)
-    return before, after
+    """A stream's last group that ended before ws and its first that began after we (its groups in order of
+    their first step). A job that marks every epoch asks this once a phase: a scan of every group each time
+    made its summary quadratic, so both ends are found by bisection on the first steps."""
+    from bisect import bisect_left, bisect_right
+
+    j = bisect_right(groups, we, key=lambda g: g.t_first)
+    k = bisect_left(groups, ws, key=lambda g: g.t_first)  # a group that begins at ws or later ends there too
+    before = next((groups[i] for i in range(k - 1, -1, -1) if groups[i].t_last < ws), None)
+    return before, (groups[j] if j < len(groups) else None)
 
 
 # Why a row of marks written before count_flops counted what the kernels run has no HFU (gpubench.truth.flops)
