@@ -15,7 +15,7 @@ import pytest
 
 from gpubench.gate import floor
 from gpubench.gate.rounds import DOCUMENTED_STEP_S, MAX_LATE_SHARE, resolution_pct, timer_step, usable
-from gpubench.gate.verdict import LEVEL, RULES, Change, clock_explains, judge
+from gpubench.gate.judgement import LEVEL, RULES, Change, clock_explains, judge
 from gpubench.stats import (
     STATISTICS,
     Interval,
@@ -417,7 +417,7 @@ def test_the_clock_sentence_is_said_only_of_an_interval_the_clock_can_cover():
 
 
 def test_the_clock_is_held_against_a_change_only_where_a_limit_swayed_it():
-    from gpubench.gate.report import compare_run
+    from gpubench.gate.against_baseline import compare_run
 
     before, now = noise(n=200, seed=1), [x * 1.026 for x in noise(n=200, seed=2)]
     for events, expected in (({"power cap": 1.0}, "unsure"), ({}, "slower"), ({"power cap": 0.2}, "slower")):

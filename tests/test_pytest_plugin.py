@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpubench import pytest_plugin
+from gpubench.gate import configure
 from gpubench.gate.device import NoGpu
 from gatefakes import (  # noqa: F401 - fixtures
     H100,
@@ -109,7 +109,7 @@ def test_without_a_gpu_the_baseline_options_say_they_do_nothing(suite, monkeypat
     def no_gpu():
         raise NoGpu("CUDA sees no GPU in this process")
 
-    monkeypatch.setattr(pytest_plugin, "this_gpu", no_gpu)
+    monkeypatch.setattr(configure, "this_gpu", no_gpu)
     r = suite(f"--gpu-baseline={tmp_path}", f"--gpu-save-baseline={tmp_path}")
     r.assert_outcomes(skipped=1)
     assert "no GPU here (CUDA sees no GPU in this process)" in r.stdout.str()
@@ -245,7 +245,7 @@ def test_a_saved_baseline_is_named_for_the_gpu_and_holds_its_fingerprint(suite, 
 @pytest.mark.filterwarnings("ignore:Not saving anything")  # the benchmark never ran: nothing to save
 def test_benchmarks_on_another_gpu_than_the_baseline_was_chosen_for_fail(suite, fake_gpu, monkeypatch, tmp_path):
     """The baseline is chosen for CUDA device 0; a test that moved the current device elsewhere is refused."""
-    monkeypatch.setattr(pytest_plugin, "this_gpu", lambda: {**H100, "uuid": "GPU-another-h100"})
+    monkeypatch.setattr(configure, "this_gpu", lambda: {**H100, "uuid": "GPU-another-h100"})
     r = suite(f"--gpu-save-baseline={tmp_path}")
     r.assert_outcomes(errors=1)
     assert "not on the GPU the baseline was chosen for (GPU-another-h100)" in r.stdout.str()
@@ -300,7 +300,7 @@ def test_the_same_model_with_another_driver_is_compared_and_noted(suite, fake_gp
 ])
 def test_a_baseline_of_another_part_mode_or_limit_is_refused(suite, fake_gpu, monkeypatch, tmp_path, other, said):
     monkeypatch.setattr(FakeDevice, "fingerprint", {**H100, "app_sm_clock_mhz": 1980, "ecc": True})
-    monkeypatch.setattr(pytest_plugin, "this_gpu", lambda: dict(FakeDevice.fingerprint))
+    monkeypatch.setattr(configure, "this_gpu", lambda: dict(FakeDevice.fingerprint))
     baseline(tmp_path / "h100-80gb-hbm3.json", {**H100, "app_sm_clock_mhz": 1980, "ecc": True, **other})
     r = suite(f"--gpu-baseline={tmp_path}")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
