@@ -41,6 +41,20 @@ def test_the_entry_point_names_the_plugin_module():
     assert eps == {PLUGIN: PLUGIN}  # the same name as pytest_plugins = [PLUGIN], so it registers once
 
 
+def test_the_plugin_holds_hooks_and_the_gate_keeps_one_object_in_the_stash():
+    """The gate's logic lives in gpubench.gate; what a session decided is one Decisions under one stash key."""
+    import inspect
+
+    from gpubench import pytest_plugin
+    from gpubench.gate import decisions, finish
+
+    keys = {id(v) for m in (pytest_plugin, configure, finish, decisions) for v in vars(m).values()
+            if isinstance(v, pytest.StashKey)}
+    assert keys == {id(decisions.KEY)}
+    own = [n for n, v in vars(pytest_plugin).items() if inspect.isfunction(v) and v.__module__ == PLUGIN]
+    assert own and all(n.startswith("pytest_") for n in own), own
+
+
 def test_pytest_loads_the_plugin_through_its_entry_point(tmp_path):
     """An installed distribution's pytest11 entry point is all pytest needs: no -p, no conftest."""
     dist = tmp_path / "gpubench_ladder-0.0.dist-info"

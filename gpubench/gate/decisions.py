@@ -25,6 +25,7 @@ class Decisions:
     floor_runs: int = 1
     """Processes that measure a saved baseline's floor, this one first (the others start when it ends)."""
     session: pytest.Session | None = None
+    """The session, for the hooks that end it as failed after its own end (the terminal summary, unconfigure)."""
     baseline: tuple[str, dict] | None = None
     """(file name, its content) of the baseline compared with, as pytest-benchmark loaded it."""
     always: list[str] = field(default_factory=list)
