@@ -37,38 +37,33 @@ import threading
 import time
 from pathlib import Path
 
+from gpubench.record.sources.cupti import CANDIDATES, NOT_SHIPPED
+
 HERE = Path(__file__).resolve()
 INTERVAL_NS = 10_000_000  # one PM sample every 10 ms; the sampler reads ten at a time
 BUFFER_MIB = 64
 
-# Candidates per column, best first: DCGM's definitions as Nsight Compute names them.
-ROLES = {
-    "sm_active_pct": ["sm__cycles_active.avg.pct_of_peak_sustained_elapsed"],
-    "sm_occupancy_pct": ["sm__warps_active.avg.pct_of_peak_sustained_elapsed"],
-    "tensor_active_pct": ["sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
-                          "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
-                          "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
-                          "sm__inst_executed_pipe_tensor.avg.pct_of_peak_sustained_elapsed"],
-    "dram_active_pct": ["dram__throughput.avg.pct_of_peak_sustained_elapsed",
-                        "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
-                        "dramc__throughput.avg.pct_of_peak_sustained_elapsed",
-                        "dram__cycles_active.avg.pct_of_peak_sustained_elapsed",
-                        "dramc__read_throughput.avg.pct_of_peak_sustained_elapsed"],
-    "fp32_active_pct": ["sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed",
-                        "sm__pipe_fmaheavy_cycles_active.avg.pct_of_peak_sustained_elapsed",
-                        "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_elapsed"],
-    "fp64_active_pct": ["sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_elapsed",
-                        "sm__inst_executed_pipe_fp64.avg.pct_of_peak_sustained_elapsed"],
-    "fp16_active_pct": ["sm__pipe_fp16_cycles_active.avg.pct_of_peak_sustained_elapsed",
-                        "sm__inst_executed_pipe_fp16.avg.pct_of_peak_sustained_elapsed"],
-    "graphics_active_pct": ["gr__cycles_active.avg.pct_of_peak_sustained_elapsed",
-                            "gpu__time_active.avg.pct_of_peak_sustained_elapsed"],
-}
+# Candidates per column, best first: the ones the CUPTI source ships (gpubench.record.sources.cupti.CANDIDATES),
+# so that the probe tries what the source would choose; a ratio's two counters are tried among RAW below.
+# Columns the source ships no counter for (NOT_SHIPPED) keep the probe's own candidates, DCGM's definitions as
+# Nsight Compute names them: the probe is where a match for them is looked for.
+SEARCHED = {"dram_active_pct": ["dram__throughput.avg.pct_of_peak_sustained_elapsed",
+                                "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+                                "dramc__throughput.avg.pct_of_peak_sustained_elapsed",
+                                "dram__cycles_active.avg.pct_of_peak_sustained_elapsed",
+                                "dramc__read_throughput.avg.pct_of_peak_sustained_elapsed"]}
+ROLES: dict[str, list[str]] = {}
+for _column, _readings in CANDIDATES.items():
+    ROLES[_column] = [r.metrics[0] for r in _readings if len(r.metrics) == 1]
+    if _column == "tensor_active_pct":  # DRAM after the tensor pipes, its rung on the ladder
+        ROLES |= {c: SEARCHED[c] for c in NOT_SHIPPED}
 # Raw counters to fall back on where a percentage is not offered (ratios computed afterwards).
 RAW = ["sm__cycles_active.avg", "sm__cycles_elapsed.avg", "sm__warps_active.avg", "sm__warps_active.sum",
        "gpc__cycles_elapsed.max", "sys__cycles_elapsed.max", "gr__cycles_elapsed.max", "dram__bytes.sum",
        "dram__bytes_read.sum", "dram__bytes_write.sum", "sm__pipe_tensor_cycles_active.avg",
        "sm__inst_executed_pipe_tensor.sum", "gpu__time_duration.sum"]
+RAW += [m for readings in CANDIDATES.values() for r in readings if len(r.metrics) > 1 for m in r.metrics
+        if m not in RAW]
 INTERESTING = ("sm__cycles", "sm__warps", "sm__pipe", "sm__inst_executed_pipe", "dram", "gpu__dram", "gr__",
                "gpc__cycles", "sys__cycles", "gpu__time", "sm__throughput", "gpu__compute_memory", "fbpa",
                "pcie", "nvl", "lts__t_bytes", "sm__maximum_warps", "tpc__")

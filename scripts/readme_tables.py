@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
-from gpubench.gate.verdict import RULES  # noqa: E402
+from gpubench.gate.judgement import RULES  # noqa: E402
 from gpubench.metrics import BY_COLUMN, LADDER, fmt_value, pct  # noqa: E402  # noqa: E402
 from gpubench.read.summary import windows_of  # noqa: E402
 from gpubench.record.rundir import load_run  # noqa: E402
@@ -577,7 +577,7 @@ def baselines_text(results: Path) -> str:
 
 
 def gate_rules(results: Path) -> str:
-    """The verdict's rules, as gpubench.gate.verdict holds them."""
+    """The verdict's rules, as gpubench.gate.judgement holds them."""
     lines = ["| verdict | when |", "| --- | --- |"]
     lines += [f"| `{word}` | {when} |" for word, when, _, _ in RULES]
     return "\n".join(lines) + "\n"

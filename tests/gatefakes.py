@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpubench import pytest_plugin
+from gpubench.gate import configure
 from gpubench.gate import runs as benchruns
 from gpubench.gate.clock import CLOCK
 from gpubench.gate.graph import GraphRefused
@@ -176,8 +176,8 @@ def fake_gpu(monkeypatch):
     device = FakeDevice(clock)
     monkeypatch.setattr(torch.cuda, "Event", Event)
     monkeypatch.setattr(CLOCK, "host_time", lambda: clock.host / 1e3)  # the fake host's clock, in seconds
-    monkeypatch.setattr(pytest_plugin, "open_device", lambda: device)
-    monkeypatch.setattr(pytest_plugin, "this_gpu", lambda: dict(device.fingerprint))
+    monkeypatch.setattr(configure, "open_device", lambda: device)
+    monkeypatch.setattr(configure, "this_gpu", lambda: dict(device.fingerprint))
     return device
 
 

@@ -159,8 +159,8 @@ def rounds_of(us: float, shift_pct: float, n: int = 60) -> list[float]:
 
 def session(baseline: dict, shifts: dict, names=NAMES, uuid="GPU-1") -> dict:
     """What --gpu-verdict-json holds after a run whose calls moved by shifts[name] percent, made by the gate."""
-    from gpubench.gate.report import compare_run
-    from gpubench.gate.session import verdict_records
+    from gpubench.gate.against_baseline import compare_run
+    from gpubench.gate.finish import verdict_records
 
     runs = {f"t::{n}": {"name": n, "rounds": rounds_of(us, shifts.get(n, 0.0)), "extra_info": {"l2_flush": True}}
             for n, us in names.items()}
@@ -171,7 +171,7 @@ def session(baseline: dict, shifts: dict, names=NAMES, uuid="GPU-1") -> dict:
 def baseline_of(process_shifts: list[float]) -> dict:
     """A baseline of NAMES measured in len(process_shifts) processes, its reruns added as the plugin adds them."""
     from gpubench.gate import floor
-    from gpubench.gate.report import compare_run
+    from gpubench.gate.against_baseline import compare_run
 
     data = {"machine_info": {"gpu": {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-1"}},
             "benchmarks": [{"name": n, "fullname": f"t::{n}", "stats": {"median": us * 1e-6, "rounds": 60,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpubench.gate import floor
-from gpubench.gate.verdict import LEAST_FLOOR_PCT, decide
+from gpubench.gate.judgement import LEAST_FLOOR_PCT, decide
 from gpubench.stats import Interval
 
 DATA = json.loads((Path(__file__).parent / "gate_h100_reruns.json").read_text())
@@ -137,7 +137,7 @@ def test_the_h100_part_of_the_calls_run_had_too_few_rounds_for_the_saxpy():
     """11 rounds of 23 calls (0.2 s), five of them slowed whole: the median moved 11.7%, but a resample of those
     few rounds can hold none of the slow ones, and the run read `unsure`; so do most runs of the bursts below at
     0.2 s, wherever in their cycle the rounds start."""
-    from gpubench.gate.verdict import judge
+    from gpubench.gate.judgement import judge
 
     saxpy, base = PART["test_saxpy"], BACK["test_saxpy"]["baseline_rounds_s"]
     assert saxpy["word"] == "unsure" and len(saxpy["rounds_s"]) == 11 and saxpy["calls_per_round"] == 23
@@ -152,7 +152,7 @@ def test_part_of_the_calls_reads_slower_at_step_b_min_time_wherever_its_bursts_s
     """At step b's --gpu-min-time, 30% more work in 40% of the calls reads `slower` for both calls timed back to
     back, with the calls per round of the baseline and of the run (the slowed warm-up plans fewer), wherever in
     the bursts' cycle the rounds start."""
-    from gpubench.gate.verdict import judge
+    from gpubench.gate.judgement import judge
 
     cycle = gate_set().BURST * gate_set().PERIOD
     base = BACK[name]["baseline_rounds_s"]

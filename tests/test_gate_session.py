@@ -17,7 +17,7 @@ from gatefakes import (  # noqa: F401 - fixtures
     suite,
     verdict_line,
 )
-from gpubench import pytest_plugin
+from gpubench.gate import configure
 from gpubench.gate import runs as benchruns
 from gpubench.gate.device import NoGpu
 
@@ -79,8 +79,8 @@ def test_the_verdicts_go_to_a_json_file_with_their_numbers(suite, saved, tmp_pat
 
 def test_a_verdict_line_names_the_median_once():
     """Where another statistic decided, the median follows in brackets as its own text, not "median median"."""
-    from gpubench.gate.report import Compared, lines
-    from gpubench.gate.verdict import judge
+    from gpubench.gate.against_baseline import Compared, lines
+    from gpubench.gate.judgement import judge
 
     before = [1e-3 * (1 + 0.001 * (i % 5)) for i in range(100)]
     now = [x * (1.3 if i % 5 == 4 else 1.0) for i, x in enumerate(before)]
@@ -209,7 +209,7 @@ def test_gpu_fail_slower_without_a_gpu_is_a_usage_error(suite, monkeypatch, tmp_
     def no_gpu():
         raise NoGpu("CUDA sees no GPU in this process")
 
-    monkeypatch.setattr(pytest_plugin, "this_gpu", no_gpu)
+    monkeypatch.setattr(configure, "this_gpu", no_gpu)
     baseline(tmp_path / "h100-80gb-hbm3.json", None)
     for how in (f"--gpu-baseline={tmp_path}", f"--benchmark-compare={tmp_path / 'h100-80gb-hbm3.json'}"):
         r = suite(how, "--gpu-fail-slower")

@@ -2,7 +2,7 @@
 interval, the verdict's rules, the between-run floor of several processes, the timer's step, outlying
 rounds, and two sets of reproductions. Against the committed baselines, where the older rule (the medians
 against the wider IQR, at least 2%) read `same`; they start from the rounds those baselines held then
-(issue20_rounds.json), so that they stay the same when the baselines are measured anew. And rounds as a
+(gate_reproduction_rounds.json), so that they stay the same when the baselines are measured anew. And rounds as a
 small call's come on an H100 (steps of 32 ns, a process effect of a few percent), where the rule before
 this floor (the largest interval end of two reruns, intervals of no width) read unchanged code `slower`."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from gpubench.gate import floor
+from gpubench.gate.judgement import LEVEL, RULES, Change, clock_explains, judge
 from gpubench.gate.rounds import DOCUMENTED_STEP_S, MAX_LATE_SHARE, resolution_pct, timer_step, usable
-from gpubench.gate.verdict import LEVEL, RULES, Change, clock_explains, judge
 from gpubench.stats import (
     STATISTICS,
     Interval,
@@ -27,10 +27,10 @@ from gpubench.stats import (
 np = pytest.importorskip("numpy")
 ROOT = Path(__file__).resolve().parents[1]
 H200, H100 = ROOT / "results/benchmarks/h200.json", ROOT / "results/benchmarks/h100-80gb-hbm3.json"
-ISSUE = json.loads((ROOT / "tests" / "issue20_rounds.json").read_text())["rounds"]
-H200_COPY = ISSUE["NVIDIA H200: test_copy[torch-1GiB]"]["rounds"]
-H100_GEMM = ISSUE["NVIDIA H100 80GB HBM3: test_gemm[torch-bf16]"]["rounds"]
-OLD_FLOOR_PCT = 2.0  # the old rule's floor, and the floor the issue's reproductions were read against
+REPRODUCED = json.loads((ROOT / "tests" / "gate_reproduction_rounds.json").read_text())["rounds"]
+H200_COPY = REPRODUCED["NVIDIA H200: test_copy[torch-1GiB]"]["rounds"]
+H100_GEMM = REPRODUCED["NVIDIA H100 80GB HBM3: test_gemm[torch-bf16]"]["rounds"]
+OLD_FLOOR_PCT = 2.0  # the old rule's floor, and the floor the reproductions were read against
 
 
 def old_rule(before: list[float], now: list[float]) -> str:
@@ -130,7 +130,7 @@ def test_a_verdict_says_which_statistic_decided_with_its_numbers():
     assert [c.stat for c in v.changes] == list(STATISTICS) and v.median.stat == "median"
 
 
-# --- issue 20's reproductions against the committed baselines ---------------------------------------
+# --- reproductions against the committed baselines ------------------------------------------------
 
 def test_half_the_calls_25pct_slower_reads_slower_not_same():
     before = H200_COPY
@@ -417,7 +417,7 @@ def test_the_clock_sentence_is_said_only_of_an_interval_the_clock_can_cover():
 
 
 def test_the_clock_is_held_against_a_change_only_where_a_limit_swayed_it():
-    from gpubench.gate.report import compare_run
+    from gpubench.gate.against_baseline import compare_run
 
     before, now = noise(n=200, seed=1), [x * 1.026 for x in noise(n=200, seed=2)]
     for events, expected in (({"power cap": 1.0}, "unsure"), ({}, "slower"), ({"power cap": 0.2}, "slower")):

@@ -32,7 +32,7 @@ from gpubench.gate.fixture import (
     work_facts,
 )
 from gpubench.gate.graph import GRAPH_BELOW_US, GRAPH_CALLS, GRAPH_PROBE_MS, GraphRefused, graph_or_not
-from gpubench.gate.report import compare_run
+from gpubench.gate.against_baseline import compare_run
 from gpubench.record import gpus, nvml
 from gpubench.record.rundir import json_safe
 from gpubench.truth.peaks import datasheet_for

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpubench import pytest_plugin
+from gpubench.gate import configure
 from gpubench.gate.device import NoGpu
 from gatefakes import (  # noqa: F401 - fixtures
     H100,
@@ -39,6 +39,20 @@ def test_the_entry_point_names_the_plugin_module():
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     eps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["pytest11"]
     assert eps == {PLUGIN: PLUGIN}  # the same name as pytest_plugins = [PLUGIN], so it registers once
+
+
+def test_the_plugin_holds_hooks_and_the_gate_keeps_one_object_in_the_stash():
+    """The gate's logic lives in gpubench.gate; what a session decided is one Decisions under one stash key."""
+    import inspect
+
+    from gpubench import pytest_plugin
+    from gpubench.gate import decisions, finish
+
+    keys = {id(v) for m in (pytest_plugin, configure, finish, decisions) for v in vars(m).values()
+            if isinstance(v, pytest.StashKey)}
+    assert keys == {id(decisions.KEY)}
+    own = [n for n, v in vars(pytest_plugin).items() if inspect.isfunction(v) and v.__module__ == PLUGIN]
+    assert own and all(n.startswith("pytest_") for n in own), own
 
 
 def test_pytest_loads_the_plugin_through_its_entry_point(tmp_path):
@@ -109,7 +123,7 @@ def test_without_a_gpu_the_baseline_options_say_they_do_nothing(suite, monkeypat
     def no_gpu():
         raise NoGpu("CUDA sees no GPU in this process")
 
-    monkeypatch.setattr(pytest_plugin, "this_gpu", no_gpu)
+    monkeypatch.setattr(configure, "this_gpu", no_gpu)
     r = suite(f"--gpu-baseline={tmp_path}", f"--gpu-save-baseline={tmp_path}")
     r.assert_outcomes(skipped=1)
     assert "no GPU here (CUDA sees no GPU in this process)" in r.stdout.str()
@@ -245,7 +259,7 @@ def test_a_saved_baseline_is_named_for_the_gpu_and_holds_its_fingerprint(suite, 
 @pytest.mark.filterwarnings("ignore:Not saving anything")  # the benchmark never ran: nothing to save
 def test_benchmarks_on_another_gpu_than_the_baseline_was_chosen_for_fail(suite, fake_gpu, monkeypatch, tmp_path):
     """The baseline is chosen for CUDA device 0; a test that moved the current device elsewhere is refused."""
-    monkeypatch.setattr(pytest_plugin, "this_gpu", lambda: {**H100, "uuid": "GPU-another-h100"})
+    monkeypatch.setattr(configure, "this_gpu", lambda: {**H100, "uuid": "GPU-another-h100"})
     r = suite(f"--gpu-save-baseline={tmp_path}")
     r.assert_outcomes(errors=1)
     assert "not on the GPU the baseline was chosen for (GPU-another-h100)" in r.stdout.str()
@@ -300,7 +314,7 @@ def test_the_same_model_with_another_driver_is_compared_and_noted(suite, fake_gp
 ])
 def test_a_baseline_of_another_part_mode_or_limit_is_refused(suite, fake_gpu, monkeypatch, tmp_path, other, said):
     monkeypatch.setattr(FakeDevice, "fingerprint", {**H100, "app_sm_clock_mhz": 1980, "ecc": True})
-    monkeypatch.setattr(pytest_plugin, "this_gpu", lambda: dict(FakeDevice.fingerprint))
+    monkeypatch.setattr(configure, "this_gpu", lambda: dict(FakeDevice.fingerprint))
     baseline(tmp_path / "h100-80gb-hbm3.json", {**H100, "app_sm_clock_mhz": 1980, "ecc": True, **other})
     r = suite(f"--gpu-baseline={tmp_path}")
     assert r.ret == pytest.ExitCode.USAGE_ERROR

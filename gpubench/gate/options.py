@@ -3,11 +3,23 @@ is measured, and how the gate decides."""
 
 from __future__ import annotations
 
+import argparse
+
 from gpubench.gate.fixture import MIN_TIME_S, SETTLE_S
+from gpubench.gate.judgement import LEAST_FLOOR_PCT
 from gpubench.gate.runs import RUNS
-from gpubench.gate.session import count
-from gpubench.gate.verdict import LEAST_FLOOR_PCT
 from gpubench.usage import non_negative, positive
+
+
+def count(text: str) -> int:
+    """A whole number of one or more, for an option's parser."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of one or more, not {text}")
+    return value
 
 
 def add_options(parser) -> None:

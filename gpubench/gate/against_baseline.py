@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from gpubench.gate import floor
 from gpubench.gate.fixture import SWAYING
 from gpubench.gate.rounds import usable
-from gpubench.gate.verdict import CLOCK_DIFF, LEVEL, Verdict, judge
+from gpubench.gate.judgement import CLOCK_DIFF, LEVEL, Verdict, judge
 from gpubench.metrics import finite
 
 EVENT_DIFF = 0.25  # and a clock-event reason that held in a quarter more (or fewer) of the rounds
