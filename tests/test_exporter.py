@@ -20,6 +20,7 @@ from fakes import GPU
 from gpubench.cli import main
 from gpubench.job import markfile, watch
 from gpubench.job.watching import WatchOptions
+from gpubench.record.config import RecordingConfig
 from gpubench.read.summary import TRAIL_S
 from gpubench.record.rundir import load_run
 from gpubench.record.sources.replay import ReplaySource
@@ -89,7 +90,7 @@ def replayed(tmp_path: Path, phase: str = "train", n: int = 600) -> ReplaySource
 
 
 def options(out: Path, sources, endpoint) -> WatchOptions:
-    return WatchOptions(out, [GPU], INFO, interval_s=0.05, sources=sources, command=["gpubench", "watch"],
+    return WatchOptions(out, [GPU], INFO, RecordingConfig(interval_s=0.05, sources=sources, command=["gpubench", "watch"]),
                         metrics=endpoint)
 
 
@@ -244,7 +245,8 @@ from fakes import GPU, FakeSource
 from gpubench.job import watch
 from gpubench.job.exporter import Endpoint
 from gpubench.job.watching import WatchOptions
-opts = WatchOptions(Path(sys.argv[1]), [GPU], {{"name": GPU.name}}, interval_s=0.05, sources=[FakeSource()],
+from gpubench.record.config import RecordingConfig
+opts = WatchOptions(Path(sys.argv[1]), [GPU], {{"name": GPU.name}}, RecordingConfig(interval_s=0.05, sources=[FakeSource()]),
                     metrics=Endpoint(0, "127.0.0.1"))
 Path(sys.argv[2]).write_text(str(opts.metrics.port))
 code, w = watch.run(opts, sys.argv[3:])

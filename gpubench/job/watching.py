@@ -26,10 +26,10 @@ from gpubench.job import child, markfile, provenance
 from gpubench.job.contexts import Contexts
 from gpubench.job.phases import FIRST_PHASE, FLOP_CONVENTION, STORY, UNITS, Summary, summarize_watch
 from gpubench.read.summary import peak_conditions
+from gpubench.record.config import RecordingConfig
 from gpubench.record.gpus import Gpu
 from gpubench.record.recording import Recording, Reporter
 from gpubench.record.rundir import write_summary
-from gpubench.record.sources.policy import DEFAULT_INTERVAL_S
 from gpubench.truth.flops import FLOP_COUNT_VERSION, hardware_known
 from gpubench.truth.peaks import sheet_for
 
@@ -53,18 +53,12 @@ with open(sys.argv[1], "w") as f:
 
 @dataclass
 class WatchOptions:
-    out_dir: Path
+    out_dir: Path  # the run directory, chosen
     gpus: list[Gpu]
     info: dict  # the first sampled GPU's facts (nvml.device_info), the manifest's "gpu"
+    recording: RecordingConfig = field(default_factory=RecordingConfig)
     dtype: str = "bf16"  # the precision whose datasheet peak MFU divides by
-    interval_s: float = DEFAULT_INTERVAL_S
-    profiling: str = "auto"
-    smi: bool = True
-    measure_peaks: bool = False
-    command: list[str] = field(default_factory=lambda: list(sys.argv))
-    sources: list | None = None  # None: the source policy chooses
     marks_path: Path | None = None  # attach mode: a marks file the job already writes
-    all_gpus: bool = False  # keep a row for every sampled GPU, the idle ones too
     root_pid: object = None  # the command's process (or a callable giving it once started): its tree is the job
     metrics: object = None  # an open gpubench.job.exporter.Endpoint: serves the live window; closed at the end
     auto: bool = True  # steps and FLOPs from the command's optimizer (gpubench.job.autohook); False: --no-auto
@@ -149,8 +143,7 @@ def watching(opts: WatchOptions, reporter: Reporter | None = None):
     """Record while the block runs; on exit, summarize its phases into the run directory."""
     if opts.dtype not in UNITS:
         raise ValueError(f"dtype must be one of {', '.join(UNITS)}")
-    rec = Recording(opts.out_dir, opts.gpus, kind="watch", command=opts.command, interval_s=opts.interval_s,
-                    profiling=opts.profiling, smi=opts.smi, sources=opts.sources, reporter=reporter)
+    rec = Recording(opts.out_dir, opts.gpus, opts.recording, kind="watch", reporter=reporter)
     watch = Watch(opts.out_dir, opts.marks_path or opts.out_dir / MARKS_FILE, rec)
     peaks = {"datasheet": sheet_for(opts.info), "measured": None, "conditions": {}}
     windows: dict = {}
@@ -163,14 +156,14 @@ def watching(opts: WatchOptions, reporter: Reporter | None = None):
         peaks["conditions"] = {k: peak_conditions(rows, opts.gpus[0].nvml_index, a, b) for k, (a, b) in windows.items()}
         held = contexts.used if contexts is not None else {}
         result = summarize_watch(rows, events, opts.gpus, watch.t_start, watch.t_end, peaks, opts.dtype,
-                                 list(rec.sampler.columns), held, opts.all_gpus)
+                                 list(rec.sampler.columns), held, opts.recording.all_gpus)
         watch.summary[:] = result.summary
         write_summary(opts.out_dir, watch.summary)
         for note in result.notes:
             rec.warn(note)
         idle = [g.as_dict() for g in opts.gpus if g.nvml_index not in result.used]
         rec.manifest.update(peaks=peaks, phases=[{"name": p.name, "spans": p.spans} for p in result.phases],
-                            window={"t_start": watch.t_start, "t_end": watch.t_end}, all_gpus=opts.all_gpus,
+                            window={"t_start": watch.t_start, "t_end": watch.t_end}, all_gpus=opts.recording.all_gpus,
                             flop_convention=FLOP_CONVENTION, flop_count_version=FLOP_COUNT_VERSION,
                             gpus_used=result.used, gpus_idle=idle,
                             contexts=contexts.facts() if contexts is not None else None,
@@ -190,7 +183,7 @@ def watching(opts: WatchOptions, reporter: Reporter | None = None):
         rec.on_finish(finish)
         if opts.marks_path is None:
             watch.marks_path.touch()
-        if opts.measure_peaks:
+        if opts.recording.peaks:
             with rec.phase("peaks"):
                 peaks["measured"], measured_in, watch.interrupted = _measure_peaks(opts.gpus[0], rec)
                 windows.update(measured_in)

@@ -37,11 +37,6 @@ CLOCK_NOTE = ("times are on rank 0's monotonic clock: ranks on its host share th
               "(error at most half the best round trip, see distributed.ranks[].clock.error_s)")
 
 
-@dataclass
-class DistOptions(RunOptions):
-    slow_rank: int | None = None  # straggler scenarios: the rank that sleeps (None: the family's default, the last)
-
-
 class DistBackend(CudaBackend):
     """CudaBackend, plus what a rank needs to time in step with the others."""
 
@@ -119,19 +114,18 @@ class RankState:
                 "peak_windows": self.peak_windows, "clock": self.clock, **extra}
 
 
-def run_distributed(opts: DistOptions, launch: Launch, comm: Comm, backend, reporter: Reporter | None = None,
+def run_distributed(opts: RunOptions, launch: Launch, comm: Comm, backend, reporter: Reporter | None = None,
                     clock=time.monotonic) -> tuple[Path | None, list[dict]]:
     """Run the scenarios on this rank; rank 0 returns the run directory and summary, the others (None, [])."""
     me, table = _introduce(launch, comm, backend, reporter or Reporter())
     node = [h for h in table if h["node"] == launch.node]
-    sampled = backend.node_gpus([h["uuid"] for h in node], opts.all_gpus) if launch.samples else []
+    sampled = backend.node_gpus([h["uuid"] for h in node], opts.recording.all_gpus) if launch.samples else []
     start = _clock_reading(comm, launch, table[0]["node"], clock)
     out = Path(opts.out_dir)
     rec = None
     if launch.samples:  # rank 0 is local rank 0 of its node, so it samples; other nodes record to a scratch folder
         out = out if launch.is_root else Path(tempfile.mkdtemp(prefix="gpubench-node-"))
-        rec = Recording(out, sampled, kind="run", command=opts.command, interval_s=opts.interval_s,
-                        profiling=opts.profiling, smi=opts.smi, sources=opts.sources, reporter=me.reporter, clock=clock)
+        rec = Recording(out, sampled, opts.recording, kind="run", reporter=me.reporter, clock=clock)
     box: dict = {}
     if rec is not None:
         rec.on_finish(lambda rows: box.update(rows=rows.columns()))  # plain arrays: they travel by pickle
@@ -189,17 +183,17 @@ def _clock_reading(comm: Comm, launch: Launch, root_node: str, clock) -> tuple[f
     return clock(), offset, error
 
 
-def _describe(rec: Recording, opts: DistOptions, me: RankState) -> None:
+def _describe(rec: Recording, opts: RunOptions, me: RankState) -> None:
     rec.manifest.update(gpu=me.info, versions=me.versions,
                         families={sc.family: {"story": sc.module().STORY} for sc in opts.scenarios})
     rec.manifest["options"].update(duration_s=opts.duration_s, gap_s=opts.gap_s, slow_rank=opts.slow_rank)
     rec.write_manifest()
 
 
-def _run_all(opts: DistOptions, me: RankState, comm: Comm, backend, phases: Phases) -> None:
+def _run_all(opts: RunOptions, me: RankState, comm: Comm, backend, phases: Phases) -> None:
     me.reporter.start(opts.scenarios, estimate_s(opts))
     backend.prepare(me.gpu)
-    if opts.measure_peaks:
+    if opts.recording.peaks:
         with phases.phase("peaks"):
             me.peaks = backend.measure_peaks(lambda k, a, b: me.peak_windows.__setitem__(k, (a, b)))
         comm.all_gather(None)  # each GPU takes its own time to measure
@@ -231,7 +225,7 @@ def _measure(prepared, comm: Comm, backend, duration_s: float, calls: int, chunk
             return Timings(per_call, n, spans if len(spans) == len(per_call) else [])
 
 
-def _run_one(i, sc, opts: DistOptions, me: RankState, comm: Comm, backend, phases: Phases) -> None:
+def _run_one(i, sc, opts: RunOptions, me: RankState, comm: Comm, backend, phases: Phases) -> None:
     """One scenario on every rank at once; a problem on any rank skips it on all."""
     me.reporter.step(i, sc, "check and warm-up")
     with phases.phase(f"setup:{sc.name}"):
@@ -275,7 +269,7 @@ def _node_report(rec: Recording | None, box: dict) -> dict:
             "node_warnings": rec.manifest.get("warnings", [])}
 
 
-def _write_run(rows, rec: Recording, opts: DistOptions, me: RankState, box: dict) -> None:
+def _write_run(rows, rec: Recording, opts: RunOptions, me: RankState, box: dict) -> None:
     """Rank 0, once its sampler has stopped: merge every rank's payload (or only its own, if the run ended
     before they were gathered) and write samples.arrows, summary.csv and the manifest."""
     payloads = box.get("payloads") or [me.payload()]

@@ -8,7 +8,6 @@ end on a CPU with a fake backend and fake sources.
 from __future__ import annotations
 
 import math
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +17,7 @@ from gpubench.metrics import finite
 from gpubench.read.summary import TRIM_S, peak_conditions, summarize
 from gpubench.record.recording import Recording, Reporter
 from gpubench.record.rundir import write_summary
-from gpubench.record.sources.policy import DEFAULT_INTERVAL_S
+from gpubench.record.config import RecordingConfig
 from gpubench.suite.scenarios import DURATION_S, GAP_S, Scenario
 from gpubench.truth import ceiling as tensor_ceiling
 from gpubench.truth.peaks import sheet_for
@@ -26,36 +25,31 @@ from gpubench.truth.peaks import sheet_for
 
 @dataclass
 class RunOptions:
+    """One run of the suite: the scenarios, how each is run, and how the run is recorded."""
+
     scenarios: list[Scenario]
-    out_dir: Path
-    device: int = 0  # CUDA's numbering, as the process sees it
+    out_dir: Path  # the run directory, chosen (the recording's `out` is what the user asked for, if anything)
+    recording: RecordingConfig = field(default_factory=lambda: RecordingConfig(peaks=True))
     duration_s: float = DURATION_S
     gap_s: float = GAP_S
-    interval_s: float = DEFAULT_INTERVAL_S
-    profiling: str = "auto"  # auto | gpm | dcgm | none
-    smi: bool = True
-    all_gpus: bool = False
-    measure_peaks: bool = True
-    command: list[str] = field(default_factory=lambda: list(sys.argv))
-    sources: list | None = None  # None: the source policy chooses
+    slow_rank: int | None = None  # straggler scenarios under torchrun: the rank that sleeps (None: the last)
 
 
 def estimate_s(opts: RunOptions) -> float:
     return (sum(sc.measured_s(opts.duration_s) + opts.gap_s + 1.0 for sc in opts.scenarios)
-            + (12.0 if opts.measure_peaks else 0.0))
+            + (12.0 if opts.recording.peaks else 0.0))
 
 
 def run_suite(opts: RunOptions, backend, reporter: Reporter, clock=time.monotonic) -> tuple[Path, list[dict]]:
     """Run the scenarios and write the run directory; return it and the summary rows."""
-    gpu, sampled = backend.resolve(opts.device, opts.all_gpus)
+    gpu, sampled = backend.resolve(opts.recording.device or 0, opts.recording.all_gpus)
     others = backend.other_processes(gpu)  # before this process touches the GPU
     info = backend.device_info(gpu)
     peaks = {"datasheet": sheet_for(info), "measured": None, "conditions": {}}
     windows: dict[str, tuple[float, float]] = {}
     results: list[dict] = []
     summary: list[dict] = []
-    rec = Recording(opts.out_dir, sampled, kind="run", command=opts.command, interval_s=opts.interval_s,
-                    profiling=opts.profiling, smi=opts.smi, sources=opts.sources, reporter=reporter, clock=clock)
+    rec = Recording(opts.out_dir, sampled, opts.recording, kind="run", reporter=reporter, clock=clock)
 
     def finish(rows):
         peaks["conditions"] = {k: peak_conditions(rows, gpu.nvml_index, *w) for k, w in windows.items()}
@@ -69,7 +63,7 @@ def run_suite(opts: RunOptions, backend, reporter: Reporter, clock=time.monotoni
         _describe(rec, opts, backend, info, peaks, others)
         reporter.start(opts.scenarios, estimate_s(opts))
         backend.prepare(gpu)
-        if opts.measure_peaks:
+        if opts.recording.peaks:
             with rec.phase("peaks"):
                 peaks["measured"] = backend.measure_peaks(lambda k, a, b: windows.__setitem__(k, (a, b)))
             rec.write_manifest()
