@@ -198,7 +198,7 @@ def dispatch(args: argparse.Namespace) -> int:
             from gpubench.ranks.torchrun import run
 
             return run(recording_config(args), launch, **suite)
-        from gpubench.suite.run import run
+        from gpubench.suite.runcmd import run
 
         return run(recording_config(args), **suite)
     if args.command == "watch":
@@ -207,7 +207,7 @@ def dispatch(args: argparse.Namespace) -> int:
         return cmd(recording_config(args), args.cmd, duration_s=args.duration, dtype=args.dtype,
                    metrics_port=args.metrics_port, auto=not args.no_auto)
     if args.command == "list":
-        from gpubench.suite.run import list_scenarios
+        from gpubench.suite.runcmd import list_scenarios
 
         return list_scenarios()
     if args.command == "doctor":

@@ -14,11 +14,11 @@ from gpubench.kernels.common import CheckFailed
 
 from gpubench.metrics import finite
 from gpubench.ranks import launch as dist
-from gpubench.ranks.loop import run_distributed
+from gpubench.ranks.lockstep import run_distributed
 from gpubench.ranks.merge import Clock, arrival_stats, merge_results, merge_rows
 from gpubench.record.config import RecordingConfig
 from gpubench.record.rundir import load_run
-from gpubench.suite.runner import RunOptions
+from gpubench.suite.loop import RunOptions
 from gpubench.suite.scenarios import Scenario
 
 TORCHRUN_ENV = {"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "0"}

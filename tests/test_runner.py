@@ -11,7 +11,7 @@ from gpubench.kernels.common import CheckFailed
 from gpubench.record.recording import Reporter
 from gpubench.record.config import RecordingConfig
 from gpubench.record.rundir import load_run
-from gpubench.suite.runner import RunOptions, run_suite
+from gpubench.suite.loop import RunOptions, run_suite
 from gpubench.truth.timing import Timings
 
 

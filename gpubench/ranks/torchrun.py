@@ -11,8 +11,8 @@ from gpubench.ranks.launch import Comm, Launch, RankProblem, start, stop
 from gpubench.record.config import RecordingConfig
 from gpubench.record.preflight import check_out, need_cuda_torch, require_gpu
 from gpubench.record.recording import Reporter
-from gpubench.suite.run import chosen, without_distributed
-from gpubench.suite.runner import RunOptions
+from gpubench.suite.runcmd import chosen, without_distributed
+from gpubench.suite.loop import RunOptions
 from gpubench.usage import UsageError, interrupted_code, say_error
 
 # The longest a rank waits for the others at one step (a scenario's warm-up and measurement on the slowest
@@ -58,7 +58,7 @@ def _gpu_check() -> None:
 
 def _run(opts: RunOptions, launch: Launch, comm: Comm) -> int:
     """The run of `opts` (its out_dir not yet chosen) on this rank."""
-    from gpubench.ranks.loop import DistBackend, run_distributed
+    from gpubench.ranks.lockstep import DistBackend, run_distributed
     from gpubench.record.rundir import default_run_dir
 
     config = opts.recording

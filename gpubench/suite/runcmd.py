@@ -63,7 +63,7 @@ def run(config: RecordingConfig, names: list[str], duration_s: float, gap_s: flo
     need_cuda_torch()
     from gpubench.record.rundir import default_run_dir
     from gpubench.show.console import ConsoleReporter, print_table, say
-    from gpubench.suite.runner import RunOptions, run_suite
+    from gpubench.suite.loop import RunOptions, run_suite
 
     out = config.out or default_run_dir(gpu.name)
     if config.out is None:  # --out was checked before the GPU was asked for
