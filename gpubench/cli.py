@@ -202,7 +202,7 @@ def dispatch(args: argparse.Namespace) -> int:
 
         return run(recording_config(args), **suite)
     if args.command == "watch":
-        from gpubench.job.watch import cmd
+        from gpubench.job.watchcmd import cmd
 
         return cmd(recording_config(args), args.cmd, duration_s=args.duration, dtype=args.dtype,
                    metrics_port=args.metrics_port, auto=not args.no_auto)

@@ -79,8 +79,8 @@ class FakeGpu(Gpu):
         """In this process, with counters faked; the dry run's jobs last seconds, so `seconds` is not needed."""
         import os
 
-        from gpubench.job import watch
-        from gpubench.job.watching import WatchOptions
+        from gpubench.job import watchcmd as watch
+        from gpubench.job.watcher import WatchOptions
         from gpubench.record.config import RecordingConfig
         from gpubench.record.gpus import Gpu as NvmlGpu
         from gpubench.record.sources import Source

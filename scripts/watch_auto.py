@@ -203,8 +203,8 @@ def main(argv=None) -> int:
 
 def dry_watch(argv: list[str]) -> int:
     """`gpubench watch` with a stand-in for the GPU's counters (the CPU path of --dry-run)."""
-    from gpubench.job import watch as watching
-    from gpubench.job.watching import WatchOptions
+    from gpubench.job import watchcmd as watching
+    from gpubench.job.watcher import WatchOptions
     from gpubench.record.config import RecordingConfig
     from gpubench.record.gpus import Gpu
     from gpubench.record.sources import Source

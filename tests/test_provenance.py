@@ -13,9 +13,9 @@ import torch
 from fakes import GPU, FakeSource
 
 import gpubench
-from gpubench.job import markfile, watch
+from gpubench.job import markfile, watchcmd as watch
 from gpubench.job.live import Snapshot
-from gpubench.job.watching import WatchOptions
+from gpubench.job.watcher import WatchOptions
 from gpubench.record.config import RecordingConfig
 from gpubench.record.rundir import load_run
 

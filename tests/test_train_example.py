@@ -10,8 +10,8 @@ import torch
 from fakes import GPU, FakeSource
 
 import gpubench
-from gpubench.job import watch
-from gpubench.job.watching import WatchOptions
+from gpubench.job import watchcmd as watch
+from gpubench.job.watcher import WatchOptions
 from gpubench.record.config import RecordingConfig
 from gpubench.record.rundir import load_run
 

@@ -16,8 +16,8 @@ from fakes import GPU, FakeSource
 
 import gpubench
 from gpubench.cli import main
-from gpubench.job import marks, watch
-from gpubench.job.watching import WatchOptions
+from gpubench.job import marks, watchcmd as watch
+from gpubench.job.watcher import WatchOptions
 from gpubench.record.config import RecordingConfig
 from gpubench.record.rundir import load_run
 from gpubench.truth.flops import hardware_known
@@ -138,8 +138,8 @@ import sys
 sys.path.insert(0, {tests!r})
 from pathlib import Path
 from fakes import GPU, FakeSource
-from gpubench.job import watch
-from gpubench.job.watching import WatchOptions
+from gpubench.job import watchcmd as watch
+from gpubench.job.watcher import WatchOptions
 from gpubench.record.config import RecordingConfig
 opts = WatchOptions(Path(sys.argv[1]), [GPU], {{"name": GPU.name}}, RecordingConfig(interval_s=0.05, sources=[FakeSource()]))
 argv = sys.argv[2:]
@@ -325,8 +325,8 @@ import sys
 sys.path.insert(0, {tests!r})
 from pathlib import Path
 from fakes import GPU, FakeSource
-from gpubench.job import watch
-from gpubench.job.watching import WatchOptions
+from gpubench.job import watchcmd as watch
+from gpubench.job.watcher import WatchOptions
 from gpubench.record.config import RecordingConfig
 opts = WatchOptions(Path(sys.argv[1]), [GPU], {{"name": "GPU [/i] \\x1b[2J"}}, RecordingConfig(interval_s=0.05, sources=[FakeSource()]))
 sys.exit(watch._run_and_show(opts, sys.argv[2:], None, ["a note [/u] from \\x1b]0;outside\\x07"]))
@@ -459,8 +459,7 @@ def test_only_the_gpus_the_command_holds_are_summarized_the_others_are_listed_id
             time.sleep(0.04); gpubench.step(flops=1e12)
     """)
     opts = WatchOptions(tmp_path / "run", [GPU, other], INFO,
-                        RecordingConfig(interval_s=0.05, sources=[FakeSource()], command=["gpubench", "watch"]),
-                        root_pid=lambda w: w.child_pid)
+                        RecordingConfig(interval_s=0.05, sources=[FakeSource()], command=["gpubench", "watch"]))
     code, w = watch.run(opts, argv)
     assert code == 0
     manifest, _, summary = load_run(tmp_path / "run")

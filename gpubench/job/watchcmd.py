@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from gpubench.job import bootstrap, child, marks
-from gpubench.job.watching import MARKS_FILE, Watch, WatchOptions, watching
+from gpubench.job.watcher import MARKS_FILE, Watch, Watcher, WatchOptions
 from gpubench.record import nvml
 from gpubench.record.config import RecordingConfig
 from gpubench.record.recording import Reporter
@@ -48,10 +48,11 @@ def run(opts: WatchOptions, argv: list[str], duration_s: float | None = None,
     interrupted = False
     outcome = child.Outcome(None)
     try:
-        with child.held_signals(), watching(opts, reporter) as watch:
+        with child.held_signals(), Watcher(opts, reporter) as watcher:
+            watch = watcher.watch
             for note in notes:
                 watch.rec.warn(note)
-            outcome = _attend(watch, argv, env, duration_s, opts.auto)
+            outcome = _attend(watcher, argv, env, duration_s, opts.auto)
             if outcome.interrupted:
                 raise KeyboardInterrupt  # the manifest says so; the summary is written all the same
     except KeyboardInterrupt:
@@ -64,7 +65,8 @@ def run(opts: WatchOptions, argv: list[str], duration_s: float | None = None,
     return (130 if interrupted else 0), watch
 
 
-def _attend(watch: Watch, argv: list[str], env: dict, duration_s: float | None, auto: bool = True) -> child.Outcome:
+def _attend(watcher: Watcher, argv: list[str], env: dict, duration_s: float | None, auto: bool = True) -> child.Outcome:
+    watch = watcher.watch
     if not argv:
         return child.Outcome(None, interrupted=True) if watch.interrupted else child.wait(None, duration_s)
     record = watch.manifest["child"] = {"argv": argv, "pid": None, "exit_code": None, "signal": None,
@@ -73,8 +75,7 @@ def _attend(watch: Watch, argv: list[str], env: dict, duration_s: float | None, 
         return child.Outcome(None, interrupted=True)
     env[marks.ENV] = str(watch.marks_path.resolve())
     watch.manifest["auto"] = bootstrap.prepare(env, auto)
-    outcome, left = _spawn_and_wait(argv, env, lambda pid: (record.__setitem__("pid", pid),
-                                                             setattr(watch, "child_pid", pid)))
+    outcome, left = _spawn_and_wait(argv, env, lambda pid: (record.__setitem__("pid", pid), watcher.track(pid)))
     record.update(exit_code=outcome.exit_code, signal=outcome.signal_name, still_running=outcome.exit_code is None)
     if left:
         record["left_running"] = left
@@ -189,8 +190,7 @@ def _prepare_and_run(config: RecordingConfig, argv, env, endpoint, duration_s, d
     if config.out is None:
         check_out(out)
     attach_marks = Path(env[marks.ENV]) if not argv and env.get(marks.ENV) else None
-    opts = WatchOptions(out, gpus, info, config, dtype=dtype, marks_path=attach_marks,
-                        root_pid=(lambda w: w.child_pid) if argv else None, metrics=endpoint, auto=auto)
+    opts = WatchOptions(out, gpus, info, config, dtype=dtype, marks_path=attach_marks, metrics=endpoint, auto=auto)
     return _run_and_show(opts, argv, duration_s, [note] if note else [])
 
 
@@ -299,7 +299,8 @@ def recording(out=None, *, dtype: str = "bf16", quiet: bool = False, gpus=None, 
     previous, previous_env = marks.target(path), os.environ.get(marks.ENV)
     os.environ[marks.ENV] = path
     try:
-        with watching(opts) as watch:
+        with Watcher(opts) as watcher:
+            watch = watcher.watch
             if watch.interrupted:
                 raise KeyboardInterrupt
             try:
