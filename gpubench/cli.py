@@ -5,7 +5,6 @@ list` and `--help` load no GPU library."""
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import signal
 import sys
@@ -176,27 +175,48 @@ def port(text: str) -> int:
     return value
 
 
-# Each command lives with its part, imported on use so that `gpubench list` and --help load no GPU library.
-COMMANDS = {"watch": ("gpubench.job.watch", "cmd"), "list": ("gpubench.suite.run", "list_scenarios"),
-            "doctor": ("gpubench.record.doctor", "cmd"), "plot": ("gpubench.show.render", "plot"),
-            "report": ("gpubench.show.render", "report")}
+def recording_config(args: argparse.Namespace):
+    """The one RecordingConfig of a recording verb, from its options: everything below the command line takes
+    this, never the parsed arguments. `run` measures the peaks unless --no-peaks, `watch` only with --peaks."""
+    from gpubench.record.config import RecordingConfig
+
+    peaks = args.peaks if args.command == "watch" else not args.no_peaks
+    return RecordingConfig(out=args.out, device=args.device, all_gpus=args.all_gpus, interval_s=args.interval,
+                           profiling=args.profiling, smi=not args.no_smi, peaks=peaks)
 
 
-def dispatch(args) -> int:
-    """The command's function; `run` goes to the distributed run where torchrun started this process."""
+def dispatch(args: argparse.Namespace) -> int:
+    """The command's function, called with plain values; each lives with its part, imported on use so that
+    `gpubench list` and --help load no GPU library. `run` goes to the distributed run where torchrun started
+    this process."""
     if args.command == "run":
         from gpubench.ranks.launch import from_env
 
+        suite = dict(names=args.names, duration_s=args.duration, gap_s=args.gap, slow_rank=args.slow_rank)
         launch = from_env()
         if launch is not None:
             from gpubench.ranks.torchrun import run
 
-            return run(args, launch)
-        from gpubench.suite.run import run
+            return run(recording_config(args), launch, **suite)
+        from gpubench.suite.runcmd import run
 
-        return run(args)
-    module, function = COMMANDS[args.command]
-    return getattr(importlib.import_module(module), function)(args)
+        return run(recording_config(args), **suite)
+    if args.command == "watch":
+        from gpubench.job.watchcmd import cmd
+
+        return cmd(recording_config(args), args.cmd, duration_s=args.duration, dtype=args.dtype,
+                   metrics_port=args.metrics_port, auto=not args.no_auto)
+    if args.command == "list":
+        from gpubench.suite.runcmd import list_scenarios
+
+        return list_scenarios()
+    if args.command == "doctor":
+        from gpubench.record.doctor import cmd
+
+        return cmd()
+    from gpubench.show import render
+
+    return getattr(render, args.command)(args)  # plot, report
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,7 @@
 No GPU: the numbers are made up, the files are not. The samples go through gpubench's own writer
 (samples.arrows, in the batches a recording writes), the marks through the job's own writer
 (gpubench.job.marks, one process per GPU, stamps on a simulated clock), and the summary through the watch's
-own summary of those files (gpubench.job.watching.resummarize), so plot and report read what a day-long
+own summary of those files (gpubench.job.watcher.resummarize), so plot and report read what a day-long
 `gpubench watch` would leave. The GPU is named "synthetic" in the manifest, so every figure's stamp says so.
 
 The job: a start-up, 10 minutes of warm-up, then every hour 53 minutes of training, 5 of evaluation and 2 of
@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from gpubench.job import markfile, marks  # noqa: E402
 from gpubench.job.phases import FLOP_CONVENTION, STORY  # noqa: E402
-from gpubench.job.watching import MARKS_FILE, resummarize  # noqa: E402
+from gpubench.job.watcher import MARKS_FILE, resummarize  # noqa: E402
 from gpubench.metrics import COLUMNS  # noqa: E402
 from gpubench.read.samples import Samples  # noqa: E402
 from gpubench.record import arrowfile  # noqa: E402

@@ -42,7 +42,7 @@ for k in range(1, 86_400_001):  # a day at 1,000 steps/s, on a simulated clock
     w.on_step(100.0 + k / 1000, 2.5e11, 2.5e11, 1.6e10, 64.0, False, 0.0021)
 w.close()
 """
-RESUMMARIZE = "import sys; from pathlib import Path; from gpubench.job.watching import resummarize; resummarize(Path(sys.argv[1]))"
+RESUMMARIZE = "import sys; from pathlib import Path; from gpubench.job.watcher import resummarize; resummarize(Path(sys.argv[1]))"
 
 
 # The command runs under a small Python of its own that waits for it: a child's peak memory counts the

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gpubench.job.phases import STORY  # noqa: E402
-from gpubench.job.watching import resummarize  # noqa: E402
+from gpubench.job.watcher import resummarize  # noqa: E402
 from gpubench.metrics import COLUMNS  # noqa: E402
 from gpubench.read.summary import derive, per_joule, summarize  # noqa: E402
 from gpubench.record.rundir import load_run, write_json, write_summary  # noqa: E402

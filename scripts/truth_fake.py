@@ -79,8 +79,9 @@ class FakeGpu(Gpu):
         """In this process, with counters faked; the dry run's jobs last seconds, so `seconds` is not needed."""
         import os
 
-        from gpubench.job import watch
-        from gpubench.job.watching import WatchOptions
+        from gpubench.job import watchcmd as watch
+        from gpubench.job.watcher import WatchOptions
+        from gpubench.record.config import RecordingConfig
         from gpubench.record.gpus import Gpu as NvmlGpu
         from gpubench.record.sources import Source
 
@@ -104,7 +105,7 @@ class FakeGpu(Gpu):
 
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
         gpu = NvmlGpu(0, "GPU-00000000-0000-0000-0000-000000000000", self.name, None)
-        opts = WatchOptions(run, [gpu], {"name": self.name}, interval_s=0.1, sources=[Counters()])
+        opts = WatchOptions(run, [gpu], {"name": self.name}, RecordingConfig(interval_s=0.1, sources=[Counters()]))
         code, _ = watch.run(opts, argv)
         return code
 

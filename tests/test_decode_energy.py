@@ -23,7 +23,7 @@ from gpubench.show.figures import decode as decode_figure
 from gpubench.show.figures import energy as energy_figure
 from gpubench.show.report import blocks, to_markdown
 from gpubench.suite import scenarios
-from gpubench.suite.runner import RunOptions, estimate_s
+from gpubench.suite.loop import RunOptions, estimate_s
 
 ROOT = Path(__file__).resolve().parents[1]
 H100 = {"datasheet": {"bf16_tensor": 989.4e12, "fp32": 66.9e12, "dram": 3.35e12}, "measured": {}}

@@ -14,9 +14,11 @@ from gpubench.kernels.common import CheckFailed
 
 from gpubench.metrics import finite
 from gpubench.ranks import launch as dist
-from gpubench.ranks.loop import DistOptions, run_distributed
+from gpubench.ranks.lockstep import run_distributed
 from gpubench.ranks.merge import Clock, arrival_stats, merge_results, merge_rows
+from gpubench.record.config import RecordingConfig
 from gpubench.record.rundir import load_run
+from gpubench.suite.loop import RunOptions
 from gpubench.suite.scenarios import Scenario
 
 TORCHRUN_ENV = {"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "0"}
@@ -124,9 +126,10 @@ def _scenarios():
 
 
 def _job(launch, comm, out_dir, names, slow_rank=None, all_gpus=False, interrupt_at=None):
-    opts = DistOptions(scenarios=[_scenarios()[n] for n in names], out_dir=out_dir, duration_s=1.0, gap_s=0.1,
-                       interval_s=0.05, command=["torchrun", "-m", "gpubench", "run"], sources=[RankSource()],
-                       measure_peaks=False, all_gpus=all_gpus, slow_rank=slow_rank)
+    config = RecordingConfig(interval_s=0.05, command=["torchrun", "-m", "gpubench", "run"], sources=[RankSource()],
+                             all_gpus=all_gpus)
+    opts = RunOptions(scenarios=[_scenarios()[n] for n in names], out_dir=out_dir, recording=config, duration_s=1.0,
+                      gap_s=0.1, slow_rank=slow_rank)
     try:
         run_dir, summary = run_distributed(opts, launch, comm, CpuBackend(launch.node, interrupt_at))
     except KeyboardInterrupt:

@@ -153,7 +153,7 @@ def test_marks_recorded_before_the_kernels_count_give_mfu_and_no_hfu(tmp_path):
     above the tensor ceiling where the kernels ran within it."""
     from jobs import write_watch
 
-    from gpubench.job.watching import resummarize
+    from gpubench.job.watcher import resummarize
     from gpubench.record.rundir import write_json
 
     events = [mark(0.5, A, "train"), *stamps(A, UUID, every(1.0, 3.0, 0.1), flops=1e13, hw_flops=1.2e13)]

@@ -18,8 +18,9 @@ import pytest
 from fakes import GPU
 
 from gpubench.cli import main
-from gpubench.job import markfile, watch
-from gpubench.job.watching import WatchOptions
+from gpubench.job import markfile, watchcmd as watch
+from gpubench.job.watcher import WatchOptions
+from gpubench.record.config import RecordingConfig
 from gpubench.read.summary import TRAIL_S
 from gpubench.record.rundir import load_run
 from gpubench.record.sources.replay import ReplaySource
@@ -89,7 +90,7 @@ def replayed(tmp_path: Path, phase: str = "train", n: int = 600) -> ReplaySource
 
 
 def options(out: Path, sources, endpoint) -> WatchOptions:
-    return WatchOptions(out, [GPU], INFO, interval_s=0.05, sources=sources, command=["gpubench", "watch"],
+    return WatchOptions(out, [GPU], INFO, RecordingConfig(interval_s=0.05, sources=sources, command=["gpubench", "watch"]),
                         metrics=endpoint)
 
 
@@ -241,10 +242,11 @@ import sys
 sys.path.insert(0, {tests!r})
 from pathlib import Path
 from fakes import GPU, FakeSource
-from gpubench.job import watch
+from gpubench.job import watchcmd as watch
 from gpubench.job.exporter import Endpoint
-from gpubench.job.watching import WatchOptions
-opts = WatchOptions(Path(sys.argv[1]), [GPU], {{"name": GPU.name}}, interval_s=0.05, sources=[FakeSource()],
+from gpubench.job.watcher import WatchOptions
+from gpubench.record.config import RecordingConfig
+opts = WatchOptions(Path(sys.argv[1]), [GPU], {{"name": GPU.name}}, RecordingConfig(interval_s=0.05, sources=[FakeSource()]),
                     metrics=Endpoint(0, "127.0.0.1"))
 Path(sys.argv[2]).write_text(str(opts.metrics.port))
 code, w = watch.run(opts, sys.argv[3:])
@@ -311,7 +313,7 @@ def test_a_live_window_that_fails_leaves_the_ladder_and_the_recording(tmp_path, 
 
 
 def test_prometheus_client_is_imported_only_for_the_endpoint():
-    code = ("import sys, gpubench, gpubench.job.watching, gpubench.job.live, gpubench.cli; "
+    code = ("import sys, gpubench, gpubench.job.watcher, gpubench.job.live, gpubench.cli; "
             "gpubench.cli.parser(); print('prometheus_client' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

@@ -8,6 +8,7 @@ import pytest
 from fakecupti import World
 
 from gpubench.record import nvml
+from gpubench.record.config import RecordingConfig
 from gpubench.record.gpus import Gpu
 from gpubench.record.recording import Recording, Reporter
 from gpubench.record.sources import cupti, holders
@@ -126,7 +127,7 @@ def test_run_and_watch_say_who_holds_the_counters_in_one_sentence(tmp_path, proc
     monkeypatch.setattr(NvmlSource, "open", lambda self, gpus: None)
     monkeypatch.setattr(NvmlSource, "read", lambda self: {0: {"gpu_util_pct": 100.0}})
     reporter = Warnings()
-    with Recording(tmp_path / "run", [Gpu(0, "GPU-x", "NVIDIA A100")], profiling="cupti", smi=False,
+    with Recording(tmp_path / "run", [Gpu(0, "GPU-x", "NVIDIA A100")], RecordingConfig(profiling="cupti", smi=False),
                    reporter=reporter) as rec:
         pass
     said = [m for m in reporter.said if m.startswith("source cupti not used: ")]

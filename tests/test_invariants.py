@@ -47,7 +47,7 @@ RUNS = sorted(p.parent for p in (ROOT / "results").glob("*/summary.json"))
 WHOLE = ("its time per call was taken over the whole scenario, its counters over the window after the first "
          "0.5 s, at a lower clock: re-record with today's suite, which times that window: scripts/reference_run.sh")
 RANKS = ("timed by the torchrun loop of its day over the whole scenario, one call of 1.5 s before the counters' "
-         "window: the loop now times that window (gpubench/ranks/loop.py), but the run kept no time of each call "
+         "window: the loop now times that window (gpubench/ranks/lockstep.py), but the run kept no time of each call "
          "to cut it by; re-record with scripts/dist_reference.sh (two GPUs)")
 STALE = ("a GPM row whose two samples had no refresh between them reads every activity 0 inside its window "
          "(gpubench.record.sources.gpm.stale), which lowers the mean the ceiling takes: re-record with today's GPM "

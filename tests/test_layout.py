@@ -6,8 +6,8 @@ and no part imports one above it. The parts, bottom up, as the README's map draw
     record    NVML, GPU identity, sources, sampler, the Recording, run directories   |  truth: peaks, timing, FLOPs
     kernels   one file per family (gpubench.kernels)
     show      console, figures, report
-    suite     scenarios, backend, runner, `run`   |  job: marks, child, watch, phases
-    ranks     torchrun: launch, loop, merge   |  gate: the regression gate behind the pytest plugin
+    suite     scenarios, backend, the scenario loop, `run`   |  job: marks, child, watch, phases
+    ranks     torchrun: launch, lock-step, merge   |  gate: the regression gate behind the pytest plugin
     top       the command line, the pytest plugin
 
 Parts on one level never import each other. Every import is read from the source with ast, function-level

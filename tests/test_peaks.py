@@ -53,3 +53,25 @@ def test_no_number_grows_a_table():
     from gpubench.metrics import fmt_value, pct
 
     assert pct(1e300) == "1e+300%" and len(fmt_value("power_w", 1e300)) < 12 and fmt_value("power_w", 512.4) == "512 W"
+
+
+def test_the_peaks_child_writes_what_it_measured_and_where_and_nothing_when_interrupted(tmp_path, monkeypatch):
+    """`python -m gpubench.truth.peaks OUT`, the process a watch measures the peaks in."""
+    import json
+
+    from gpubench.truth import peaks
+
+    def measure(on_window=None):
+        on_window("dram", 1.0, 2.5)
+        return {"dram": 3.0e12}
+
+    monkeypatch.setattr(peaks, "measure", measure)
+    assert peaks.main([str(tmp_path / "peaks.json")]) == 0
+    assert json.loads((tmp_path / "peaks.json").read_text()) == {"measured": {"dram": 3.0e12},
+                                                                 "windows": {"dram": [1.0, 2.5]}}
+
+    def pressed(on_window=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(peaks, "measure", pressed)
+    assert peaks.main([str(tmp_path / "again.json")]) == 130 and not (tmp_path / "again.json").exists()

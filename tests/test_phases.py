@@ -11,7 +11,7 @@ from gpubench.job.contexts import Contexts, tree
 from gpubench.job.credit import credit
 from gpubench.job.markfile import Stream
 from gpubench.job.phases import cut, summarize_watch
-from gpubench.job.watching import resummarize
+from gpubench.job.watcher import resummarize
 from gpubench.metrics import finite
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,7 +151,7 @@ def test_the_gpus_the_command_holds_are_found_through_its_process_tree(tmp_path)
         (proc / str(pid) / "stat").write_text(f"{pid} (py (thon)) S {ppid} 1 1 0")
     assert tree(50, {1: 0, 50: 1, 51: 50, 52: 51, 60: 1}) == {50, 51, 52}
     held = {0: [60], 1: [52], 2: [], 3: [51, 60]}
-    watch = Contexts(gpus(4), lambda: 50, compute_processes=lambda i: held[i], proc=proc)
+    watch = Contexts(gpus(4), 50, compute_processes=lambda i: held[i], proc=proc)
     watch.poll()
     assert watch.used == {1: {52}, 3: {51}} and watch.foreign == {0: {60}, 3: {60}}
 

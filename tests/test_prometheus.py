@@ -21,7 +21,7 @@ import pytest
 from fakes import GPU
 from test_exporter import ROOT, options, replayed, window_steps
 
-from gpubench.job import watch
+from gpubench.job import watchcmd as watch
 
 PROMETHEUS = shutil.which("prometheus")
 pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="no prometheus binary on PATH")

@@ -13,9 +13,10 @@ import torch
 from fakes import GPU, FakeSource
 
 import gpubench
-from gpubench.job import markfile, watch
+from gpubench.job import markfile, watchcmd as watch
 from gpubench.job.live import Snapshot
-from gpubench.job.watching import WatchOptions
+from gpubench.job.watcher import WatchOptions
+from gpubench.record.config import RecordingConfig
 from gpubench.record.rundir import load_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,7 +48,7 @@ def watched(tmp_path_factory):
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), old]))
     try:
-        opts = WatchOptions(out, [GPU], {"name": GPU.name}, interval_s=0.05, sources=[FakeSource(busy)])
+        opts = WatchOptions(out, [GPU], {"name": GPU.name}, RecordingConfig(interval_s=0.05, sources=[FakeSource(busy)]))
         code, w = watch.run(opts, [sys.executable, str(script)])
     finally:
         os.environ.pop("PYTHONPATH") if old is None else os.environ.__setitem__("PYTHONPATH", old)
@@ -119,8 +120,8 @@ TINY = {"train_gpt.py": ["--layers", "2", "--width", "64", "--heads", "4", "--vo
 
 
 def watch_example(tmp_path, name, *flags):
-    opts = WatchOptions(tmp_path / f"run-{name}{'-'.join(flags)}", [GPU], {"name": GPU.name}, interval_s=0.05,
-                        sources=[FakeSource(busy)])
+    opts = WatchOptions(tmp_path / f"run-{name}{'-'.join(flags)}", [GPU], {"name": GPU.name},
+                        RecordingConfig(interval_s=0.05, sources=[FakeSource(busy)]))
     code, w = watch.run(opts, [sys.executable, str(EXAMPLES / name), *TINY[name], "--device", "cpu", *flags])
     assert code == 0
     return {r["phase"]: r for r in w.summary}, w.manifest

@@ -9,8 +9,9 @@ from fakes import GPU, FakeBackend, FakeSource, scenario
 from gpubench.kernels.common import CheckFailed
 
 from gpubench.record.recording import Reporter
+from gpubench.record.config import RecordingConfig
 from gpubench.record.rundir import load_run
-from gpubench.suite.runner import RunOptions, run_suite
+from gpubench.suite.loop import RunOptions, run_suite
 from gpubench.truth.timing import Timings
 
 
@@ -26,10 +27,9 @@ class Recorder(Reporter):
         self.steps.append((index, sc.name, what))
 
 
-def _opts(tmp_path, scenarios, sources, **kw):
-    kw.setdefault("measure_peaks", False)
-    return RunOptions(scenarios=scenarios, out_dir=tmp_path / "run", duration_s=1.0, gap_s=0.2, interval_s=0.05,
-                      command=["gpubench", "run"], sources=sources, **kw)
+def _opts(tmp_path, scenarios, sources, peaks=False):
+    config = RecordingConfig(interval_s=0.05, command=["gpubench", "run"], sources=sources, peaks=peaks)
+    return RunOptions(scenarios=scenarios, out_dir=tmp_path / "run", recording=config, duration_s=1.0, gap_s=0.2)
 
 
 def phase_source():
@@ -57,7 +57,7 @@ def test_run_writes_labelled_samples_and_summary(tmp_path, monkeypatch):
     monkeypatch.setattr(recording, "Sampler", Spy)
     gemm = scenario("gemm", flops=2e12, nbytes=1e9, unit="bf16_tensor", bound="compute")
     copy = scenario("copy", nbytes=6e9, bound="dram", traffic=6e9)
-    run_dir, summary = run_suite(_opts(tmp_path, [gemm, copy], [src], measure_peaks=True), FakeBackend(), Recorder())
+    run_dir, summary = run_suite(_opts(tmp_path, [gemm, copy], [src], peaks=True), FakeBackend(), Recorder())
     manifest, samples, summary_csv = load_run(run_dir)
     assert manifest["completed"] is True and manifest["status"] == "completed" and manifest["kind"] == "run"
     assert manifest["sources"]["used"] == ["fake"]

@@ -185,7 +185,7 @@ def test_a_committed_watch_run_summarizes_alike_from_samples_csv_and_samples_arr
     rows), so this compares the two formats, not the committed file."""
     import shutil
 
-    from gpubench.job.watching import resummarize
+    from gpubench.job.watcher import resummarize
 
     copy = tmp_path / run.name
     shutil.copytree(run, copy, ignore=shutil.ignore_patterns("samples.csv", "figures", "report.*"))

@@ -10,8 +10,9 @@ import torch
 from fakes import GPU, FakeSource
 
 import gpubench
-from gpubench.job import watch
-from gpubench.job.watching import WatchOptions
+from gpubench.job import watchcmd as watch
+from gpubench.job.watcher import WatchOptions
+from gpubench.record.config import RecordingConfig
 from gpubench.record.rundir import load_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +62,7 @@ def causal_difference(batch: int, heads: int, seq: int, head_dim: int, layers: i
 
 def test_the_example_runs_two_steps_under_a_watch(tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    opts = WatchOptions(tmp_path / "run", [GPU], {"name": GPU.name}, interval_s=0.05, sources=[FakeSource()])
+    opts = WatchOptions(tmp_path / "run", [GPU], {"name": GPU.name}, RecordingConfig(interval_s=0.05, sources=[FakeSource()]))
     argv = [sys.executable, str(EXAMPLE), *TINY, "--steps", "2", "--warmup-steps", "2", "--eval-steps", "2"]
     code, w = watch.run(opts, argv)
     out = capfd.readouterr().out
@@ -112,7 +113,7 @@ def test_model_flops_follow_palm_and_hardware_flops_what_ran(extra):
 def test_the_decode_example_reports_bytes_and_tokens_under_a_watch(tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    opts = WatchOptions(tmp_path / "run", [GPU], {"name": GPU.name}, interval_s=0.05, sources=[FakeSource()])
+    opts = WatchOptions(tmp_path / "run", [GPU], {"name": GPU.name}, RecordingConfig(interval_s=0.05, sources=[FakeSource()]))
     argv = [sys.executable, str(DECODE), "--layers", "2", "--width", "64", "--heads", "4", "--kv-heads", "2",
             "--ffn", "128", "--vocab", "256", "--max-len", "32", "--batch", "4", "--seconds", "2", "--device", "cpu"]
     code, w = watch.run(opts, argv)

@@ -16,8 +16,9 @@ from fakes import GPU, FakeSource
 
 import gpubench
 from gpubench.cli import main
-from gpubench.job import marks, watch
-from gpubench.job.watching import WatchOptions
+from gpubench.job import marks, watchcmd as watch
+from gpubench.job.watcher import WatchOptions
+from gpubench.record.config import RecordingConfig
 from gpubench.record.rundir import load_run
 from gpubench.truth.flops import hardware_known
 
@@ -64,8 +65,9 @@ def _children_import_this_gpubench(monkeypatch):
     monkeypatch.delenv(marks.ENV, raising=False)
 
 
-def options(out, sources, **kw):
-    return WatchOptions(out, [GPU], INFO, interval_s=0.05, sources=sources, command=["gpubench", "watch"], **kw)
+def options(out, sources, peaks=False, **kw):
+    config = RecordingConfig(interval_s=0.05, sources=sources, command=["gpubench", "watch"], peaks=peaks)
+    return WatchOptions(out, [GPU], INFO, config, **kw)
 
 
 def py(code: str) -> list[str]:
@@ -136,9 +138,10 @@ import sys
 sys.path.insert(0, {tests!r})
 from pathlib import Path
 from fakes import GPU, FakeSource
-from gpubench.job import watch
-from gpubench.job.watching import WatchOptions
-opts = WatchOptions(Path(sys.argv[1]), [GPU], {{"name": GPU.name}}, interval_s=0.05, sources=[FakeSource()])
+from gpubench.job import watchcmd as watch
+from gpubench.job.watcher import WatchOptions
+from gpubench.record.config import RecordingConfig
+opts = WatchOptions(Path(sys.argv[1]), [GPU], {{"name": GPU.name}}, RecordingConfig(interval_s=0.05, sources=[FakeSource()]))
 argv = sys.argv[2:]
 code, w = watch.run(opts, argv, duration_s=None if argv else 30.0)
 watch.show(w)
@@ -322,9 +325,10 @@ import sys
 sys.path.insert(0, {tests!r})
 from pathlib import Path
 from fakes import GPU, FakeSource
-from gpubench.job import watch
-from gpubench.job.watching import WatchOptions
-opts = WatchOptions(Path(sys.argv[1]), [GPU], {{"name": "GPU [/i] \\x1b[2J"}}, interval_s=0.05, sources=[FakeSource()])
+from gpubench.job import watchcmd as watch
+from gpubench.job.watcher import WatchOptions
+from gpubench.record.config import RecordingConfig
+opts = WatchOptions(Path(sys.argv[1]), [GPU], {{"name": "GPU [/i] \\x1b[2J"}}, RecordingConfig(interval_s=0.05, sources=[FakeSource()]))
 sys.exit(watch._run_and_show(opts, sys.argv[2:], None, ["a note [/u] from \\x1b]0;outside\\x07"]))
 """
 
@@ -432,7 +436,7 @@ def test_memory_stays_flat_however_long_the_watch(tmp_path):
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU")
 def test_peaks_that_cannot_be_measured_are_a_warning_and_the_command_still_runs(tmp_path):
-    code, w = watch.run(options(tmp_path / "run", [FakeSource()], measure_peaks=True), py("print('ran')"))
+    code, w = watch.run(options(tmp_path / "run", [FakeSource()], peaks=True), py("print('ran')"))
     assert code == 0
     manifest, samples, summary = load_run(tmp_path / "run")
     assert any(m.startswith("the peaks could not be measured (") for m in manifest["warnings"])
@@ -454,8 +458,8 @@ def test_only_the_gpus_the_command_holds_are_summarized_the_others_are_listed_id
         for _ in range(40):
             time.sleep(0.04); gpubench.step(flops=1e12)
     """)
-    opts = WatchOptions(tmp_path / "run", [GPU, other], INFO, interval_s=0.05, sources=[FakeSource()],
-                        command=["gpubench", "watch"], root_pid=lambda w: w.child_pid)
+    opts = WatchOptions(tmp_path / "run", [GPU, other], INFO,
+                        RecordingConfig(interval_s=0.05, sources=[FakeSource()], command=["gpubench", "watch"]))
     code, w = watch.run(opts, argv)
     assert code == 0
     manifest, _, summary = load_run(tmp_path / "run")

@@ -10,7 +10,7 @@ import pytest
 from jobs import every, mark, rows, stamps, write_watch
 
 from gpubench.job.markfile import Stream
-from gpubench.job.watching import resummarize
+from gpubench.job.watcher import resummarize
 from gpubench.record.rundir import write_summary
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -48,10 +48,9 @@ def tree(root: int, parent_of: dict[int, int]) -> set[int]:
 
 
 class Contexts(threading.Thread):
-    """Polls, every EVERY_S, which sampled GPUs hold a context of a process under `root` (a pid, or a
-    callable giving it once the command has started)."""
+    """Polls, every EVERY_S, which sampled GPUs hold a context of a process under the process `root`."""
 
-    def __init__(self, gpus: list, root, every_s: float = EVERY_S, compute_processes=None,
+    def __init__(self, gpus: list, root: int, every_s: float = EVERY_S, compute_processes=None,
                  proc: Path = Path("/proc")):
         super().__init__(name="gpubench-contexts", daemon=True)
         self.gpus, self.root, self.every_s = gpus, root, every_s
@@ -68,10 +67,7 @@ class Contexts(threading.Thread):
                 return
 
     def poll(self) -> None:
-        root = self.root() if callable(self.root) else self.root
-        if root is None:
-            return
-        mine = tree(root, parents(self.proc))
+        mine = tree(self.root, parents(self.proc))
         for gpu in self.gpus:
             try:
                 pids = set(self.compute_processes(gpu.nvml_index))

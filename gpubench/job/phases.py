@@ -25,7 +25,7 @@ import math
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
-from gpubench.job import activity, provenance, straggler, tally
+from gpubench.job import activity, provenance, slowrank, tally
 from gpubench.job.credit import credit
 from gpubench.job.markfile import Mark, Steps, Stream
 from gpubench.job.tally import Tally
@@ -287,7 +287,7 @@ def summarize(rows, ctx: Context, phases: list[Phase], t0: float, t1: float) -> 
 def judge_ranks(rows_of: list[dict], ctx: Context) -> None:
     """The rows of one phase, one per GPU: where a straggler is found, its row and the rows of the ranks
     waiting on it get the verdict that says so."""
-    found = straggler.find(rows_of)
+    found = slowrank.find(rows_of)
     late = next((rows_of[i]["rank"] for i, (rule, _) in found.items() if rule == "straggler"), None)
     for i, where in found.items():
         judge(rows_of[i], ctx, True, "phase", where)

@@ -1,3 +1,3 @@
 """Several GPUs under torchrun: who each process is and what the ranks tell each other (launch), the
-suite run on every rank in step (loop), one run from the ranks' reports (merge) and `gpubench run` under
-torchrun (torchrun)."""
+suite's loop run on every rank in step (lockstep), one run from the ranks' reports (merge) and `gpubench
+run` under torchrun (torchrun)."""

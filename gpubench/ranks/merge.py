@@ -2,7 +2,7 @@
 row, one summary row per scenario and rank, and each rank's arrival at the collective, which names the
 straggler.
 
-Pure functions over what the ranks sent (their payloads, see gpubench.ranks.loop), so the merge is tested
+Pure functions over what the ranks sent (their payloads, see gpubench.ranks.lockstep), so the merge is tested
 without processes or GPUs.
 """
 

@@ -4,12 +4,15 @@ and rank 0's tables. A problem on any rank is one sentence, printed once by rank
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from gpubench.ranks.launch import Comm, Launch, RankProblem, start, stop
+from gpubench.record.config import RecordingConfig
 from gpubench.record.preflight import check_out, need_cuda_torch, require_gpu
 from gpubench.record.recording import Reporter
-from gpubench.suite.run import chosen, without_distributed
+from gpubench.suite.runcmd import chosen, without_distributed
+from gpubench.suite.loop import RunOptions
 from gpubench.usage import UsageError, interrupted_code, say_error
 
 # The longest a rank waits for the others at one step (a scenario's warm-up and measurement on the slowest
@@ -19,18 +22,21 @@ DIST_TABLE = ("gpu_util_pct", "sm_active_pct", "power_w_energy", "kernel_ms", "a
               "nvlink_pct", "arrival_delay_ms", "wait_ms")
 
 
-def run(args, launch: Launch) -> int:
+def run(config: RecordingConfig, launch: Launch, names: list[str], duration_s: float, gap_s: float,
+        slow_rank: int | None = None) -> int:
     """`gpubench run` on every rank of a torchrun job; the exit code of this rank."""
-    scenarios = chosen(args, distributed=True)
+    scenarios = chosen(names, duration_s, distributed=True)
     import torch
 
     cuda = torch.cuda.is_available()
     comm = start(launch, "nccl" if cuda else "gloo", TIMEOUT_S)
     try:
-        return _run(args, launch, scenarios, comm)
+        opts = RunOptions(scenarios=scenarios, out_dir=Path("."), recording=config, duration_s=duration_s,
+                          gap_s=gap_s, slow_rank=slow_rank)
+        return _run(opts, launch, comm)
     except (RankProblem, UsageError) as err:  # raised on every rank alike
         if launch.is_root:
-            say_error(args.command, err)
+            say_error("run", err)
         comm.all_gather(None)  # the others exit only once rank 0 has said why: torchrun then stops the job
         return 2
     finally:
@@ -50,14 +56,16 @@ def _gpu_check() -> None:
     need_cuda_torch()
 
 
-def _run(args, launch: Launch, scenarios, comm: Comm) -> int:
-    from gpubench.ranks.loop import DistBackend, DistOptions, run_distributed
+def _run(opts: RunOptions, launch: Launch, comm: Comm) -> int:
+    """The run of `opts` (its out_dir not yet chosen) on this rank."""
+    from gpubench.ranks.lockstep import DistBackend, run_distributed
     from gpubench.record.rundir import default_run_dir
 
-    if args.slow_rank is not None and not -launch.world_size <= args.slow_rank < launch.world_size:
-        raise UsageError(f"--slow-rank {args.slow_rank} is not a rank of this job (0 to {launch.world_size - 1})")
+    config = opts.recording
+    if opts.slow_rank is not None and not -launch.world_size <= opts.slow_rank < launch.world_size:
+        raise UsageError(f"--slow-rank {opts.slow_rank} is not a rank of this job (0 to {launch.world_size - 1})")
     if launch.world_size < 2:  # a collective of one rank measures nothing
-        scenarios = without_distributed(scenarios)
+        opts = replace(opts, scenarios=without_distributed(opts.scenarios))
     backend = DistBackend()
     comm.agree(_problem(_gpu_check))
     import torch
@@ -68,22 +76,19 @@ def _run(args, launch: Launch, scenarios, comm: Comm) -> int:
     if launch.is_root:  # only rank 0 writes, so only its file system matters
         try:
             gpu, _ = backend.resolve(launch.local_rank, False)
-            out = args.out or default_run_dir(f"{gpu.name} x{launch.world_size}")
+            out = config.out or default_run_dir(f"{gpu.name} x{launch.world_size}")
             problem = _problem(lambda: check_out(out))
         except IndexError as err:
             problem = f"LOCAL_RANK {launch.local_rank} names no GPU: {err}"
     comm.agree(problem)
-    opts = DistOptions(scenarios=scenarios, out_dir=out or Path("."), device=launch.local_rank,
-                       duration_s=args.duration, gap_s=args.gap, interval_s=args.interval, profiling=args.profiling,
-                       smi=not args.no_smi, all_gpus=args.all_gpus, measure_peaks=not args.no_peaks,
-                       slow_rank=args.slow_rank)
+    opts = replace(opts, out_dir=out or Path("."))
     reporter = Reporter()
     if launch.is_root:
         from gpubench.show.console import ConsoleReporter
 
         reporter = ConsoleReporter()
-        if args.device != 0:
-            reporter.warn(f"--device {args.device} is ignored under torchrun: each rank uses CUDA device LOCAL_RANK")
+        if config.device not in (None, 0):
+            reporter.warn(f"--device {config.device} is ignored under torchrun: each rank uses CUDA device LOCAL_RANK")
     try:
         run_dir, summary = run_distributed(opts, launch, comm, backend, reporter)
     except KeyboardInterrupt as err:

@@ -99,7 +99,7 @@ def diagnose() -> tuple[int, list[str]]:
     return (0 if count else 2), lines
 
 
-def cmd(args) -> int:
+def cmd() -> int:
     """`gpubench doctor`."""
     code, lines = diagnose()
     print("\n".join(lines))

@@ -1,6 +1,6 @@
 """One recording: the lifecycle every verb shares (`run`, `watch`, the distributed runs).
 
-    with Recording(out_dir, gpus, kind="run") as rec:
+    with Recording(out_dir, gpus, RecordingConfig(interval_s=0.1), kind="run") as rec:
         with rec.phase("copy-triton") as window:
             ...                      # rows sampled meanwhile are labelled copy-triton
         rec.on_finish(write_summary)  # called with every row, read back from samples.arrows
@@ -25,9 +25,10 @@ from typing import Callable
 
 from gpubench.read.summary import TRIM_S
 from gpubench.record import rundir
+from gpubench.record.config import RecordingConfig
 from gpubench.record.gpus import Gpu
 from gpubench.record.sampler import Sampler
-from gpubench.record.sources.policy import DEFAULT_INTERVAL_S, describe, open_given, open_sources
+from gpubench.record.sources.policy import describe, open_given, open_sources
 from gpubench.usage import Terminated
 
 
@@ -48,6 +49,32 @@ class Window:
     t_end: float | None = None
 
 
+@contextmanager
+def window(name: str, clock, label=None):
+    """The Window of the block, timed on `clock`; label(name) first, where a sampler labels the rows."""
+    w = Window(name, clock())
+    if label is not None:
+        label(name)
+    try:
+        yield w
+    finally:
+        w.t_end = clock()
+
+
+class Unsampled:
+    """The phases of a process that samples nothing (a rank whose node another process samples): the same
+    windows as a Recording's, on the same clock, with no rows to label."""
+
+    def __init__(self, clock=time.monotonic):
+        self.clock = clock
+
+    def phase(self, name: str):
+        return window(name, self.clock)
+
+    def set_phase(self, name: str) -> None:
+        pass
+
+
 def _terminate(signum, frame):
     raise Terminated
 
@@ -57,16 +84,14 @@ def _now_wall() -> str:
 
 
 class Recording:
-    def __init__(self, out_dir: Path, gpus: list[Gpu], *, kind: str = "run", command: list[str] | None = None,
-                 interval_s: float = DEFAULT_INTERVAL_S, profiling: str = "auto", smi: bool = True,
-                 sources=None, reporter: Reporter | None = None, clock=time.monotonic):
+    def __init__(self, out_dir: Path, gpus: list[Gpu], config: RecordingConfig = RecordingConfig(), *,
+                 kind: str = "run", reporter: Reporter | None = None, clock=time.monotonic):
         self.out_dir = Path(out_dir)
         self.gpus = list(gpus)
+        self.config = config
+        self.kind = kind
         self.reporter = reporter or Reporter()
         self.clock = clock
-        self._options = {"kind": kind, "command": list(command if command is not None else sys.argv),
-                         "interval_s": interval_s, "profiling": profiling, "smi": smi}
-        self._given_sources = sources
         self._finishers: list[Callable] = []
         self._signals: dict = {}
         self.manifest: dict = {}
@@ -75,17 +100,17 @@ class Recording:
 
     def __enter__(self) -> "Recording":
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        o = self._options
+        c = self.config
         indices = [g.nvml_index for g in self.gpus]
-        if self._given_sources is not None:
-            opened = open_given(self._given_sources, indices, o["interval_s"])
+        if c.sources is not None:
+            opened = open_given(list(c.sources), indices, c.interval_s)
         else:
-            opened = open_sources(indices, o["profiling"], o["smi"], o["interval_s"])
+            opened = open_sources(indices, c.profiling, c.smi, c.interval_s)
         self.sources = opened.sources
         self.manifest = {
-            "kind": o["kind"], "command": o["command"], "gpus_sampled": [g.as_dict() for g in self.gpus],
-            "options": {"interval_s": opened.interval_s, "profiling": o["profiling"], "smi": o["smi"],
-                        "trim_s": TRIM_S},
+            "kind": self.kind, "command": list(c.command if c.command is not None else sys.argv),
+            "gpus_sampled": [g.as_dict() for g in self.gpus],
+            "options": {"interval_s": opened.interval_s, "profiling": c.profiling, "smi": c.smi, "trim_s": TRIM_S},
             "start_wall": _now_wall(), "end_wall": None, "completed": False, "status": "running",
             "warnings": [], "errors": [],
             "sources": {"used": [s.name for s in opened.sources], "unavailable": opened.unavailable,
@@ -141,15 +166,9 @@ class Recording:
 
     # --- while recording -------------------------------------------------------------------------
 
-    @contextmanager
     def phase(self, name: str):
         """Label what runs inside the block; the window's times bound the rows it may claim."""
-        window = Window(name, self.clock())
-        self.sampler.set_phase(name)
-        try:
-            yield window
-        finally:
-            window.t_end = self.clock()
+        return window(name, self.clock, self.sampler.set_phase)
 
     def set_phase(self, name: str) -> None:
         self.sampler.set_phase(name)

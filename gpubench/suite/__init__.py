@@ -1,2 +1,3 @@
-"""The suite: scenarios as data (scenarios), the GPU side of a run (backend), the loop over scenarios
-inside a Recording (runner), and the `run` and `list` commands (run). Kernels come from gpubench.kernels."""
+"""The suite: scenarios as data (scenarios), the GPU side of a run (backend), the one loop over scenarios,
+for one GPU and for every rank under torchrun (loop), and the `run` and `list` commands (runcmd). Kernels
+come from gpubench.kernels."""

@@ -1,6 +1,6 @@
 """The GPU side of a run: which GPU a CUDA device is, its facts, peaks, CUDA-event timing, clean-up.
 
-The runner reaches the GPU only through this object, so tests replace it with a fake and run the whole
+The loop reaches the GPU only through this object, so tests replace it with a fake and run the whole
 loop on a CPU.
 """
 

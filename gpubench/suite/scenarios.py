@@ -1,5 +1,5 @@
 """The suite as data: each scenario is one line naming a kernel family, an implementation, the sizes that
-differ from the family's defaults, and the one sentence it demonstrates. The runner iterates over them.
+differ from the family's defaults, and the one sentence it demonstrates. The loop iterates over them.
 
 Everything else follows from the family's file (kernels/<family>.py, installed as gpubench.kernels): prepare() gives the call
 to time, its check, its work model and the launch shape as launched, so what the summary says about a

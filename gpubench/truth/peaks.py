@@ -148,3 +148,25 @@ def sheet_for(info: dict) -> dict | None:
     sheet = {**(datasheet_for(info.get("name", ""), info.get("memory_mib")) or {}),
              **link_peak(info.get("pcie")), **nvlink_peak(info.get("nvlink"))}
     return sheet or None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m gpubench.truth.peaks OUT.json`: measure the peaks of this process's GPU and write them, with
+    the windows each was measured in, to OUT.json; exit 130 on Ctrl-C, leaving no file. A watch runs this as
+    a child process, so that the watcher holds no CUDA context (and no GPU memory) while the job runs."""
+    import json
+    import sys
+
+    out = (sys.argv[1:] if argv is None else argv)[0]
+    windows: dict = {}
+    try:
+        measured = measure(lambda key, a, b: windows.__setitem__(key, (a, b)))
+    except KeyboardInterrupt:
+        return 130
+    with open(out, "w") as f:
+        json.dump({"measured": measured, "windows": windows}, f)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

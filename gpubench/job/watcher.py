@@ -17,7 +17,6 @@ import platform
 import sys
 import tempfile
 import threading
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,46 +25,26 @@ from gpubench.job import child, markfile, provenance
 from gpubench.job.contexts import Contexts
 from gpubench.job.phases import FIRST_PHASE, FLOP_CONVENTION, STORY, UNITS, Summary, summarize_watch
 from gpubench.read.summary import peak_conditions
+from gpubench.record.config import RecordingConfig
 from gpubench.record.gpus import Gpu
 from gpubench.record.recording import Recording, Reporter
 from gpubench.record.rundir import write_summary
-from gpubench.record.sources.policy import DEFAULT_INTERVAL_S
 from gpubench.truth.flops import FLOP_COUNT_VERSION, hardware_known
 from gpubench.truth.peaks import sheet_for
 
 MARKS_FILE = "marks.tsv"
 TAIL_S = 0.02  # how soon a mark labels the samples: a fifth of the default sampling interval
 
-# Peaks are measured in a child process, so the watcher holds no CUDA context (and no GPU memory)
-# while the job runs; it reports the windows it measured in, to record the clock and power meanwhile.
-PEAKS_CODE = """\
-import json, sys
-from gpubench.truth import peaks
-windows = {}
-try:
-    measured = peaks.measure(lambda key, a, b: windows.__setitem__(key, (a, b)))
-except KeyboardInterrupt:
-    sys.exit(130)
-with open(sys.argv[1], "w") as f:
-    json.dump({"measured": measured, "windows": windows}, f)
-"""
-
-
 @dataclass
 class WatchOptions:
-    out_dir: Path
+    out_dir: Path  # the run directory, chosen
     gpus: list[Gpu]
     info: dict  # the first sampled GPU's facts (nvml.device_info), the manifest's "gpu"
+    recording: RecordingConfig = field(default_factory=RecordingConfig)
     dtype: str = "bf16"  # the precision whose datasheet peak MFU divides by
-    interval_s: float = DEFAULT_INTERVAL_S
-    profiling: str = "auto"
-    smi: bool = True
-    measure_peaks: bool = False
-    command: list[str] = field(default_factory=lambda: list(sys.argv))
-    sources: list | None = None  # None: the source policy chooses
     marks_path: Path | None = None  # attach mode: a marks file the job already writes
-    all_gpus: bool = False  # keep a row for every sampled GPU, the idle ones too
-    root_pid: object = None  # the command's process (or a callable giving it once started): its tree is the job
+    root_pid: int | None = None  # a process already running whose tree is the job (recording(): this one); a
+    # watched command's is followed from when it starts (Watcher.track); None and no command: every GPU is the job's
     metrics: object = None  # an open gpubench.job.exporter.Endpoint: serves the live window; closed at the end
     auto: bool = True  # steps and FLOPs from the command's optimizer (gpubench.job.autohook); False: --no-auto
 
@@ -81,7 +60,6 @@ class Watch:
     t_start: float = 0.0
     t_end: float = 0.0
     interrupted: bool = False  # a Ctrl-C or SIGTERM came while the peaks were measured
-    child_pid: int | None = None  # the watched command's process, once started
 
     @property
     def manifest(self) -> dict:
@@ -130,8 +108,8 @@ def _measure_peaks(gpu: Gpu, rec: Recording) -> tuple[dict | None, dict, bool]:
     whether a signal interrupted them; (None, {}, ...) with a warning where the measuring failed."""
     with tempfile.TemporaryDirectory(prefix="gpubench-peaks-") as tmp:
         result, errors = Path(tmp) / "peaks.json", Path(tmp) / "stderr"
-        env = dict(os.environ, CUDA_VISIBLE_DEVICES=gpu.uuid)
-        pid = child.spawn([sys.executable, "-c", PEAKS_CODE, str(result)], env, stderr_path=str(errors))
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES=gpu.uuid)  # in a child: the watcher holds no CUDA context
+        pid = child.spawn([sys.executable, "-m", "gpubench.truth.peaks", str(result)], env, stderr_path=str(errors))
         outcome = child.wait(pid)
         if outcome.interrupted:
             return None, {}, True
@@ -144,84 +122,117 @@ def _measure_peaks(gpu: Gpu, rec: Recording) -> tuple[dict | None, dict, bool]:
     return data["measured"], {k: tuple(v) for k, v in data["windows"].items()}, False
 
 
-@contextmanager
-def watching(opts: WatchOptions, reporter: Reporter | None = None):
-    """Record while the block runs; on exit, summarize its phases into the run directory."""
-    if opts.dtype not in UNITS:
-        raise ValueError(f"dtype must be one of {', '.join(UNITS)}")
-    rec = Recording(opts.out_dir, opts.gpus, kind="watch", command=opts.command, interval_s=opts.interval_s,
-                    profiling=opts.profiling, smi=opts.smi, sources=opts.sources, reporter=reporter)
-    watch = Watch(opts.out_dir, opts.marks_path or opts.out_dir / MARKS_FILE, rec)
-    peaks = {"datasheet": sheet_for(opts.info), "measured": None, "conditions": {}}
-    windows: dict = {}
+class Watcher:
+    """A watch of the user's job: start() opens the Recording and starts what runs beside the job (the marks'
+    tail, the process tree's contexts, the live metrics); finish() stops them and writes one summary row per
+    phase, whatever ended the job. Used as a context manager, the block is the job."""
 
-    def finish(rows):
+    def __init__(self, opts: WatchOptions, reporter: Reporter | None = None):
+        if opts.dtype not in UNITS:
+            raise ValueError(f"dtype must be one of {', '.join(UNITS)}")
+        self.opts = opts
+        self.rec = Recording(opts.out_dir, opts.gpus, opts.recording, kind="watch", reporter=reporter)
+        self.watch = Watch(opts.out_dir, opts.marks_path or opts.out_dir / MARKS_FILE, self.rec)
+        self.peaks = {"datasheet": sheet_for(opts.info), "measured": None, "conditions": {}}
+        self.windows: dict = {}  # where the peaks were measured
+        self.contexts: Contexts | None = None
+        self.live = None
+        self.tail: Tail | None = None
+
+    def __enter__(self) -> "Watcher":
+        self.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        return self.finish(exc_type, exc, tb)
+
+    def start(self) -> Watch:
+        opts, rec, watch = self.opts, self.rec, self.watch
+        rec.__enter__()
+        try:
+            rec.manifest.update(gpu=opts.info, peaks=self.peaks, dtype=opts.dtype, families={"watch": {"story": STORY}},
+                                versions={"gpubench": version(DIST), "python": platform.python_version(),
+                                          "torch": version("torch"), "nvidia-ml-py": version("nvidia-ml-py")})
+            rec.on_finish(self._summarize)
+            if opts.marks_path is None:
+                watch.marks_path.touch()
+            if opts.recording.peaks:
+                with rec.phase("peaks"):
+                    self.peaks["measured"], measured_in, watch.interrupted = _measure_peaks(opts.gpus[0], rec)
+                    self.windows.update(measured_in)
+                rec.write_manifest()
+            rec.set_phase(FIRST_PHASE)
+            if opts.metrics is not None:
+                from gpubench.job.live import Live
+
+                self.live = Live(opts.gpus, rec.sampler.columns, self.peaks, opts.dtype, rec.clock, self._held)
+                rec.sampler.sink = self.live.after(rec.sampler.sink)  # each row to samples.arrows first, then here
+            self.tail = Tail(watch.marks_path, rec.set_phase, self.live.take_events if self.live is not None else None)
+            self.tail.start()
+            if opts.root_pid is not None:
+                self.track(opts.root_pid)
+            watch.t_start = rec.clock()
+            if self.live is not None:
+                self.live.t_start = watch.t_start
+                opts.metrics.serve(self.live, opts.gpus)
+                rec.manifest["metrics"] = opts.metrics.facts()  # the port, for whom asked for any free one
+        except BaseException:
+            self.finish(*sys.exc_info())
+            raise
+        return watch
+
+    def track(self, pid: int) -> None:
+        """Follow the process tree under pid (the command, once started): the GPUs its processes hold a context
+        on are the job's."""
+        if self.contexts is None:
+            self.contexts = Contexts(self.opts.gpus, pid)
+            self.contexts.start()
+
+    def finish(self, exc_type=None, exc=None, tb=None) -> bool:
+        """Stop what ran beside the job and the Recording, which summarizes (an exception is recorded as the
+        way the job ended, and is not swallowed)."""
+        try:
+            self.watch.t_end = self.rec.clock()
+            if self.opts.metrics is not None:
+                self.opts.metrics.close()
+            if self.tail is not None:
+                self.tail.stop()
+            if self.contexts is not None:
+                self.contexts.stop()
+        except BaseException:
+            self.rec.__exit__(*sys.exc_info())
+            raise
+        return self.rec.__exit__(exc_type, exc, tb)
+
+    def _held(self) -> dict:
+        return self.contexts.used if self.contexts is not None else {}
+
+    def _summarize(self, rows) -> None:
+        opts, rec, watch, peaks = self.opts, self.rec, self.watch, self.peaks
         reader = markfile.Reader(watch.marks_path)
         events = reader.poll()
         if note := reader.note():
             rec.warn(note)
-        peaks["conditions"] = {k: peak_conditions(rows, opts.gpus[0].nvml_index, a, b) for k, (a, b) in windows.items()}
-        held = contexts.used if contexts is not None else {}
+        peaks["conditions"] = {k: peak_conditions(rows, opts.gpus[0].nvml_index, a, b)
+                               for k, (a, b) in self.windows.items()}
         result = summarize_watch(rows, events, opts.gpus, watch.t_start, watch.t_end, peaks, opts.dtype,
-                                 list(rec.sampler.columns), held, opts.all_gpus)
+                                 list(rec.sampler.columns), self._held(), opts.recording.all_gpus)
         watch.summary[:] = result.summary
         write_summary(opts.out_dir, watch.summary)
         for note in result.notes:
             rec.warn(note)
         idle = [g.as_dict() for g in opts.gpus if g.nvml_index not in result.used]
         rec.manifest.update(peaks=peaks, phases=[{"name": p.name, "spans": p.spans} for p in result.phases],
-                            window={"t_start": watch.t_start, "t_end": watch.t_end}, all_gpus=opts.all_gpus,
+                            window={"t_start": watch.t_start, "t_end": watch.t_end}, all_gpus=opts.recording.all_gpus,
                             flop_convention=FLOP_CONVENTION, flop_count_version=FLOP_COUNT_VERSION,
                             gpus_used=result.used, gpus_idle=idle,
-                            contexts=contexts.facts() if contexts is not None else None,
+                            contexts=self.contexts.facts() if self.contexts is not None else None,
                             marks=marks_facts(events, watch.marks_path, opts.marks_path),
                             auto=provenance.facts(events, watch.summary, rec.manifest.get("auto"), result.phases_from))
         if opts.metrics is not None:
             rec.manifest["metrics"] = facts = opts.metrics.facts()
             for error in facts["errors"]:
                 rec.warn(f"the metrics endpoint failed: {error}")
-
-    contexts = None
-    live = None
-    with rec:
-        rec.manifest.update(gpu=opts.info, peaks=peaks, dtype=opts.dtype, families={"watch": {"story": STORY}},
-                            versions={"gpubench": version(DIST), "python": platform.python_version(),
-                                      "torch": version("torch"), "nvidia-ml-py": version("nvidia-ml-py")})
-        rec.on_finish(finish)
-        if opts.marks_path is None:
-            watch.marks_path.touch()
-        if opts.measure_peaks:
-            with rec.phase("peaks"):
-                peaks["measured"], measured_in, watch.interrupted = _measure_peaks(opts.gpus[0], rec)
-                windows.update(measured_in)
-            rec.write_manifest()
-        rec.set_phase(FIRST_PHASE)
-        if opts.metrics is not None:
-            from gpubench.job.live import Live
-
-            live = Live(opts.gpus, rec.sampler.columns, peaks, opts.dtype, rec.clock,
-                        lambda: contexts.used if contexts is not None else {})
-            rec.sampler.sink = live.after(rec.sampler.sink)  # each row to samples.csv first, then here
-        tail = Tail(watch.marks_path, rec.set_phase, live.take_events if live is not None else None)
-        tail.start()
-        if opts.root_pid is not None:
-            root = opts.root_pid if not callable(opts.root_pid) else (lambda: opts.root_pid(watch))
-            contexts = Contexts(opts.gpus, root)
-            contexts.start()
-        watch.t_start = rec.clock()
-        if live is not None:
-            live.t_start = watch.t_start
-            opts.metrics.serve(live, opts.gpus)
-            rec.manifest["metrics"] = opts.metrics.facts()  # the port, for whom asked for any free one
-        try:
-            yield watch
-        finally:
-            watch.t_end = rec.clock()
-            if opts.metrics is not None:
-                opts.metrics.close()
-            tail.stop()
-            if contexts is not None:
-                contexts.stop()
 
 
 def marks_facts(events, path: Path, given: Path | None) -> dict:

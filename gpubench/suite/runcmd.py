@@ -5,20 +5,21 @@ from __future__ import annotations
 
 import sys
 
+from gpubench.record.config import RecordingConfig
 from gpubench.record.preflight import check_out, need_cuda_torch, require_gpu
 from gpubench.usage import UsageError, interrupted_code
 
 
-def chosen(args, distributed: bool) -> list:
+def chosen(names: list[str], duration_s: float, distributed: bool) -> list:
     """The scenarios `gpubench run` names (or the default suite), and a --duration that leaves a window."""
     from gpubench.read.summary import TRIM_S
     from gpubench.suite.scenarios import UnknownScenario, select
 
     try:
-        scenarios = select(args.names, distributed=distributed)
+        scenarios = select(names, distributed=distributed)
     except UnknownScenario as err:
         raise UsageError(str(err)) from None
-    if args.duration <= TRIM_S:
+    if duration_s <= TRIM_S:
         raise UsageError(f"--duration must be longer than the {TRIM_S:g} s that each scenario's summary leaves out")
     return scenarios
 
@@ -36,38 +37,38 @@ def without_distributed(scenarios: list) -> list:
     return rest
 
 
-def gpu_for(args):
+def gpu_for(config: RecordingConfig):
     """The GPU that --device names, and the GPUs to sample; UsageError where there is none."""
     from gpubench.record.gpus import CudaUnavailable
     from gpubench.suite.backend import CudaBackend
 
-    require_gpu(args.command)
+    require_gpu("run")
     backend = CudaBackend()
+    device = config.device or 0
     try:
-        gpu, sampled = backend.resolve(args.device, args.all_gpus)
+        gpu, sampled = backend.resolve(device, config.all_gpus)
     except (IndexError, CudaUnavailable) as err:
-        raise UsageError(f"--device {args.device}: {err}") from None
+        raise UsageError(f"--device {device}: {err}") from None
     return backend, gpu, sampled
 
 
-def run(args) -> int:
+def run(config: RecordingConfig, names: list[str], duration_s: float, gap_s: float,
+        slow_rank: int | None = None) -> int:
     """`gpubench run` on this process's GPU."""
-    scenarios = without_distributed(chosen(args, distributed=False))
-    if args.slow_rank is not None:
+    scenarios = without_distributed(chosen(names, duration_s, distributed=False))
+    if slow_rank is not None:
         print("gpubench run: --slow-rank applies only under torchrun, and is ignored", file=sys.stderr)
-    check_out(args.out)
-    backend, gpu, _ = gpu_for(args)
+    check_out(config.out)
+    backend, gpu, _ = gpu_for(config)
     need_cuda_torch()
     from gpubench.record.rundir import default_run_dir
     from gpubench.show.console import ConsoleReporter, print_table, say
-    from gpubench.suite.runner import RunOptions, run_suite
+    from gpubench.suite.loop import RunOptions, run_suite
 
-    out = args.out or default_run_dir(gpu.name)
-    if args.out is None:  # --out was checked before the GPU was asked for
+    out = config.out or default_run_dir(gpu.name)
+    if config.out is None:  # --out was checked before the GPU was asked for
         check_out(out)
-    opts = RunOptions(scenarios=scenarios, out_dir=out, device=args.device, duration_s=args.duration,
-                      gap_s=args.gap, interval_s=args.interval, profiling=args.profiling, smi=not args.no_smi,
-                      all_gpus=args.all_gpus, measure_peaks=not args.no_peaks)
+    opts = RunOptions(scenarios=scenarios, out_dir=out, recording=config, duration_s=duration_s, gap_s=gap_s)
     reporter = ConsoleReporter()
     try:
         run_dir, summary = run_suite(opts, backend, reporter)
@@ -79,7 +80,7 @@ def run(args) -> int:
     return 0
 
 
-def list_scenarios(args) -> int:
+def list_scenarios() -> int:
     """`gpubench list`: every scenario and the one sentence it demonstrates."""
     from gpubench.suite.scenarios import SCENARIOS, torchrun_hint
 

@@ -1,10 +1,10 @@
-"""The suite under torchrun: every rank runs the scenarios on its own GPU (CUDA device LOCAL_RANK), one
-process per node (local rank 0) samples that node's GPUs through a Recording, and rank 0 writes one run
-directory.
+"""The suite under torchrun: every rank runs the suite's loop (gpubench.suite.loop) on its own GPU (CUDA
+device LOCAL_RANK), one process per node (local rank 0) samples that node's GPUs through a Recording, and
+rank 0 writes one run directory.
 
-The ranks move in lock-step so that every rank issues the same collectives: before each scenario they
-agree that its check passed everywhere (else it is skipped on every rank) and on how many calls to time
-(the slowest rank's warm-up sets it). Single-GPU scenarios run on every rank's GPU at once. At the end
+The ranks move in lock-step (LockStep, the loop's strategy here) so that every rank issues the same
+collectives: before each scenario they agree that its check passed everywhere (else it is skipped on every
+rank) and on how many calls to time (the slowest rank's warm-up sets it). Single-GPU scenarios run on every rank's GPU at once. At the end
 each rank sends rank 0 its results, its arrival times at the collectives and its clock offsets, and each
 node's sampling process sends that node's samples: nothing goes through a shared file system. Rank 0
 merges them (gpubench.ranks.merge) into samples.arrows, summary.csv and the manifest.
@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,22 +24,16 @@ from gpubench.metrics import COLUMNS
 from gpubench.ranks import merge
 from gpubench.ranks.launch import Comm, Launch, RankProblem
 from gpubench.record import gpus
-from gpubench.record.recording import Recording, Reporter, Window
-from gpubench.read.summary import TRIM_S
+from gpubench.record.recording import Recording, Reporter, Unsampled
 from gpubench.record.rundir import RANKED_SAMPLE_KEYS, SAMPLES_FILE, write_samples, write_summary
 from gpubench.suite.backend import CudaBackend
-from gpubench.suite.runner import RunOptions, checked, estimate_s, scenario_result, shared_gpu
+from gpubench.suite.loop import Progress, RunOptions, run_scenarios, shared_gpu
 from gpubench.truth.timing import Timings, calls_for, time_loop, warm_up
 
 CHUNK_S = 0.5  # timed calls between two checks of rank 0's clock: the ranks stop together after --duration
 CLOCK_NOTE = ("times are on rank 0's monotonic clock: ranks on its host share that clock; another host's "
               "offset to it was measured at the start and the end of the run by ping-pong over the gloo group "
               "(error at most half the best round trip, see distributed.ranks[].clock.error_s)")
-
-
-@dataclass
-class DistOptions(RunOptions):
-    slow_rank: int | None = None  # straggler scenarios: the rank that sleeps (None: the family's default, the last)
 
 
 class DistBackend(CudaBackend):
@@ -66,51 +60,50 @@ class DistBackend(CudaBackend):
         return time_loop(prepared.run, calls_per_timing=calls, groups=groups, stamped=True)
 
 
-class Phases:
-    """Phase labels for the node's sampler where this process samples; windows for every rank."""
+class LockStep:
+    """The loop's strategy under torchrun: the ranks agree on each scenario, plan the same calls, and measure
+    for as long as rank 0 does; rank 0's notes speak for the job."""
 
-    def __init__(self, rec: Recording | None, clock=time.monotonic):
-        self.rec = rec
-        self.clock = clock
+    def __init__(self, comm: Comm):
+        self.comm = comm
+        self.speaks = comm.launch.is_root
 
-    @contextmanager
-    def phase(self, name: str):
-        if self.rec is not None:
-            with self.rec.phase(name) as window:
-                yield window
-            return
-        window = Window(name, self.clock())
-        try:
-            yield window
-        finally:
-            window.t_end = self.clock()
+    def agree(self, problem):
+        return [(f"rank {r}: ", p) for r, p in enumerate(self.comm.all_gather(problem)) if p]
 
-    def set_phase(self, name: str) -> None:
-        if self.rec is not None:
-            self.rec.set_phase(name)
+    def plan(self, prepared, backend) -> tuple[int, int]:
+        """Calls per timed group, and timed groups per chunk of about CHUNK_S, the same on every rank: the
+        slowest rank's warm-up decides."""
+        calls = prepared.calls_per_timing or calls_for(max(self.comm.all_gather(backend.warmup_ms(prepared))))
+        per_call_ms = max(self.comm.all_gather(backend.host_ms(prepared, calls)))
+        return calls, max(1, round(CHUNK_S * 1e3 / (calls * max(per_call_ms, 1e-6))))
+
+    def measure(self, prepared, backend, duration_s: float, plan: tuple[int, int], clock) -> Timings:
+        """Timed groups, chunk by chunk, until rank 0 has measured for duration_s: every rank runs as many
+        calls as the others (a collective left unmatched would hang), whatever a warm-up mispredicted."""
+        calls, chunk = plan
+        per_call, n, spans, t0 = [], 0, [], clock()
+        while True:
+            t = backend.time_groups(prepared, calls, chunk)
+            per_call += t.per_call_ms
+            n += t.calls
+            spans += t.spans
+            if not self.comm.broadcast(clock() - t0 < duration_s if self.comm.launch.is_root else None):
+                return Timings(per_call, n, spans if len(spans) == len(per_call) else [])
+
+    def together(self) -> None:
+        self.comm.all_gather(None)
 
 
 @dataclass
-class RankState:
+class RankState(Progress):
     """What one rank knows and, at the end, sends rank 0."""
 
-    launch: Launch
-    gpu: gpus.Gpu
-    info: dict
-    versions: dict
-    reporter: Reporter
-    results: list = field(default_factory=list)
-    arrivals: dict = field(default_factory=dict)
-    warnings: list = field(default_factory=list)
-    errors: list = field(default_factory=list)
-    peaks: dict | None = None
-    peak_windows: dict = field(default_factory=dict)
+    launch: Launch | None = None
+    info: dict = field(default_factory=dict)
+    versions: dict = field(default_factory=dict)
     clock: dict = field(default_factory=dict)
     table: list = field(default_factory=list)  # every rank's GPU and node, as the ranks told each other
-
-    def warn(self, message: str) -> None:
-        self.warnings.append(message)
-        self.reporter.warn(message)
 
     def payload(self, **extra) -> dict:
         return {"rank": self.launch.rank, "local_rank": self.launch.local_rank, "node": self.launch.node,
@@ -119,19 +112,18 @@ class RankState:
                 "peak_windows": self.peak_windows, "clock": self.clock, **extra}
 
 
-def run_distributed(opts: DistOptions, launch: Launch, comm: Comm, backend, reporter: Reporter | None = None,
+def run_distributed(opts: RunOptions, launch: Launch, comm: Comm, backend, reporter: Reporter | None = None,
                     clock=time.monotonic) -> tuple[Path | None, list[dict]]:
     """Run the scenarios on this rank; rank 0 returns the run directory and summary, the others (None, [])."""
     me, table = _introduce(launch, comm, backend, reporter or Reporter())
     node = [h for h in table if h["node"] == launch.node]
-    sampled = backend.node_gpus([h["uuid"] for h in node], opts.all_gpus) if launch.samples else []
+    sampled = backend.node_gpus([h["uuid"] for h in node], opts.recording.all_gpus) if launch.samples else []
     start = _clock_reading(comm, launch, table[0]["node"], clock)
     out = Path(opts.out_dir)
     rec = None
     if launch.samples:  # rank 0 is local rank 0 of its node, so it samples; other nodes record to a scratch folder
         out = out if launch.is_root else Path(tempfile.mkdtemp(prefix="gpubench-node-"))
-        rec = Recording(out, sampled, kind="run", command=opts.command, interval_s=opts.interval_s,
-                        profiling=opts.profiling, smi=opts.smi, sources=opts.sources, reporter=me.reporter, clock=clock)
+        rec = Recording(out, sampled, opts.recording, kind="run", reporter=me.reporter, clock=clock)
     box: dict = {}
     if rec is not None:
         rec.on_finish(lambda rows: box.update(rows=rows.columns()))  # plain arrays: they travel by pickle
@@ -143,7 +135,7 @@ def run_distributed(opts: DistOptions, launch: Launch, comm: Comm, backend, repo
             if rec is not None and launch.is_root:
                 _describe(rec, opts, me)
             comm.all_gather(None)  # every node samples before anything runs
-            _run_all(opts, me, comm, backend, Phases(rec, clock))
+            run_scenarios(opts, backend, rec if rec is not None else Unsampled(clock), me, LockStep(comm))
             end = _clock_reading(comm, launch, table[0]["node"], clock)
             me.clock.update(t_end=end[0], offset_end=end[1], error_s=max(start[2], end[2]))
             if launch.is_root:
@@ -165,7 +157,7 @@ def _introduce(launch: Launch, comm: Comm, backend, reporter: Reporter) -> tuple
         problem = f"LOCAL_RANK {launch.local_rank} names no GPU: {err}"
     comm.agree(problem)
     others = backend.other_processes(gpu)  # before this process touches the GPU
-    me = RankState(launch, gpu, backend.device_info(gpu), backend.versions(), reporter)
+    me = RankState(gpu, reporter, launch=launch, info=backend.device_info(gpu), versions=backend.versions())
     table = comm.all_gather({"rank": launch.rank, "local_rank": launch.local_rank, "node": launch.node,
                              "uuid": gpu.uuid, "nvml_index": gpu.nvml_index, "pid": os.getpid()})
     seen: dict[tuple[str, str], int] = {}
@@ -189,81 +181,11 @@ def _clock_reading(comm: Comm, launch: Launch, root_node: str, clock) -> tuple[f
     return clock(), offset, error
 
 
-def _describe(rec: Recording, opts: DistOptions, me: RankState) -> None:
+def _describe(rec: Recording, opts: RunOptions, me: RankState) -> None:
     rec.manifest.update(gpu=me.info, versions=me.versions,
                         families={sc.family: {"story": sc.module().STORY} for sc in opts.scenarios})
     rec.manifest["options"].update(duration_s=opts.duration_s, gap_s=opts.gap_s, slow_rank=opts.slow_rank)
     rec.write_manifest()
-
-
-def _run_all(opts: DistOptions, me: RankState, comm: Comm, backend, phases: Phases) -> None:
-    me.reporter.start(opts.scenarios, estimate_s(opts))
-    backend.prepare(me.gpu)
-    if opts.measure_peaks:
-        with phases.phase("peaks"):
-            me.peaks = backend.measure_peaks(lambda k, a, b: me.peak_windows.__setitem__(k, (a, b)))
-        comm.all_gather(None)  # each GPU takes its own time to measure
-    for i, sc in enumerate(opts.scenarios):
-        _run_one(i, sc, opts, me, comm, backend, phases)
-        me.reporter.advance()
-    with phases.phase("gap"):
-        time.sleep(opts.gap_s)
-
-
-def _plan(prepared, comm: Comm, backend) -> tuple[int, int]:
-    """Calls per timed group, and timed groups per chunk of about CHUNK_S, the same on every rank: the
-    slowest rank's warm-up decides."""
-    calls = prepared.calls_per_timing or calls_for(max(comm.all_gather(backend.warmup_ms(prepared))))
-    per_call_ms = max(comm.all_gather(backend.host_ms(prepared, calls)))
-    return calls, max(1, round(CHUNK_S * 1e3 / (calls * max(per_call_ms, 1e-6))))
-
-
-def _measure(prepared, comm: Comm, backend, duration_s: float, calls: int, chunk: int, clock) -> Timings:
-    """Timed groups, chunk by chunk, until rank 0 has measured for duration_s: every rank runs as many
-    calls as the others (a collective left unmatched would hang), whatever a warm-up mispredicted."""
-    per_call, n, spans, t0 = [], 0, [], clock()
-    while True:
-        t = backend.time_groups(prepared, calls, chunk)
-        per_call += t.per_call_ms
-        n += t.calls
-        spans += t.spans
-        if not comm.broadcast(clock() - t0 < duration_s if comm.launch.is_root else None):
-            return Timings(per_call, n, spans if len(spans) == len(per_call) else [])
-
-
-def _run_one(i, sc, opts: DistOptions, me: RankState, comm: Comm, backend, phases: Phases) -> None:
-    """One scenario on every rank at once; a problem on any rank skips it on all."""
-    me.reporter.step(i, sc, "check and warm-up")
-    with phases.phase(f"setup:{sc.name}"):
-        prepared, facts, problem = checked(lambda: sc.prepare(slow_rank=opts.slow_rank))
-        problems = [(r, p) for r, p in enumerate(comm.all_gather(problem)) if p]
-        if problems:
-            note = f"{sc.name} skipped: " + "; ".join(f"rank {r}: {text}" for r, (_, text) in problems)
-            if me.launch.is_root:  # one note for the job
-                (me.errors if any(kind == "error" for _, (kind, _) in problems) else me.warnings).append(note)
-            me.reporter.warn(note)
-            return
-        plan = _plan(prepared, comm, backend) if prepared.run is not None else None
-    with phases.phase("gap"):
-        time.sleep(opts.gap_s)
-    me.reporter.step(i, sc, "measuring")
-    with phases.phase(sc.name) as window:
-        if prepared.arrivals is not None:
-            prepared.arrivals.clear()  # only the timed calls' arrivals count
-        if plan:
-            timings = _measure(prepared, comm, backend, sc.measured_s(opts.duration_s), *plan, phases.clock)
-        else:
-            timings = backend.idle(sc.measured_s(opts.duration_s))
-    phases.set_phase("gap")
-    timed_in = ""
-    if timings is not None and timings.spans:  # timed in the window the counters cover, after the trim
-        timings = timings.within(window.t_start + TRIM_S, window.t_end)
-        timed_in = f"{window.t_start + TRIM_S:.6f}-{window.t_end:.6f}"
-    me.results.append({**scenario_result(sc, me.gpu, prepared, facts, window, timings), "timing_window": timed_in})
-    if prepared.arrivals is not None:
-        me.arrivals[sc.name] = list(prepared.arrivals)
-    del prepared
-    backend.release()
 
 
 def _node_report(rec: Recording | None, box: dict) -> dict:
@@ -275,7 +197,7 @@ def _node_report(rec: Recording | None, box: dict) -> dict:
             "node_warnings": rec.manifest.get("warnings", [])}
 
 
-def _write_run(rows, rec: Recording, opts: DistOptions, me: RankState, box: dict) -> None:
+def _write_run(rows, rec: Recording, opts: RunOptions, me: RankState, box: dict) -> None:
     """Rank 0, once its sampler has stopped: merge every rank's payload (or only its own, if the run ended
     before they were gathered) and write samples.arrows, summary.csv and the manifest."""
     payloads = box.get("payloads") or [me.payload()]

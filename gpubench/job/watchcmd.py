@@ -19,8 +19,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from gpubench.job import bootstrap, child, marks
-from gpubench.job.watching import MARKS_FILE, Watch, WatchOptions, watching
+from gpubench.job.watcher import MARKS_FILE, Watch, Watcher, WatchOptions
 from gpubench.record import nvml
+from gpubench.record.config import RecordingConfig
 from gpubench.record.recording import Reporter
 from gpubench.usage import visible
 
@@ -47,10 +48,11 @@ def run(opts: WatchOptions, argv: list[str], duration_s: float | None = None,
     interrupted = False
     outcome = child.Outcome(None)
     try:
-        with child.held_signals(), watching(opts, reporter) as watch:
+        with child.held_signals(), Watcher(opts, reporter) as watcher:
+            watch = watcher.watch
             for note in notes:
                 watch.rec.warn(note)
-            outcome = _attend(watch, argv, env, duration_s, opts.auto)
+            outcome = _attend(watcher, argv, env, duration_s, opts.auto)
             if outcome.interrupted:
                 raise KeyboardInterrupt  # the manifest says so; the summary is written all the same
     except KeyboardInterrupt:
@@ -63,7 +65,8 @@ def run(opts: WatchOptions, argv: list[str], duration_s: float | None = None,
     return (130 if interrupted else 0), watch
 
 
-def _attend(watch: Watch, argv: list[str], env: dict, duration_s: float | None, auto: bool = True) -> child.Outcome:
+def _attend(watcher: Watcher, argv: list[str], env: dict, duration_s: float | None, auto: bool = True) -> child.Outcome:
+    watch = watcher.watch
     if not argv:
         return child.Outcome(None, interrupted=True) if watch.interrupted else child.wait(None, duration_s)
     record = watch.manifest["child"] = {"argv": argv, "pid": None, "exit_code": None, "signal": None,
@@ -72,8 +75,7 @@ def _attend(watch: Watch, argv: list[str], env: dict, duration_s: float | None, 
         return child.Outcome(None, interrupted=True)
     env[marks.ENV] = str(watch.marks_path.resolve())
     watch.manifest["auto"] = bootstrap.prepare(env, auto)
-    outcome, left = _spawn_and_wait(argv, env, lambda pid: (record.__setitem__("pid", pid),
-                                                             setattr(watch, "child_pid", pid)))
+    outcome, left = _spawn_and_wait(argv, env, lambda pid: (record.__setitem__("pid", pid), watcher.track(pid)))
     record.update(exit_code=outcome.exit_code, signal=outcome.signal_name, still_running=outcome.exit_code is None)
     if left:
         record["left_running"] = left
@@ -127,28 +129,29 @@ def resolve_gpus(device: int | None, all_gpus: bool, env: dict) -> tuple[list, s
     return found, note
 
 
-def cmd(args) -> int:
-    """`gpubench watch`, from its parsed arguments."""
+def cmd(config: RecordingConfig, cmd: list[str], duration_s: float | None = None, dtype: str = "bf16",
+        metrics_port: int | None = None, auto: bool = True) -> int:
+    """`gpubench watch`: the command after `--` (or none, with duration_s), recorded as `config` says."""
     from gpubench.read.summary import TRIM_S
     from gpubench.record.preflight import check_out
     from gpubench.usage import UsageError
 
-    argv = list(args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd)
-    if argv and args.duration is not None:
+    argv = list(cmd[1:] if cmd[:1] == ["--"] else cmd)
+    if argv and duration_s is not None:
         raise UsageError("--duration is for watching without a command; a command is watched until it exits")
-    if not argv and args.duration is None:
+    if not argv and duration_s is None:
         raise UsageError("give the command to watch after --, as in `gpubench watch -- python train.py`, "
                          "or --duration S to record whatever runs on the GPUs for S seconds")
-    if args.duration is not None and args.duration <= TRIM_S:
+    if duration_s is not None and duration_s <= TRIM_S:
         raise UsageError(f"--duration must be longer than the {TRIM_S:g} s that each phase's summary leaves out")
     env = dict(os.environ)
     if argv and (problem := child.cannot_start(argv, env)):
         print(f"gpubench watch: {visible(problem[1])}", file=sys.stderr)
         return problem[0]
-    check_out(args.out)
-    endpoint = serve_metrics(args.metrics_port, UsageError)  # a port in use is said before anything runs
+    check_out(config.out)
+    endpoint = serve_metrics(metrics_port, UsageError)  # a port in use is said before anything runs
     try:
-        return _prepare_and_run(args, argv, env, endpoint)
+        return _prepare_and_run(config, argv, env, endpoint, duration_s, dtype, auto)
     finally:
         if endpoint is not None:
             endpoint.close()
@@ -166,7 +169,7 @@ def serve_metrics(port: int | None, error=ValueError):
         raise error(str(err)) from None
 
 
-def _prepare_and_run(args, argv, env, endpoint) -> int:
+def _prepare_and_run(config: RecordingConfig, argv, env, endpoint, duration_s, dtype, auto) -> int:
     from gpubench.record.preflight import check_out, require_gpu
     from gpubench.record.rundir import default_run_dir
     from gpubench.usage import UsageError
@@ -175,7 +178,7 @@ def _prepare_and_run(args, argv, env, endpoint) -> int:
         require_gpu("watch")  # attach mode has nothing to do without a GPU
     try:
         nvml.device_count()
-        gpus, note = resolve_gpus(args.device, args.all_gpus, env)
+        gpus, note = resolve_gpus(config.device, config.all_gpus, env)
     except nvml.GpuUnavailable as err:  # a CPU node: the job comes first
         return run_unrecorded(argv, env, str(err).split(";")[0])
     except NoGpu as err:
@@ -183,15 +186,12 @@ def _prepare_and_run(args, argv, env, endpoint) -> int:
     except LookupError as err:
         raise UsageError(str(err)) from None
     info = nvml.device_info(gpus[0].nvml_index)
-    out = args.out or default_run_dir(info["name"], kind="watch")
-    if args.out is None:
+    out = config.out or default_run_dir(info["name"], kind="watch")
+    if config.out is None:
         check_out(out)
     attach_marks = Path(env[marks.ENV]) if not argv and env.get(marks.ENV) else None
-    opts = WatchOptions(out, gpus, info, dtype=args.dtype, interval_s=args.interval, profiling=args.profiling,
-                        smi=not args.no_smi, measure_peaks=args.peaks, marks_path=attach_marks,
-                        all_gpus=args.all_gpus, root_pid=(lambda w: w.child_pid) if argv else None,
-                        metrics=endpoint, auto=not args.no_auto)
-    return _run_and_show(opts, argv, args.duration, [note] if note else [])
+    opts = WatchOptions(out, gpus, info, config, dtype=dtype, marks_path=attach_marks, metrics=endpoint, auto=auto)
+    return _run_and_show(opts, argv, duration_s, [note] if note else [])
 
 
 def run_unrecorded(argv: list[str], env: dict, why: str) -> int:
@@ -264,10 +264,8 @@ def show(watch: Watch, console=None) -> None:
 
 
 @contextmanager
-def recording(out=None, *, device: int | None = None, all_gpus: bool = False, dtype: str = "bf16",
-              interval_s: float | None = None, profiling: str = "auto", smi: bool = True, peaks: bool = False,
-              quiet: bool = False, gpus=None, info: dict | None = None, sources=None,
-              metrics_port: int | None = None):
+def recording(out=None, *, dtype: str = "bf16", quiet: bool = False, gpus=None, info: dict | None = None,
+              metrics_port: int | None = None, **config):
     """Record the GPUs while a block of Python runs: a notebook cell, a loop inside a script.
 
         with gpubench.recording() as rec:
@@ -278,31 +276,31 @@ def recording(out=None, *, device: int | None = None, all_gpus: bool = False, dt
         rec.summary  # one row per phase: the metric ladder, steps/s, TFLOP/s, MFU, verdict
 
     The same run directory as `gpubench watch` (default results/watch-<gpu>-<time>), and the same
-    options; marks from this process, and from processes it starts, go to it. The table and the
-    verdicts are printed at the end unless quiet. `metrics_port` serves the ladder and the job's live
-    numbers to Prometheus while the block runs, as `gpubench watch --metrics-port` does (0: a free port,
-    `rec.manifest["metrics"]["port"]`). `gpus`, `info` and `sources` replace the GPUs, their facts and the
-    metric sources (tests, replays).
+    options: the keywords of gpubench.record.config.RecordingConfig (device, all_gpus, interval_s,
+    profiling, smi, peaks; sources replaces the metric sources, for replays and tests). Marks from this
+    process, and from processes it starts, go to it. The table and the verdicts are printed at the end
+    unless quiet. `metrics_port` serves the ladder and the job's live numbers to Prometheus while the
+    block runs, as `gpubench watch --metrics-port` does (0: a free port, `rec.manifest["metrics"]["port"]`).
+    `gpus` and `info` replace the GPUs and their facts (tests, replays).
     """
     from gpubench.record.rundir import check_writable, default_run_dir
-    from gpubench.record.sources.policy import DEFAULT_INTERVAL_S
 
+    settings = RecordingConfig(out=Path(out) if out is not None else None, command=[sys.executable, *sys.argv],
+                               **{k: v for k, v in config.items() if v is not None})
     if gpus is None:
-        gpus, _ = resolve_gpus(device, all_gpus, dict(os.environ))
+        gpus, _ = resolve_gpus(settings.device, settings.all_gpus, dict(os.environ))
     info = info if info is not None else nvml.device_info(gpus[0].nvml_index)
-    out_dir = Path(out) if out is not None else default_run_dir(info["name"], kind="watch")
+    out_dir = settings.out or default_run_dir(info["name"], kind="watch")
     if problem := check_writable(out_dir):
         raise ValueError(f"cannot write the run to {out_dir}: {problem}")
     endpoint = serve_metrics(metrics_port)
-    opts = WatchOptions(out_dir, gpus, info, dtype=dtype, interval_s=interval_s or DEFAULT_INTERVAL_S,
-                        profiling=profiling, smi=smi, measure_peaks=peaks, sources=sources,
-                        command=[sys.executable, *sys.argv], all_gpus=all_gpus, root_pid=os.getpid(),
-                        metrics=endpoint)
+    opts = WatchOptions(out_dir, gpus, info, settings, dtype=dtype, root_pid=os.getpid(), metrics=endpoint)
     path = str((out_dir / MARKS_FILE).resolve())
     previous, previous_env = marks.target(path), os.environ.get(marks.ENV)
     os.environ[marks.ENV] = path
     try:
-        with watching(opts) as watch:
+        with Watcher(opts) as watcher:
+            watch = watcher.watch
             if watch.interrupted:
                 raise KeyboardInterrupt
             try:
