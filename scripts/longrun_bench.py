@@ -3,11 +3,11 @@ synthetic watch of 1 h x 1 GPU, 24 h x 1 GPU and 24 h x 8 GPUs (scripts/longrun.
 writes in a day at 1,000 steps/s, and samples.arrows beside CSV and Parquet.
 
     OMP_NUM_THREADS=1 python scripts/longrun_bench.py [--out results/longrun] [--cases 1x1,24x1,24x8]
-    python scripts/longrun_bench.py --readme   # the README's long-run part, from results/longrun/bench.json
+    python scripts/longrun_bench.py --readme   # the long-run part of docs/storage.md, from results/longrun/bench.json
 
 A benchmark, not a test: each command runs as its own process, timed on the wall clock, its peak resident
 memory from the kernel (wait4's ru_maxrss). Writes OUT/bench.json and OUT/bench.log (with the machine's
-load, `uptime`, before and after); the README's long-run table is made from bench.json (readme_block).
+load, `uptime`, before and after); the long-run table of docs/storage.md is made from bench.json (readme_block).
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def list_import() -> dict:
 
 
 def readme_block(bench: dict) -> str:
-    """The README's long-run table, from bench.json."""
+    """The long-run table of docs/storage.md, from bench.json."""
     rows = ["| run | samples.arrows | per GPU-day | marks.tsv | plot + report | peak memory | largest figure | report.html |",
             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for c in bench["cases"]:
@@ -167,7 +167,7 @@ def readme_block(bench: dict) -> str:
 
 
 def readme(text: str, bench: dict) -> str:
-    """README.md with its `<!-- gpubench:longrun -->` part made from bench."""
+    """The page with its `<!-- gpubench:longrun -->` part made from bench."""
     head, tail = "<!-- gpubench:longrun -->\n", "<!-- /gpubench:longrun -->"
     start, end = text.index(head) + len(head), text.index(tail)
     return text[:start] + readme_block(bench) + "\n" + text[end:]
@@ -177,7 +177,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "longrun")
     ap.add_argument("--cases", default="1x1,24x1,24x8", help="HOURSxGPUS, comma-separated")
-    ap.add_argument("--readme", action="store_true", help="write the README's long-run part from OUT/bench.json")
+    ap.add_argument("--readme", action="store_true", help="write the long-run part of docs/storage.md from OUT/bench.json")
     ap.add_argument("--marks", action="store_true",
                     help="measure the marks of a day again, into OUT/bench.json beside the cases measured before")
     args = ap.parse_args(argv)
@@ -188,7 +188,7 @@ def main(argv=None) -> int:
         write(args.out, bench)
         return 0
     if args.readme:
-        path = ROOT / "README.md"
+        path = ROOT / "docs" / "storage.md"
         path.write_text(readme(path.read_text(), json.loads((args.out / "bench.json").read_text())))
         return 0
     args.out.mkdir(parents=True, exist_ok=True)

@@ -1,11 +1,13 @@
-"""Write the README's numbers from the committed results, so the README cannot disagree with them.
+"""Write the numbers of the README and the documentation site from the committed results, so that neither
+can disagree with them.
 
-Each generated part of README.md sits between `<!-- gpubench:NAME -->` and `<!-- /gpubench:NAME -->`;
-this script rewrites those parts from results/ (the newest reference run of each GPU, the kernel bench
-CSVs, the watch runs, the regression gate's checks). `--check` exits 1 if the README differs from what
-the results say (a CPU test runs it).
+Each generated part of README.md and of the pages under docs/ sits between `<!-- gpubench:NAME -->` and
+`<!-- /gpubench:NAME -->`; this script rewrites those parts from results/ (the newest reference run of each
+GPU, the kernel bench CSVs, the watch runs, the regression gate's checks). A part's links into the repository
+are written relative to its file (`results/...` in the README, `../results/...` in docs/). `--check` exits 1
+if a file differs from what the results say (a CPU test runs it).
 
-    python scripts/readme_tables.py          # rewrite README.md
+    python scripts/readme_tables.py          # rewrite README.md and docs/*.md
     python scripts/readme_tables.py --check  # compare only
 """
 
@@ -32,6 +34,7 @@ from readme_tuning import ideas_table, second_ideas_table  # noqa: E402
 
 MARK = re.compile(r"(<!-- gpubench:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /gpubench:(?P=name) -->)", re.S)
 GPUS = {"h100-80gb-hbm3": "H100", "h200": "H200"}
+REPO_LINK = re.compile(r"(\]\()(?=(?:results|examples|scripts|tests)/)")  # a markdown link into the repository
 
 
 def reference_runs(results: Path) -> dict[str, Path]:
@@ -694,26 +697,38 @@ SECTIONS = {"ladder": ladder_table, "ladder-notes": ladder_notes, "peaks": peaks
             "decode-ideas": ideas_table, "decode-ideas-second": second_ideas_table}
 
 
-def render(readme: str, results: Path) -> str:
+def render(readme: str, results: Path, up: str = "") -> str:
+    """The text with its generated parts made anew; `up` is the way from the file's folder to the root."""
     def fill(m):
         make = SECTIONS.get(m.group("name"))
-        return m.group(1) + (make(results) if make else m.group("body")) + m.group(4)
+        body = make(results) if make else m.group("body")
+        if make and up:  # the generators link from the root, as the README stands
+            body = REPO_LINK.sub(lambda link: link.group(1) + up, body)
+        return m.group(1) + body + m.group(4)
     return MARK.sub(fill, readme)
+
+
+def generated_files() -> list[Path]:
+    """README.md and every page of the site: the files whose generated parts this script writes."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--check", action="store_true", help="exit 1 if README.md differs from the results")
+    ap.add_argument("--check", action="store_true", help="exit 1 if a file differs from the results")
     args = ap.parse_args()
-    path = ROOT / "README.md"
-    old = path.read_text()
-    new = render(old, ROOT / "results")
-    if args.check:
+    stale = []
+    for path in generated_files():
+        old = path.read_text()
+        new = render(old, ROOT / "results", "../" * (len(path.relative_to(ROOT).parts) - 1))
         if new != old:
-            print("README.md disagrees with results/: run python scripts/readme_tables.py", file=sys.stderr)
-            return 1
-        return 0
-    path.write_text(new)
+            stale.append(path.relative_to(ROOT))
+            if not args.check:
+                path.write_text(new)
+    if args.check and stale:
+        print(f"{', '.join(map(str, stale))} disagree with results/: run python scripts/readme_tables.py",
+              file=sys.stderr)
+        return 1
     return 0
 
 

@@ -1,5 +1,5 @@
 """The package's parts and the way their imports run: no import cycle anywhere in gpubench/ and kernels/,
-and no part imports one above it. The parts, bottom up, as the README's map draws them:
+and no part imports one above it. The parts, bottom up, as the map of docs/contributing.md draws them:
 
     floor     metrics (the vocabulary), stats, install, usage, the package's face
     read      summaries and verdicts: pure functions over sample rows

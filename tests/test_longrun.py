@@ -99,12 +99,12 @@ def test_a_longer_run_draws_no_larger_a_timeline(tmp_path, longrun):
     assert sizes[1] < 1.3 * sizes[0], sizes  # four times the rows, about the same figure
 
 
-def test_the_readmes_long_run_part_is_made_from_the_committed_benchmark():
+def test_the_docs_long_run_part_is_made_from_the_committed_benchmark():
     import json
 
     bench = script("longrun_bench")
     results = json.loads((ROOT / "results" / "longrun" / "bench.json").read_text())
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "storage.md").read_text()
     assert bench.readme(text, results) == text, "run python scripts/longrun_bench.py --readme"
     day = results["cases"][-1]
     assert (day["hours"], day["gpus"]) == (24, 8) and day["plot_report_s"] > 0 and day["peak_rss_mb"] > 0

@@ -29,7 +29,7 @@ def test_triton_is_required_only_on_linux():
 
 
 def test_every_install_hint_installs_this_project_from_its_checkout():
-    sources = [ROOT / "README.md", *ROOT.glob("gpubench/**/*.py"), *ROOT.glob("kernels/*.py"),
+    sources = [ROOT / "README.md", *ROOT.glob("docs/*"), *ROOT.glob("gpubench/**/*.py"), *ROOT.glob("kernels/*.py"),
                *ROOT.glob("scripts/*"), *ROOT.glob("tools/*")]
     for path in sources:
         text = path.read_text()

@@ -1,10 +1,21 @@
-"""The README's numbers are written from results/: they must agree with the committed runs."""
+"""The numbers of the README and of the documentation site (docs/*.md) are written from results/: they must
+agree with the committed runs."""
 
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+
+
+def page(name: str) -> str:
+    return (DOCS / name).read_text()
+
+
+def everything() -> str:
+    """The README and every page of the site, one after the other."""
+    return "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))])
 
 
 def test_readme_tables_agree_with_the_committed_results():
@@ -14,7 +25,8 @@ def test_readme_tables_agree_with_the_committed_results():
 
 
 def test_every_generated_part_has_results_behind_it():
-    text = (ROOT / "README.md").read_text()
+    text = everything()
+    assert "<!-- gpubench:ladder -->" in (ROOT / "README.md").read_text()  # the front door shows the ladder
     for name, gpus in (("ladder", ("H100", "H200")), ("peaks", ("H100", "H200")), ("kernels", ("H100", "H200")),
                        ("baselines", ("H100", "H200")), ("watch", ("H100",)), ("dist", ("H200",))):
         start = text.index(f"<!-- gpubench:{name} -->")
@@ -26,8 +38,7 @@ def test_every_generated_part_has_results_behind_it():
 def test_every_promise_names_tests_that_exist():
     import re
 
-    text = (ROOT / "README.md").read_text()
-    promises = text[text.index("## Promises"):text.index("## Contributing")]
+    promises = page("promises.md")
     named = re.findall(r"`(tests/\w+\.py)::(\w+)`", promises)
     assert len(named) >= 4 * 2
     for path, name in named:
@@ -41,7 +52,7 @@ def test_the_ceiling_says_which_dtypes_have_a_calibration_and_where_its_points_c
 
     from gpubench.truth.ceiling import TENSOR_DTYPES
 
-    text = (ROOT / "README.md").read_text()
+    text = page("ceiling.md")
     note = text[text.index("<!-- gpubench:calibration -->"):text.index("<!-- /gpubench:calibration -->")]
     files = [json.loads(p.read_text()) for p in sorted((ROOT / "results" / "calibration").glob("tensor-*.json"))]
     assert files
@@ -62,7 +73,7 @@ def generated_spans(text: str) -> list[tuple[int, int]]:
 def test_the_prose_that_states_measured_numbers_is_written_by_the_generator():
     """Sentences about the committed results lie inside generated parts, so `--check` holds them to the files:
     the ones written by hand had drifted from the files they cite."""
-    text = (ROOT / "README.md").read_text()
+    text = everything()
     spans = generated_spans(text)
     for start in ("Read it row by row", "Read down the GPU-Util column", "Of these runs, GPU-Util reads",
                   "The ratio of two medians", "A fused softmax must read", "the ridge lies at",
@@ -82,7 +93,7 @@ def test_the_readme_states_the_trails_the_summary_uses():
     from gpubench.read.summary import TRAIL_S
     from gpubench.truth.ceiling import PEAK_CLOCK_MHZ
 
-    text = " ".join((ROOT / "README.md").read_text().split())
+    text = " ".join(everything().split())
     assert (f"{TRAIL_S['sm_active_pct']:g} s into the window for GPM's columns, {TRAIL_S['gpu_util_pct']:g} s for "
             f"NVML's utilization, {TRAIL_S['power_w']:g} s for power") in text
     assert f"({PEAK_CLOCK_MHZ['NVIDIA H100 80GB HBM3']:.0f} MHz on an H100 SXM and an H200)" in text

@@ -1,5 +1,5 @@
 """The verdict tables: each rule fires on its numbers, says them at the precision that shows why, and the
-README shows the rules the code applies."""
+documentation shows the rules the code applies."""
 
 from pathlib import Path
 
@@ -67,5 +67,5 @@ def test_the_waiting_and_the_straggler_sentences_replace_where_the_time_goes():
     assert names == ["waits-on-rank", "mfu-mid"] and text.startswith("Rank 0 waits on rank 1.")
 
 
-def test_the_readme_shows_the_rules_the_code_applies():
-    assert verdict.markdown_table() in (ROOT / "README.md").read_text()
+def test_the_docs_show_the_rules_the_code_applies():
+    assert verdict.markdown_table() in (ROOT / "docs" / "watch.md").read_text()
