@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gpubench.job.markfile import ORIGINS, Mark, Steps, Stream
+from gpubench.job.markreader import ORIGINS, Mark, Steps, Stream
 from gpubench.record.gpus import Gpu
 from gpubench.record.rundir import SAMPLES_FILE, CsvSink, open_sink, write_json
 from gpubench.truth.flops import FLOP_COUNT_VERSION
@@ -41,7 +41,7 @@ def rows(n_gpus: int, t0: float, t1: float, state, dt: float = 0.1) -> list[dict
 
 def stamps(stream: Stream, uuid: str, times, flops=None, hw_flops=None, nbytes=0.0, tokens=0.0, clock="gpu",
            lead_s=0.0, origin="step") -> list[Steps]:
-    """One Steps line per stamp, as a slow loop writes them (origin: markfile.ORIGINS' words)."""
+    """One Steps line per stamp, as a slow loop writes them (origin: markreader.ORIGINS' words)."""
     counted = flops is not None
     return [Steps(t, stream, uuid, clock, t, 1, int(counted), flops or 0.0,
                   (hw_flops if hw_flops is not None else flops) or 0.0, nbytes, tokens, 0, lead_s, origin) for t in times]

@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 
 from gpubench.job import activity, provenance, straggler, tally
 from gpubench.job.credit import credit
-from gpubench.job.markfile import Mark, Steps, Stream
+from gpubench.job.markreader import Mark, Steps, Stream
 from gpubench.job.tally import Tally
 from gpubench.metrics import finite
 from gpubench.read.summary import TRAIL_S, TRIM_S, aligned_stats, covering, energy_between, whole_rows, window_text
-from gpubench.read.verdict import verdict
+from gpubench.read.phase_verdict import verdict
 from gpubench.truth import ceiling as tensor_ceiling
 from gpubench.truth.peaks import UNITS
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from gpubench.job.markfile import Steps
+from gpubench.job.markreader import Steps
 
-OWN, OPTIMIZER, COUNTED = "step", "optimizer", "counted"  # markfile.ORIGINS
+OWN, OPTIMIZER, COUNTED = "step", "optimizer", "counted"  # markreader.ORIGINS
 STEPS_FROM = {OWN: "step()", OPTIMIZER: "optimizer"}
 FLOPS_FROM = {OWN: "step()", OPTIMIZER: "one step counted", "ceiling": "counters"}
 SAID = {

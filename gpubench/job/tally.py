@@ -15,7 +15,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from gpubench.job.markfile import Steps
+from gpubench.job.markreader import Steps
 from gpubench.metrics import finite
 from gpubench.read.summary import derive
 

@@ -18,7 +18,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from gpubench.job import bootstrap, child, marks
+from gpubench.job import bootstrap, child, markwriter as marks
 from gpubench.job.watching import MARKS_FILE, Watch, WatchOptions, watching
 from gpubench.record import nvml
 from gpubench.record.recording import Reporter

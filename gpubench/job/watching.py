@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpubench.install import DIST, version
-from gpubench.job import child, markfile, provenance
+from gpubench.job import child, markreader as markfile, provenance
 from gpubench.job.contexts import Contexts
 from gpubench.job.phases import FIRST_PHASE, FLOP_CONVENTION, STORY, UNITS, Summary, summarize_watch
 from gpubench.read.summary import peak_conditions

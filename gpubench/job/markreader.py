@@ -1,6 +1,6 @@
 """The marks file a watched job writes (marks.tsv), read: its lines, read whole or as the file grows.
 
-Two kinds of line, tab-separated, each written whole by one process (gpubench.job.marks):
+Two kinds of line, tab-separated, each written whole by one process (gpubench.job.markwriter):
 
     M  t        rank pid uuid clock  name
     S  t_first  rank pid uuid clock  t_last n counted flops hw_flops bytes tokens bad lead_s
@@ -31,7 +31,7 @@ import math
 import os
 from dataclasses import dataclass
 
-from gpubench.job.marks import clean_name
+from gpubench.job.markwriter import clean_name
 from gpubench.record.schema import LONGEST_TIME_S
 from gpubench.usage import visible
 

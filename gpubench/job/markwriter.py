@@ -2,7 +2,7 @@
 
 Outside a watch both return at once (a global test, well under a microsecond). Under `gpubench watch`
 the environment variable GPUBENCH_MARKS names a file, and this process appends to it: each mark as it
-comes, and its steps gathered into intervals (gpubench.job.markfile says the lines), so a loop that
+comes, and its steps gathered into intervals (gpubench.job.markreader says the lines), so a loop that
 steps a thousand times a second writes about one line a second, not a thousand.
 
 Steps are stamped on the GPU's timeline where this process runs CUDA through torch: step() records a
@@ -120,7 +120,7 @@ def number(value) -> tuple[float | None, bool]:
 
 class Bucket:
     """Steps gathered over one interval: how many, their first and last stamps, and their sums; `origin` is
-    the line's letter (gpubench.job.markfile): S the job's step(), A and C its optimizer's steps."""
+    the line's letter (gpubench.job.markreader): S the job's step(), A and C its optimizer's steps."""
 
     __slots__ = ("n", "t_first", "t_last", "flops", "hw_flops", "bytes", "tokens", "counted", "bad", "lead_s", "origin")
 
