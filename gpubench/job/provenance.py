@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from gpubench.job.markreader import Steps
 
-OWN, OPTIMIZER, COUNTED = "step", "optimizer", "counted"  # markreader.ORIGINS
+OWN, OPTIMIZER, COUNTED = "step", "optimizer", "counted"  # markline.ORIGINS
 STEPS_FROM = {OWN: "step()", OPTIMIZER: "optimizer"}
 FLOPS_FROM = {OWN: "step()", OPTIMIZER: "one step counted", "ceiling": "counters"}
 SAID = {
