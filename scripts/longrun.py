@@ -37,6 +37,7 @@ from gpubench.job import markreader, markwriter  # noqa: E402
 from gpubench.job.phases import FLOP_CONVENTION, STORY  # noqa: E402
 from gpubench.job.watching import MARKS_FILE, resummarize  # noqa: E402
 from gpubench.metrics import COLUMNS  # noqa: E402
+from gpubench.read.samplekeys import TIME_KEYS  # noqa: E402
 from gpubench.read.samples import Samples  # noqa: E402
 from gpubench.record import arrowfile  # noqa: E402
 from gpubench.record.gpus import Gpu  # noqa: E402
@@ -44,7 +45,6 @@ from gpubench.record.rundir import (  # noqa: E402
     CSV_SAMPLES,
     SAMPLE_KEYS,
     SAMPLES_FILE,
-    TIME_KEYS,
     write_json,
     write_summary,
 )

@@ -98,7 +98,8 @@ def formats(work: Path) -> dict:
     import pyarrow.parquet as pq
 
     from gpubench.record import arrowfile
-    from gpubench.record.rundir import CsvSink, read_samples
+    from gpubench.record.csvfile import CsvSink
+    from gpubench.record.rundir import read_samples
 
     run = work / "run-24h-1gpu"
     samples = read_samples(run / "samples.arrows")

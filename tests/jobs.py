@@ -9,7 +9,8 @@ from pathlib import Path
 from gpubench.job.markline import MARK, MARK_LINE, ORIGINS, STEPS_LINE
 from gpubench.job.markreader import Mark, Steps, Stream
 from gpubench.record.gpus import Gpu
-from gpubench.record.rundir import SAMPLES_FILE, CsvSink, open_sink, write_json
+from gpubench.record.csvfile import CsvSink
+from gpubench.record.rundir import SAMPLES_FILE, open_sink, write_json
 from gpubench.truth.flops import FLOP_COUNT_VERSION
 
 H100 = "NVIDIA H100 80GB HBM3"

@@ -35,6 +35,10 @@ from gpubench.read.phase_verdict import verdict
 from gpubench.truth import ceiling as tensor_ceiling
 from gpubench.truth.peaks import UNITS
 
+# the summary columns made here that their names do not tell (gpubench.record.columns reads this literal)
+SUMMARY_COLUMNS = {"kind": "text", "family": "text", "verdict": "text", "verdict_rules": "text",
+                   "flop_convention": "text"}
+
 FIRST_PHASE = "run"  # the phase before the first mark, where the job steps before it marks
 START_UP, TEARDOWN = "start-up", "teardown"
 TOO_SHORT = "too short to measure"

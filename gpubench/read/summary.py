@@ -15,6 +15,10 @@ import math
 
 from gpubench.metrics import COLUMNS, finite
 
+# the summary columns made here that their names do not tell (gpubench.record.columns reads this literal)
+SUMMARY_COLUMNS = {"windows": "text", "t_start": "time", "t_end": "time", "n_samples": "int",
+                   "speedup_vs_baseline": "float", "link_gbps": "float"}
+
 # NVML's utilization and power average over a window of up to a second: the first half second of each
 # window still carries what ran before it.
 TRIM_S = 0.5

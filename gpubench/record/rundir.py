@@ -20,15 +20,8 @@ import re
 import time
 from pathlib import Path
 
-from gpubench.record import schema
-from gpubench.record.csvfile import (  # noqa: F401 -- also read from here
-    FLOAT_KEYS,
-    INT_KEYS,
-    SAMPLE_KEYS,
-    TIME_KEYS,
-    CsvSink,
-    cell,
-)
+from gpubench.record import columns, schema
+from gpubench.record.csvfile import SAMPLE_KEYS
 from gpubench.record.samplesfile import (
     CSV_SAMPLES,
     SAMPLES_FILE,
@@ -155,6 +148,7 @@ def write_json(path: Path, data) -> None:
 
 
 def write_summary(run_dir: Path, summary: list[dict]) -> None:
+    """summary.csv (each cell as gpubench.record.columns writes its kind) and summary.json, each whole."""
     fields: list[str] = []
     for row in summary:
         fields += [k for k in row if k not in fields]
@@ -163,7 +157,7 @@ def write_summary(run_dir: Path, summary: list[dict]) -> None:
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
         for row in summary:
-            w.writerow({k: cell(v, k) for k, v in row.items()})
+            w.writerow({k: columns.cell(v, k) for k, v in row.items()})
     tmp.replace(run_dir / "summary.csv")
     write_json(run_dir / "summary.json", summary)
 
