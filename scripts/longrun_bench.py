@@ -99,7 +99,7 @@ def formats(work: Path) -> dict:
 
     from gpubench.record import arrowfile
     from gpubench.record.csvfile import CsvSink
-    from gpubench.record.rundir import read_samples
+    from gpubench.record.samplesfile import read_samples
 
     run = work / "run-24h-1gpu"
     samples = read_samples(run / "samples.arrows")

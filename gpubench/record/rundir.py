@@ -1,6 +1,8 @@
-"""Run directories, written and read in one place: manifest.json, the samples (streamed as recorded),
-summary.csv and summary.json. The samples file is read by gpubench.record.samplesfile (samples.csv through
-gpubench.record.csvfile), summary.csv by gpubench.record.summaryfile; what they offer is read from here.
+"""Run directories: their paths, the files a run writes (manifest.json, the samples streamed as recorded,
+summary.csv and summary.json) and a run read back whole (load_run). Each file's format is its own module's:
+the samples file gpubench.record.samplesfile (samples.csv gpubench.record.csvfile, samples.arrows
+gpubench.record.arrowfile), summary.csv gpubench.record.summaryfile, the summary's columns
+gpubench.record.columns; import their names from there.
 
 A sample row covers an interval: `t_start_s` to `t_end_s` on the monotonic clock (the interval its
 GPM and DCGM values average over), `t_wall` the wall time at its end, the GPU (NVML index and UUID)
