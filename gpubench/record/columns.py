@@ -61,7 +61,8 @@ def declarations(path: Path) -> dict[str, str]:
 def roots() -> list[Path]:
     """The folders of the package's source: gpubench/ and kernels/ (installed as gpubench.kernels)."""
     kernels = importlib.util.find_spec("gpubench.kernels")
-    return [Path(__file__).resolve().parents[1]] + [Path(p) for p in (kernels.submodule_search_locations or [])]
+    found = list(kernels.submodule_search_locations or []) if kernels else []
+    return [Path(__file__).resolve().parents[1]] + [Path(p) for p in found]
 
 
 def collect(folders) -> dict[str, str]:
