@@ -125,7 +125,7 @@ gpubench.step(flops=...) records a step and its FLOPs (gpubench.count_flops coun
 watch both cost nothing. A PyTorch job that calls neither still gets steps (each optimizer step) and
 FLOPs (one step counted), and phases from what its GPU did (--no-auto turns the optimizer hook off).
 The summary has one row per phase: the metric ladder, steps/s, TFLOP/s, MFU, where each number came
-from, and a verdict from the rules in gpubench/read/verdict.py.
+from, and a verdict from the rules in gpubench/read/phase_verdict.py.
 """
 
 WATCH_EPILOG = """\

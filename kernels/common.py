@@ -11,6 +11,9 @@ import torch
 
 from gpubench.install import CUPY_HINT
 
+# the summary columns made here that their names do not tell (gpubench.record.columns reads this literal)
+SUMMARY_COLUMNS = {"check": "text", "launch": "text", "sizes": "text", "unit": "text", "bound": "text"}
+
 
 @dataclass(frozen=True)
 class Work:

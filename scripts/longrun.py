@@ -5,7 +5,7 @@
 
 No GPU: the numbers are made up, the files are not. The samples go through gpubench's own writer
 (samples.arrows, in the batches a recording writes), the marks through the job's own writer
-(gpubench.job.marks, one process per GPU, stamps on a simulated clock), and the summary through the watch's
+(gpubench.job.markwriter, one process per GPU, stamps on a simulated clock), and the summary through the watch's
 own summary of those files (gpubench.job.watcher.resummarize), so plot and report read what a day-long
 `gpubench watch` would leave. The GPU is named "synthetic" in the manifest, so every figure's stamp says so.
 
@@ -33,10 +33,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpubench.job import markfile, marks  # noqa: E402
+from gpubench.job import markreader, markwriter  # noqa: E402
 from gpubench.job.phases import FLOP_CONVENTION, STORY  # noqa: E402
 from gpubench.job.watcher import MARKS_FILE, resummarize  # noqa: E402
 from gpubench.metrics import COLUMNS  # noqa: E402
+from gpubench.read.samplekeys import TIME_KEYS  # noqa: E402
 from gpubench.read.samples import Samples  # noqa: E402
 from gpubench.record import arrowfile  # noqa: E402
 from gpubench.record.gpus import Gpu  # noqa: E402
@@ -44,7 +45,6 @@ from gpubench.record.rundir import (  # noqa: E402
     CSV_SAMPLES,
     SAMPLE_KEYS,
     SAMPLES_FILE,
-    TIME_KEYS,
     write_json,
     write_summary,
 )
@@ -182,7 +182,7 @@ def write_marks(run_dir: Path, n_gpus: int, steps_per_s: float, spans, seed: int
     rng = np.random.default_rng(seed + 1)
     writers = []
     for g, gpu in enumerate(gpus(n_gpus)):
-        w = marks._Writer(str(run_dir / MARKS_FILE))
+        w = markwriter._Writer(str(run_dir / MARKS_FILE))
         w.rank, w.pid, w.uuid, w.clock, w.fine_until = g, 40000 + g, gpu.uuid, "gpu", 0.0
         writers.append(w)
     for name, a, b in spans:
@@ -226,7 +226,7 @@ def generate(run_dir: Path, n_gpus: int = 8, hours: float = 24.0, interval_s: fl
     write_json(run_dir / "manifest.json", manifest)
     result = resummarize(run_dir)
     write_summary(run_dir, result.summary)
-    events = markfile.read_all(run_dir / MARKS_FILE)
+    events = markreader.read_all(run_dir / MARKS_FILE)
     manifest.update(phases=[{"name": p.name, "spans": p.spans} for p in result.phases], gpus_used=result.used,
                     gpus_idle=[], marks={"file": MARKS_FILE, "lines": len(events)})
     write_json(run_dir / "manifest.json", manifest)

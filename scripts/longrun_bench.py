@@ -34,8 +34,8 @@ TARGETS = {"plot_report_s": 60, "peak_rss_mb": 2000, "figure_mb": 2, "report_htm
 UUID = "GPU-a7bf0bb4-c4b0-2abb-5034-6d549663e8da"  # a real UUID's length, written on a process's first line
 MARKS_CODE = f"""
 import os, sys
-from gpubench.job import marks
-w = marks._Writer(sys.argv[1])
+from gpubench.job import markwriter
+w = markwriter._Writer(sys.argv[1])
 w.rank, w.uuid, w.clock = 0, {UUID!r}, "gpu"
 w.on_mark(100.0, "decode")
 for k in range(1, 86_400_001):  # a day at 1,000 steps/s, on a simulated clock
@@ -98,7 +98,8 @@ def formats(work: Path) -> dict:
     import pyarrow.parquet as pq
 
     from gpubench.record import arrowfile
-    from gpubench.record.rundir import CsvSink, read_samples
+    from gpubench.record.csvfile import CsvSink
+    from gpubench.record.samplesfile import read_samples
 
     run = work / "run-24h-1gpu"
     samples = read_samples(run / "samples.arrows")

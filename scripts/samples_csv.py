@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 from gpubench.record import rundir
-from gpubench.record.rundir import CsvSink, load_run
+from gpubench.record.csvfile import CsvSink
+from gpubench.record.rundir import load_run
 
 
 def main(runs: list[str]) -> int:

@@ -17,7 +17,7 @@ import re
 import statistics
 from pathlib import Path
 
-from gpubench.job.markfile import Mark, Steps, read_all
+from gpubench.job.markreader import Mark, Steps, read_all
 from gpubench.metrics import pct
 from gpubench.read.summary import windows_of
 from gpubench.record.rundir import load_run

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gpubench.job.markfile import ORIGINS, Mark, Steps, Stream
+from gpubench.job.markline import MARK, MARK_LINE, ORIGINS, STEPS_LINE
+from gpubench.job.markreader import Mark, Steps, Stream
 from gpubench.record.gpus import Gpu
-from gpubench.record.rundir import SAMPLES_FILE, CsvSink, open_sink, write_json
+from gpubench.record.csvfile import CsvSink
+from gpubench.record.rundir import SAMPLES_FILE, open_sink, write_json
 from gpubench.truth.flops import FLOP_COUNT_VERSION
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -41,7 +43,7 @@ def rows(n_gpus: int, t0: float, t1: float, state, dt: float = 0.1) -> list[dict
 
 def stamps(stream: Stream, uuid: str, times, flops=None, hw_flops=None, nbytes=0.0, tokens=0.0, clock="gpu",
            lead_s=0.0, origin="step") -> list[Steps]:
-    """One Steps line per stamp, as a slow loop writes them (origin: markfile.ORIGINS' words)."""
+    """One Steps line per stamp, as a slow loop writes them (origin: markline.ORIGINS' words)."""
     counted = flops is not None
     return [Steps(t, stream, uuid, clock, t, 1, int(counted), flops or 0.0,
                   (hw_flops if hw_flops is not None else flops) or 0.0, nbytes, tokens, 0, lead_s, origin) for t in times]
@@ -67,15 +69,16 @@ def write_watch(run_dir: Path, n_gpus: int, t0: float, t1: float, samples: list[
     sink.close()
     lines = []
     for e in events:
-        rank = "" if e.stream.rank is None else e.stream.rank
-        who = f"{rank}\t{e.stream.pid}\t{e.uuid}\t{e.clock}"
+        who = {"rank": "" if e.stream.rank is None else e.stream.rank, "pid": e.stream.pid, "uuid": e.uuid,
+               "clock": e.clock}
         if isinstance(e, Mark):
-            lines.append(f"M\t{e.t:.6f}\t{who}\t{e.name}")
+            lines.append(MARK_LINE.write(letter=MARK, t=e.t, **who, name=e.name))
         else:
             letter = next(k for k, v in ORIGINS.items() if v == e.origin)
-            lines.append(f"{letter}\t{e.t_first:.6f}\t{who}\t{e.t_last:.6f}\t{e.n}\t{e.counted}\t{e.flops:.6g}\t"
-                         f"{e.hw_flops:.6g}\t{e.bytes:.6g}\t{e.tokens:.6g}\t{e.bad}\t{e.lead_s:.6f}")
-    (run_dir / "marks.tsv").write_text("\n".join(lines) + "\n")
+            lines.append(STEPS_LINE.write(letter=letter, t_first=e.t_first, **who, t_last=e.t_last, n=e.n,
+                                          counted=e.counted, flops=e.flops, hw_flops=e.hw_flops, bytes=e.bytes,
+                                          tokens=e.tokens, bad=e.bad, lead_s=e.lead_s))
+    (run_dir / "marks.tsv").write_text("".join(lines) or "\n")
     manifest = {"kind": "watch", "completed": True, "status": "completed", "start_wall": "2026-11-23T10:00:00",
                 "gpu": {"name": H100, "nvml_index": 0, "uuid": gpus(n_gpus)[0].uuid},
                 "gpus_sampled": [g.as_dict() for g in gpus(n_gpus)], "columns": COLUMNS, "peaks": PEAKS,

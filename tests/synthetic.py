@@ -8,7 +8,8 @@ import math
 from gpubench.kernels.decode import work as decode_work
 
 from gpubench.read.summary import summarize
-from gpubench.record.rundir import SAMPLES_FILE, CsvSink, open_sink, read_samples, write_json, write_summary
+from gpubench.record.csvfile import CsvSink
+from gpubench.record.rundir import SAMPLES_FILE, open_sink, read_samples, write_json, write_summary
 
 # Test data, not measurements: decode steps timed as the roofline of the synthetic peaks would time them
 # (470 MB of weights at 4.2 TB/s, 2·B·K·N FLOPs at 650 TFLOP/s), so the sweep crosses the ridge.

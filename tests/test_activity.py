@@ -10,7 +10,7 @@ from jobs import PEAKS, every, gpus, mark, rows, stamps
 
 from gpubench.job import provenance
 from gpubench.job.activity import phases_of
-from gpubench.job.markfile import Steps, Stream
+from gpubench.job.markreader import Steps, Stream
 from gpubench.job.phases import summarize_watch
 from gpubench.metrics import finite
 from gpubench.read.samples import as_samples

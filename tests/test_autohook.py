@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from gpubench.job import autohook, bootstrap, markfile, provenance
+from gpubench.job import autohook, bootstrap, markreader, provenance
 from gpubench.job.onestep import COUNT_AFTER
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,18 +36,18 @@ def child(tmp_path, body: str, steps_env=None, marks=None, pythonpath=(), on=Tru
     marks = marks or tmp_path / "marks.tsv"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUBENCH_")}
     env["PYTHONPATH"] = os.pathsep.join([*map(str, pythonpath), str(ROOT)])
-    env[autohook.marks.ENV] = str(marks)
+    env[autohook.markwriter.ENV] = str(marks)
     env.update(steps_env or {})
     facts = bootstrap.prepare(env, on)
     script = tmp_path / "job.py"
     script.write_text(textwrap.dedent(body))
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
-    events = markfile.read_all(marks) if Path(marks).is_file() else []
+    events = markreader.read_all(marks) if Path(marks).is_file() else []
     return done, events, facts
 
 
 def steps_of(events, origins=("optimizer", "counted")):
-    return sum(e.n for e in events if isinstance(e, markfile.Steps) and e.origin in origins)
+    return sum(e.n for e in events if isinstance(e, markreader.Steps) and e.origin in origins)
 
 
 def expected_flops():
@@ -65,7 +65,7 @@ def test_each_optimizer_step_is_a_step_and_one_step_is_counted(tmp_path):
     assert done.returncode == 0 and done.stdout == "trained\n" and "gpubench" not in done.stderr, done.stderr
     assert facts["hook"] == "on" and steps_of(events) == 15
     assert all(e.clock == "host" and e.stream.pid > 0 for e in events)  # no CUDA here: the host stamps them
-    lines = [e for e in events if isinstance(e, markfile.Steps)]
+    lines = [e for e in events if isinstance(e, markreader.Steps)]
     counted = [e for e in lines if e.origin == "counted"]
     assert len(counted) == 1 and counted[0].n == 1
     assert sum(e.n for e in lines if e.t_first < counted[0].t_first) == COUNT_AFTER  # counted after warm-up
@@ -145,7 +145,7 @@ for _ in range(14):
     assert steps_of(events, ("step",)) == 14
     assert steps_of(events) <= 1  # at most the optimizer step before its first step(), never a count
     kept = provenance.resolve(events)
-    assert {e.origin for e in kept if isinstance(e, markfile.Steps)} == {"step"}
+    assert {e.origin for e in kept if isinstance(e, markreader.Steps)} == {"step"}
     assert sum(e.n for e in kept) == 14
 
 
@@ -215,7 +215,7 @@ def test_a_marks_file_that_cannot_be_written_is_one_line_and_the_job_runs_on(tmp
 
 
 def test_a_hook_that_fails_says_so_once_and_leaves_the_job_alone(monkeypatch, capsys):
-    monkeypatch.setattr(autohook.marks, "own_steps", False)  # other tests step in this process
+    monkeypatch.setattr(autohook.markwriter, "own_steps", False)  # other tests step in this process
     monkeypatch.setattr(autohook, "_on", True)
     monkeypatch.setattr(autohook, "_steps", None)
     autohook._register(SimpleNamespace())  # a torch whose optimizer module has no global hooks
@@ -223,7 +223,7 @@ def test_a_hook_that_fails_says_so_once_and_leaves_the_job_alone(monkeypatch, ca
     assert len(err) == 1 and "could not be registered" in err[0] and autohook._on is False and autohook._steps is None
     steps = autohook.Steps()
     monkeypatch.setattr(autohook, "_on", True)
-    monkeypatch.setattr(autohook.marks, "_path", "/nonexistent/marks.tsv")
+    monkeypatch.setattr(autohook.markwriter, "_path", "/nonexistent/marks.tsv")
     monkeypatch.setattr(autohook.Steps, "_leads", lambda self, opt: 1 / 0)
     opt = object.__new__(torch.optim.SGD)
     steps.pre(opt, (), {})
@@ -248,13 +248,13 @@ def test_a_count_under_way_when_the_job_starts_stepping_itself_is_left(monkeypat
     from gpubench.job.onestep import OneStep
 
     monkeypatch.setattr(autohook, "_on", True)
-    monkeypatch.setattr(autohook.marks, "own_steps", False)
-    monkeypatch.setattr(autohook.marks, "_path", "/nonexistent/marks.tsv")
+    monkeypatch.setattr(autohook.markwriter, "own_steps", False)
+    monkeypatch.setattr(autohook.markwriter, "_path", "/nonexistent/marks.tsv")
     steps = autohook.Steps()
     steps.count = OneStep(after=1)
     steps.count.at_step()  # counting
     assert len(_get_current_dispatch_mode_stack()) == 2
-    monkeypatch.setattr(autohook.marks, "own_steps", True)
+    monkeypatch.setattr(autohook.markwriter, "own_steps", True)
     opt = object.__new__(torch.optim.SGD)
     steps.pre(opt, (), {})
     steps.post(opt, (), {})

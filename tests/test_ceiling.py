@@ -6,9 +6,9 @@ import math
 import pytest
 from jobs import PEAKS, every, gpus, mark, rows, stamps
 
-from gpubench.job.markfile import Stream
+from gpubench.job.markreader import Stream
 from gpubench.job.phases import summarize_watch
-from gpubench.read import verdict
+from gpubench.read import phase_verdict
 from gpubench.read.samples import as_samples
 from gpubench.truth import ceiling
 
@@ -66,7 +66,7 @@ def test_flops_above_the_calibrated_limit_are_said_too_large(tmp_path):
     assert above["tensor_ceiling_limit_pct"] == pytest.approx(30.6)
     row = dict(gpu_util_mean_pct=99.0, sm_busy_pct=90.0, tensor_active_pct=30.0, steps_reported=50, steps_per_s=10.0,
                tflops=600.0, mfu_pct=60.0, hfu_pct=60.0, **above)
-    text, names = verdict.verdict(row, "bf16", {"tensor_active_pct"})
+    text, names = phase_verdict.verdict(row, "bf16", {"tensor_active_pct"})
     assert names[-1] == "flops-above-ceiling" and "FLOP count is too large" in text and "no rating" in text
     assert "HFU 60% is more than" in text and "(30% of the bf16 peak, 31% with its calibration" in text
 
@@ -95,7 +95,7 @@ def test_a_row_without_steps_or_flops_says_how_much_ran_on_the_tensor_pipes_at_m
     found = calibrated(tmp_path)
     cols = ceiling.columns(window(20.0, 1830.0), found, "bf16")
     for row in (dict(steps_reported=0), dict(steps_reported=30, steps_per_s=8.0)):
-        text, names = verdict.verdict(dict(gpu_util_mean_pct=99.0, sm_busy_pct=90.0, tensor_active_pct=20.0,
+        text, names = phase_verdict.verdict(dict(gpu_util_mean_pct=99.0, sm_busy_pct=90.0, tensor_active_pct=20.0,
                                            **row, **cols), "bf16", {"tensor_active_pct"})
         assert names[-1] == "tensor-ceiling" and "at most 20% of the bf16 peak ran on the tensor pipes" in text
         assert "gpubench.step" not in text

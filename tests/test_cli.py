@@ -104,12 +104,12 @@ def test_doctor_on_a_machine_without_gpm(fake_bin, monkeypatch, capsys):
 
     info = {"nvml_index": 0, "name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-a100", "memory_mib": 81920,
             "driver": "550.54", "cuda_driver": "12.4", "architecture": 8, "gpm_supported": False}
-    from gpubench.record.sources import SourceUnavailable, cupti
+    from gpubench.record.sources import SourceUnavailable, cupti, cupti_library
 
     def no_cupti():
-        raise SourceUnavailable("cupti-python is not installed (No module named 'cupti'): " + cupti.HINT)
+        raise SourceUnavailable("cupti-python is not installed (No module named 'cupti'): " + cupti_library.HINT)
 
-    monkeypatch.setattr(cupti, "_load", no_cupti)
+    monkeypatch.setattr(cupti, "load", no_cupti)
     fake_bin("nvidia-smi", 'echo "2026/11/21 12:00:00.100, 0, 0, 0, 60.00, 1410"\nsleep 30\n')
     with mock.patch.object(nvml, "device_count", return_value=1), \
             mock.patch.object(nvml, "device_info", return_value=info), \
@@ -138,7 +138,7 @@ def test_doctor_says_cupti_works_and_who_holds_the_counters_when_it_cannot(fake_
     from gpubench.record.sources import cupti, holders
 
     world = World(chips={0: "GA100"}, offered={"sm__cycles_active.avg.pct_of_peak_sustained_elapsed"})
-    monkeypatch.setattr(cupti, "_load", world.modules)
+    monkeypatch.setattr(cupti, "load", world.modules)
     monkeypatch.setattr(cupti, "cuda_uuids", lambda: ["GPU-a100"])
     monkeypatch.setattr(cupti, "libcupti_versions", lambda: {})
     monkeypatch.setattr(holders, "PROC", tmp_path)

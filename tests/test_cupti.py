@@ -7,7 +7,7 @@ import pytest
 from fakecupti import World
 
 from gpubench.record import nvml
-from gpubench.record.sources import SourceUnavailable, cupti, holders
+from gpubench.record.sources import SourceUnavailable, cupti, cupti_library, cupti_metrics, holders
 from gpubench.record.sources.holders import CountersBusy
 
 SM = "sm__cycles_active.avg.pct_of_peak_sustained_elapsed"
@@ -21,10 +21,10 @@ UUIDS = ["GPU-aaaaaaaa-0000-0000-0000-000000000000", "GPU-bbbbbbbb-0000-0000-000
 def world(monkeypatch, tmp_path):
     """A machine with two GPUs; NVML's 0 and 1 are CUDA's 0 and 1, and no other process runs."""
     w = World(chips={0: "GH100", 1: "GH100"}, offered={SM, OCC, TENSOR, FMA})
-    monkeypatch.setattr(cupti, "_load", w.modules)
+    monkeypatch.setattr(cupti, "load", w.modules)
     monkeypatch.setattr(cupti, "cuda_uuids", lambda: list(UUIDS))
     monkeypatch.setattr(cupti, "libcupti_versions", lambda: {"/venv/nvidia/cu13/lib/libcupti.so.13": 130401})
-    monkeypatch.setattr(cupti, "_version", lambda dist: "13.4.0")
+    monkeypatch.setattr(cupti, "version", lambda dist: "13.4.0")
     monkeypatch.setattr(nvml, "handle", lambda i: i)
     monkeypatch.setattr(nvml, "uuid_of", lambda h: UUIDS[h])
     (tmp_path / "proc").mkdir()
@@ -174,7 +174,7 @@ def test_a_driver_that_needs_a_context_gets_one_and_says_so(world, monkeypatch):
         def release(self, dev):
             made.append(("release", dev))
 
-    monkeypatch.setattr(cupti, "_Cuda", FakeCuda)
+    monkeypatch.setattr(cupti, "Cuda", FakeCuda)
     src = cupti.CuptiSource()
     src.open([0])
     assert made == [0] and "GPU 0: CUPTI needed a CUDA context in this process" in src.notes[0]
@@ -193,11 +193,11 @@ def test_gpus_without_the_time_trigger_fall_back_to_clock_cycles(world):
 
 
 def test_check_libcupti_compares_major_and_minor():
-    cupti.check_libcupti({"a": 130500}, "13.4.0")
-    cupti.check_libcupti({"a": 130401}, "13.4.0")
-    cupti.check_libcupti({"a": 120800}, None)  # unknown cupti-python version: nothing to compare
+    cupti_library.check_libcupti({"a": 130500}, "13.4.0")
+    cupti_library.check_libcupti({"a": 130401}, "13.4.0")
+    cupti_library.check_libcupti({"a": 120800}, None)  # unknown cupti-python version: nothing to compare
     with pytest.raises(SourceUnavailable, match="libcupti 13.3"):
-        cupti.check_libcupti({"a": 130300}, "13.4.0")
+        cupti_library.check_libcupti({"a": 130300}, "13.4.0")
 
 
 def test_a_candidate_the_host_api_answers_with_an_error_is_skipped_not_fatal(world):
@@ -214,7 +214,7 @@ def test_a_candidate_the_host_api_answers_with_an_error_is_skipped_not_fatal(wor
 
 def test_an_error_without_a_cupti_status_creates_no_context(world, monkeypatch):
     world.enable_error = RuntimeError("CUPTI could not load the nvperf* libraries required for profiling.")
-    monkeypatch.setattr(cupti, "_Cuda", lambda: pytest.fail("no context should be made for this"))
+    monkeypatch.setattr(cupti, "Cuda", lambda: pytest.fail("no context should be made for this"))
     with pytest.raises(SourceUnavailable, match="could not start on GPU 0: RuntimeError: CUPTI could not load"):
         cupti.CuptiSource().open([0])
 
@@ -240,5 +240,6 @@ def test_no_column_ships_that_the_committed_comparison_found_off_gpm():
                 if isinstance(a, float) and isinstance(b, float) and a == a and b == b:
                     compared += 1
                     if not tables.close_enough(a, b):
-                        assert column not in cupti.CANDIDATES and column in cupti.NOT_SHIPPED, (gpm_run.name, column)
+                        shipped, why = cupti_metrics.CANDIDATES, cupti_metrics.NOT_SHIPPED
+                        assert column not in shipped and column in why, (gpm_run.name, column)
     assert compared >= 30  # the committed comparisons exist and were read

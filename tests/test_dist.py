@@ -332,7 +332,8 @@ def test_under_torchrun_a_problem_is_said_once_by_rank_0_and_every_rank_exits_2(
 
 @pytest.mark.parametrize("name", ["samples.arrows", "samples.csv"])
 def test_a_run_directory_reads_back_a_gpu_that_no_rank_used(tmp_path, name):
-    from gpubench.record.rundir import RANKED_SAMPLE_KEYS, CsvSink, open_sink, read_samples
+    from gpubench.record.csvfile import CsvSink
+    from gpubench.record.rundir import RANKED_SAMPLE_KEYS, open_sink, read_samples
 
     path = tmp_path / name
     sink = (open_sink if name.endswith(".arrows") else CsvSink)(path, ["gpu_util_pct"], keys=RANKED_SAMPLE_KEYS)

@@ -9,7 +9,7 @@ import torch
 from jobs import PEAKS, every, gpus, mark, rows, stamps
 
 import gpubench
-from gpubench.job.markfile import Steps, Stream, parse, read_all
+from gpubench.job.markreader import Steps, Stream, parse, read_all
 from gpubench.job.phases import summarize_watch
 from gpubench.read.summary import TRAIL_S, energy_between, windows_of
 from gpubench.record.rundir import load_run

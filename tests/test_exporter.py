@@ -18,7 +18,7 @@ import pytest
 from fakes import GPU
 
 from gpubench.cli import main
-from gpubench.job import markfile, watchcmd as watch
+from gpubench.job import markreader, watchcmd as watch
 from gpubench.job.watcher import WatchOptions
 from gpubench.record.config import RecordingConfig
 from gpubench.read.summary import TRAIL_S
@@ -56,12 +56,12 @@ EXPECTED = {
 STEPPING = textwrap.dedent(f"""
     import sys, time, gpubench
     from pathlib import Path
-    from gpubench.job import marks
+    from gpubench.job import markwriter
     gpubench.mark("train")
     for _ in range(60):
         time.sleep(0.05)
         gpubench.step(flops={FLOPS!r}, bytes={BYTES!r}, tokens={TOKENS!r})
-    marks.flush()
+    markwriter.flush()
     Path(sys.argv[1]).write_text("stepped")
     deadline = time.monotonic() + 60
     while not Path(sys.argv[2]).exists() and time.monotonic() < deadline:
@@ -108,7 +108,7 @@ def one(families: dict, name: str):
 def window_steps(out: Path, start: float, end: float, n: int) -> list:
     """The groups of steps in marks.tsv that made the window's first n stamps: those wholly inside it, in time
     order (a group written after the scrape comes later than them)."""
-    groups = sorted((e for e in markfile.read_all(out / "marks.tsv") if isinstance(e, markfile.Steps)
+    groups = sorted((e for e in markreader.read_all(out / "marks.tsv") if isinstance(e, markreader.Steps)
                      and start <= e.t_first and e.t_last <= end), key=lambda e: e.t_first)
     taken, count = [], 0
     for g in groups:

@@ -119,7 +119,7 @@ def test_run_and_watch_say_who_holds_the_counters_in_one_sentence(tmp_path, proc
     """Both verbs record through one Recording: its warning and manifest carry the sentence."""
     proc(812, "nv-hostengine")
     world = World(busy=True, offered={"sm__cycles_active.avg.pct_of_peak_sustained_elapsed"})
-    monkeypatch.setattr(cupti, "_load", world.modules)
+    monkeypatch.setattr(cupti, "load", world.modules)
     monkeypatch.setattr(cupti, "cuda_uuids", lambda: ["GPU-x"])
     monkeypatch.setattr(cupti, "libcupti_versions", lambda: {})
     monkeypatch.setattr(nvml, "handle", lambda i: i)

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpubench.job.markfile import Steps, read_all
+from gpubench.job.markreader import Steps, read_all
 from gpubench.job.provenance import resolve
 from gpubench.metrics import finite
 from gpubench.read.summary import NEEDED, TRAIL_S, TRIM_S, covering, row_label, windows_of

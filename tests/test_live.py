@@ -6,7 +6,7 @@ import pytest
 from jobs import COLUMNS, PEAKS, every, gpus, mark, rows, stamps
 
 from gpubench.job.live import KEEP_S, Live
-from gpubench.job.markfile import Stream
+from gpubench.job.markreader import Stream
 from gpubench.job.phases import summarize_watch
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import gpubench
-from gpubench.job import marks
-from gpubench.job.markfile import Mark, Reader, Steps, read_all
+from gpubench.job import markwriter
+from gpubench.job.markreader import Mark, Reader, Steps, read_all
 
 ROOT = Path(__file__).resolve().parents[1]
 UUID = "GPU-a7bf0bb4-c4b0-2abb-5034-6d549663e8da"
@@ -25,14 +25,14 @@ UUID = "GPU-a7bf0bb4-c4b0-2abb-5034-6d549663e8da"
 def to_file(tmp_path):
     """Marks of this process go to a file for the test, and off again after it."""
     path = tmp_path / "marks.tsv"
-    marks.target(path)
+    markwriter.target(path)
     yield path
-    marks.target(None)
+    markwriter.target(None)
 
 
 def child(code: str, path, **env) -> subprocess.CompletedProcess:
-    environ = dict(os.environ, PYTHONPATH=str(ROOT), **{marks.ENV: str(path)}, **env)
-    for var in marks.RANK_VARS:
+    environ = dict(os.environ, PYTHONPATH=str(ROOT), **{markwriter.ENV: str(path)}, **env)
+    for var in markwriter.RANK_VARS:
         if var not in env:
             environ.pop(var, None)
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=environ, capture_output=True,
@@ -43,13 +43,13 @@ def test_import_is_cheap_and_the_api_is_lazy():
     code = ("import sys, gpubench; gpubench.mark('x'); gpubench.step(flops=1.0); gpubench.count_flops; "
             "assert 'torch' not in sys.modules and 'gpubench.record.recording' not in sys.modules, sorted(sys.modules)")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    env.pop(marks.ENV, None)
+    env.pop(markwriter.ENV, None)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0, r.stderr
 
 
 def test_marks_outside_a_watch_cost_well_under_a_microsecond():
-    assert marks._path is None  # no watch around this test
+    assert markwriter._path is None  # no watch around this test
     n = 200_000
     for call in (lambda: gpubench.mark("train"), lambda: gpubench.step(flops=1.5e12)):
         per_call_s = min(timeit.repeat(call, number=n, repeat=5)) / n
@@ -63,7 +63,7 @@ def test_steps_are_gathered_into_lines_and_every_step_is_counted(tmp_path):
             "for i in range(4000):\n"
             "    gpubench.step(flops=1e9, tokens=2) if i % 1000 else gpubench.mark('phase-%d' % i)\n")
     procs = [subprocess.Popen([sys.executable, "-c", code],
-                              env=dict(os.environ, PYTHONPATH=str(ROOT), RANK=str(rank), **{marks.ENV: str(path)}))
+                              env=dict(os.environ, PYTHONPATH=str(ROOT), RANK=str(rank), **{markwriter.ENV: str(path)}))
              for rank in range(4)]
     assert [p.wait(timeout=60) for p in procs] == [0] * 4
     events = read_all(path)
@@ -80,12 +80,12 @@ def test_steps_are_gathered_into_lines_and_every_step_is_counted(tmp_path):
 def test_a_day_of_fast_steps_stays_under_ten_megabytes(to_file, monkeypatch):
     """1,000 steps a second for a day, on a fake clock: at most one line a second once settled."""
     clock = iter(range(10**9))
-    monkeypatch.setattr(marks.time, "monotonic", lambda: next(clock) / 1000.0)  # each call: 1 ms later
+    monkeypatch.setattr(markwriter.time, "monotonic", lambda: next(clock) / 1000.0)  # each call: 1 ms later
     gpubench.mark("train")
-    marks._writer().uuid = UUID  # as where CUDA runs: a real UUID's length
+    markwriter._writer().uuid = UUID  # as where CUDA runs: a real UUID's length
     for _ in range(200_000):  # 200 s of steps: the bound per day is 432 times this
         gpubench.step(flops=1e12, bytes=1e9, tokens=8)
-    marks.flush()
+    markwriter.flush()
     size = to_file.stat().st_size
     assert size * 432 < 10e6, f"{size * 432 / 1e6:.1f} MB a day"
     steps = [e for e in read_all(to_file) if isinstance(e, Steps)]
@@ -112,7 +112,7 @@ def test_phase_names_are_one_short_line(to_file):
     gpubench.mark("a\tb\nc" + "x" * 10**6)
     gpubench.mark("")
     names = [e.name for e in read_all(to_file) if isinstance(e, Mark)]
-    assert names == ["a b c" + "x" * (marks.NAME_MAX - 5), "?"]
+    assert names == ["a b c" + "x" * (markwriter.NAME_MAX - 5), "?"]
 
 
 @pytest.mark.parametrize("value", ["abc", [1], float("nan"), float("inf"), -5.0, object()])
@@ -120,7 +120,7 @@ def test_unusable_flops_are_said_once_and_the_step_is_recorded(to_file, capsys, 
     for _ in range(3):
         gpubench.step(flops=value)
     gpubench.step(flops=2.0)
-    marks.flush()
+    markwriter.flush()
     err = capsys.readouterr().err
     assert err.count("gpubench: gpubench.step() was given a value") == 1
     [s] = [e for e in read_all(to_file) if isinstance(e, Steps)]
@@ -160,7 +160,7 @@ def test_a_bad_value_spoils_that_value_only_never_the_later_steps_and_marks(tmp_
 
 def test_an_error_inside_a_call_loses_that_call_only(to_file, capsys, monkeypatch):
     """Anything unexpected in one call is said once; marks stay on for the calls after it."""
-    real = marks._Writer.on_mark
+    real = markwriter._Writer.on_mark
     calls = []
 
     def flaky(self, t, name):
@@ -169,11 +169,11 @@ def test_an_error_inside_a_call_loses_that_call_only(to_file, capsys, monkeypatc
             raise RuntimeError("a passing fault")
         real(self, t, name)
 
-    monkeypatch.setattr(marks._Writer, "on_mark", flaky)
+    monkeypatch.setattr(markwriter._Writer, "on_mark", flaky)
     for name in ("lost", "train", "eval"):
         gpubench.mark(name)
     gpubench.step(flops=1.0)
-    marks.flush()
+    markwriter.flush()
     assert [e.name for e in read_all(to_file) if isinstance(e, Mark)] == ["train", "eval"]
     err = capsys.readouterr().err
     assert err.count("a mark or step was lost") == 1 and "marks are off" not in err
@@ -187,7 +187,7 @@ def test_control_characters_in_a_phase_name_are_written_out_never_sent(to_file):
         f.write("M\t5.0\t\t77\t\thost\tx\x1b[31my\x00z\n")
         f.write("M\t6.0\t\t77\t\thost\t" + "n" * 200_000 + "\n")
     names = [e.name for e in read_all(to_file) if isinstance(e, Mark)]
-    assert names == ["a\\x00b\\x1b]0;pwned\\x07c\\x9b2J\\u202ed", "x\\x1b[31my\\x00z", "n" * marks.NAME_MAX]
+    assert names == ["a\\x00b\\x1b]0;pwned\\x07c\\x9b2J\\u202ed", "x\\x1b[31my\\x00z", "n" * markwriter.NAME_MAX]
     assert all(n.isprintable() for n in names)
 
 
@@ -312,7 +312,7 @@ def test_steps_are_stamped_when_the_gpu_reaches_them_and_the_caller_never_waits(
         t_called.append(t0)
         time.sleep(0.03)
     gpubench.mark("eval")
-    marks.flush()
+    markwriter.flush()
     assert max(per_call) < 0.05  # recording an event, not waiting for it
     events = read_all(to_file)
     steps = [e for e in events if isinstance(e, Steps)]
@@ -326,7 +326,7 @@ def test_steps_are_stamped_when_the_gpu_reaches_them_and_the_caller_never_waits(
 def test_a_step_during_graph_capture_is_stamped_on_the_host(to_file, fake_torch):
     fake_torch.cuda.capturing = True
     gpubench.step(flops=1.0)
-    marks.flush()
+    markwriter.flush()
     [steps] = [e for e in read_all(to_file) if isinstance(e, Steps)]
     assert steps.n == 1 and steps.lead_s == 0.0
 
@@ -338,7 +338,7 @@ def test_a_cuda_that_fails_leaves_the_steps_on_the_host(to_file, fake_torch, cap
     fake_torch.cuda.get_device_properties = broken
     for _ in range(3):
         gpubench.step(flops=1.0)
-    marks.flush()
+    markwriter.flush()
     [steps] = [e for e in read_all(to_file) if isinstance(e, Steps)]
     assert steps.n == 3 and steps.clock == "host"
     assert capsys.readouterr().err.count("steps are stamped on the host") == 1
@@ -354,5 +354,5 @@ def test_marks_from_threads_of_one_process_are_all_counted(to_file):
         t.start()
     for t in threads:
         t.join()
-    marks.flush()
+    markwriter.flush()
     assert sum(e.n for e in read_all(to_file) if isinstance(e, Steps)) == 8000

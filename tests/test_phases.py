@@ -9,7 +9,7 @@ from jobs import PEAKS, every, gpus, mark, rows, stamps, write_watch
 
 from gpubench.job.contexts import Contexts, tree
 from gpubench.job.credit import credit
-from gpubench.job.markfile import Stream
+from gpubench.job.markreader import Stream
 from gpubench.job.phases import cut, summarize_watch
 from gpubench.job.watcher import resummarize
 from gpubench.metrics import finite

@@ -16,7 +16,8 @@ from gpubench.metrics import COLUMNS
 from gpubench.read.samples import Samples, as_samples
 from gpubench.read.summary import derive, summarize
 from gpubench.record import arrowfile, rundir
-from gpubench.record.rundir import CsvSink, load_run, open_sink, read_samples
+from gpubench.record.csvfile import CsvSink
+from gpubench.record.rundir import load_run, open_sink, read_samples
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = sorted(p.parent for p in (ROOT / "results").glob("*/manifest.json"))

@@ -5,7 +5,7 @@ import math
 import pytest
 from gpubench.kernels import h2d, softmax
 
-from gpubench.read.summary import derive, energy_power_w, steady_rows, summarize
+from gpubench.read.summary import derive, derive_per_second, energy_power_w, steady_rows, summarize
 
 PEAKS = {"datasheet": {"dram": 4.8e12, "fp32": 66.9e12, "link": 63.0e9}, "measured": {"dram": 4.2e12}}
 
@@ -37,6 +37,23 @@ def test_a_host_to_device_copy_is_judged_by_its_link():
     assert d["link_pct"] == pytest.approx(100 * d["link_gbps"] / 63.0)
     assert d["gbps"] == pytest.approx(2 * d["link_gbps"])  # the convention: bytes read + bytes written
     assert math.isnan(d["mfu_pct"]) and math.isnan(d["mbu_pct"])
+
+
+def test_work_per_second_is_judged_as_the_same_work_in_a_timed_call():
+    """A watched job's second of work (derive_per_second) reads as a call of that work timed at one second,
+    to the last bit; a rate that is not a finite number is NaN, never a rate."""
+    peaks = {"datasheet": {"bf16_tensor": 989e12, "dram": 3.35e12}, "measured": {"bf16_tensor": 700e12}}
+    for flops_s, bytes_s, bound in ((3.7e14, 0.0, "compute"), (0.0, 1.9e12, "dram"), (math.nan, 0.0, "compute")):
+        timed = derive({"kernel_ms": 1e3, "flops_per_call": flops_s, "bytes_per_call": bytes_s, "unit": "bf16_tensor",
+                        "bound": bound}, peaks)
+        per_s = derive_per_second({"flops_per_s": flops_s, "bytes_per_s": bytes_s, "unit": "bf16_tensor",
+                                   "bound": bound}, peaks)
+        assert repr(per_s) == repr(timed)
+    assert per_s["tflops"] != per_s["tflops"]  # NaN
+    got = derive_per_second({"flops_per_s": math.inf, "bound": "compute", "unit": "bf16_tensor"}, peaks)
+    assert math.isnan(got["tflops"]) and math.isnan(got["mfu_pct"])
+    assert derive_per_second({"flops_per_s": 4.945e14, "bound": "compute", "unit": "bf16_tensor"},
+                             peaks)["mfu_pct"] == pytest.approx(50.0)
 
 
 def test_mean_power_comes_from_the_energy_counter():

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from gpubench.read import verdict
+from gpubench.read import phase_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = {"gpu_util_pct", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct"}
@@ -38,34 +38,34 @@ LADDER = dict(gpu_util_mean_pct=99.0, sm_busy_pct=88.0, sm_active_pct=87.0, sm_o
 ])
 def test_each_rule_is_triggered_by_its_numbers(changes, recorded, names):
     row = {k: v for k, v in {**LADDER, **changes}.items() if v is not None}
-    text, got = verdict.verdict(row, "bf16", recorded)
+    text, got = phase_verdict.verdict(row, "bf16", recorded)
     assert got == names
     for name in names:
-        rule = next(r for _, rules in verdict.TABLES for r in rules if r.name == name)
-        words = verdict._fill(rule, dict(row, dtype="bf16", idle_pct=100 - row["gpu_util_mean_pct"]))
+        rule = next(r for _, rules in phase_verdict.TABLES for r in rules if r.name == name)
+        words = phase_verdict._fill(rule, dict(row, dtype="bf16", idle_pct=100 - row["gpu_util_mean_pct"]))
         assert words[1:40] in text  # its own sentence
         for column, op, threshold in rule.when:  # and the numbers that triggered it
-            if op in verdict.SHOWN and column in row:
-                assert f"{verdict.SHOWN[op]} {verdict._threshold(column, threshold)}" in text
+            if op in phase_verdict.SHOWN and column in row:
+                assert f"{phase_verdict.SHOWN[op]} {phase_verdict._threshold(column, threshold)}" in text
 
 
 def test_the_evidence_never_contradicts_the_rule():
     """MFU 9.94% < 10% was printed as 'MFU 10% < 10%'."""
-    text, names = verdict.verdict({**LADDER, "mfu_pct": 9.94}, "bf16", RECORDED)
+    text, names = phase_verdict.verdict({**LADDER, "mfu_pct": 9.94}, "bf16", RECORDED)
     assert names[-1] == "mfu-low" and "MFU 9.9% < 10%" in text and "MFU 9.9%:" in text and "10% < 10%" not in text
-    text, _ = verdict.verdict({**LADDER, "gpu_util_mean_pct": 49.996}, "bf16", RECORDED)
+    text, _ = phase_verdict.verdict({**LADDER, "gpu_util_mean_pct": 49.996}, "bf16", RECORDED)
     assert "GPU busy 49.996% < 50%" in text
 
 
 def test_huge_numbers_do_not_grow_the_sentence():
-    text, names = verdict.verdict({**LADDER, "mfu_pct": 1e300}, "bf16", RECORDED)
+    text, names = phase_verdict.verdict({**LADDER, "mfu_pct": 1e300}, "bf16", RECORDED)
     assert names[-1] == "mfu-impossible" and "1e+300%" in text and len(text) < 600
 
 
 def test_the_waiting_and_the_straggler_sentences_replace_where_the_time_goes():
-    text, names = verdict.verdict(LADDER, "bf16", RECORDED, where=("waits-on-rank", "Rank 0 waits on rank 1."))
+    text, names = phase_verdict.verdict(LADDER, "bf16", RECORDED, where=("waits-on-rank", "Rank 0 waits on rank 1."))
     assert names == ["waits-on-rank", "mfu-mid"] and text.startswith("Rank 0 waits on rank 1.")
 
 
 def test_the_docs_show_the_rules_the_code_applies():
-    assert verdict.markdown_table() in (ROOT / "docs" / "watch.md").read_text()
+    assert phase_verdict.markdown_table() in (ROOT / "docs" / "watch.md").read_text()

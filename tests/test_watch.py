@@ -16,7 +16,7 @@ from fakes import GPU, FakeSource
 
 import gpubench
 from gpubench.cli import main
-from gpubench.job import marks, watchcmd as watch
+from gpubench.job import markwriter, watchcmd as watch
 from gpubench.job.watcher import WatchOptions
 from gpubench.record.config import RecordingConfig
 from gpubench.record.rundir import load_run
@@ -62,7 +62,7 @@ def ladder(monkeypatch):
 @pytest.fixture(autouse=True)
 def _children_import_this_gpubench(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    monkeypatch.delenv(marks.ENV, raising=False)
+    monkeypatch.delenv(markwriter.ENV, raising=False)
 
 
 def options(out, sources, peaks=False, **kw):
@@ -397,7 +397,7 @@ def test_recording_in_process(tmp_path, ladder):
     assert [r["phase"] for r in rec.summary] == ["train", "eval"]
     assert 8 <= rec.summary[0]["steps"] <= 20 and rec.summary[0]["gpu_util_pct"] == 100.0
     assert rec.manifest["kind"] == "watch" and (tmp_path / "nb" / "summary.csv").is_file()
-    assert marks._path is None and marks.ENV not in os.environ  # marks are no-ops again
+    assert markwriter._path is None and markwriter.ENV not in os.environ  # marks are no-ops again
 
 
 def test_memory_stays_flat_however_long_the_watch(tmp_path):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from jobs import every, mark, rows, stamps, write_watch
 
-from gpubench.job.markfile import Stream
+from gpubench.job.markreader import Stream
 from gpubench.job.watcher import resummarize
 from gpubench.record.rundir import write_summary
 

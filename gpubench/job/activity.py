@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from gpubench.job.markfile import Mark, Steps
+from gpubench.job.markreader import Mark, Steps
 
 BIN_S = 1.0
 BUSY_SHARE = 0.5  # of a second's sample intervals, busy, for the second to be busy

@@ -23,7 +23,7 @@ import sys
 import time
 import weakref
 
-from gpubench.job import marks
+from gpubench.job import markwriter
 
 ENV = "GPUBENCH_AUTO"  # "0": no steps from the optimizer (`gpubench watch --no-auto` sets it); "steps": no FLOPs
 TARGET = "torch.optim.optimizer"
@@ -35,7 +35,7 @@ _steps = None  # the Steps of this process, once the hooks are registered
 
 def enabled(env=os.environ) -> bool:
     """Whether the hook belongs in this process: under a watch (the marks file named) and not turned off."""
-    return bool(env.get(marks.ENV)) and env.get(ENV, "1").strip().lower() not in ("0", "off", "no", "false")
+    return bool(env.get(markwriter.ENV)) and env.get(ENV, "1").strip().lower() not in ("0", "off", "no", "false")
 
 
 def install() -> bool:
@@ -152,7 +152,7 @@ class Steps:
             if self.outer is not None and self.outer() is not opt:
                 return  # an inner optimizer's step, inside the outer one's
             self.outer = None
-            if not _on or marks.own_steps or marks._path is None:  # off, or the job steps itself
+            if not _on or markwriter.own_steps or markwriter._path is None:  # off, or the job steps itself
                 if self.count is not None:
                     self.count.abandon("the hook went off in this process")  # no count left running
                 return
@@ -163,8 +163,8 @@ class Steps:
 
                 self.count = OneStep(on=os.environ.get(ENV, "1").strip().lower() != "steps")
             flops, origin = self.count.at_step()
-            marks._writer().step(flops, None, None, origin)
-        except marks._Off:
+            markwriter._writer().step(flops, None, None, origin)
+        except markwriter._Off:
             pass
         except Exception as err:  # noqa: BLE001
             self._fail(err)

@@ -8,7 +8,7 @@ context on (gpubench.job.contexts) and those its steps were credited to; the oth
 
 from __future__ import annotations
 
-from gpubench.job.markfile import Steps, Stream
+from gpubench.job.markreader import Steps, Stream
 
 
 def credit(events, gpus: list, contexts: dict[int, set[int]]) -> tuple[dict[Stream, int], list[int], list[str]]:

@@ -91,7 +91,7 @@ SOURCE_HELP = ("1 for where the live window's numbers came from: `steps` is step
                "or optimizer (its optimizer's steps, no code change); `flops` is step(), one step counted (by "
                "gpubench, from one whole step) or counters (none known: the tensor pipes' activity bounds them)")
 VERDICT_HELP = ("1 for the verdict on the live window: `rules` holds its rule names, as summary.csv's verdict_rules "
-                "(the rules are gpubench/read/verdict.py's)")
+                "(the rules are gpubench/read/phase_verdict.py's)")
 
 
 class CannotServe(ValueError):

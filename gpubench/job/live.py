@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from gpubench.job import provenance
 from gpubench.job.credit import credit
-from gpubench.job.markfile import Mark, Steps
+from gpubench.job.markreader import Mark, Steps
 from gpubench.job.phases import START_UP, Context, cut, judge_ranks, summarize_row
 from gpubench.metrics import finite
 from gpubench.read.summary import TRIM_S

@@ -27,13 +27,17 @@ from dataclasses import dataclass, field
 
 from gpubench.job import activity, provenance, slowrank, tally
 from gpubench.job.credit import credit
-from gpubench.job.markfile import Mark, Steps, Stream
+from gpubench.job.markreader import Mark, Steps, Stream
 from gpubench.job.tally import Tally
 from gpubench.metrics import finite
 from gpubench.read.summary import TRAIL_S, TRIM_S, aligned_stats, covering, energy_between, whole_rows, window_text
-from gpubench.read.verdict import verdict
+from gpubench.read.phase_verdict import verdict
 from gpubench.truth import ceiling as tensor_ceiling
 from gpubench.truth.peaks import UNITS
+
+# the summary columns made here that their names do not tell (gpubench.record.columns reads this literal)
+SUMMARY_COLUMNS = {"kind": "text", "family": "text", "verdict": "text", "verdict_rules": "text",
+                   "flop_convention": "text"}
 
 FIRST_PHASE = "run"  # the phase before the first mark, where the job steps before it marks
 START_UP, TEARDOWN = "start-up", "teardown"

@@ -19,9 +19,12 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from gpubench.job.markfile import Steps
+from gpubench.job.markreader import Steps
 
-OWN, OPTIMIZER, COUNTED = "step", "optimizer", "counted"  # markfile.ORIGINS
+# the summary columns made here that their names do not tell (gpubench.record.columns reads this literal)
+SUMMARY_COLUMNS = {"steps_source": "text", "flops_source": "text", "provenance": "text"}
+
+OWN, OPTIMIZER, COUNTED = "step", "optimizer", "counted"  # markline.ORIGINS
 STEPS_FROM = {OWN: "step()", OPTIMIZER: "optimizer"}
 FLOPS_FROM = {OWN: "step()", OPTIMIZER: "one step counted", "ceiling": "counters"}
 SAID = {

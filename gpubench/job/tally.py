@@ -15,9 +15,12 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from gpubench.job.markfile import Steps
+from gpubench.job.markreader import Steps
 from gpubench.metrics import finite
-from gpubench.read.summary import derive
+from gpubench.read.summary import derive_per_second
+
+# the summary columns made here that their names do not tell (gpubench.record.columns reads this literal)
+SUMMARY_COLUMNS = {"stream_rates": "text", "step_clock": "text", "hfu_unknown": "text"}
 
 WORK = ("steps", "flops", "hw_flops", "bytes", "tokens", "counted")
 
@@ -140,12 +143,11 @@ def work_columns(tallies: dict, seconds: float, energy_j: float, clock_of, peaks
         return total[key] / seconds if timed and applies else nan
 
     flops_s = per_s("flops", total["counted"] > 0)
-    derived = derive({"kernel_ms": 1e3, "flops_per_call": flops_s, "bytes_per_call": 0.0, "unit": unit,
-                      "bound": "compute"}, peaks)
-    hw = derive({"kernel_ms": 1e3, "flops_per_call": per_s("hw_flops", hardware and total["counted"] > 0),
-                 "bytes_per_call": 0.0, "unit": unit, "bound": "compute"}, peaks)
-    dram = derive({"kernel_ms": 1e3, "flops_per_call": 0.0, "bytes_per_call": per_s("bytes", total["bytes"] > 0),
-                   "unit": None, "bound": "dram"}, peaks)
+    derived = derive_per_second({"flops_per_s": flops_s, "bytes_per_s": 0.0, "unit": unit, "bound": "compute"}, peaks)
+    hw = derive_per_second({"flops_per_s": per_s("hw_flops", hardware and total["counted"] > 0), "bytes_per_s": 0.0,
+                            "unit": unit, "bound": "compute"}, peaks)
+    dram = derive_per_second({"flops_per_s": 0.0, "bytes_per_s": per_s("bytes", total["bytes"] > 0), "unit": None,
+                              "bound": "dram"}, peaks)
     out.update(tflops=derived["tflops"], mfu_pct=derived["mfu_pct"], mfu_measured_pct=derived["mfu_measured_pct"],
                hfu_pct=hw["mfu_pct"], gbps=dram["gbps"], mbu_pct=dram["mbu_pct"],
                mbu_measured_pct=dram["mbu_measured_pct"])

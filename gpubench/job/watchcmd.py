@@ -18,7 +18,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from gpubench.job import bootstrap, child, marks
+from gpubench.job import bootstrap, child, markwriter
 from gpubench.job.watcher import MARKS_FILE, Watch, Watcher, WatchOptions
 from gpubench.record import nvml
 from gpubench.record.config import RecordingConfig
@@ -73,7 +73,7 @@ def _attend(watcher: Watcher, argv: list[str], env: dict, duration_s: float | No
                                         "still_running": False}
     if watch.interrupted:  # while the peaks were measured: the command is not started
         return child.Outcome(None, interrupted=True)
-    env[marks.ENV] = str(watch.marks_path.resolve())
+    env[markwriter.ENV] = str(watch.marks_path.resolve())
     watch.manifest["auto"] = bootstrap.prepare(env, auto)
     outcome, left = _spawn_and_wait(argv, env, lambda pid: (record.__setitem__("pid", pid), watcher.track(pid)))
     record.update(exit_code=outcome.exit_code, signal=outcome.signal_name, still_running=outcome.exit_code is None)
@@ -189,7 +189,7 @@ def _prepare_and_run(config: RecordingConfig, argv, env, endpoint, duration_s, d
     out = config.out or default_run_dir(info["name"], kind="watch")
     if config.out is None:
         check_out(out)
-    attach_marks = Path(env[marks.ENV]) if not argv and env.get(marks.ENV) else None
+    attach_marks = Path(env[markwriter.ENV]) if not argv and env.get(markwriter.ENV) else None
     opts = WatchOptions(out, gpus, info, config, dtype=dtype, marks_path=attach_marks, metrics=endpoint, auto=auto)
     return _run_and_show(opts, argv, duration_s, [note] if note else [])
 
@@ -296,8 +296,8 @@ def recording(out=None, *, dtype: str = "bf16", quiet: bool = False, gpus=None, 
     endpoint = serve_metrics(metrics_port)
     opts = WatchOptions(out_dir, gpus, info, settings, dtype=dtype, root_pid=os.getpid(), metrics=endpoint)
     path = str((out_dir / MARKS_FILE).resolve())
-    previous, previous_env = marks.target(path), os.environ.get(marks.ENV)
-    os.environ[marks.ENV] = path
+    previous, previous_env = markwriter.target(path), os.environ.get(markwriter.ENV)
+    os.environ[markwriter.ENV] = path
     try:
         with Watcher(opts) as watcher:
             watch = watcher.watch
@@ -306,14 +306,14 @@ def recording(out=None, *, dtype: str = "bf16", quiet: bool = False, gpus=None, 
             try:
                 yield watch
             finally:
-                marks.flush()  # this process's gathered steps, before the summary reads them
+                markwriter.flush()  # this process's gathered steps, before the summary reads them
     finally:
         if endpoint is not None:
             endpoint.close()
-        marks.target(previous)
+        markwriter.target(previous)
         if previous_env is None:
-            os.environ.pop(marks.ENV, None)
+            os.environ.pop(markwriter.ENV, None)
         else:
-            os.environ[marks.ENV] = previous_env
+            os.environ[markwriter.ENV] = previous_env
     if not quiet:
         show(watch)

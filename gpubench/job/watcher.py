@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpubench.install import DIST, version
-from gpubench.job import child, markfile, provenance
+from gpubench.job import child, markreader, provenance
 from gpubench.job.contexts import Contexts
 from gpubench.job.phases import FIRST_PHASE, FLOP_CONVENTION, STORY, UNITS, Summary, summarize_watch
 from gpubench.read.summary import peak_conditions
@@ -72,10 +72,10 @@ class Tail(threading.Thread):
 
     def __init__(self, path: Path, set_phase, on_events=None):
         super().__init__(name="gpubench-marks", daemon=True)
-        self.reader = markfile.Reader(path)
+        self.reader = markreader.Reader(path)
         self.set_phase = set_phase
         self.on_events = on_events  # also given every line read (the live window of the metrics endpoint)
-        self.lead: markfile.Stream | None = None
+        self.lead: markreader.Stream | None = None
         self.current: str | None = None
         self._stop_event = threading.Event()
 
@@ -88,7 +88,7 @@ class Tail(threading.Thread):
         if self.on_events is not None:
             self.on_events(events)
         for e in events:  # steps pass by unkept: memory stays flat however long the job
-            if not isinstance(e, markfile.Mark):
+            if not isinstance(e, markreader.Mark):
                 continue
             if self.lead is None or (e.stream.rank is not None and (self.lead.rank is None or e.stream.rank < self.lead.rank)):
                 self.lead = e.stream
@@ -209,7 +209,7 @@ class Watcher:
 
     def _summarize(self, rows) -> None:
         opts, rec, watch, peaks = self.opts, self.rec, self.watch, self.peaks
-        reader = markfile.Reader(watch.marks_path)
+        reader = markreader.Reader(watch.marks_path)
         events = reader.poll()
         if note := reader.note():
             rec.warn(note)
@@ -237,10 +237,10 @@ class Watcher:
 
 def marks_facts(events, path: Path, given: Path | None) -> dict:
     """What the marks file held, for the manifest: the steps the summary counts (provenance.resolve)."""
-    steps = [e for e in provenance.resolve(events) if isinstance(e, markfile.Steps)]
-    streams = sorted({e.stream for e in events}, key=markfile.Stream.order)
+    steps = [e for e in provenance.resolve(events) if isinstance(e, markreader.Steps)]
+    streams = sorted({e.stream for e in events}, key=markreader.Stream.order)
     return {"file": path.name if given is None else str(path),
-            "marks": sum(isinstance(e, markfile.Mark) for e in events), "lines": len(events),
+            "marks": sum(isinstance(e, markreader.Mark) for e in events), "lines": len(events),
             "steps": sum(e.n for e in steps), "clocks": sorted({e.clock for e in steps}),
             "streams": [{"rank": s.rank, "pid": s.pid} for s in streams]}
 
@@ -258,7 +258,7 @@ def resummarize(run_dir: Path) -> Summary:
     spans = [s for p in manifest.get("phases") or [] for s in p["spans"]]
     window = manifest.get("window") or {"t_start": min(a for a, _ in spans), "t_end": max(b for _, b in spans)}
     marks_file = Path((manifest.get("marks") or {}).get("file") or MARKS_FILE)
-    events = markfile.read_all(marks_file if marks_file.is_absolute() else Path(run_dir) / marks_file)
+    events = markreader.read_all(marks_file if marks_file.is_absolute() else Path(run_dir) / marks_file)
     contexts = (manifest.get("contexts") or {}).get("used") or {}
     return summarize_watch(samples, events, gpus, window["t_start"], window["t_end"], manifest["peaks"],
                            manifest.get("dtype", "bf16"), manifest["columns"], contexts,

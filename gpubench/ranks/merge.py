@@ -17,6 +17,10 @@ from gpubench.read.summary import metric_stats, peak_conditions, summarize, wind
 from gpubench.truth import ceiling
 from gpubench.truth.peaks import sheet_for
 
+# the summary columns made here that their names do not tell (gpubench.record.columns reads this literal)
+SUMMARY_COLUMNS = {"node": "text", "straggler_text": "text", "wait_signature": "text",
+                   "straggler_note": "text"}
+
 # A rank that reaches the collective at least this long after the first one, as a median over steps, is
 # the straggler; below it the differences are the host's own jitter.
 STRAGGLER_MIN_MS = 1.0

@@ -14,8 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-TEXT_KEYS = frozenset({"uuid", "phase"})
-INT_KEYS = frozenset({"gpu", "rank"})  # held as float64 (NaN: none, a GPU no rank used), given back as int
+from gpubench.read.samplekeys import INT_KEYS, TEXT_KEYS  # ints held as float64 (NaN: none), given back as int
 
 # fetch(names, rows) -> {name: array of those rows}; rows is an ascending int64 index, or None for all rows
 Fetch = Callable[[list, "np.ndarray | None"], dict]

@@ -15,6 +15,10 @@ import math
 
 from gpubench.metrics import COLUMNS, finite
 
+# the summary columns made here that their names do not tell (gpubench.record.columns reads this literal)
+SUMMARY_COLUMNS = {"windows": "text", "t_start": "time", "t_end": "time", "n_samples": "int",
+                   "speedup_vs_baseline": "float", "link_gbps": "float"}
+
 # NVML's utilization and power average over a window of up to a second: the first half second of each
 # window still carries what ran before it.
 TRIM_S = 0.5
@@ -173,7 +177,8 @@ def peak_conditions(rows, gpu: int, t_start: float, t_end: float) -> dict:
 
 
 def derive(result: dict, peaks: dict) -> dict:
-    """Achieved rates and fractions of peak from a window's timing and work model.
+    """Achieved rates and fractions of peak from a window's timing and work model: the work of one call
+    (flops_per_call, bytes_per_call, ...) over its time (kernel_ms), then derive_per_second.
 
     peaks: {"datasheet": {...} | None, "measured": {...} | None} with bf16_tensor / fp16_tensor / fp32
     FLOP/s, dram, link and nvlink bytes/s. A fraction whose peak or whose bound does not apply is NaN.
@@ -185,21 +190,39 @@ def derive(result: dict, peaks: dict) -> dict:
     def per_s(amount):
         return amount / seconds if finite(amount) and finite(seconds) else nan
 
+    rates = {f"{k}_per_s": per_s(result.get(f"{k}_per_call", default)) for k, default in PER_CALL.items()}
+    return derive_per_second({**rates, **{k: result.get(k) for k in WORK_MODEL if k in result}}, peaks)
+
+
+PER_CALL = {"flops": 0.0, "bytes": 0.0, "link_bytes": 0.0, "traffic": math.nan, "tokens": math.nan}  # and if not given
+WORK_MODEL = ("bound", "unit", "roof", "bus_factor")  # what the rates are judged by
+
+
+def derive_per_second(rates: dict, peaks: dict) -> dict:
+    """Achieved rates and fractions of peak from work done per second: flops_per_s, bytes_per_s,
+    link_bytes_per_s, traffic_per_s, tokens_per_s (each NaN where it is not a number), judged by the work
+    model's bound, unit, roof and bus_factor. A watched job's rows are seconds of it, with no call to time;
+    a benchmark's come here through derive. peaks as derive takes them."""
+    nan = math.nan
+
+    def rate(key):
+        value = rates.get(f"{key}_per_s", PER_CALL[key])
+        return value if finite(value) else nan
+
     def frac(achieved_per_s, key, which):
         peak = (peaks.get(which) or {}).get(key) if key else None
         return 100.0 * achieved_per_s / peak if peak and finite(achieved_per_s) else nan
 
-    flops, nbytes, link = (per_s(result.get(k, 0.0)) for k in ("flops_per_call", "bytes_per_call", "link_bytes_per_call"))
-    traffic = per_s(result.get("traffic_per_call", nan))
-    bound = result.get("bound")
-    unit = result.get("unit") or None
+    flops, nbytes, link, traffic = rate("flops"), rate("bytes"), rate("link_bytes"), rate("traffic")
+    bound = rates.get("bound")
+    unit = rates.get("unit") or None
     dram = "dram" if bound in ("dram", "both") else None  # decode ("both") is judged by MBU and MFU alike
     # kernels that read and write little (read, decode: their "roof" is "read") against the read peak too
-    read_roof = "dram_read" if dram and result.get("roof") == "read" else None
+    read_roof = "dram_read" if dram and rates.get("roof") == "read" else None
     # A collective as nccl-tests measures it (NVIDIA/nccl-tests doc/PERFORMANCE.md): algbw = size / time,
     # busbw = algbw x the collective's factor (2(n-1)/n for all-reduce), comparable with the links' rate.
     coll = bound == "interconnect"
-    busbw = link * result.get("bus_factor", nan) if coll else nan
+    busbw = link * rates.get("bus_factor", nan) if coll else nan
     return {
         "tflops": flops / 1e12,
         "gbps": nbytes / 1e9,
@@ -210,7 +233,7 @@ def derive(result: dict, peaks: dict) -> dict:
         "mbu_pct": frac(nbytes, dram, "datasheet"),
         "mbu_measured_pct": frac(nbytes, dram, "measured"),
         "mbu_read_pct": frac(nbytes, read_roof, "measured"),
-        "tokens_per_s": per_s(result.get("tokens_per_call", nan)),
+        "tokens_per_s": rate("tokens"),
         "link_pct": frac(link, "link" if bound == "link" else None, "datasheet"),
         "algbw_gbps": link / 1e9 if coll else nan,
         "busbw_gbps": busbw / 1e9,

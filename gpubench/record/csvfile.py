@@ -22,12 +22,10 @@ import math
 from pathlib import Path
 
 from gpubench.metrics import COLUMNS
+from gpubench.read.samplekeys import INT_KEYS, SAMPLE_KEYS, TEXT_KEYS, TIME_KEYS
 
-SAMPLE_KEYS = ("t_start_s", "t_end_s", "t_wall", "gpu", "uuid", "phase")
-TIME_KEYS = frozenset({"t_start_s", "t_end_s", "t_wall", "t_start", "t_end"})
-FLOAT_KEYS = frozenset(COLUMNS) | {"t_start_s", "t_end_s", "t_wall"}
-INT_KEYS = frozenset({"gpu", "rank"})
-WORD_KEYS = ("uuid", "phase")  # dictionary-coded in the Arrow file, as a recording writes them
+FLOAT_KEYS = frozenset(COLUMNS) | TIME_KEYS
+WORD_KEYS = TEXT_KEYS  # dictionary-coded in the Arrow file, as a recording writes them
 BOM = b"\xef\xbb\xbf"
 HEADER_MAX = 1 << 20  # a header of every column gpubench has is under 1 kB
 BLOCK_BYTES = 512 << 10  # about 2,500 rows a batch: memory stays flat (8 MB blocks took 200 MB more)

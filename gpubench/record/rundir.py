@@ -1,6 +1,8 @@
-"""Run directories, written and read in one place: manifest.json, the samples (streamed as recorded),
-summary.csv and summary.json. The samples file is read by gpubench.record.samplesfile (samples.csv through
-gpubench.record.csvfile), summary.csv by gpubench.record.summaryfile; what they offer is read from here.
+"""Run directories: their paths, the files a run writes (manifest.json, the samples streamed as recorded,
+summary.csv and summary.json) and a run read back whole (load_run). Each file's format is its own module's:
+the samples file gpubench.record.samplesfile (samples.csv gpubench.record.csvfile, samples.arrows
+gpubench.record.arrowfile), summary.csv gpubench.record.summaryfile, the summary's columns
+gpubench.record.columns; import their names from there.
 
 A sample row covers an interval: `t_start_s` to `t_end_s` on the monotonic clock (the interval its
 GPM and DCGM values average over), `t_wall` the wall time at its end, the GPU (NVML index and UUID)
@@ -20,15 +22,8 @@ import re
 import time
 from pathlib import Path
 
-from gpubench.record import schema
-from gpubench.record.csvfile import (  # noqa: F401 -- also read from here
-    FLOAT_KEYS,
-    INT_KEYS,
-    SAMPLE_KEYS,
-    TIME_KEYS,
-    CsvSink,
-    cell,
-)
+from gpubench.record import columns, schema
+from gpubench.record.csvfile import SAMPLE_KEYS
 from gpubench.record.samplesfile import (
     CSV_SAMPLES,
     SAMPLES_FILE,
@@ -155,6 +150,7 @@ def write_json(path: Path, data) -> None:
 
 
 def write_summary(run_dir: Path, summary: list[dict]) -> None:
+    """summary.csv (each cell as gpubench.record.columns writes its kind) and summary.json, each whole."""
     fields: list[str] = []
     for row in summary:
         fields += [k for k in row if k not in fields]
@@ -163,7 +159,7 @@ def write_summary(run_dir: Path, summary: list[dict]) -> None:
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
         for row in summary:
-            w.writerow({k: cell(v, k) for k, v in row.items()})
+            w.writerow({k: columns.cell(v, k) for k, v in row.items()})
     tmp.replace(run_dir / "summary.csv")
     write_json(run_dir / "summary.json", summary)
 

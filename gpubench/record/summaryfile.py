@@ -1,5 +1,6 @@
 """summary.csv read and checked: one row per scenario (a suite run) or per phase and GPU (a watch), text
-columns kept as text, numbers as numbers, every number held to its column's range.
+columns kept as text, numbers as numbers (gpubench.record.columns says which is which), every number held
+to its column's range.
 
 A job that marks every epoch has ten thousand phases, and a summary of eight GPUs a million cells: the
 file is parsed column-wise by pyarrow where it is well formed, its numbers checked a column at a time, and
@@ -16,30 +17,16 @@ import math
 import re
 from pathlib import Path
 
-from gpubench.metrics import BY_COLUMN, valid_range
-from gpubench.record import schema
+from gpubench.metrics import valid_range
+from gpubench.record import columns, schema
+from gpubench.record.columns import numeric
 
-# Summary columns that hold words: kept as written, never read as numbers.
-TEXT_SUMMARY_KEYS = frozenset({"scenario", "phase", "family", "impl", "baseline", "launch", "sizes", "unit", "bound",
-                               "check", "uuid", "kind", "verdict", "verdict_rules", "node", "stream_rates",
-                               "step_clock", "msg_text", "regime_text", "straggler_text", "wait_signature",
-                               "straggler_note", "flop_convention", "steps_source", "flops_source", "provenance",
-                               "tensor_ceiling_dtype", "tensor_ceiling_basis", "hfu_unknown", "windows"})
-NUMERIC_SUMMARY_KEYS = frozenset({"t_start", "t_end", "gpu", "n_samples", "n_timings", "n_calls",
-                                  "speedup_vs_baseline", "link_gbps"})
 SUMMARY_KEY = ("scenario", "gpu", "rank", "uuid")  # a summary holds one row for each: a phase or scenario, a GPU
 INTEGER = r"^[+-]?[0-9]+$"
 
 
 class BadSummary(ValueError):
     """summary.csv cannot be read; the text is one sentence, naming the file."""
-
-
-@functools.lru_cache(maxsize=4096)
-def numeric(key: str) -> bool:
-    """Summary columns that hold numbers (or nothing): metrics, their spread, times, work, counts."""
-    base = re.sub(r"_p(10|90)$", "", key)
-    return base in BY_COLUMN or base in NUMERIC_SUMMARY_KEYS or base.endswith(("_per_call", "_measured_pct"))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -69,10 +56,11 @@ def read_summary(path: Path, notes: list[str] | None = None) -> list[dict]:
     whole is left out, said in notes; a second row for the same phase or scenario and GPU with other numbers
     is an error (which of the two is the run's cannot be told). A byte-order mark is no part of the header."""
     said: list[str] = []
-    rows = _columnwise(path, said)
+    text = columns.text_columns()
+    rows = _columnwise(path, said, text)
     if rows is None:
         said.clear()
-        rows = _by_row(path, said)
+        rows = _by_row(path, said, text)
     if notes is not None:
         notes += [f"{path.name}: {n}" for n in said]
     return rows
@@ -85,7 +73,7 @@ def _flagged(rows: list[dict], cells, said: list[str]) -> list[dict]:
     return rows
 
 
-def _columnwise(path: Path, said: list[str]) -> list[dict] | None:
+def _columnwise(path: Path, said: list[str], text: frozenset) -> list[dict] | None:
     """The rows, parsed by pyarrow a column at a time; None where the file asks for the row reader (which
     then says what is wrong with it, or reads what pyarrow would not)."""
     import numpy as np
@@ -113,19 +101,19 @@ def _columnwise(path: Path, said: list[str]) -> list[dict] | None:
     limit = csv.field_size_limit()
     if any(pc.max(pc.utf8_length(table.column(k))).as_py() > limit for k in names):
         return None  # a field past csv's limit: the row reader refuses it, as it always did
-    columns, out_of_range = {}, []
+    cols, out_of_range = {}, []
     for name in names:
         col = table.column(name)
         texts = col.to_pylist()
-        if name in TEXT_SUMMARY_KEYS:
-            columns[name] = [v or math.nan for v in texts]
+        if name in text:
+            cols[name] = [v or math.nan for v in texts]
             continue
         try:
             floats = pc.cast(pc.if_else(pc.equal(col, ""), pa.scalar(None, pa.string()), col), pa.float64())
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             if numeric(name):
                 return None  # a cell that is not a number, or one pyarrow reads otherwise: the row reader decides
-            columns[name] = listed = [value(v) for v in texts]
+            cols[name] = listed = [value(v) for v in texts]
             out_of_range += [(i, name) for i, v in enumerate(listed) if not _plain(name, v)]
             continue
         v = floats.to_numpy(zero_copy_only=False)
@@ -134,22 +122,22 @@ def _columnwise(path: Path, said: list[str]) -> list[dict] | None:
         listed = held.tolist()
         for i in np.flatnonzero(pc.match_substring_regex(col, INTEGER).to_numpy(zero_copy_only=False)).tolist():
             listed[i] = value(texts[i])  # a whole number is an int, as the row reader reads it
-        columns[name] = listed
+        cols[name] = listed
         lo, hi = _range(name)
         with np.errstate(invalid="ignore"):
             wrong = ~np.isnan(v) & ~((v >= lo) & (v <= hi))
         out_of_range += [(i, name) for i in np.flatnonzero(wrong).tolist()]
-    scenario = columns["scenario"]
+    scenario = cols["scenario"]
     if any(not isinstance(s, str) or len(s) > schema.LONGEST_TEXT for s in scenario):
         return None
-    keys = list(zip(*(columns.get(k, [None] * n) for k in SUMMARY_KEY)))
+    keys = list(zip(*(cols.get(k, [None] * n) for k in SUMMARY_KEY)))
     if len(set(map(repr, keys))) != n:
         return None  # a repeated row: the row reader says which
-    rows = [dict(zip(names, values)) for values in zip(*(columns[k] for k in names))]
+    rows = [dict(zip(names, values)) for values in zip(*(cols[k] for k in names))]
     return _flagged(rows, out_of_range, said)
 
 
-def _by_row(path: Path, said: list[str]) -> list[dict]:
+def _by_row(path: Path, said: list[str], text: frozenset) -> list[dict]:
     """The rows, read one by one with Python's csv module: each cell as `value` reads it; the first line
     that is not a summary row is a BadSummary naming it."""
     seen: dict = {}
@@ -172,7 +160,7 @@ def _by_row(path: Path, said: list[str]) -> list[dict]:
                                          "summary holds one row for each, so which is the run's cannot be told")
                     said.append(f"line {line} repeats line {first} and is left out")
                     continue
-                row = {k: (v or math.nan) if k in TEXT_SUMMARY_KEYS else value(v) for k, v in raw.items()}
+                row = {k: (v or math.nan) if k in text else value(v) for k, v in raw.items()}
                 numbers = numbers or [k for k in row if numeric(k)]
                 bad = [k for k in numbers if not isinstance(row[k], (int, float))]
                 if bad or not row.get("scenario") or not isinstance(row["scenario"], str):

@@ -12,6 +12,9 @@ import fnmatch
 import importlib
 from dataclasses import dataclass, field
 
+# the summary columns made here that their names do not tell (gpubench.record.columns reads this literal)
+SUMMARY_COLUMNS = {"family": "text", "impl": "text", "baseline": "text"}
+
 DURATION_S = 3.5  # each scenario's measured time
 GAP_S = 0.5  # idle time between scenarios, so their metrics settle apart
 SHORTEST_S = 1.0  # a scenario's own shorter duration never leaves less than this (where --duration allows)

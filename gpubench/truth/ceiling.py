@@ -30,6 +30,9 @@ from pathlib import Path
 
 from gpubench.metrics import finite
 
+# the summary columns made here that their names do not tell (gpubench.record.columns reads this literal)
+SUMMARY_COLUMNS = {"tensor_ceiling_dtype": "text", "tensor_ceiling_basis": "text"}
+
 # The clock each GPU's dense tensor peak assumes, by exact NVML name (as the datasheet table matches them).
 PEAK_CLOCK_MHZ = {"NVIDIA H100 80GB HBM3": 1830.0, "NVIDIA H200": 1830.0}
 TENSOR_DTYPES = ("bf16", "fp16", "tf32", "fp8")

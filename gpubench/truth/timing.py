@@ -20,6 +20,9 @@ from typing import Callable
 
 from gpubench.stats import quantile
 
+# the summary columns made here that their names do not tell (gpubench.record.columns reads this literal)
+SUMMARY_COLUMNS = {"n_timings": "int", "n_calls": "int"}
+
 IN_FLIGHT = 4  # groups queued ahead of the one the host waits on
 GROUP_MS = 20.0  # GPU time per timed group: long enough that one launch latency is noise
 WARMUP_CALLS = 3

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpubench.metrics import COLUMNS
-from gpubench.record.rundir import read_samples
+from gpubench.record.samplesfile import read_samples
 
 from . import Source
 

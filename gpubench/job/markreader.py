@@ -1,6 +1,6 @@
 """The marks file a watched job writes (marks.tsv), read: its lines, read whole or as the file grows.
 
-Two kinds of line, tab-separated, each written whole by one process (gpubench.job.marks):
+The lines are gpubench.job.markline's (each written whole by one process, gpubench.job.markwriter):
 
     M  t        rank pid uuid clock  name
     S  t_first  rank pid uuid clock  t_last n counted flops hw_flops bytes tokens bad lead_s
@@ -10,10 +10,10 @@ usable FLOPs, summed in flops (model FLOPs) and hw_flops (every FLOP that ran), 
 were not numbers, bytes and tokens are sums, lead_s the mean time by which the host's step() call came
 before the GPU reached it. Times are time.monotonic() seconds; `clock` says whether the GPU's timeline
 ("gpu") or the host's ("host") stamped them; rank is empty where the process had none; uuid names the GPU
-the process ran on ("" where unknown), and "=" says it is the one of that process's previous line (a
-40-character UUID on every line would be a third of a day's marks). A stream of steps is one process:
-(rank, pid). A and C lines are S lines of steps that the job did not report itself: its optimizer's steps,
-seen by gpubench's hook (gpubench.job.autohook); a C line is the one step whose FLOPs gpubench counted.
+the process ran on ("" where unknown), and SAME ("=") says it is the one of that process's previous line.
+A stream of steps is one process: (rank, pid). A and C lines are S lines of steps that the job did not
+report itself: its optimizer's steps, seen by gpubench's hook (gpubench.job.autohook); a C line is the one
+step whose FLOPs gpubench counted.
 
 Lines of the earlier one-line-per-call format (t, rank, pid, "mark"|"step", name or FLOPs) are read too,
 each step as a one-step S.
@@ -31,7 +31,8 @@ import math
 import os
 from dataclasses import dataclass
 
-from gpubench.job.marks import clean_name
+from gpubench.job.markline import BOM, MARK, MARK_LINE, ORIGINS, SAME, SEP, STEPS_LINE
+from gpubench.job.markwriter import clean_name
 from gpubench.record.schema import LONGEST_TIME_S
 from gpubench.usage import visible
 
@@ -84,9 +85,6 @@ class Steps:
         return self.t_first
 
 
-ORIGINS = {"S": "step", "A": "optimizer", "C": "counted"}  # the job's step(); its optimizer's; the one counted
-
-
 def _rank(text: str) -> int | None:
     return int(text) if text else None
 
@@ -100,10 +98,6 @@ def _stream(rank: str, pid: str) -> Stream:
     if found is None:
         found = _streams[(rank, pid)] = Stream(_rank(rank), int(pid))
     return found
-
-
-SAME = "="  # the uuid of the stream's previous line
-BOM = b"\xef\xbb\xbf"
 
 
 class BadTime(ValueError):
@@ -124,24 +118,29 @@ def _uuid(stream: Stream, text: str, uuids: dict) -> str:
     return text
 
 
+M, S = MARK_LINE.at, STEPS_LINE.at  # each field's place in its line
+
+
 def _parse_new(p: list[str], uuids: dict):
-    if p[0] == "M" and len(p) == 7:
-        t = _time(p[1])
-        stream = _stream(p[2], p[3])
-        return Mark(t, stream, _uuid(stream, p[4], uuids), p[5], clean_name(p[6]))
-    if p[0] in ORIGINS and len(p) == 15:
-        t_first, t_last, n = _time(p[1]), _time(p[6]), int(p[7])
-        counted, bad = int(p[8]), int(p[13])
+    if p[0] == MARK and len(p) == MARK_LINE.width:
+        t = _time(p[M.t])
+        stream = _stream(p[M.rank], p[M.pid])
+        return Mark(t, stream, _uuid(stream, p[M.uuid], uuids), p[M.clock], clean_name(p[M.name]))
+    if p[0] in ORIGINS and len(p) == STEPS_LINE.width:
+        t_first, t_last, n = _time(p[S.t_first]), _time(p[S.t_last]), int(p[S.n])
+        counted, bad = int(p[S.counted]), int(p[S.bad])
         if t_last < t_first:
-            raise BadTime(p[6])
-        if not (n >= 1 and 0 <= counted <= n and 0 <= bad <= n and math.isfinite(float(p[14]))):
+            raise BadTime(p[S.t_last])
+        lead_s = float(p[S.lead_s])
+        if not (n >= 1 and 0 <= counted <= n and 0 <= bad <= n and math.isfinite(lead_s)):
             return None
-        flops, hw_flops, nbytes, tokens = float(p[9]), float(p[10]), float(p[11]), float(p[12])
+        flops, hw_flops = float(p[S.flops]), float(p[S.hw_flops])
+        nbytes, tokens = float(p[S.bytes]), float(p[S.tokens])
         if not (0 <= flops < INF and 0 <= hw_flops < INF and 0 <= nbytes < INF and 0 <= tokens < INF):
             return None
-        stream = _stream(p[2], p[3])
-        return Steps(t_first, stream, _uuid(stream, p[4], uuids), p[5], t_last, n, counted, flops, hw_flops, nbytes,
-                     tokens, bad, float(p[14]), ORIGINS[p[0]])
+        stream = _stream(p[S.rank], p[S.pid])
+        return Steps(t_first, stream, _uuid(stream, p[S.uuid], uuids), p[S.clock], t_last, n, counted, flops, hw_flops,
+                     nbytes, tokens, bad, lead_s, ORIGINS[p[0]])
     return None
 
 
@@ -161,9 +160,9 @@ def parse(line: str, uuids: dict | None = None, why: list | None = None):
     """One line of a marks file as a Mark or Steps; None for a line that is not one (skipped, never fatal),
     with the reason appended to why where given. uuids: each stream's last uuid, which a line's "=" refers
     to (kept by the caller from line to line)."""
-    p = line.rstrip("\n").split("\t")
+    p = line.rstrip("\n").split(SEP)
     try:
-        if p[0] == "M" or p[0] in ORIGINS:
+        if p[0] == MARK or p[0] in ORIGINS:
             found = _parse_new(p, {} if uuids is None else uuids)
         elif len(p) == 5 and p[3] in ("mark", "step"):
             found = _parse_old(p)

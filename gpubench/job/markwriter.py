@@ -2,7 +2,7 @@
 
 Outside a watch both return at once (a global test, well under a microsecond). Under `gpubench watch`
 the environment variable GPUBENCH_MARKS names a file, and this process appends to it: each mark as it
-comes, and its steps gathered into intervals (gpubench.job.markfile says the lines), so a loop that
+comes, and its steps gathered into intervals (gpubench.job.markline says the lines), so a loop that
 steps a thousand times a second writes about one line a second, not a thousand.
 
 Steps are stamped on the GPU's timeline where this process runs CUDA through torch: step() records a
@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 
+from gpubench.job.markline import MARK, MARK_LINE, SAME, STEPS_LINE
 from gpubench.usage import visible
 
 ENV = "GPUBENCH_MARKS"
@@ -120,7 +121,7 @@ def number(value) -> tuple[float | None, bool]:
 
 class Bucket:
     """Steps gathered over one interval: how many, their first and last stamps, and their sums; `origin` is
-    the line's letter (gpubench.job.markfile): S the job's step(), A and C its optimizer's steps."""
+    the line's letter (gpubench.job.markline): S the job's step(), A and C its optimizer's steps."""
 
     __slots__ = ("n", "t_first", "t_last", "flops", "hw_flops", "bytes", "tokens", "counted", "bad", "lead_s", "origin")
 
@@ -192,7 +193,7 @@ class _Writer:
     def on_mark(self, t: float, name: str) -> None:
         self._close_bucket()
         self.fine_until = t + FINE_S
-        self._write(f"M\t{t:.6f}\t{self._who()}\t{name}\n")
+        self._write(MARK_LINE.write(letter=MARK, t=t, **self._who(), name=name))
 
     def on_step(self, t: float, flops, hw_flops, nbytes, tokens, bad, origin: str = "S", lead_s: float = 0.0) -> None:
         b = self.bucket
@@ -226,18 +227,18 @@ class _Writer:
             print(f"gpubench: {message}", file=sys.stderr)
 
     # --- inside
-    def _who(self) -> str:
-        rank = "" if self.rank is None else str(self.rank)
-        uuid = "=" if self.uuid == self.uuid_written else self.uuid
+    def _who(self) -> dict:
+        uuid = SAME if self.uuid == self.uuid_written else self.uuid
         self.uuid_written = self.uuid
-        return f"{rank}\t{self.pid}\t{uuid}\t{self.clock}"
+        return {"rank": "" if self.rank is None else self.rank, "pid": self.pid, "uuid": uuid, "clock": self.clock}
 
     def _close_bucket(self) -> None:
         b, self.bucket = self.bucket, None
         if b is None or b.n == 0:
             return
-        self._write(f"{b.origin}\t{b.t_first:.6f}\t{self._who()}\t{b.t_last:.6f}\t{b.n}\t{b.counted}\t{b.flops:.6g}\t"
-                    f"{b.hw_flops:.6g}\t{b.bytes:.6g}\t{b.tokens:.6g}\t{b.bad}\t{b.lead_s / b.n:.6f}\n")
+        self._write(STEPS_LINE.write(letter=b.origin, t_first=b.t_first, **self._who(), t_last=b.t_last, n=b.n,
+                                     counted=b.counted, flops=b.flops, hw_flops=b.hw_flops, bytes=b.bytes,
+                                     tokens=b.tokens, bad=b.bad, lead_s=b.lead_s / b.n))
 
     def _write(self, line: str) -> None:
         os.write(self.fd, line.encode())
