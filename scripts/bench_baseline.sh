@@ -15,7 +15,7 @@
 # The slowdowns are real work on the GPU (tests/conftest.py: --more-work, --slow-share). Steps a and b run
 # halfway through the reruns. Every session is a process of its own, and most of one is its start (Python,
 # torch, CUDA): 31 of them fit in 9 minutes only at a tenth of a second of rounds and of settling per benchmark
-# (MIN_TIME, SETTLE), which the floors allow (tests/test_gate_h100_reruns.py); step b times its two calls for a
+# (MIN_TIME, SETTLE), which the floors allow (tests/gate/test_gate_h100_reruns.py); step b times its two calls for a
 # second (PART_MIN_TIME), which its bursts need. Every step logs its command, exit status and seconds;
 # scripts/bench_baseline_check.py then prints, per check, what was expected and what it got, and the spread of
 # every benchmark over the unchanged runs. The script keeps its own clock: a step that would end past BUDGET_S
@@ -167,7 +167,7 @@ done
 step a-more-work-5pct 1 "${pytest[@]}" "$benches" $(against a-more-work-5pct) "${opts[@]}" --more-work=5
 step a-more-work-10pct 1 "${pytest[@]}" "$benches" $(against a-more-work-10pct) "${opts[@]}" --more-work=10
 # step b at the default second of rounds: 40% of the calls slowed in stretches of 64 shows only over several
-# stretches, and at a tenth of a second the 0.6 ms saxpy's rounds hold one or two (tests/test_gate_h100_reruns.py)
+# stretches, and at a tenth of a second the 0.6 ms saxpy's rounds hold one or two (tests/gate/test_gate_h100_reruns.py)
 step b-part-of-calls 1 "${pytest[@]}" "$benches" -k "saxpy or sum_large" $(against b-part-of-calls) "${opts[@]}" \
     --gpu-min-time="${PART_MIN_TIME:-1}" --more-work=30 --slow-share=0.4
 for i in $(seq $((half + 1)) "$reruns"); do

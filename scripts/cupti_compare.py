@@ -22,8 +22,8 @@ each with a deadline so one failure costs only itself:
 5. two readers at once, a GEMM running meanwhile: GPM then CUPTI, CUPTI then GPM, CUPTI then CUPTI,
    `gpubench doctor` while CUPTI samples, Nsight Compute while CUPTI samples;
 6. a bf16 GEMM timed with CUDA events in windows with no source, the CUPTI source and the GPM source in
-   turns (as tests/test_gpu_metrics.py measures the sampler's overhead), with the SM clock in each;
-7. tests/test_gpu_cupti.py, as time allows.
+   turns (as tests/record/test_gpu_metrics.py measures the sampler's overhead), with the SM clock in each;
+7. tests/record/test_gpu_cupti.py, as time allows.
 
 Writes under --out: cupti-<gpu>.log (everything), cupti-<gpu>.json (the findings the README is made
 from), cupti-runs-<gpu>.tar.gz (run directories profiling-gpm-<gpu>, profiling-cupti-<gpu>,
@@ -410,7 +410,7 @@ def main() -> int:
         step("5. two readers at once", c.two_readers)
         step("6. overhead on a bf16 GEMM: no source, CUPTI, GPM in turns", c.overhead)
         step("7. the GPU tests of the CUPTI source", lambda: sh([PY, "-m", "pytest", "-q", "-rs", "-s",
-                                                                "tests/test_gpu_cupti.py"], timeout=c.t(90)))
+                                                                "tests/record/test_gpu_cupti.py"], timeout=c.t(90)))
     finally:
         log(f"== done in {time.monotonic() - t0:.0f} s")
         step("packing", c.pack)

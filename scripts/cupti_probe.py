@@ -37,13 +37,13 @@ import threading
 import time
 from pathlib import Path
 
-from gpubench.record.sources.cupti import CANDIDATES, NOT_SHIPPED
+from gpubench.record.sources.cupti_metrics import CANDIDATES, NOT_SHIPPED
 
 HERE = Path(__file__).resolve()
 INTERVAL_NS = 10_000_000  # one PM sample every 10 ms; the sampler reads ten at a time
 BUFFER_MIB = 64
 
-# Candidates per column, best first: the ones the CUPTI source ships (gpubench.record.sources.cupti.CANDIDATES),
+# Candidates per column, best first: the ones the CUPTI source ships (gpubench.record.sources.cupti_metrics.CANDIDATES),
 # so that the probe tries what the source would choose; a ratio's two counters are tried among RAW below.
 # Columns the source ships no counter for (NOT_SHIPPED) keep the probe's own candidates, DCGM's definitions as
 # Nsight Compute names them: the probe is where a match for them is looked for.
@@ -466,7 +466,7 @@ def step_overhead(args) -> dict:
 
     "On" is what a source does: enable, configure, start, decode every 100 ms from a thread, stop,
     disable; "off" is no collector at all. The pairs alternate so that the clock's drift at the power
-    limit falls on both sides alike (as tests/test_gpu_metrics.py measures the sampler's overhead).
+    limit falls on both sides alike (as tests/record/test_gpu_metrics.py measures the sampler's overhead).
     """
     import cupti.cupti as C
     import torch

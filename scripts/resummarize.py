@@ -10,7 +10,7 @@ family reads it from the launch, kernels/decode.py's unit_of) and gets every num
 metrics over the window, energy, achievements, the tensor-pipe ceiling. What a run's files cannot give stays
 as recorded or is not given: a watch whose manifest has no flop_count_version gets no HFU (its marks' hardware
 count took causal attention's whole T x T); a time per call taken over another window than the counters'
-stays, and tests/test_invariants.py names those runs.
+stays, and tests/read/test_invariants.py names those runs.
 Plot and report them afterwards. Anything else (no manifest, another kind) is left alone, said on one line.
 """
 

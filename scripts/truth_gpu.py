@@ -29,7 +29,7 @@ the parts' structure (the dry run prints this plan first):
     0.1 s and at 0.05 s: how far before a row's end each column's value reaches (gpubench.read.summary.TRAIL_S).
 (c) Watch. `gpubench watch` of a torch.compile'd job with a short warm-up, and of two processes on one GPU
     whose phases end at different times (scripts/truth_job.py); each row printed beside its counters and
-    held to tests/test_invariants.py.
+    held to tests/read/test_invariants.py.
 
 Writes two files: $OUT/truth-<gpu>.tar.gz (truth-<gpu>/: calibration/points-<gpu>.json and samples-<gpu>.csv,
 probe/, the two watch runs, with (d) d/ holding watch-gpt.tar.gz and its log, truth.log) and $OUT/truth-<gpu>.log
@@ -37,7 +37,7 @@ probe/, the two watch runs, with (d) d/ holding watch-gpt.tar.gz and its log, tr
 run `python scripts/calibrate_tensor.py --points results/calibration/points-<gpu>.json` (it writes
 tensor-<gpu>.json from those points alone); copy the watch runs under results/ (and unpack d/watch-gpt.tar.gz at
 the root); `python scripts/resummarize.py results/*/`, `gpubench report` on the new and changed runs, `python
-scripts/readme_tables.py`; then tests/test_ceiling.py, tests/test_invariants.py, tests/test_edges.py and
+scripts/readme_tables.py`; then tests/truth/test_ceiling.py, tests/read/test_invariants.py, tests/job/test_edges.py and
 tests/test_readme.py check them.
 """
 

@@ -161,7 +161,7 @@ def lags(rows: list[dict], edges: list[tuple[float, float]]) -> dict:
 
 
 def rows_beside_counters(run: Path) -> list[str]:
-    """Each summary row of a watch beside the counters of its window, and what tests/test_invariants.py finds."""
+    """Each summary row of a watch beside the counters of its window, and what tests/read/test_invariants.py finds."""
     summary = json.loads((run / "summary.json").read_text())
     lines = [f"  {run.name}: row, window, whole sample rows, steps/s (each process), TFLOP/s, MFU, HFU, tensor "
              "active, SM clock, tensor ceiling, HFU over its limit, energy"]

@@ -1,6 +1,6 @@
 """The launch settings the tuning sweep tries for the decode and read kernels, pruned by arithmetic.
 
-No GPU library is imported: the space is tested on the CPU (tests/test_tune_space.py). The reasoning:
+No GPU library is imported: the space is tested on the CPU (tests/kernels/test_tune_space.py). The reasoning:
 
 - Bytes floor. W is 470 MB at every batch: 0.107 ms at the H200's 4.4 TB/s of reads, 0.155 ms at the H100's
   3.0. FLOP floor: 2·B·K·N, 0.24 ms at B = 512 on ~1000 TFLOP/s. So B <= 64 is a streaming problem (bytes

@@ -2,7 +2,7 @@
 rounds changed, each with a 99% interval (gpubench.stats.change_intervals: a moving-block bootstrap over
 rounds with a fixed seed), held against the between-run floor of that statistic (gpubench.gate.floor).
 99% each, so that the four together miss a change of zero about one time in twenty (measured on
-unchanged synthetic rounds; tests/test_gate_verdict.py).
+unchanged synthetic rounds; tests/gate/test_gate_verdict.py).
 
 Each change is taken from the center of the baseline's processes, not from its first process alone (one
 draw of what a process does), and its interval is widened by one step of the timer on either side

@@ -195,7 +195,7 @@ def test_saxpy(gpu_benchmark, request):
 
 # a -> a * 1 + 2^-16 from inputs that are multiples of 2^-16 in (0, 1]: every value the chains reach is a multiple
 # of 2^-16 below 2^8, which float32's 24 bits hold exactly, so the kernel's float32 chain is the float64 one
-# (tests/test_bench_baseline_script.py runs it in float32 to show it) and the reference is a0 + iters * 2^-16; a
+# (tests/gate/test_bench_baseline_script.py runs it in float32 to show it) and the reference is a0 + iters * 2^-16; a
 # kernel that ran another number of steps ends elsewhere, and the check fails it. A chain that approaches a fixed
 # point does not serve: in float32 it stops moving once a step is under half a unit in the last place (a -> a (1 -
 # 2^-19) + 10 * 2^-19 stopped at 9.75 of its 10 on the H100), and a fixed point closer than the check's tolerance

@@ -1,0 +1,71 @@
+"""The verdict tables: each rule fires on its numbers, says them at the precision that shows why, and the
+documentation shows the rules the code applies."""
+
+from pathlib import Path
+
+import pytest
+
+from gpubench.read import phase_verdict
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDED = {"gpu_util_pct", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct"}
+LADDER = dict(gpu_util_mean_pct=99.0, sm_busy_pct=88.0, sm_active_pct=87.0, sm_occupancy_pct=30.0,
+              tensor_active_pct=26.0, dram_active_pct=30.0, steps=100, steps_reported=120, steps_per_s=18.0, tflops=250.0, mfu_pct=25.3)
+
+
+@pytest.mark.parametrize("changes,recorded,names", [
+    ({"gpu_util_mean_pct": 33.0, "mfu_pct": 8.0}, RECORDED, ["host-bound", "idle", "mfu-low"]),
+    ({"sm_busy_pct": 20.0, "mfu_pct": 0.5}, RECORDED, ["few-sms", "mfu-low"]),
+    ({"dram_active_pct": 70.0, "tensor_active_pct": 2.0}, RECORDED, ["memory-bound", "mfu-mid"]),
+    ({"tensor_active_pct": 4.0, "mfu_pct": 4.0}, RECORDED, ["no-tensor-cores", "mfu-low"]),
+    ({"tensor_active_pct": 60.0, "mfu_pct": 45.0}, RECORDED, ["tensor-busy", "mfu-high"]),
+    ({}, RECORDED, ["tensor-part", "mfu-mid"]),
+    ({"gpu_util_mean_pct": 80.0}, RECORDED, ["tensor-part", "idle", "mfu-mid"]),
+    ({"sm_busy_pct": None, "tensor_active_pct": None}, {"gpu_util_pct"}, ["util-only", "mfu-mid"]),
+    ({"tensor_active_pct": None}, RECORDED - {"tensor_active_pct"}, ["tensor-unknown", "mfu-mid"]),
+    ({"steps": 0, "steps_reported": 0, "steps_per_s": None, "tflops": None, "mfu_pct": None}, RECORDED,
+     ["tensor-part", "no-steps"]),
+    ({"steps_per_s": None, "tflops": None, "mfu_pct": None}, RECORDED, ["tensor-part", "one-step"]),
+    ({"tflops": None, "mfu_pct": None}, RECORDED, ["tensor-part", "no-flops"]),
+    ({"tflops": None, "mfu_pct": None, "flops_bad": 3}, RECORDED, ["tensor-part", "flops-unusable"]),
+    ({"mfu_pct": None}, RECORDED, ["tensor-part", "no-peak"]),
+    ({"mfu_pct": 179.0}, RECORDED, ["tensor-part", "mfu-impossible"]),
+    ({"mbu_pct": 85.0, "mfu_pct": 0.6}, RECORDED, ["memory-bound-decode", "mbu-high"]),
+    ({"gpu_util_mean_pct": 40.0, "mbu_pct": 20.0, "mfu_pct": 0.1}, RECORDED, ["host-bound", "idle", "mbu-low"]),
+    # a decode step in a CUDA graph: busy all the time, few SMs, far from the bandwidth: the kernels, not the host
+    ({"gpu_util_mean_pct": 100.0, "sm_busy_pct": 27.0, "mbu_pct": 24.0, "mfu_pct": 0.1}, RECORDED,
+     ["few-sms", "mbu-low-kernels"]),
+])
+def test_each_rule_is_triggered_by_its_numbers(changes, recorded, names):
+    row = {k: v for k, v in {**LADDER, **changes}.items() if v is not None}
+    text, got = phase_verdict.verdict(row, "bf16", recorded)
+    assert got == names
+    for name in names:
+        rule = next(r for _, rules in phase_verdict.TABLES for r in rules if r.name == name)
+        words = phase_verdict._fill(rule, dict(row, dtype="bf16", idle_pct=100 - row["gpu_util_mean_pct"]))
+        assert words[1:40] in text  # its own sentence
+        for column, op, threshold in rule.when:  # and the numbers that triggered it
+            if op in phase_verdict.SHOWN and column in row:
+                assert f"{phase_verdict.SHOWN[op]} {phase_verdict._threshold(column, threshold)}" in text
+
+
+def test_the_evidence_never_contradicts_the_rule():
+    """MFU 9.94% < 10% was printed as 'MFU 10% < 10%'."""
+    text, names = phase_verdict.verdict({**LADDER, "mfu_pct": 9.94}, "bf16", RECORDED)
+    assert names[-1] == "mfu-low" and "MFU 9.9% < 10%" in text and "MFU 9.9%:" in text and "10% < 10%" not in text
+    text, _ = phase_verdict.verdict({**LADDER, "gpu_util_mean_pct": 49.996}, "bf16", RECORDED)
+    assert "GPU busy 49.996% < 50%" in text
+
+
+def test_huge_numbers_do_not_grow_the_sentence():
+    text, names = phase_verdict.verdict({**LADDER, "mfu_pct": 1e300}, "bf16", RECORDED)
+    assert names[-1] == "mfu-impossible" and "1e+300%" in text and len(text) < 600
+
+
+def test_the_waiting_and_the_straggler_sentences_replace_where_the_time_goes():
+    text, names = phase_verdict.verdict(LADDER, "bf16", RECORDED, where=("waits-on-rank", "Rank 0 waits on rank 1."))
+    assert names == ["waits-on-rank", "mfu-mid"] and text.startswith("Rank 0 waits on rank 1.")
+
+
+def test_the_docs_show_the_rules_the_code_applies():
+    assert phase_verdict.markdown_table() in (ROOT / "docs" / "watch.md").read_text()
