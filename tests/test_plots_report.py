@@ -192,8 +192,10 @@ def test_a_job_that_a_signal_ended_is_said_so(tmp_path):
     assert main(["report", str(run_dir)]) == 0
     md = (run_dir / "report.md").read_text()
     assert "The job: `python train.py --lr 3e-4`, which SIGTERM ended (exit code 143)." in md
-    assert "Watch of 2026-11-21T11:39:11+0000, completed. gpubench test." in md  # no SMs, memory, driver: unknown
-    assert "Peaks. Datasheet: bf16 989 TFLOP/s. MFU divides" in md and "?" not in md.split("## Summary")[0]
+    assert "Watch of 2026-11-21T11:39:11+0000, completed.\n" in md
+    about = md.split("## About this run")[1]  # where the run came from, last: no SMs, memory, driver, unknown
+    assert "\ngpubench test.\n" in about and "?" not in about
+    assert "Peaks. Datasheet: bf16 989 TFLOP/s. MFU divides" in about
 
 
 def test_words_from_the_run_are_text_in_both_reports_never_markup(tmp_path):
