@@ -1,6 +1,7 @@
 """No two labels of a figure overlap, and no value label sits on the error bar or the dot it annotates: measured
 on the committed runs' figures, re-drawn from results/ (matplotlib's own text extents, after a draw)."""
 
+import math
 import os
 from pathlib import Path
 
@@ -56,15 +57,45 @@ def _box(artist, renderer):
     return artist.get_window_extent(renderer)
 
 
+def _shape(item, renderer):
+    """A label as the rectangle its glyphs fill, turned as it is written: (centre, width, height, angle). A
+    turned label's upright box is its rectangle's box, so the two share a centre."""
+    box = _box(item, renderer) if hasattr(item, "get_window_extent") else item
+    centre = ((box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2)
+    angle = item.get_rotation() if isinstance(item, matplotlib.text.Text) else 0.0
+    if angle % 180 == 0:
+        return centre, box.x1 - box.x0, box.y1 - box.y0, 0.0
+    item.set_rotation(0)
+    flat = _box(item, renderer)
+    item.set_rotation(angle)
+    return centre, flat.x1 - flat.x0, flat.y1 - flat.y0, math.radians(angle)
+
+
+def _corners(shape):
+    (cx, cy), w, h, a = shape
+    ux, uy, vx, vy = math.cos(a), math.sin(a), -math.sin(a), math.cos(a)
+    return [(cx + sx * w / 2 * ux + sy * h / 2 * vx, cy + sx * w / 2 * uy + sy * h / 2 * vy)
+            for sx, sy in ((-1, -1), (1, -1), (1, 1), (-1, 1))]
+
+
 def _overlap(a, b) -> bool:
-    return (a.x0 + SLACK_PX < b.x1 and b.x0 + SLACK_PX < a.x1 and a.y0 + SLACK_PX < b.y1 and b.y0 + SLACK_PX < a.y1)
+    """Whether two turned rectangles share more than SLACK_PX: no axis of either separates them."""
+    ca, cb = _corners(a), _corners(b)
+    for shape in (a, b):
+        angle = shape[3]
+        for axis in ((math.cos(angle), math.sin(angle)), (-math.sin(angle), math.cos(angle))):
+            pa = [x * axis[0] + y * axis[1] for x, y in ca]
+            pb = [x * axis[0] + y * axis[1] for x, y in cb]
+            if min(pa) + SLACK_PX >= max(pb) or min(pb) + SLACK_PX >= max(pa):
+                return False
+    return True
 
 
 def label_overlaps(fig, texts) -> list[str]:
     renderer = fig.canvas.get_renderer()
-    boxes = [(t, _box(t, renderer)) for t in texts]
-    return [f"{a.get_text()!r} overlaps {b.get_text()!r}" for i, (a, ba) in enumerate(boxes)
-            for b, bb in boxes[i + 1:] if _overlap(ba, bb)]
+    shapes = [(t, _shape(t, renderer)) for t in texts]
+    return [f"{a.get_text()!r} overlaps {b.get_text()!r}" for i, (a, sa) in enumerate(shapes)
+            for b, sb in shapes[i + 1:] if _overlap(sa, sb)]
 
 
 def marks(ax, renderer):
@@ -105,7 +136,9 @@ def mark_overlaps(fig, texts) -> list[str]:
     for ax in fig.axes:
         mine = [t for t in texts if t in ax.texts]
         for mark in marks(ax, renderer) if mine else ():
-            out += [f"{t.get_text()!r} sits on a mark it annotates" for t in mine if _overlap(_box(t, renderer), mark)]
+            shape = _shape(mark, renderer)
+            out += [f"{t.get_text()!r} sits on a mark it annotates" for t in mine
+                    if _overlap(_shape(t, renderer), shape)]
     return out
 
 

@@ -212,3 +212,25 @@ def test_words_from_the_run_are_text_in_both_reports_never_markup(tmp_path):
     assert r"Note: &lt;img src=x onerror=alert(2)> \*\*not bold\*\* \`not code\` a\|b [x\](y)" in md
     assert "<h1>gpubench report: &lt;script&gt;alert(1)&lt;/script&gt; H200</h1>" in page
     assert "<p>Note: &lt;img src=x onerror=alert(2)&gt; **not bold** `not code` a|b [x](y)</p>" in page
+
+
+def test_a_reused_folder_loses_another_runs_figures_and_nothing_else(tmp_path):
+    """report --out DIR where another run's report was: the figures this run does not draw (a suite's roofline
+    beside a watched job's) are removed; plot into a run's own figures/ keeps files of other names and links."""
+    suite, job = make_run(tmp_path / "suite"), make_run(tmp_path / "job", kind="watch")
+    out = tmp_path / "out"
+    assert main(["report", str(suite), "--out", str(out)]) == 0
+    assert (out / "figures" / "roofline.png").is_file()
+    assert main(["report", str(job), "--out", str(out)]) == 0
+    assert {p.name for p in (out / "figures").iterdir()} == {f"{name}.{ext}" for name in ("headline", "ladder", "timeline")
+                                                             for ext in ("png", "svg")}
+    assert "roofline" not in (out / "report.md").read_text()
+    mine = job / "figures"
+    mine.mkdir(exist_ok=True)
+    (mine / "ranks.png").write_bytes(b"another run's")
+    (mine / "notes.png").write_bytes(b"the user's")
+    (tmp_path / "kept.svg").write_bytes(b"the user's")
+    (mine / "roofline.svg").symlink_to(tmp_path / "kept.svg")
+    assert main(["plot", str(job)]) == 0
+    assert not (mine / "ranks.png").exists() and (mine / "notes.png").read_bytes() == b"the user's"
+    assert (mine / "roofline.svg").is_symlink() and (tmp_path / "kept.svg").read_bytes() == b"the user's"
