@@ -49,7 +49,9 @@ def draw(summary, samples, manifest, out_dir):
                 continue
             ax.bar(x, min(v, TOP), width=w, color=C[col])
             if col in ("gpu_util_pct", "work"):
-                _bar_label(ax, v, x, f"{name} {pct(v)}".strip())
+                # the work's label starts above the tensor bar beside it, where that one is taller
+                beside = row.get("tensor_active_pct") if col == "work" else None
+                _bar_label(ax, v, x, f"{name} {pct(v)}".strip(), max(v, beside) if finite(beside) else v)
                 notes.setdefault(row_label(row), {})["work" if col == "work" else col] = v
     ax.set_xticks(range(n), [short(row_label(r)) for r in rows], rotation=30, ha="right", rotation_mode="anchor",
                   fontsize=9)
@@ -77,10 +79,11 @@ def draw(summary, samples, manifest, out_dir):
     return save(fig, out_dir, "headline"), notes
 
 
-def _bar_label(ax, v, x, text):
-    """Upright above the bar's end; inside it, in white, where the bar runs past TOP."""
+def _bar_label(ax, v, x, text, base):
+    """Upright above base (the bar's end, or a taller neighbour's); inside the bar, in white, where it runs
+    past TOP."""
     if v <= TOP:
-        ax.annotate(text, (x, v), xytext=(0, 2), textcoords="offset points", rotation=90, ha="center",
+        ax.annotate(text, (x, min(base, TOP)), xytext=(0, 2), textcoords="offset points", rotation=90, ha="center",
                     va="bottom", fontsize=VALUE_PT)
     else:
         ax.annotate(text + " ▴", (x, TOP), xytext=(0, -3), textcoords="offset points", rotation=90, ha="center",
