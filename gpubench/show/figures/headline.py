@@ -34,8 +34,9 @@ def draw(summary, samples, manifest, out_dir):
     if not rows:
         return empty(out_dir, "headline", "What nvidia-smi said, against the work done", manifest)
     n, k = len(rows), len(HEADLINE)
-    width_in = min(max(0.62 * n + 2.5, 7.0), 18.0)
-    fig, ax = plt.subplots(figsize=(width_in, 4.6))
+    # wide and short at any count: a report shows it whole in its first screen, at a size that reads
+    width_in = min(max(0.62 * n + 2.5, 10.0), 18.0)
+    fig, ax = plt.subplots(figsize=(width_in, 4.2))
     w = 0.84 / k
     notes: dict = {}
     stubs = False
