@@ -85,13 +85,14 @@ def test_run_without_a_gpu_points_to_the_reference(tmp_path):
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU")
-def test_doctor_without_a_driver_says_why_for_each_source():
+def test_doctor_without_a_driver_says_why_once_and_each_source_points_to_it():
     r = run("doctor")
     assert r.returncode == 2
     lines = r.stdout.splitlines()
     assert lines[0].startswith("no GPU: no NVIDIA driver found")
+    assert r.stdout.count("no NVIDIA driver found") == 1
     for name in ("nvml", "gpm", "smi"):
-        assert any(line.strip().startswith(name) and "unavailable: no NVIDIA driver" in line for line in lines)
+        assert any(line.strip().startswith(name) and "unavailable: no GPU (above)" in line for line in lines)
     assert any(line.strip().startswith("dcgm") and "`dcgmi` is not on PATH" in line for line in lines)
     assert "Traceback" not in r.stderr
 

@@ -85,6 +85,9 @@ def diagnose() -> tuple[int, list[str]]:
     gpus = list(range(count))
     order, _ = profiling_order("auto", gpus)
     statuses = {name: source_status(name, gpus, why) for name in ("nvml", "gpm", "dcgm", "cupti", "smi")}
+    if count == 0:  # said once, on the first line: each source only points back to it
+        statuses = {name: "unavailable: no GPU (above)" if status == f"unavailable: {why}" else status
+                    for name, status in statuses.items()}
     default = next((n for n in order if statuses[n] == "available"), "none") if gpus else "none"
     lines.append(f"metric sources (profiling metrics by default from: {default}):")
     for name, status in statuses.items():

@@ -19,16 +19,18 @@ REFERENCE_GPU = "NVIDIA H100 80GB HBM3"  # the GPU of the reference run the READ
 
 
 def reference_run(roots) -> Path | None:
-    """The run to explore without a GPU: the newest suite run (kind "run") of the reference GPU, else the newest
-    suite run of any GPU, else the newest run of any kind; newest by the manifest's start time."""
+    """The run to explore without a GPU: the fullest suite run (kind "run", the most families) of the reference GPU,
+    else the fullest suite run of any GPU, else any run; of those alike, the newest by the manifest's start
+    time. A comparison run of a few families (a profiling source against another) is never the one named."""
     found = []
     for manifest in sorted({m.resolve() for root in roots if root.is_dir() for m in root.glob("*/manifest.json")}):
         try:
             m = json.loads(manifest.read_text())
             kind, gpu, start = m.get("kind"), (m.get("gpu") or {}).get("name"), str(m.get("start_wall") or "")
-        except (OSError, ValueError, AttributeError):  # a damaged run is no run to suggest
+            families = len(m.get("families") or {}) if kind == "run" else 0
+        except (OSError, ValueError, AttributeError, TypeError):  # a damaged run is no run to suggest
             continue
-        found.append(((kind == "run", gpu == REFERENCE_GPU and kind == "run", start), manifest.parent))
+        found.append(((kind == "run", gpu == REFERENCE_GPU and kind == "run", families, start), manifest.parent))
     return max(found, key=lambda f: f[0])[1] if found else None
 
 

@@ -27,9 +27,8 @@ def title(manifest: dict) -> str:
     return f"gpubench report: a job watched on {name}" if is_job(manifest) else f"gpubench report: {name}"
 
 
-def run_line(manifest: dict) -> str:
-    """When, whether it completed, the GPU's facts and the software's versions, each where known."""
-    gpu, versions = manifest.get("gpu") or {}, manifest.get("versions") or {}
+def status_line(manifest: dict) -> str:
+    """When, and whether it completed: the report's first line."""
     why = partial(manifest)
     lacking = manifest.get("summary_lacking") if manifest.get("completed") is True else None
     status = (f"completed, but **{md.text(lacking)}**, so no {'phase' if is_job(manifest) else 'scenario'} is "
@@ -37,7 +36,13 @@ def run_line(manifest: dict) -> str:
               f"**a partial run**: it {why}, so it holds only what was recorded until then" if why else "completed")
     start = manifest.get("start_wall")
     what = "Watch" if is_job(manifest) else "Run"
-    out = [f"{what} of {md.text(start)}, {status}." if known(start) else f"{what} {status}."]
+    return f"{what} of {md.text(start)}, {status}." if known(start) else f"{what} {status}."
+
+
+def machine_line(manifest: dict) -> str | None:
+    """The GPU's facts and the software's versions, each where known; None where none is."""
+    gpu, versions = manifest.get("gpu") or {}, manifest.get("versions") or {}
+    out = []
     memory = (gpu.get("memory_mib") or math.nan) / 1024
     facts = [f"{gpu['sm_count']} SMs" if known(gpu.get("sm_count")) else "",
              f"{fmt(memory, '{:.0f}')} GiB" if known(memory) else "",
@@ -47,7 +52,12 @@ def run_line(manifest: dict) -> str:
         out.append(", ".join(f for f in facts if f) + ".")
     if any(known(v) for v in versions.values()):
         out.append(", ".join(f"{md.text(k)} {md.text(v)}" for k, v in versions.items() if known(v)) + ".")
-    return " ".join(out)
+    return " ".join(out) or None
+
+
+def run_line(manifest: dict) -> str:
+    """When, whether it completed, the GPU's facts and the software's versions, each where known."""
+    return " ".join(line for line in (status_line(manifest), machine_line(manifest)) if line)
 
 
 def job_line(manifest: dict) -> str | None:

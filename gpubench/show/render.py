@@ -32,7 +32,7 @@ def output_dir(args, default: Path, targets: list[str]) -> Path:
     anything is written, where that cannot work, or where any of targets (paths under it) cannot be
     replaced. Stage folders that an ended gpubench left there are removed first."""
     from gpubench.record.rundir import check_writable
-    from gpubench.show.figures import FIGURES
+    from gpubench.show.figures import own_files
     from gpubench.show.stage import clear_debris
 
     if args.out is not None and _same(args.out, default):
@@ -46,7 +46,7 @@ def output_dir(args, default: Path, targets: list[str]) -> Path:
         if (pid := clear_debris(folder)) is not None:
             raise UsageError(f"another gpubench (process {pid}) is writing into {folder}: let it finish first")
     if args.out is not None:
-        own = {"figures", "report.md", "report.html"} | {f"{f.name}.{x}" for f in FIGURES for x in ("png", "svg")}
+        own = {"figures", "report.md", "report.html"} | own_files()
         if problem := check_writable(args.out, may_hold=own):
             raise UsageError(f"cannot write to --out: {problem}")
     else:

@@ -1,111 +1,31 @@
 """report.md and a self-contained report.html for a run: what nvidia-smi said, what really happened, and why.
 
-The text is built from the run's own numbers. Each family's sentences travel in the manifest (the
-family's STORY, filled from its summary row), so a report needs no kernel code and names no scenario.
-Both files come from one list of blocks; the HTML embeds the figures, so it is one file to share.
+The point comes first: the headline figure and one sentence per scenario or phase (gpubench.show.point),
+then the numbers (the summary's table, energy, decode), the other figures, each row's sentences, and last
+what ran where (versions, peaks, sources). The text is built from the run's own numbers; each family's
+sentences travel in the manifest (gpubench.show.story), so a report needs no kernel code and names no
+scenario. Both files come from one list of blocks (gpubench.show.page); the HTML embeds the figures, so it
+is one file to share.
 """
 
 from __future__ import annotations
 
-import base64
-import html
-import math
-import re
-import string
 from pathlib import Path
 
-from gpubench.metrics import (
-    BY_COLUMN,
-    GPU_UTIL_MEANING,
-    OUT_OF_RANGE,
-    TABLE,
-    WATCH_TABLE,
-    OutOfRange,
-    finite,
-    fmt_value,
-    pct,
-)
+from gpubench.metrics import BY_COLUMN, GPU_UTIL_MEANING, TABLE, WATCH_TABLE, finite, fmt_value, pct
 from gpubench.read.summary import TRIM_S, batch_at, ridge_flop_per_byte, row_label
 from gpubench.show import markdown as md
 from gpubench.show import opening
-from gpubench.show.figures import FIGURES, draw_all, figure_files
+from gpubench.show.figures import FIGURES, draw_all, figure_files, own_files
 from gpubench.show.figures.common import length_s, shown_rows
 from gpubench.show.figures.decode import decode_rows, sweep_facts
 from gpubench.show.figures.energy import energy_rows, finding
-from gpubench.show.stage import commit, staging
-from gpubench.truth.peaks import UNIT_NAMES
+from gpubench.show.page import to_html, to_markdown
+from gpubench.show.point import points
+from gpubench.show.stage import commit, stale, staging
+from gpubench.show.story import context, story
 
-
-class _Percent(float):
-    """A percentage in a sentence: written as pct() writes it everywhere, whatever the sentence's format."""
-
-
-class _Filler(string.Formatter):
-    def get_value(self, key, args, kwargs):
-        value = super().get_value(key, args, kwargs)
-        return _Percent(value) if isinstance(key, str) and key.endswith("_pct") and finite(value) else value
-
-    def format_field(self, value, spec):
-        if isinstance(value, OutOfRange):
-            return OUT_OF_RANGE
-        if value is None or (isinstance(value, float) and not math.isfinite(value)):
-            return "n/a"
-        if isinstance(value, _Percent):
-            return pct(value).rstrip("%")  # the sentence writes the % sign itself
-        return format(value, spec)
-
-
-FILLER = _Filler()
-
-
-class _Facts(dict):
-    def __missing__(self, key):
-        return math.nan  # a metric column this run could not record at all
-
-
-def _is_metric(field: str) -> bool:
-    """Metrics may be missing on a machine (shown n/a); other facts decide whether a sentence applies."""
-    return field in BY_COLUMN or field.endswith("_measured_pct")
-
-
-def _derived(field: str) -> bool:
-    """What the run computes (TFLOP/s, MBU, J per step), not what the GPU reported."""
-    return field in BY_COLUMN and not BY_COLUMN[field].sampled
-
-
-def context(row: dict, manifest: dict) -> dict:
-    ctx = dict(row)
-    util = row.get("gpu_util_pct")
-    ctx.update(said=f"nvidia-smi said {fmt_value('gpu_util_pct', util)} busy" if not isinstance(util, OutOfRange) else
-               "nvidia-smi's GPU-Util reading was out of range",
-               sm_count=manifest.get("gpu", {}).get("sm_count", math.nan),
-               useful_gb=(row.get("bytes_per_call") or math.nan) / 1e9,
-               traffic_gb=(row.get("traffic_per_call") if finite(row.get("traffic_per_call")) else math.nan) / 1e9,
-               kernel_us=(row.get("kernel_ms") or math.nan) * 1e3,
-               dtype=UNIT_NAMES.get(row.get("unit"), str(row.get("unit"))))
-    if opening.is_job(manifest):  # a watch's FLOPs are of its --dtype, counted by the manifest's convention
-        ctx.update(dtype=manifest.get("dtype") or "bf16", flop_convention=manifest.get("flop_convention"))
-    return ctx
-
-
-def story(row: dict, manifest: dict) -> str:
-    """The family's sentences filled from the row; a sentence about a fact this row lacks is left out, and so is
-    one whose every computed number (tokens/s, MBU) is missing: it would say only n/a."""
-    sentences = ((manifest.get("families") or {}).get(row.get("family")) or {}).get("story") or []
-    ctx = context(row, manifest)
-    out = []
-    for sentence in sentences:
-        fields = [f for _, f, _, _ in string.Formatter().parse(sentence) if f]
-        lacking = [f for f in fields if not _is_metric(f) and (ctx.get(f) in (None, "") or
-                                                               (isinstance(ctx.get(f), float) and math.isnan(ctx[f])))]
-        derived = [f for f in fields if _derived(f)]
-        if lacking or (derived and not any(finite(ctx.get(f)) or isinstance(ctx.get(f), OutOfRange) for f in derived)):
-            continue
-        try:
-            out.append(FILLER.vformat(sentence, (), _Facts(ctx)).replace(f"{OUT_OF_RANGE}%", OUT_OF_RANGE))
-        except (ValueError, TypeError):  # a fact of another kind than the sentence formats (text for a number)
-            continue
-    return " ".join(out) or f"{ctx['said']}."
+__all__ = ["blocks", "context", "report_files", "story", "to_html", "to_markdown", "write_report"]
 
 
 def _kernel_ms(row) -> str:
@@ -120,39 +40,19 @@ def blocks(manifest, summary, figures_present, figures_empty: dict | None = None
     """The report as blocks; figures_empty names the figures that had nothing to draw, and why. A watched
     job's report speaks of its phases and of the job; a suite run's of scenarios and kernels."""
     job = opening.is_job(manifest)
-    out = [("h1", opening.title(manifest)), ("p", opening.run_line(manifest))]
-    out += [("p", line) for line in (opening.job_line(manifest), opening.peaks_line(manifest)) if line]
-    out.append(("p", opening.sources_line(manifest)))
-    if manifest.get("distributed"):
-        out.append(("p", opening.ranks_line(manifest["distributed"])))
+    out = [("h1", opening.title(manifest)), ("p", opening.status_line(manifest))]
+    if line := opening.job_line(manifest):
+        out.append(("p", line))
+    figures = [f for f in FIGURES if f.name in figures_present]
+    for figure in figures[:1] if figures and figures[0].name == "headline" else ():
+        out.append(("img", f"figures/{figure.name}.png", (job and figure.job_caption) or figure.caption, "first"))
+    out += points(summary, job)
     for w in manifest.get("warnings", []) + manifest.get("errors", []) + manifest.get("read_notes", []):
         out.append(("p", f"Note: {md.text(w)}"))
-    trim = manifest.get("options", {}).get("trim_s", TRIM_S)
-    out.append(("h2", "Summary"))
-    if job:
-        out.append(("p", f"Medians over each phase's steady window (its first {trim} s dropped); n/a where this run "
-                         "could not record the metric. TFLOP/s and MFU count the FLOPs the job reported with its "
-                         "steps (gpubench.step); only MFU measures work done." + _sources(manifest, summary)))
-        columns, extra = WATCH_TABLE, []
-    else:
-        out.append(("p", f"Medians over each scenario's steady window (its first {trim} s dropped); n/a where this "
-                         "run could not record the metric. GB/s counts useful bytes (each input read once, each output "
-                         "written once); the ground truth is MFU for arithmetic, MBU for memory-bound kernels and the "
-                         "link share for host-to-device copies."))
-        columns, extra = TABLE, ["kernel ms (p10–p90)"]
-    head = ["phase" if job else "scenario"] + [BY_COLUMN[c].header for c in columns] + extra
-    tabled, cut = longest(summary, TABLE_MAX)
-    rows = [[label(r)] + [fmt_value(c, r.get(c)) for c in columns] + ([] if job else [_kernel_ms(r)]) for r in tabled]
-    out.append(("table", head, rows) if rows else ("p", f"No {'phase' if job else 'scenario'} was summarized in this run."))
-    if cut:
-        out.append(("p", f"The table holds the {len(tabled):,} rows that lasted longest of {len(summary):,}, in their "
-                         "order; summary.csv and summary.json hold every one."))
-    out += _energy_blocks(tabled, job)
-    if not job:
-        out += _decode_blocks(summary, manifest)
+    out += _summary_blocks(manifest, summary, job)
     out.append(("h2", "Figures"))
-    for figure in FIGURES:
-        if figure.name in figures_present:
+    for figure in figures:
+        if figure.name != "headline":
             out.append(("img", f"figures/{figure.name}.png", (job and figure.job_caption) or figure.caption))
     _, drawn_cut = shown_rows(summary, "phases" if job else "rows")
     if drawn_cut and figures_present & {"headline", "ladder"}:
@@ -168,15 +68,58 @@ def blocks(manifest, summary, figures_present, figures_empty: dict | None = None
     for r in told:
         out.append(("h3", label(r)))
         out.append(("p", md.text(story(r, manifest))))
-    out.append(("h2", "The metrics, and where to find them in DCGM"))
-    out.append(("p", f"GPU-Util (DCGM field 203) is the {GPU_UTIL_MEANING}. Add SM active (1002) and SM occupancy "
-                     "(1003) to see how much of the chip is in use, tensor active (1004) to see matrix work, and DRAM "
-                     "active (1005) to see memory traffic. None of them is the work done: for that, count FLOPs and "
-                     "bytes and divide by the peaks (MFU, MBU)."))
+    out += _metrics_blocks()
+    out += _about_blocks(manifest)
+    return out
+
+
+def _summary_blocks(manifest, summary, job: bool) -> list[tuple]:
+    """The numbers: the summary's table (a watched job's with each phase's verdict), energy and decode."""
+    trim = manifest.get("options", {}).get("trim_s", TRIM_S)
+    out = [("h2", "Summary")]
+    if job:
+        out.append(("p", f"Medians over each phase's steady window (its first {trim} s dropped); n/a where this run "
+                         "could not record the metric. TFLOP/s and MFU count the FLOPs the job reported with its "
+                         "steps (gpubench.step); only MFU measures work done." + _sources(manifest, summary)))
+        columns, extra = WATCH_TABLE, ["verdict"]
+    else:
+        out.append(("p", f"Medians over each scenario's steady window (its first {trim} s dropped); n/a where this "
+                         "run could not record the metric. GB/s counts useful bytes (each input read once, each output "
+                         "written once); the ground truth is MFU for arithmetic, MBU for memory-bound kernels and the "
+                         "link share for host-to-device copies."))
+        columns, extra = TABLE, ["kernel ms (p10–p90)"]
+    head = ["phase" if job else "scenario"] + [BY_COLUMN[c].header for c in columns] + extra
+    tabled, cut = longest(summary, TABLE_MAX)
+    rows = [[label(r)] + [fmt_value(c, r.get(c)) for c in columns] +
+            [md.text(r.get("verdict") or "") if job else _kernel_ms(r)] for r in tabled]
+    out.append(("table", head, rows) if rows else ("p", f"No {'phase' if job else 'scenario'} was summarized in this run."))
+    if cut:
+        out.append(("p", f"The table holds the {len(tabled):,} rows that lasted longest of {len(summary):,}, in their "
+                         "order; summary.csv and summary.json hold every one."))
+    out += _energy_blocks(tabled, job)
+    if not job:
+        out += _decode_blocks(summary, manifest)
+    return out
+
+
+def _metrics_blocks() -> list[tuple]:
+    out = [("h2", "The metrics, and where to find them in DCGM"),
+           ("p", f"GPU-Util (DCGM field 203) is the {GPU_UTIL_MEANING}. Add SM active (1002) and SM occupancy "
+                 "(1003) to see how much of the chip is in use, tensor active (1004) to see matrix work, and DRAM "
+                 "active (1005) to see memory traffic. None of them is the work done: for that, count FLOPs and "
+                 "bytes and divide by the peaks (MFU, MBU).")]
     metric_rows = [[m.column, m.label, str(m.dcgm_id), m.dcgm_name or "", m.meaning] for m in BY_COLUMN.values()
                    if m.sampled and not m.column.startswith(("smi_", "dcgm_"))]
     out.append(("table", ["column", "what", "DCGM id", "DCGM field", "meaning"], metric_rows))
     return out
+
+
+def _about_blocks(manifest) -> list[tuple]:
+    """Where the numbers came from, last: the GPU and the software's versions, the peaks, the sources, the ranks."""
+    lines = [opening.machine_line(manifest), opening.peaks_line(manifest), opening.sources_line(manifest)]
+    if manifest.get("distributed"):
+        lines.append(opening.ranks_line(manifest["distributed"]))
+    return [("h2", "About this run")] + [("p", line) for line in lines if line]
 
 
 TABLE_MAX = 1000  # rows of the summary's table in a report: a job that marks every request has more
@@ -273,62 +216,6 @@ def _decode_blocks(summary, manifest) -> list[tuple]:
     return [("h2", "Decode"), ("p", "; ".join(text) + ".")]
 
 
-def to_markdown(bl) -> str:
-    lines = []
-    for b in bl:
-        kind = b[0]
-        if kind in ("h1", "h2", "h3"):
-            lines += ["#" * int(kind[1]) + " " + b[1], ""]
-        elif kind == "p":
-            lines += [b[1], ""]
-        elif kind == "img":
-            lines += [f"![{b[2]}]({b[1]})", ""]
-        elif kind == "table":
-            lines.append("| " + " | ".join(b[1]) + " |")
-            lines.append("|" + "---|" * len(b[1]))
-            lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in b[2]]
-            lines.append("")
-    return "\n".join(lines)
-
-
-NUMBER = re.compile(r"n/a|[<\d][\d.,e+\-–()% ]*")
-
-
-def _table(head, rows) -> str:
-    """Columns of numbers right-aligned so their digits line up; columns of words left-aligned."""
-    numeric = [bool(rows) and all(NUMBER.fullmatch(str(r[i])) for r in rows) for i in range(len(head))]
-
-    def cell(tag, i, text):
-        return f"<{tag}{' class=num' if numeric[i] else ''}>{md.inline(str(text))}</{tag}>"
-
-    body = "".join("<tr>" + "".join(cell("td", i, c) for i, c in enumerate(row)) + "</tr>" for row in rows)
-    return "<table><tr>" + "".join(cell("th", i, h) for i, h in enumerate(head)) + f"</tr>{body}</table>"
-
-
-def to_html(bl, figures_dir: Path) -> str:
-    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>gpubench report</title><style>"
-             "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;line-height:1.45;color:#222}"
-             "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}"
-             ".num{text-align:right}"
-             "td:first-child{white-space:nowrap}"
-             "img{max-width:100%}code{background:#f3f3f3}</style>"
-             "</head><body>"]
-    for b in bl:
-        kind = b[0]
-        if kind in ("h1", "h2", "h3"):
-            parts.append(f"<{kind}>{md.inline(b[1])}</{kind}>")
-        elif kind == "p":
-            parts.append(f"<p>{md.inline(b[1])}</p>")
-        elif kind == "img":
-            data = base64.b64encode((figures_dir / Path(b[1]).name).read_bytes()).decode()
-            parts.append(f"<figure><img alt='{html.escape(b[2])}' src='data:image/png;base64,{data}'>"
-                         f"<figcaption>{html.escape(b[2])}</figcaption></figure>")
-        elif kind == "table":
-            parts.append(_table(b[1], b[2]))
-    parts.append("</body></html>")
-    return "\n".join(parts)
-
-
 def report_files(manifest: dict) -> list[str]:
     """The files write_report writes for this run, relative to its folder."""
     return ["report.md", "report.html"] + [f"figures/{name}" for name in figure_files(manifest)]
@@ -337,7 +224,8 @@ def report_files(manifest: dict) -> list[str]:
 def write_report(run_dir, manifest, samples, summary, out_dir=None) -> list[Path]:
     """report.md and report.html into out_dir (default the run directory), the figures drawn anew beside them
     (an unchanged run gives the same bytes); a figure with nothing to draw is named, not shown. Everything is
-    written into a stage folder first and moved into place only when all of it was written."""
+    written into a stage folder first and moved into place only when all of it was written; figures of
+    gpubench's own names that this run did not draw (another run's, reported there before) are removed then."""
     out = Path(out_dir) if out_dir is not None else Path(run_dir)
     with staging(out) as stage:
         notes: dict = {}
@@ -348,4 +236,5 @@ def write_report(run_dir, manifest, samples, summary, out_dir=None) -> list[Path
         (stage / "report.md").write_text(to_markdown(bl))
         (stage / "report.html").write_text(to_html(bl, stage / "figures"))
         moved = commit(stage, out, [f"figures/{p.name}" for p in drawn] + ["report.md", "report.html"])
+        stale(out / "figures", own_files(), {p.name for p in drawn})
     return moved[-2:]

@@ -97,3 +97,16 @@ def commit(stage: Path, out: Path, names: list[str]) -> list[Path]:
             signal.signal(s, handler)
         if pending:
             signal.raise_signal(pending[0])
+
+
+def stale(folder: Path, known: set[str], kept: set[str]) -> list[Path]:
+    """Remove from folder the files of known names (the figures gpubench writes) that are not in kept (the
+    ones just written): another run's figures, from a report written there before, would otherwise sit
+    beside this run's. Nothing of another name is touched, nor a link or a folder of a known name."""
+    removed = []
+    for name in sorted(known - kept):
+        path = Path(folder) / name
+        if path.is_file() and not path.is_symlink():
+            path.unlink()
+            removed.append(path)
+    return removed

@@ -219,15 +219,19 @@ def test_the_no_gpu_hint_names_a_command_that_works(tmp_path, monkeypatch):
     assert snapshot(run) == before and (tmp_path / "explore" / "report.html").is_file()
 
 
-def test_the_no_gpu_hint_names_the_newest_suite_run_of_the_reference_gpu(tmp_path, monkeypatch):
+def test_the_no_gpu_hint_names_the_newest_full_suite_run_of_the_reference_gpu(tmp_path, monkeypatch):
     results = tmp_path / "results"
-    for name, gpu, start, kind in (
-            ("h100-80gb-hbm3-20261120-090000", preflight.REFERENCE_GPU, "2026-11-20T09:00:00+0000", "run"),
-            ("h100-80gb-hbm3-20261124-013259", preflight.REFERENCE_GPU, "2026-11-24T01:32:59+0000", "run"),
-            ("h200-20261130-120000", "NVIDIA H200", "2026-11-30T12:00:00+0000", "run"),  # newer, another GPU
-            ("watch-tiny-batch-h100-80gb-hbm3", preflight.REFERENCE_GPU, "2026-12-01T00:00:00+0000", "watch")):
+    full = {f"family{k}": {} for k in range(9)}
+    for name, gpu, start, kind, families in (
+            ("h100-80gb-hbm3-20261120-090000", preflight.REFERENCE_GPU, "2026-11-20T09:00:00+0000", "run", full),
+            ("h100-80gb-hbm3-20261124-013259", preflight.REFERENCE_GPU, "2026-11-24T01:32:59+0000", "run", full),
+            # newer, but a comparison of a few families
+            ("profiling-gpm-h100-80gb-hbm3", preflight.REFERENCE_GPU, "2026-11-25T00:00:00+0000", "run",
+             dict(list(full.items())[:5])),
+            ("h200-20261130-120000", "NVIDIA H200", "2026-11-30T12:00:00+0000", "run", full),  # newer, another GPU
+            ("watch-tiny-batch-h100-80gb-hbm3", preflight.REFERENCE_GPU, "2026-12-01T00:00:00+0000", "watch", {})):
         run = make_run(results / name, kind=kind, scenarios=[])
-        set_field(run / "manifest.json", gpu={"name": gpu}, start_wall=start)
+        set_field(run / "manifest.json", gpu={"name": gpu}, start_wall=start, families=families)
     (results / "zz-damaged").mkdir()
     (results / "zz-damaged" / "manifest.json").write_text("{")
     monkeypatch.chdir(tmp_path)

@@ -192,8 +192,10 @@ def test_a_job_that_a_signal_ended_is_said_so(tmp_path):
     assert main(["report", str(run_dir)]) == 0
     md = (run_dir / "report.md").read_text()
     assert "The job: `python train.py --lr 3e-4`, which SIGTERM ended (exit code 143)." in md
-    assert "Watch of 2026-11-21T11:39:11+0000, completed. gpubench test." in md  # no SMs, memory, driver: unknown
-    assert "Peaks. Datasheet: bf16 989 TFLOP/s. MFU divides" in md and "?" not in md.split("## Summary")[0]
+    assert "Watch of 2026-11-21T11:39:11+0000, completed.\n" in md
+    about = md.split("## About this run")[1]  # where the run came from, last: no SMs, memory, driver, unknown
+    assert "\ngpubench test.\n" in about and "?" not in about
+    assert "Peaks. Datasheet: bf16 989 TFLOP/s. MFU divides" in about
 
 
 def test_words_from_the_run_are_text_in_both_reports_never_markup(tmp_path):
@@ -210,3 +212,25 @@ def test_words_from_the_run_are_text_in_both_reports_never_markup(tmp_path):
     assert r"Note: &lt;img src=x onerror=alert(2)> \*\*not bold\*\* \`not code\` a\|b [x\](y)" in md
     assert "<h1>gpubench report: &lt;script&gt;alert(1)&lt;/script&gt; H200</h1>" in page
     assert "<p>Note: &lt;img src=x onerror=alert(2)&gt; **not bold** `not code` a|b [x](y)</p>" in page
+
+
+def test_a_reused_folder_loses_another_runs_figures_and_nothing_else(tmp_path):
+    """report --out DIR where another run's report was: the figures this run does not draw (a suite's roofline
+    beside a watched job's) are removed; plot into a run's own figures/ keeps files of other names and links."""
+    suite, job = make_run(tmp_path / "suite"), make_run(tmp_path / "job", kind="watch")
+    out = tmp_path / "out"
+    assert main(["report", str(suite), "--out", str(out)]) == 0
+    assert (out / "figures" / "roofline.png").is_file()
+    assert main(["report", str(job), "--out", str(out)]) == 0
+    assert {p.name for p in (out / "figures").iterdir()} == {f"{name}.{ext}" for name in ("headline", "ladder", "timeline")
+                                                             for ext in ("png", "svg")}
+    assert "roofline" not in (out / "report.md").read_text()
+    mine = job / "figures"
+    mine.mkdir(exist_ok=True)
+    (mine / "ranks.png").write_bytes(b"another run's")
+    (mine / "notes.png").write_bytes(b"the user's")
+    (tmp_path / "kept.svg").write_bytes(b"the user's")
+    (mine / "roofline.svg").symlink_to(tmp_path / "kept.svg")
+    assert main(["plot", str(job)]) == 0
+    assert not (mine / "ranks.png").exists() and (mine / "notes.png").read_bytes() == b"the user's"
+    assert (mine / "roofline.svg").is_symlink() and (tmp_path / "kept.svg").read_bytes() == b"the user's"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from gpubench.show.stage import commit, staging
+from gpubench.show.stage import commit, stale, staging
 
 
 def _agg():
@@ -84,6 +84,11 @@ FIGURES = (
 )
 
 
+def own_files() -> set[str]:
+    """Every file name a figure of gpubench's may have, whatever the run: what it may replace or remove."""
+    return {f"{f.name}.{ext}" for f in FIGURES for ext in ("png", "svg")}
+
+
 def figures_for(manifest: dict) -> list[Figure]:
     """The figures a run of this kind gets: a watched job has no roofline, a run on one GPU no ranks."""
     return [f for f in FIGURES if f.drawn_for(manifest)]
@@ -111,9 +116,12 @@ def plot_run(run_dir, manifest, samples, summary, out_dir=None, notes: dict | No
     """Every figure this kind of run gets into out_dir (default RUN_DIR/figures); notes as draw_all's.
 
     All are drawn into a stage folder first and moved into place only when every one succeeded, so a
-    failure leaves out_dir as it was. OSError (a read-only or full disk) reaches the caller.
+    failure leaves out_dir as it was; then the figures of gpubench's own names that this run did not draw
+    (another run's, plotted there before) are removed. OSError (a read-only or full disk) reaches the caller.
     """
     out = Path(out_dir) if out_dir is not None else Path(run_dir) / "figures"
     with staging(out) as stage:
         drawn = draw_all(manifest, samples, summary, stage, notes)
-        return commit(stage, out, [f.name for f in drawn])
+        moved = commit(stage, out, [f.name for f in drawn])
+        stale(out, own_files(), {p.name for p in moved})
+        return moved

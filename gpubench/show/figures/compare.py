@@ -81,11 +81,9 @@ def _compare_row(axrow, rows, baselines, notes, measured):
             notes.setdefault(row_label(r), {})[col] = r.get(col)
         if col == "gbps" and measured.get("dram"):
             ax.axhline(measured["dram"] / 1e9, color="#444", ls="--", lw=1)
-            ax.text(len(rows) - 0.6, measured["dram"] / 1e9, "copy peak", fontsize=8, va="bottom", ha="right")
         read_peak = measured.get("dram_read") if any(r.get("roof") == "read" for r in rows) else None
         if col == "gbps" and read_peak:  # reads are held to the read peak, which sits above the copy's
             ax.axhline(read_peak / 1e9, color="#17becf", ls=":", lw=1)
-            ax.text(-0.4, read_peak / 1e9, "read peak", fontsize=8, va="bottom", ha="left")
         if known:
             top = max(measured.get("dram", 0), read_peak or 0) / 1e9 if col == "gbps" else 0
             ax.set_ylim(0, max(max(known), top) * 1.2 or 1)
@@ -93,6 +91,10 @@ def _compare_row(axrow, rows, baselines, notes, measured):
             ax.set_yticks([])
             ax.text(0.5, 0.6, "not known for these\nimplementations", transform=ax.transAxes, ha="center",
                     fontsize=VALUE_PT, color="#777")
-        ax.set_xticks(range(len(rows)), [short(row_label(r)) for r in rows], rotation=25, ha="right", fontsize=8.5)
-        ax.set_title(title, fontsize=10)
+        # upright: slanted names of neighbouring bars run into each other
+        ax.set_xticks(range(len(rows)), [short(row_label(r)) for r in rows], rotation=90, fontsize=8.5)
+        # the peaks' lines are named in the title, where no bar's value label can run into the name
+        lines = (["dashed: copy peak"] if col == "gbps" and measured.get("dram") else []) + \
+            (["dotted: read peak"] if col == "gbps" and read_peak else [])
+        ax.set_title("\n".join([title, *lines]), fontsize=10)
     axrow[0].set_ylabel(f"{rows[0]['family']}\n(red: baseline)", fontsize=10)

@@ -92,18 +92,24 @@ def _rank_panel(ax, rank, samples, t0, top, left_out=()):
 def _delay_panel(ax, rows, name, notes):
     rows = sorted(rows, key=lambda r: r["rank"])
     straggler = rows[0].get("straggler_rank")
+    tops = []
     for i, r in enumerate(rows):
         v = r["arrival_delay_ms"]
         lo, hi = r.get("arrival_delay_ms_p10", v), r.get("arrival_delay_ms_p90", v)
         color = STRAGGLER if finite(straggler) and r["rank"] == straggler else WAITING
-        ax.bar(i, v, color=color, yerr=[[max(v - lo, 0)], [max(hi - v, 0)]] if finite(lo) and finite(hi) else None,
-               capsize=3)
-        ax.text(i, v, _ms(v), ha="center", va="bottom", fontsize=9)
+        spread = finite(lo) and finite(hi)
+        ax.bar(i, v, color=color, yerr=[[max(v - lo, 0)], [max(hi - v, 0)]] if spread else None, capsize=3)
+        # above the p90 bar's cap, never on it
+        ax.annotate(_ms(v), (i, max(v, hi) if spread else v), xytext=(0, 4), textcoords="offset points",
+                    ha="center", va="bottom", fontsize=9)
+        tops.append(max(v, hi) if spread else v)
         notes["delays"][(name, int(r["rank"]))] = v
+    ax.set_ylim(0, max([*tops, 1e-9]) * 1.22)  # room for the labels above the tallest bar
     notes["straggler"][name] = straggler if finite(straggler) else None
     ax.set_xticks(range(len(rows)), [f"rank {int(r['rank'])}" for r in rows], fontsize=7)
     ax.set_ylabel("arrival after the first rank, ms\n(median, p10-p90 bars)", fontsize=7)
-    who = f"straggler: rank {int(straggler)} (red)" if finite(straggler) else "no straggler"
+    # a scenario may itself be named "straggler": the title says the word once
+    who = f"rank {int(straggler)} was late (red)" if finite(straggler) else "no rank was late"
     ax.set_title(f"{name}: {who}", fontsize=8)
 
 

@@ -53,17 +53,17 @@ def draw(summary, samples, manifest, out_dir):
         ax.text(ridge * 1.08, 0.4, f"ridge: {ridge:.0f} FLOP per byte", rotation=90, color=C["decode"],
                 fontsize=VALUE_PT, ha="left", va="center", transform=mtransforms.blended_transform_factory(
                     ax.transData, ax.transAxes))
+    if flat:
+        ax.text(0.985, 0.025, "No arithmetic (0 FLOP per byte), so no point on log axes:\n" + "\n".join(
+            f"{short(row_label(r))}: {fmt_value('gbps', r.get('gbps'))} GB/s useful, MBU {pct(r.get('mbu_pct'))}, "
+            f"nvidia-smi {pct(r.get('gpu_util_pct'))}" for r in flat), transform=ax.transAxes, ha="right",
+            va="bottom", fontsize=VALUE_PT, bbox={"fc": "white", "ec": "#bbb", "alpha": 0.9})
     _label_dots(ax, intensity, dots)
     notes = {row_label(r): {"intensity": r["flops_per_call"] / r["bytes_per_call"], "tflops": r["tflops"],
                              "gpu_util_pct": r.get("gpu_util_pct")} for r in rows}
     for r in dots if ridge else ():
         if r["bound"] == "both":
             notes[row_label(r)]["ridge"] = ridge
-    if flat:
-        ax.text(0.985, 0.025, "No arithmetic (0 FLOP per byte), so no point on log axes:\n" + "\n".join(
-            f"{short(row_label(r))}: {fmt_value('gbps', r.get('gbps'))} GB/s useful, MBU {pct(r.get('mbu_pct'))}, "
-            f"nvidia-smi {pct(r.get('gpu_util_pct'))}" for r in flat), transform=ax.transAxes, ha="right",
-            va="bottom", fontsize=VALUE_PT, bbox={"fc": "white", "ec": "#bbb", "alpha": 0.9})
     ax.set_xlabel(f"arithmetic intensity, FLOP per byte ({BYTES_NOTE}; a GEMM's bytes are its minimum traffic)",
                   fontsize=9)
     ax.set_ylabel("achieved TFLOP/s")
@@ -77,24 +77,41 @@ def draw(summary, samples, manifest, out_dir):
 
 
 def _label_dots(ax, intensity, dots):
-    """Name each dot beside it: labels that would overlap move down a line, with a thin leader; labels in
-    the right part of the axes go to the left of their dot, so none runs out of the axes."""
-    dpi = ax.figure.dpi
-    box = ax.get_window_extent()
-    line = (VALUE_PT + 3) * dpi / 72
-    placed: list[tuple[float, float, float]] = []  # x0, x1, y of each label, in pixels
+    """Name each dot beside it, where the name (as the renderer measures it) overlaps no name placed before and
+    no dot: to its right, or its left in the right part of the axes, then a line further down or up, with a
+    thin leader back to the dot; the highest dots are named first."""
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    line = (VALUE_PT + 3) * fig.dpi / 72
     pts = ax.transData.transform(list(zip(intensity, [r["tflops"] for r in dots])))
+    radius = 34 ** 0.5 / 2 * fig.dpi / 72 + 1  # the dots' s=34 points², and a pixel of air
+    taken = [mtransforms.Bbox.from_extents(x - radius, y - radius, x + radius, y + radius) for x, y in pts]
+    taken += [t.get_window_extent(renderer) for t in ax.texts]  # the ridge's name, the box of flat kernels
     for i in sorted(range(len(dots)), key=lambda i: -pts[i][1]):
         r, (px, py) = dots[i], pts[i]
         text = f"{short(row_label(r))}: util {pct(r.get('gpu_util_pct'))}"
-        width = len(text) * VALUE_PT * 0.55 * dpi / 72
-        left = px > box.x0 + 0.62 * box.width
-        x0, x1 = (px - 8 - width, px - 8) if left else (px + 8, px + 8 + width)
-        y = min(py, box.y1 - line)
-        while any(a < x1 and x0 < b and abs(y - c) < line for a, b, c in placed):
-            y -= line
-        placed.append((x0, x1, y))
-        offset = (((x1 if left else x0) - px) * 72 / dpi, (y - py) * 72 / dpi)
-        ax.annotate(text, (intensity[i], r["tflops"]), xytext=offset, textcoords="offset points",
-                    ha="right" if left else "left", va="center", fontsize=VALUE_PT,
-                    arrowprops={"arrowstyle": "-", "color": "#999", "lw": 0.6} if abs(y - py) > 3 else None)
+        prefer_left = px > frame.x0 + 0.62 * frame.width
+        label = ax.annotate(text, (intensity[i], r["tflops"]), xytext=(8, 0), textcoords="offset points", va="center",
+                            fontsize=VALUE_PT)
+        for dy, left in _candidates(prefer_left):
+            label.set_position((-8 if left else 8, dy * line * 72 / fig.dpi))
+            label.set_ha("right" if left else "left")
+            box = label.get_window_extent(renderer)
+            inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+            if inside and not any(box.overlaps(t) for t in taken):
+                break
+        taken.append(box)
+        if dy:  # a leader from the name's near edge to its dot
+            end = ((box.x1 if left else box.x0) - px, (box.y0 + box.y1) / 2 - py)
+            ax.annotate("", (intensity[i], r["tflops"]), xytext=(end[0] * 72 / fig.dpi, end[1] * 72 / fig.dpi),
+                        textcoords="offset points", arrowprops={"arrowstyle": "-", "color": "#999", "lw": 0.6,
+                                                                "shrinkA": 0, "shrinkB": radius * 72 / fig.dpi})
+
+
+def _candidates(prefer_left: bool):
+    """(lines down, to the left) in the order a name tries them: beside its dot first, then further away."""
+    for step in range(0, 13):
+        for dy in ((0,) if step == 0 else (-step, step)):
+            yield dy, prefer_left
+            yield dy, not prefer_left

@@ -30,35 +30,99 @@ BINS = round(PANEL_WIDTH_IN * PNG_DPI)  # one slice of time per pixel of the PNG
 UNITS = ((600, 1, "s"), (3 * 3600, 60, "min"), (float("inf"), 3600, "h"))  # up to 10 min in s, 3 h in min
 
 
-def rows_of_gpu(samples, manifest, summary):
-    """The rows of the GPU the run is about: by UUID (under torchrun NVML indices repeat from node to node),
-    else by NVML index."""
+MAX_GPUS = 4  # GPUs a timeline draws, each its own panels; a larger job shows its first and says so
+
+
+def gpus_drawn(samples, manifest, summary) -> list[tuple[int, str | None]]:
+    """The GPUs the timeline draws, as (NVML index, UUID): every GPU a watched job's samples hold, each its own
+    panels; else the GPU the run is about (under torchrun each rank's GPU is in the ranks figure)."""
+    gpu = manifest.get("gpu") or {}
+    own = (gpu.get("nvml_index", summary[0].get("gpu") if summary else 0), gpu.get("uuid"))
     samples = as_samples(samples)
-    gpu = manifest.get("gpu", {}).get("nvml_index", summary[0].get("gpu") if summary else 0)
-    uuid = manifest.get("gpu", {}).get("uuid")
+    if manifest.get("kind") != "watch" or manifest.get("distributed") or not samples.has("gpu") or not len(samples):
+        return [own]
+    import numpy as np
+
+    index = samples.col("gpu")
+    seen = [int(i) for i in np.unique(index[np.isfinite(index)])] if index.dtype.kind == "f" else \
+        [int(i) for i in np.unique(index)]
+    if len(seen) <= 1:
+        return [own]
+    uuid = {r.get("gpu"): r.get("uuid") for r in summary}
+    return [(i, uuid.get(i) if i != own[0] else own[1]) for i in seen]
+
+
+def rows_of_gpu(samples, manifest, summary, which=None):
+    """The rows of one GPU (which: (NVML index, UUID); default the GPU the run is about): by UUID (under
+    torchrun NVML indices repeat from node to node), else by NVML index."""
+    samples = as_samples(samples)
+    gpu, uuid = which or (manifest.get("gpu", {}).get("nvml_index", summary[0].get("gpu") if summary else 0),
+                          manifest.get("gpu", {}).get("uuid"))
     rows = samples.of("uuid", uuid) if uuid is not None and samples.has("uuid") else None
     return rows if rows is not None and len(rows) else samples.of("gpu", gpu)
 
 
 def draw(summary, samples, manifest, out_dir):
-    rows = rows_of_gpu(samples, manifest, summary)
-    if not len(rows):
+    every = gpus_drawn(samples, manifest, summary)
+    gpus = [(g, rows_of_gpu(samples, manifest, summary, g)) for g in every[:MAX_GPUS]]
+    gpus = [(g, rows) for g, rows in gpus if len(rows)]
+    if not gpus:
         return empty(out_dir, "timeline", "The run over time", manifest)
-    rows.load("t_start_s", "t_end_s", "phase", *(c for _, cols in PANELS for c in cols))
-    t0 = float(rows.col("t_start_s")[0])
-    length_s = float(np.max(rows.col("t_end_s")) - t0) * 1.005
+    for _, rows in gpus:
+        rows.load("t_start_s", "t_end_s", "phase", *(c for _, cols in PANELS for c in cols))
+    rows = gpus[0][1]
+    t0 = min(float(r.col("t_start_s")[0]) for _, r in gpus)
+    length_s = max(float(np.max(r.col("t_end_s")) - t0) for _, r in gpus) * 1.005
     _, scale, unit = next(u for u in UNITS if length_s <= u[0])
-    t = (rows.col("t_end_s") - t0) / scale
     span_s = length_s / scale
     named = [(p, (a - t0) / scale, (b - t0) / scale) for p, a, b in phase_spans(rows)
              if p != "gap" and not p.startswith("setup:")]
     way, band_in, placed = label_layout(named, 0.0, span_s, PANEL_WIDTH_IN)
+    many = len(gpus) > 1
+    panel_in = PANEL_IN if not many else max(1.1, PANEL_IN * 1.6 / len(gpus))
+    count = 4 * len(gpus)
+    height = band_in + count * panel_in + 1.2 + (0.25 if many else 0)
     # the top row holds the phases' names: as tall as they need, no taller
-    fig, axes = plt.subplots(5, 1, figsize=(11, band_in + 4 * PANEL_IN + 1.2), sharex=True,
-                             gridspec_kw={"hspace": 0.12, "height_ratios": [band_in] + [PANEL_IN] * 4})
-    fig.subplots_adjust(top=1 - 0.55 / (band_in + 4 * PANEL_IN + 1.2), bottom=0.6 / (band_in + 4 * PANEL_IN + 1.2))
-    names, panels = axes[0], axes[1:]
+    fig, axes = plt.subplots(count + 1, 1, figsize=(11, height), sharex=True,
+                             gridspec_kw={"hspace": 0.12, "height_ratios": [band_in] + [panel_in] * count})
+    fig.subplots_adjust(top=1 - (0.55 + (0.25 if many else 0)) / height, bottom=0.6 / height)
+    names, panels = axes[0], list(axes[1:])
     missing = []
+    for k, ((index, _), mine) in enumerate(gpus):
+        _gpu_panels(panels[4 * k:4 * k + 4], mine, t0, scale, manifest, missing if k == 0 else [], legend=k == 0,
+                    who=f"GPU {index}" if many else "")
+        work = [(r["tflops"], r["t_start"], r["t_end"]) for r in of_gpu(summary, manifest, gpus[k][0])
+                if finite(r.get("tflops")) and finite(r.get("t_start")) and finite(r.get("t_end"))]
+        ax = panels[4 * k + 3]
+        if work:  # one line, broken between phases: thousands of phases draw as fast, and as small, as a few
+            y, a, b = (np.array(v, dtype=np.float64) for v in zip(*work))
+            gap = np.full(len(y), np.nan)
+            ax.plot(np.column_stack([(a - t0) / scale, (b - t0) / scale, gap]).ravel(),
+                    np.column_stack([y, y, gap]).ravel(), color=C["work"], lw=2.5, solid_capstyle="butt")
+        ax.set_ylim(bottom=0)  # a rate read against zero, not against the narrow band it moved in
+        ax.set_ylabel(_ylabel("achieved TFLOP/s", f"GPU {index}" if many else ""), fontsize=9)
+    ax = panels[-1]
+    ax.set_xlabel(f"time since the recording started, {unit}")
+    ax.set_xlim(0, span_s)
+    labelled = _shade_phases(panels, names, named, span_s / BINS, way, placed)
+    phases = len({p for p, _, _ in named})
+    gpus_said = (f"each of its {len(every)} GPUs its own panels" if len(gpus) == len(every) else
+                 f"the first {len(gpus)} of its {len(every)} GPUs, each its own panels") if many else ""
+    fig.suptitle(title(manifest, "timeline", "GPU-Util sits at 100% through almost every phase; SM activity, "
+                                             "pipes and TFLOP/s tell them apart") +
+                 (f" ({len(labelled):,} of {phases:,} phases named: no room for more)" if len(labelled) < phases else "") +
+                 (f"\n{gpus_said}" if gpus_said else ""), fontsize=11, x=0.01, ha="left", y=0.995)
+    stamp(fig, manifest)
+    return save(fig, out_dir, "timeline"), {"missing": missing, "phases": labelled, "gpus": [g for g, _ in gpus]}
+
+
+def _ylabel(text: str, who: str) -> str:
+    return f"{who}\n{text}" if who else text
+
+
+def _gpu_panels(panels, rows, t0, scale, manifest, missing, legend, who):
+    """One GPU's lines in its three panels of percentages; the legend beside the first GPU's only."""
+    t = (rows.col("t_end_s") - t0) / scale
     for ax, (ylabel, cols) in zip(panels, PANELS):
         for col in cols:
             ys = rows.col(col)
@@ -72,37 +136,18 @@ def draw(summary, samples, manifest, out_dir):
                 missing.append(col)
                 ax.plot([], [], color=C[col], lw=1, ls=":", label=f"{label}: unavailable in this run")
         ax.set_ylim(-3, 108)
-        ax.set_ylabel(ylabel, fontsize=9)
-        ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8.5, frameon=False)
-    ax = panels[3]
-    work = [(r["tflops"], r["t_start"], r["t_end"]) for r in of_gpu(summary, manifest)
-            if finite(r.get("tflops")) and finite(r.get("t_start")) and finite(r.get("t_end"))]
-    if work:  # one line, broken between phases: thousands of phases draw as fast, and as small, as a few
-        y, a, b = (np.array(v, dtype=np.float64) for v in zip(*work))
-        gap = np.full(len(y), np.nan)
-        ax.plot(np.column_stack([(a - t0) / scale, (b - t0) / scale, gap]).ravel(),
-                np.column_stack([y, y, gap]).ravel(), color=C["work"], lw=2.5, solid_capstyle="butt")
-    ax.set_ylim(bottom=0)  # a rate read against zero, not against the narrow band it moved in
-    ax.set_ylabel("achieved TFLOP/s", fontsize=9)
-    ax.set_xlabel(f"time since the recording started, {unit}")
-    ax.set_xlim(0, span_s)
-    labelled = _shade_phases(panels, names, named, span_s / BINS, way, placed)
-    phases = len({p for p, _, _ in named})
-    fig.suptitle(title(manifest, "timeline", "GPU-Util sits at 100% through almost every phase; SM activity, "
-                                             "pipes and TFLOP/s tell them apart") +
-                 (f" ({len(labelled):,} of {phases:,} phases named: no room for more)" if len(labelled) < phases else ""),
-                 fontsize=11, x=0.01, ha="left", y=0.995)
-    stamp(fig, manifest)
-    return save(fig, out_dir, "timeline"), {"missing": missing, "phases": labelled}
+        ax.set_ylabel(_ylabel(ylabel, who), fontsize=9)
+        if legend:
+            ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8.5, frameon=False)
 
 
-def of_gpu(summary, manifest) -> list[dict]:
-    """The summary's rows of the GPU the timeline draws (rows_of_gpu's): by UUID, else by NVML index."""
+def of_gpu(summary, manifest, which=None) -> list[dict]:
+    """The summary's rows of one GPU (which: (NVML index, UUID); default the GPU the run is about): by UUID,
+    else by NVML index."""
     gpu = manifest.get("gpu", {})
-    uuid = gpu.get("uuid")
+    index, uuid = which or (gpu.get("nvml_index", summary[0].get("gpu") if summary else 0), gpu.get("uuid"))
     mine = [r for r in summary if uuid is not None and r.get("uuid") == uuid]
-    index = gpu.get("nvml_index", summary[0].get("gpu") if summary else 0)
-    return mine or [r for r in summary if r.get("gpu") == index] or summary
+    return mine or [r for r in summary if r.get("gpu") == index] or (summary if which is None else [])
 
 
 def phase_spans(rows) -> list[tuple[str, float, float]]:
