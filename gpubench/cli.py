@@ -216,7 +216,7 @@ def dispatch(args: argparse.Namespace) -> int:
         return cmd()
     from gpubench.show import render
 
-    return getattr(render, args.command)(args)  # plot, report
+    return getattr(render, args.command)(args.run_dir, args.out)  # plot, report
 
 
 def main(argv: list[str] | None = None) -> int:

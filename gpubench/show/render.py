@@ -27,7 +27,7 @@ def _load(run_dir: Path):
     return manifest, samples, summary
 
 
-def output_dir(args, default: Path, targets: list[str]) -> Path:
+def output_dir(run_dir: Path, out: Path | None, default: Path, targets: list[str]) -> Path:
     """Where plot or report writes: --out DIR, or default inside the run directory; UsageError, before
     anything is written, where that cannot work, or where any of targets (paths under it) cannot be
     replaced. Stage folders that an ended gpubench left there are removed first."""
@@ -35,26 +35,26 @@ def output_dir(args, default: Path, targets: list[str]) -> Path:
     from gpubench.show.figures import own_files
     from gpubench.show.stage import clear_debris
 
-    if args.out is not None and _same(args.out, default):
-        args.out = None  # the place it writes to without --out: as if none were given
-    if args.out is not None and _inside(args.out, args.run_dir):
-        raise UsageError(f"--out {args.out} lies inside the run directory {args.run_dir}, where it would mix with the "
+    if out is not None and _same(out, default):
+        out = None  # the place it writes to without --out: as if none were given
+    if out is not None and _inside(out, run_dir):
+        raise UsageError(f"--out {out} lies inside the run directory {run_dir}, where it would mix with the "
                          f"run's own files (report writes figures/ under its --out): write elsewhere, or leave --out "
                          f"out to write into {default}")
-    out = args.out if args.out is not None else default
+    given, out = out is not None, out if out is not None else default
     for folder in (out, out / "figures"):
         if (pid := clear_debris(folder)) is not None:
             raise UsageError(f"another gpubench (process {pid}) is writing into {folder}: let it finish first")
-    if args.out is not None:
+    if given:
         own = {"figures", "report.md", "report.html"} | own_files()
-        if problem := check_writable(args.out, may_hold=own):
+        if problem := check_writable(out, may_hold=own):
             raise UsageError(f"cannot write to --out: {problem}")
     else:
-        figures = args.run_dir / "figures"
+        figures = run_dir / "figures"
         if figures.exists() and not figures.is_dir():
             raise UsageError(f"{figures} is a file, not a folder of figures: move it away, or write elsewhere "
                              "with --out DIR")
-        if args.run_dir.is_dir() and (problem := check_writable(default, may_hold=None)):
+        if run_dir.is_dir() and (problem := check_writable(default, may_hold=None)):
             raise UsageError(f"cannot write into the run directory: {problem}; write elsewhere with --out DIR")
     for target in (out / name for name in targets):
         if target.parent != out and target.parent.exists() and not target.parent.is_dir():
@@ -82,7 +82,7 @@ def _same(a: Path, b: Path) -> bool:
     return _resolved(a) is not None and _resolved(a) == _resolved(b)
 
 
-def _written(args, write) -> int:
+def _written(elsewhere: bool, write) -> int:
     """Run write() -> paths and print them; a refusal of the disk (read-only, full), or damage found in a
     column of the samples as it is read (a day's columns are read as the figures ask), is one sentence."""
     from gpubench.record.rundir import RunDirError
@@ -92,24 +92,26 @@ def _written(args, write) -> int:
     except RunDirError as err:
         raise UsageError(str(err)) from None
     except OSError as err:
-        hint = "" if args.out else "; write elsewhere with --out DIR"
+        hint = "" if elsewhere else "; write elsewhere with --out DIR"
         raise UsageError(f"cannot write {err.filename or 'the output'}: {err.strerror or err}{hint}") from None
     for path in paths:
         print(path)
     return 0
 
 
-def plot(args) -> int:
+def plot(run_dir: Path, out: Path | None = None) -> int:
+    """`gpubench plot RUN_DIR [--out DIR]`: the run's figures, into DIR or the run's figures/."""
     from gpubench.show.figures import figure_files, plot_run
 
-    manifest, samples, summary = _load(args.run_dir)
-    out = output_dir(args, args.run_dir / "figures", figure_files(manifest))
-    return _written(args, lambda: plot_run(args.run_dir, manifest, samples, summary, out))
+    manifest, samples, summary = _load(run_dir)
+    where = output_dir(run_dir, out, run_dir / "figures", figure_files(manifest))
+    return _written(where != run_dir / "figures", lambda: plot_run(run_dir, manifest, samples, summary, where))
 
 
-def report(args) -> int:
+def report(run_dir: Path, out: Path | None = None) -> int:
+    """`gpubench report RUN_DIR [--out DIR]`: report.md, report.html and figures/, into DIR or the run."""
     from gpubench.show.report import report_files, write_report
 
-    manifest, samples, summary = _load(args.run_dir)
-    out = output_dir(args, args.run_dir, report_files(manifest))
-    return _written(args, lambda: write_report(args.run_dir, manifest, samples, summary, out))
+    manifest, samples, summary = _load(run_dir)
+    where = output_dir(run_dir, out, run_dir, report_files(manifest))
+    return _written(where != run_dir, lambda: write_report(run_dir, manifest, samples, summary, where))
