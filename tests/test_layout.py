@@ -141,3 +141,32 @@ def test_the_checks_see_a_planted_cycle_and_upward_import(tmp_path, monkeypatch)
     assert g["gpubench.read.a"] == {"gpubench.show", "gpubench.show.b"}
     assert cycles(g) == [["gpubench.read.a", "gpubench.show.b"]]
     assert "gpubench.read.a -> gpubench.show.b" in upward(g)
+
+
+def house() -> list[str]:
+    """The layout as lines, top level first: each room's level, modules, lines, largest module and the rooms
+    it imports (with how many imports)."""
+    from collections import Counter
+
+    known, edges = modules(), graph()
+    lines = []
+    for depth in range(len(LEVELS), 0, -1):
+        for room in LEVELS[depth - 1]:
+            mine = [m for m in known if part(m) == room]
+            sizes = {m: len(known[m].read_text().splitlines()) for m in mine}
+            big = max(sizes, key=sizes.get)
+            out = Counter(part(t) for m in mine for t in edges[m] if part(t) != room)
+            lines.append(f"{depth}  {room:<8} {len(mine):>3} modules {sum(sizes.values()):>6} lines  largest "
+                         f"{big.rpartition('.')[2]} {sizes[big]:>4}  -> "
+                         + ", ".join(f"{r} {n}" for r, n in sorted(out.items())))
+    return lines
+
+
+def test_the_house_names_every_room_and_no_module_over_350_lines():
+    lines = house()
+    assert len(lines) == sum(len(level) for level in LEVELS)
+    assert max(len(p.read_text().splitlines()) for p in modules().values()) <= 350
+
+
+if __name__ == "__main__":  # python tests/test_layout.py: the rooms, their sizes and their arrows
+    print("\n".join(house()))
