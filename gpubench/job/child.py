@@ -136,18 +136,10 @@ def subreaper(on: bool) -> bool:
 
 def children(proc: Path = Path("/proc")) -> dict[int, str]:
     """This process's children now: pid -> state (R, S, Z, ...), from /proc/<pid>/stat."""
-    me, out = os.getpid(), {}
-    for entry in proc.iterdir() if proc.is_dir() else ():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue  # gone meanwhile
-        fields = stat[stat.rfind(")") + 2:].split()
-        if len(fields) > 1 and fields[1] == str(me):
-            out[int(entry.name)] = fields[0]
-    return out
+    from gpubench.job.contexts import stats
+
+    me = str(os.getpid())
+    return {pid: f[0] for pid, f in stats(proc) if len(f) > 1 and f[1] == me}
 
 
 def left_running(ours, proc: Path = Path("/proc"), grace_s: float = GRACE_S) -> list[dict]:

@@ -17,9 +17,9 @@ from gpubench.record import nvml
 EVERY_S = 1.0
 
 
-def parents(proc: Path = Path("/proc")) -> dict[int, int]:
-    """Every process's parent, from /proc/<pid>/stat (the field after the command's closing parenthesis)."""
-    out = {}
+def stats(proc: Path = Path("/proc")):
+    """(pid, the fields of /proc/<pid>/stat after the command's closing parenthesis) of every process now;
+    a process gone meanwhile is passed over."""
     for entry in proc.iterdir() if proc.is_dir() else ():
         if not entry.name.isdigit():
             continue
@@ -27,10 +27,12 @@ def parents(proc: Path = Path("/proc")) -> dict[int, int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue  # gone meanwhile
-        fields = stat[stat.rfind(")") + 2:].split()
-        if len(fields) > 1 and fields[1].isdigit():
-            out[int(entry.name)] = int(fields[1])
-    return out
+        yield int(entry.name), stat[stat.rfind(")") + 2:].split()
+
+
+def parents(proc: Path = Path("/proc")) -> dict[int, int]:
+    """Every process's parent (the second field after the command)."""
+    return {pid: int(f[1]) for pid, f in stats(proc) if len(f) > 1 and f[1].isdigit()}
 
 
 def tree(root: int, parent_of: dict[int, int]) -> set[int]:
