@@ -169,3 +169,17 @@ def test_a_phase_that_recurs_is_named_at_least_once_however_many_times_it_recurs
     way, band_in, placed = timeline.label_layout(spans, 0.0, 40_000.0, 8.5)
     assert way == "across" and {label for label, _, _ in placed} == {"train", "eval"}
     assert band_in < 0.7 and len(placed) < 40  # a name where it fits, not one per span
+
+
+def test_a_watch_on_eight_gpus_draws_the_first_and_those_of_least_and_most_sm_activity():
+    """Eight GPUs are too many panels: the timeline keeps GPU 0 and the ones that stand out, such as a
+    straggler's idle GPU among busy ones, whatever its index."""
+    from gpubench.show.figures.timeline import MAX_GPUS, standing_out
+
+    every = [(i, f"GPU-{i}") for i in range(8)]
+    sm = {0: 90.0, 1: 91.0, 2: 92.0, 3: 89.0, 4: 93.0, 5: 35.0, 6: 90.5, 7: 99.0}
+    summary = [{"gpu": i, "sm_active_pct": v, "seconds": 10.0} for i, v in sm.items()]
+    drawn = standing_out(every, summary)
+    assert len(drawn) == MAX_GPUS and [g for g, _ in drawn] == [0, 3, 5, 7]  # first, least (5, 3), most (7)
+    assert standing_out(every[:3], summary) == every[:3]
+    assert [g for g, _ in standing_out(every, [])] == [0, 1, 2, 3]  # nothing known: the first ones

@@ -30,7 +30,7 @@ BINS = round(PANEL_WIDTH_IN * PNG_DPI)  # one slice of time per pixel of the PNG
 UNITS = ((600, 1, "s"), (3 * 3600, 60, "min"), (float("inf"), 3600, "h"))  # up to 10 min in s, 3 h in min
 
 
-MAX_GPUS = 4  # GPUs a timeline draws, each its own panels; a larger job shows its first and says so
+MAX_GPUS = 4  # GPUs a timeline draws, each its own panels; a larger job shows those that stand out, and says so
 
 
 def gpus_drawn(samples, manifest, summary) -> list[tuple[int, str | None]]:
@@ -52,6 +52,26 @@ def gpus_drawn(samples, manifest, summary) -> list[tuple[int, str | None]]:
     return [(i, uuid.get(i) if i != own[0] else own[1]) for i in seen]
 
 
+def standing_out(every: list, summary) -> list:
+    """At most MAX_GPUS of the GPUs, in their order: the first, then those whose phases' SM activity is least and
+    most, in turn (a straggler's idle GPU among eight busy ones is the one to see)."""
+    if len(every) <= MAX_GPUS:
+        return every
+    sm: dict = {}  # GPU -> (SM activity × seconds, seconds) over its phases
+    for r in summary:
+        if finite(r.get("sm_active_pct")) and finite(r.get("seconds")) and r.get("seconds") > 0:
+            a, w = sm.get(r.get("gpu"), (0.0, 0.0))
+            sm[r.get("gpu")] = (a + r["sm_active_pct"] * r["seconds"], w + r["seconds"])
+    ranked = sorted((g for g in every[1:] if g[0] in sm), key=lambda g: sm[g[0]][0] / sm[g[0]][1])
+    chosen = [every[0]]
+    while len(chosen) < MAX_GPUS and ranked:
+        chosen.append(ranked.pop(0))  # the least active left
+        if ranked and len(chosen) < MAX_GPUS:
+            chosen.append(ranked.pop())  # the most active left
+    chosen += [g for g in every if g not in chosen][:MAX_GPUS - len(chosen)]  # no SM activity known: in order
+    return sorted(chosen, key=every.index)
+
+
 def rows_of_gpu(samples, manifest, summary, which=None):
     """The rows of one GPU (which: (NVML index, UUID); default the GPU the run is about): by UUID (under
     torchrun NVML indices repeat from node to node), else by NVML index."""
@@ -64,7 +84,7 @@ def rows_of_gpu(samples, manifest, summary, which=None):
 
 def draw(summary, samples, manifest, out_dir):
     every = gpus_drawn(samples, manifest, summary)
-    gpus = [(g, rows_of_gpu(samples, manifest, summary, g)) for g in every[:MAX_GPUS]]
+    gpus = [(g, rows_of_gpu(samples, manifest, summary, g)) for g in standing_out(every, summary)]
     gpus = [(g, rows) for g, rows in gpus if len(rows)]
     if not gpus:
         return empty(out_dir, "timeline", "The run over time", manifest)
@@ -107,7 +127,8 @@ def draw(summary, samples, manifest, out_dir):
     labelled = _shade_phases(panels, names, named, span_s / BINS, way, placed)
     phases = len({p for p, _, _ in named})
     gpus_said = (f"each of its {len(every)} GPUs its own panels" if len(gpus) == len(every) else
-                 f"the first {len(gpus)} of its {len(every)} GPUs, each its own panels") if many else ""
+                 f"{len(gpus)} of its {len(every)} GPUs (GPU {every[0][0]} and those of least and most SM "
+                 "activity), each its own panels") if many else ""
     fig.suptitle(title(manifest, "timeline", "GPU-Util sits at 100% through almost every phase; SM activity, "
                                              "pipes and TFLOP/s tell them apart") +
                  (f" ({len(labelled):,} of {phases:,} phases named: no room for more)" if len(labelled) < phases else "") +
