@@ -1,7 +1,7 @@
 """allreduce: NCCL's all-reduce (SUM) of a bf16 buffer over every rank, measured as nccl-tests measures it.
 
 It runs under torchrun (`torchrun --nproc-per-node=2 -m gpubench run allreduce-1gib`), over the default
-process group: NCCL on GPUs, gloo in the CPU tests. One call is one in-place all_reduce; the runner times
+process group: NCCL on GPUs, gloo in the CPU tests. One call is one in-place all_reduce; the scenario loop times
 calls with CUDA events like any other kernel. Results follow NVIDIA/nccl-tests doc/PERFORMANCE.md:
 algbw = size / time, busbw = algbw * 2(n-1)/n (summary.derive), and busbw is held against the NVLinks.
 """

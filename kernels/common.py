@@ -57,7 +57,7 @@ class Prepared:
     unit: str | None  # the peak MFU divides by: bf16_tensor, fp16_tensor, fp32
     bound: str
     launch: str
-    calls_per_timing: int | None = None  # None: the runner sizes timed groups to ~20 ms
+    calls_per_timing: int | None = None  # None: the scenario loop sizes timed groups to ~20 ms
     info: dict = field(default_factory=dict)
     sizes: dict = field(default_factory=dict)  # the sizes as prepared, for the summary's text
     arrivals: list[float] | None = None  # collectives: when each call reached it (host monotonic s), appended by run()

@@ -48,7 +48,7 @@ def _computed(key: str) -> bool:
 
 
 def facts_of(summary: list[dict]) -> list[dict]:
-    """A suite summary's rows as the runner handed them to the summary: the facts only, each row's unit the one
+    """A suite summary's rows as the scenario loop handed them to the summary: the facts only, each row's unit the one
     its launch ran on where its family tells it from the launch (a decode's FMA tiles: CUDA cores, fp32)."""
     rows = [{k: (math.nan if v is None else v) for k, v in r.items() if not _computed(k)} for r in summary]
     for r in rows:

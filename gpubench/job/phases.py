@@ -41,7 +41,6 @@ SUMMARY_COLUMNS = {"kind": "text", "family": "text", "verdict": "text", "verdict
 
 FIRST_PHASE = "run"  # the phase before the first mark, where the job steps before it marks
 START_UP, TEARDOWN = "start-up", "teardown"
-TOO_SHORT = "too short to measure"
 
 # Report sentences for each phase, filled from its summary row (gpubench.show.report.story): a sentence whose
 # non-metric fields this row lacks (no steps, no FLOPs) is left out.

@@ -1,6 +1,6 @@
 """The columns of summary.csv and their kinds, as the writer writes them and the reader reads them back.
 
-A summary's columns are made by many rooms: the suite's runner, the kernel families, the watch's phases,
+A summary's columns are made by many rooms: the suite's scenario loop, the kernel families, the watch's phases,
 the merge of ranks, the tensor-pipe ceiling. Each module that makes columns this room cannot tell by their
 name declares them where it makes them, in a literal at its top:
 

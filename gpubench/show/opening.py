@@ -55,11 +55,6 @@ def machine_line(manifest: dict) -> str | None:
     return " ".join(out) or None
 
 
-def run_line(manifest: dict) -> str:
-    """When, whether it completed, the GPU's facts and the software's versions, each where known."""
-    return " ".join(line for line in (status_line(manifest), machine_line(manifest)) if line)
-
-
 def job_line(manifest: dict) -> str | None:
     """The watched command and how it ended; None for a suite run."""
     if not is_job(manifest):

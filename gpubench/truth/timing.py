@@ -114,7 +114,7 @@ def calls_for(call_ms: float, target_ms: float = GROUP_MS) -> int:
 def warm_up(run: Callable[[], object]) -> float:
     """Compile, autotune and allocate outside any measured window; return one call's GPU time in ms.
 
-    The one warm-up recipe of the runner, the bench script and the benchmarks.
+    The one warm-up recipe of the scenario loop, the bench script and the benchmarks.
     """
     import torch
 
