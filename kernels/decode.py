@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from .common import Prepared, Work, check_close, count, cupy, generator, poison, raw_kernel, tuned_row
+from .common import Prepared, Work, check_close, count, cupy, generator, poison, raw_kernel, sm_count, tuned_row
 from .decode_sk import launch_sk
 from .decode_tiles import ON_CUDA_CORES, launch
 from .gemm import _tma_ok as tma_ok
@@ -40,15 +40,17 @@ CUPY_MAX_B = 16  # the CuPy kernel keeps one accumulator per token in registers,
 # "split_k" (K over that many programs), "per_sm" (a persistent grid of that many programs a SM),
 # "flatten" (its loops flattened), "evict" (an eviction hint on the weights' loads); and for the persistent
 # TMA kernel of decode_sk.py: "sk" (the last waves streamed over K), "swap" (tokens as the rows of the
-# product), "warp_spec" (Triton's warp specialization: num_warps=4 makes 12 warps). A GPU without a
+# product), "warp_spec" (Triton's warp specialization: num_warps=4 makes 12 warps); and "tail" (set by hand
+# from tools/decode_waves.py, which the sweep does not write): the rows past the last whole wave of these
+# tiles run in a second launch with the tail's settings. A GPU without a
 # line gets the fallback rule: 16-row weight tiles up to 16 tokens, 64x32 tiles up to 32, GEMM-like
 # 128x128 tiles above.
 FALLBACK = ((16, {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 512, "num_warps": 4, "num_stages": 4}),
             (32, {"BLOCK_N": 64, "BLOCK_B": 32, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4}),
             (None, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4}))
 CONFIG = {  # scripts/tune_kernels.py --only decode --apply writes a GPU's line here
-    "NVIDIA H200": {"triton": ((1, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4}), (2, {"BLOCK_N": 128, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 8, "num_stages": 5}), (4, {"BLOCK_N": 128, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "evict": "evict_first"}), (8, {"BLOCK_N": 128, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "evict": "evict_first"}), (16, {"BLOCK_N": 128, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "evict": "evict_first"}), (32, {"BLOCK_N": 128, "BLOCK_B": 32, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "evict": "evict_first"}), (64, {"BLOCK_N": 128, "BLOCK_B": 64, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "tma": True}), (128, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3, "tma": True}), (256, {"BLOCK_N": 128, "BLOCK_B": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True}), (None, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True})), "cupy_threads": 128},
-    "NVIDIA H100 80GB HBM3": {"triton": ((1, {"BLOCK_N": 8, "BLOCK_B": 1, "BLOCK_K": 1024, "num_warps": 4, "num_stages": 1, "fma": True, "evict": "evict_first"}), (2, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 5, "tma": True}), (4, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4, "evict": "evict_first"}), (8, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 5, "tma": True}), (16, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4, "tma": True, "warp_spec": True}), (32, {"BLOCK_N": 64, "BLOCK_B": 32, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4, "tma": True}), (64, {"BLOCK_N": 128, "BLOCK_B": 64, "BLOCK_K": 64, "num_warps": 4, "num_stages": 5, "tma": True}), (128, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3, "tma": True}), (256, {"BLOCK_N": 256, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True}), (None, {"BLOCK_N": 128, "BLOCK_B": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3, "tma": True, "per_sm": 1, "sk": 1})), "cupy_threads": 512},
+    "NVIDIA H200": {"triton": ((1, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4}), (2, {"BLOCK_N": 128, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 8, "num_stages": 5}), (4, {"BLOCK_N": 128, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "evict": "evict_first"}), (8, {"BLOCK_N": 128, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "evict": "evict_first"}), (16, {"BLOCK_N": 128, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "evict": "evict_first"}), (32, {"BLOCK_N": 128, "BLOCK_B": 32, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "evict": "evict_first"}), (64, {"BLOCK_N": 128, "BLOCK_B": 64, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "tma": True}), (128, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3, "tma": True}), (256, {"BLOCK_N": 128, "BLOCK_B": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True}), (None, {"BLOCK_N": 128, "BLOCK_B": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3, "tma": True, "per_sm": 1, "tail": {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True}})), "cupy_threads": 128},
+    "NVIDIA H100 80GB HBM3": {"triton": ((1, {"BLOCK_N": 8, "BLOCK_B": 1, "BLOCK_K": 1024, "num_warps": 4, "num_stages": 1, "fma": True, "evict": "evict_first"}), (2, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 5, "tma": True}), (4, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4, "evict": "evict_first"}), (8, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 5, "tma": True}), (16, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4, "tma": True, "warp_spec": True}), (32, {"BLOCK_N": 64, "BLOCK_B": 32, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4, "tma": True}), (64, {"BLOCK_N": 128, "BLOCK_B": 64, "BLOCK_K": 64, "num_warps": 4, "num_stages": 5, "tma": True}), (128, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3, "tma": True}), (256, {"BLOCK_N": 256, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True}), (None, {"BLOCK_N": 128, "BLOCK_B": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3, "tma": True, "per_sm": 1, "tail": {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True}})), "cupy_threads": 512},
     "*": {"triton": FALLBACK, "cupy_threads": 256},
 }
 
@@ -131,12 +133,31 @@ def settings_for(b: int, device=None) -> dict:
     return next(cfg for limit, cfg in rows if limit is None or b <= limit)
 
 
+def whole_wave_rows(b: int, n: int, cfg: dict, sms: int) -> int:
+    """The rows of W whose tiles (one program each) fill whole waves of `sms` programs: the rest are the last
+    wave's, which leaves SMs idle (at B = 512 with 128x256 tiles: 448 tiles, 3.39 waves of 132)."""
+    per_row = -(-b // cfg["BLOCK_B"])
+    tiles = (n // cfg["BLOCK_N"]) * per_row
+    return (tiles // sms) * sms // per_row * cfg["BLOCK_N"]
+
+
 def triton_decode(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, config: dict | None = None) -> str:
-    """y = x·Wᵀ; returns the launch as launched."""
+    """y = x·Wᵀ; returns the launch as launched.
+
+    A setting with a "tail" runs in two launches: the rows that fill whole waves with its tiles, then the
+    remaining rows with the tail's smaller tiles, so the last wave has more, shorter programs."""
     _check_shapes(x, w, y)
     if x.stride(1) != 1 or w.stride(1) != 1 or y.stride(1) != 1:
         raise ValueError("triton_decode needs rows with unit stride")
     cfg = config or settings_for(x.shape[0], x.device)
+    if cfg.get("tail"):
+        head = {key: v for key, v in cfg.items() if key != "tail"}
+        n1 = whole_wave_rows(x.shape[0], w.shape[0], head, sm_count(x.device))
+        if not 0 < n1 < w.shape[0]:
+            return triton_decode(x, w, y, head)
+        first = triton_decode(x, w[:n1], y[:, :n1], head)
+        rest = triton_decode(x, w[n1:], y[:, n1:], cfg["tail"])
+        return f"rows 0-{n1 - 1}: {first}; the other {w.shape[0] - n1}: {rest}"
     if any(cfg.get(key) for key in SK_KEYS):  # the persistent TMA kernel; the interpreter runs its descriptors
         if not x.is_cuda or tma_ok(x, w):
             return launch_sk(x, w, y, cfg)

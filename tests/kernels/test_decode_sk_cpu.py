@@ -67,3 +67,44 @@ def test_the_stream_k_plan_deals_out_the_tiles_past_the_last_full_wave():
     with pytest.raises(ValueError, match="not both"):
         decode_sk.launch_sk(x, w, torch.empty(2, 32, dtype=torch.bfloat16, device=DEVICE),
                             {**SK_SETTINGS["stream-K tail"], "warp_spec": True})
+
+
+def test_a_split_launch_runs_whole_waves_then_the_rest_with_the_tails_tiles():
+    # on the CPU a wave is 4 programs: 16x16 tiles at B = 20 make 2 a row of 16 weights, so N = 112 (7 rows,
+    # 14 tiles) fills 3 whole waves with 6 rows (96 weights) and leaves 16 rows to the tail's 16x8 tiles
+    head = {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2, "tma": True}
+    assert decode.whole_wave_rows(20, 112, head, 4) == 96
+    assert decode.whole_wave_rows(512, 28672, {"BLOCK_N": 128, "BLOCK_B": 256}, 132) == 25344  # 396 of 448 tiles
+    assert decode.whole_wave_rows(2, 32, head, 4) == 0  # too few tiles for a wave: one launch, the head's
+    cfg = {**head, "tail": {"BLOCK_N": 16, "BLOCK_B": 8, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2}}
+    for b, n in ((20, 112), (2, 32)):
+        x, w = decode.make_inputs(b, 64, n, device=DEVICE)
+        y = torch.empty(b, n, dtype=torch.bfloat16, device=DEVICE)
+        poison(y)
+        launch = decode.triton_decode(x, w, y, config=cfg)
+        check_close("split launch", y, decode.reference(x, w))
+        assert ("rows 0-95" in launch and "the other 16" in launch) == (n == 112)
+
+
+def test_a_persistent_setting_that_streams_nothing_still_gets_int32_counters(monkeypatch):
+    # 8 tiles on 4 programs: no tile past the last whole wave, so nothing is streamed; the kernel's ticket
+    # code compiles all the same, and an atomic on a bf16 stand-in does not compile on a GPU
+    from gpubench.kernels import decode_sk
+
+    seen = {}
+    real = decode_sk._decode_sk
+
+    class Spy:
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                seen["ws"], seen["cnt"] = args[4], args[5]
+                return real[grid](*args, **kwargs)
+            return launch
+
+    monkeypatch.setattr(decode_sk, "_decode_sk", Spy())
+    x, w = decode.make_inputs(32, 64, 64, device=DEVICE)
+    y = torch.empty(32, 64, dtype=torch.bfloat16, device=DEVICE)
+    poison(y)
+    decode.triton_decode(x, w, y, config={**SK_SETTINGS["stream-K tail"], "BLOCK_N": 16, "BLOCK_B": 16})
+    check_close("nothing streamed", y, decode.reference(x, w))
+    assert seen["cnt"].dtype == torch.int32 and seen["ws"].dtype == torch.float32

@@ -1,0 +1,144 @@
+"""Where the decode kernel loses to cuBLAS at B = 256 and 512: in its tiles, or in the last wave's?
+
+    python tools/decode_waves.py --out decode-waves.csv [--batches 256,512] [--budget-s 200]
+
+(On an H100 it found the tiles at 0.98 of cuBLAS over whole waves at B = 512, and the split launch the
+best of the rest; kernels/decode.py's "tail" setting is that split.)
+
+At B = 512 with 128x256 tiles there are 448 tiles for 132 SMs (3.39 waves). Two questions, one run:
+- Tiles. Each setting and torch at an N cut to whole waves (the same tiles, no partial last wave): the
+  tile's own speed against cuBLAS's. If it is under 0.97 there, no scheduling of the last wave reaches 0.97.
+- The last wave. At the full N, the settings in use (kernels/decode.py's CONFIG), deeper K tiles, and a
+  split launch: the rows that fill whole waves with the big tiles, then the rest of the rows in a second
+  launch with smaller tiles, split K, or streamed over K by the persistent kernel.
+Every setting is checked against a float64 reference first; timing is in turns with torch after settling
+at sustained clocks (scripts/tune_timing.py). Prints one line a setting and writes the rows to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
+
+import torch  # noqa: E402
+import tune_timing as timing  # noqa: E402
+
+from gpubench.kernels import decode  # noqa: E402
+from gpubench.kernels.common import check_close, sm_count  # noqa: E402
+
+K, N = decode.SIZES["k"], decode.SIZES["n"]
+
+
+def c(bn, bb, bk, w, s, **extra) -> dict:
+    return {"BLOCK_N": bn, "BLOCK_B": bb, "BLOCK_K": bk, "num_warps": w, "num_stages": s, "tma": True, **extra}
+
+
+def whole_rows(b: int, head: dict, n: int, sms: int) -> int:
+    return decode.whole_wave_rows(b, n, head, sms)
+
+
+def settings(b: int) -> dict:
+    """name -> (head settings, tail settings or None): a tail splits the launch at whole_rows."""
+    big = c(128, 256, 64, 8, 3) if b >= 256 else c(128, 128, 64, 8, 4)
+    out = {"in-use": (decode.settings_for(b), None),
+           "sk1-128x256x64-s3": (c(128, 256, 64, 8, 3, per_sm=1, sk=1), None),
+           "128x128x64-s4": (c(128, 128, 64, 8, 4), None),
+           "split+128x128-p1": ({**big, "per_sm": 1}, c(128, 128, 64, 8, 4)),
+           "split256x128+128x128": (c(256, 128, 64, 8, 4), c(128, 128, 64, 8, 4)),
+           "split256x128+128x64": (c(256, 128, 64, 8, 4), c(128, 64, 64, 4, 4)),
+           "128x256x64-s3": (c(128, 256, 64, 8, 3), None),
+           "256x128x64-s4": (c(256, 128, 64, 8, 4), None),
+           "split+128x128": (big, c(128, 128, 64, 8, 4)),
+           "split+64x256": (big, c(64, 256, 64, 4, 4)),
+           "split+k2": (big, c(128, 256, 64, 8, 3, split_k=2)),
+           "split+k4": (big, c(128, 256, 64, 8, 3, split_k=4)),
+           }
+    return out
+
+
+def runner(x, w, y, head: dict, tail: dict | None, sms: int):
+    if tail is None:
+        return lambda: decode.triton_decode(x, w, y, config=head)
+    n1 = whole_rows(x.shape[0], head, w.shape[0], sms)
+    if n1 <= 0 or n1 >= w.shape[0]:
+        return None
+    parts = ((w[:n1], y[:, :n1], head), (w[n1:], y[:, n1:], tail))
+
+    def run():
+        for wp, yp, cfg in parts:
+            decode.triton_decode(x, wp, yp, config=cfg)
+    return run
+
+
+def measure(b: int, n: int, named: dict, sms: int, rounds: int, window_s: float, label: str, rows: list) -> None:
+    x, w = decode.make_inputs(b, K, n)
+    ref = decode.reference(x, w)
+    y = torch.empty(b, n, device="cuda", dtype=torch.bfloat16)
+    fns = {"torch": lambda: decode.torch_decode(x, w, y)}
+    for name, (head, tail) in named.items():
+        run = runner(x, w, y, head, tail, sms)
+        if run is None:
+            continue
+        try:
+            y.fill_(float("nan"))
+            run()
+            torch.cuda.synchronize()
+            check_close(f"{label} {name}", y, ref)
+            fns[name] = run
+        except Exception as err:  # reported, never fatal
+            print(f"{label} {name}: {type(err).__name__}: {str(err).splitlines()[0][:150]}", flush=True)
+    med = timing.turns(fns, rounds, window_s, 2.0, False)
+    work = decode.work(b, K, n)
+    got = timing.record(label, "turns", med, "torch", work.bytes, work.flops, {})
+    for r in got:
+        r.update(b=b, n=n)
+    timing.say(label, got)
+    rows += got
+
+
+def write(path: str, rows: list) -> None:
+    """All rows so far: written after each measurement, so a run stopped at its limit keeps them."""
+    keys = sorted({k for r in rows for k in r})
+    with open(path, "w", newline="") as f:
+        wr = csv.DictWriter(f, fieldnames=keys)
+        wr.writeheader()
+        wr.writerows(rows)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="decode-waves.csv")
+    ap.add_argument("--batches", default="512,256")
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--window-s", type=float, default=0.2)
+    ap.add_argument("--budget-s", type=float, default=240.0)
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("decode_waves.py needs a CUDA GPU", file=sys.stderr)
+        return 2
+    t0, sms, rows = time.monotonic(), sm_count(), []
+    for b in [int(v) for v in args.batches.split(",")]:
+        if time.monotonic() - t0 > args.budget_s:
+            print(f"stopped before B={b}: the budget is spent", flush=True)
+            break
+        named = settings(b)
+        for name in ("128x256x64-s3", "256x128x64-s4"):  # tiles alone: N cut to whole waves
+            head = named[name][0]
+            nw = whole_rows(b, head, N, sms)
+            measure(b, nw, {name: (head, None), name + "-p1": ({**head, "per_sm": 1}, None)}, sms, args.rounds,
+                    args.window_s, f"b{b}-whole-{name}", rows)
+            write(args.out, rows)
+        measure(b, N, named, sms, args.rounds, args.window_s, f"b{b}-full", rows)
+        write(args.out, rows)
+    print(f"wrote {args.out}: {len(rows)} rows in {time.monotonic() - t0:.0f} s on {torch.cuda.get_device_name()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
