@@ -35,7 +35,10 @@ def test_a_short_watch_of_the_example(tmp_path):
     train = rows["train"]
     assert train["steps"] > 10 and train["gpu_util_pct"] >= 50 and train["tflops"] > 1
     assert train["step_clock"] == "GPU"  # stamped when the GPU reached each step, not when Python asked
-    assert 0 < train["mfu_pct"] <= train["gpu_util_mean_pct"] and train["hfu_pct"] >= train["mfu_pct"]
+    assert 0 < train["mfu_pct"] <= train["gpu_util_mean_pct"]
+    # the example's attention is causal: its kernels skip the masked half of the scores that PaLM's convention
+    # counts whole (gpubench.count_flops), so HFU may read below MFU, by no more than that half
+    assert 0.75 * train["mfu_pct"] < train["hfu_pct"] < 1.25 * train["mfu_pct"]
     assert train["verdict"]
     if finite(train.get("tensor_active_pct")):  # GPM or DCGM: bf16 matmuls use the tensor cores
         assert train["tensor_active_pct"] > 1
