@@ -3,6 +3,7 @@
     python3 scripts/watch_auto.py                  # everything: about 8 minutes on an H100 (never past --budget-s)
     python3 scripts/watch_auto.py --part examples  # (a) and (b): about 5 minutes
     python3 scripts/watch_auto.py --part jobs      # (c) without decode: about 2.5 minutes
+    python3 scripts/watch_auto.py --part llama --pairs 4   # more (a) pairs of Llama alone: about 1 minute a pair
     python3 scripts/watch_auto.py --dry-run        # on a CPU: tiny sizes, a stand-in for the GPU's counters
 
 (a) examples/train_gpt.py (healthy), train_llama.py (eager) and decode_llm.py, each watched with its own
@@ -58,10 +59,14 @@ ROUNDS = [("gpt", ("own", "auto", "off")), ("llama", ("own", "auto")), ("gpt", (
           ("llama", ("auto", "own")), ("gpt", ("off", "own", "auto")), ("decode", ("own", "auto"))]
 
 
-def plan(part: str, dry: bool) -> list[dict]:
-    """The runs, in the order they run: rounds that interleave the arms, then the unmodified jobs."""
+def plan(part: str, dry: bool, pairs: int = 4) -> list[dict]:
+    """The runs, in the order they run: rounds that interleave the arms, then the unmodified jobs. The part
+    `llama` is `pairs` Llama pairs alone, each pair's order the reverse of the last's."""
     out, seen = [], {}
-    for job, arms in ROUNDS if part in ("all", "examples") else []:
+    rounds = ROUNDS if part in ("all", "examples") else []
+    if part == "llama":
+        rounds = [("llama", ("own", "auto") if i % 2 == 0 else ("auto", "own")) for i in range(pairs)]
+    for job, arms in rounds:
         for arm in arms:
             seen[(job, arm)] = seen.get((job, arm), 0) + 1
             out.append(_run(job, arm, seen[(job, arm)], EXAMPLES[job], dry))
@@ -136,7 +141,8 @@ def describe(run: dict, out: Path, done: dict) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--part", choices=("all", "examples", "jobs"), default="all")
+    p.add_argument("--part", choices=("all", "examples", "jobs", "llama"), default="all")
+    p.add_argument("--pairs", type=int, default=4, help="with --part llama: how many Llama pairs (default 4)")
     p.add_argument("--budget-s", type=float, default=540.0, help="start no run that would end past this (default 540)")
     p.add_argument("--dry-run", action="store_true", help="on a CPU: tiny jobs, a stand-in for the counters")
     p.add_argument("--results", type=Path, help="where the run directories go (default results/, or a new "
@@ -162,7 +168,7 @@ def main(argv=None) -> int:
         say(subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.strip())
     made, skipped = [], []
     before = tables.runs(results).get(gpu, {})  # runs of earlier invocations: numbered on from them
-    for run in plan(args.part, args.dry_run):
+    for run in plan(args.part, args.dry_run, args.pairs):
         i = run["i"] + len((before.get(run["job"]) or {}).get(run["arm"], []))
         name = f"watch-auto-{run['job']}-{run['arm']}-{i}-{gpu}"
         left = args.budget_s - (time.monotonic() - start)

@@ -38,6 +38,13 @@ def test_the_plan_interleaves_the_arms_and_switches_the_examples_calls_off():
     assert [r["job"] for r in script().plan("jobs", dry=True)] == ["hftrainer", "lightning", "jax", "resnet50"]
 
 
+def test_llama_pairs_alone_alternate_which_arm_runs_first():
+    runs = script().plan("llama", dry=False, pairs=3)
+    assert [(r["arm"], r["i"]) for r in runs] == [("own", 1), ("auto", 1), ("auto", 2), ("own", 2), ("own", 3),
+                                                  ("auto", 3)]
+    assert all(r["job"] == "llama" and ("--no-gpubench" in r["argv"]) == (r["arm"] == "auto") for r in runs)
+
+
 def run_dir(results, name, events, log="", command=()):
     def state(t, g):
         return {"gpu_util_pct": 99.0, "sm_active_pct": 80.0, "tensor_active_pct": 30.0, "power_w": 500.0} \
