@@ -160,7 +160,7 @@ def calibration_notes(results: Path) -> str:
 
     from gpubench.truth.ceiling import TENSOR_DTYPES
 
-    said, runs, known = [], set(), set()
+    said, runs, known, probes = [], set(), set(), set()
     for path in sorted((results / "calibration").glob("tensor-*.json")):
         data = json.loads(path.read_text())
         dtypes = data.get("dtypes") or {}
@@ -168,6 +168,8 @@ def calibration_notes(results: Path) -> str:
             continue
         known |= set(dtypes)
         runs |= {p["run"] for p in data.get("points") or [] if p.get("run")}
+        probes |= {f"results/calibration/{p['samples']}" for p in data.get("points") or []
+                   if not p.get("run") and p.get("samples")}
         each = ", ".join(f"{d} {v['factor']:.3f} ± {100 * v['error']:.1f}% ({v['n']} GEMMs)" for d, v in dtypes.items())
         said.append(f"the {data['gpu']}: {each}")
     if not said:
@@ -176,6 +178,10 @@ def calibration_notes(results: Path) -> str:
     if runs:
         text += (", each point a GEMM of the reference run " + " or ".join(f"[`{r}`]({r})" for r in sorted(runs))
                  + " (a sustained matmul peak or a `gemm` scenario)")
+    if probes:
+        text += (("; and" if runs else ", each point") + " a GEMM of `scripts/truth_gpu.py`'s part (a), sustained and in "
+                 "bursts at half duty, its counters read every 0.1 s (" + ", ".join(f"[samples]({r})"
+                                                                           for r in sorted(probes)) + ")")
     missing = [d for d in TENSOR_DTYPES if d not in known]
     if missing:
         text += (f". {' and '.join(d.upper() for d in missing)} have no calibration on any GPU: "
