@@ -8,9 +8,9 @@ best of the rest; kernels/decode.py's "tail" setting is that split.)
 At B = 512 with 128x256 tiles there are 448 tiles for 132 SMs (3.39 waves). Two questions, one run:
 - Tiles. Each setting and torch at an N cut to whole waves (the same tiles, no partial last wave): the
   tile's own speed against cuBLAS's. If it is under 0.97 there, no scheduling of the last wave reaches 0.97.
-- The last wave. At the full N, the settings in use (kernels/decode.py's CONFIG), deeper K tiles, and a
-  split launch: the rows that fill whole waves with the big tiles, then the rest of the rows in a second
-  launch with smaller tiles, split K, or streamed over K by the persistent kernel.
+- The last wave. At the full N, the settings in use (kernels/decode.py's CONFIG), stream-K, one launch of
+  each tile, and split launches (a "tail" setting): the rows that fill whole waves with the big tiles, then
+  the rest of the rows in a second launch with smaller tiles or split K.
 Every setting is checked against a float64 reference first; timing is in turns with torch after settling
 at sustained clocks (scripts/tune_timing.py). Prints one line a setting and writes the rows to --out.
 """
@@ -18,7 +18,7 @@ at sustained clocks (scripts/tune_timing.py). Prints one line a setting and writ
 from __future__ import annotations
 
 import argparse
-import csv
+import functools
 import sys
 import time
 from pathlib import Path
@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 import torch  # noqa: E402
+import tune_io  # noqa: E402
+import tune_space as space  # noqa: E402
 import tune_timing as timing  # noqa: E402
 
 from gpubench.kernels import decode  # noqa: E402
@@ -35,16 +37,11 @@ from gpubench.kernels.common import check_close, sm_count  # noqa: E402
 K, N = decode.SIZES["k"], decode.SIZES["n"]
 
 
-def c(bn, bb, bk, w, s, **extra) -> dict:
-    return {"BLOCK_N": bn, "BLOCK_B": bb, "BLOCK_K": bk, "num_warps": w, "num_stages": s, "tma": True, **extra}
-
-
-def whole_rows(b: int, head: dict, n: int, sms: int) -> int:
-    return decode.whole_wave_rows(b, n, head, sms)
+c = functools.partial(space.cfg, tma=True)  # c(BLOCK_N, BLOCK_B, BLOCK_K, num_warps, num_stages, **more)
 
 
 def settings(b: int) -> dict:
-    """name -> (head settings, tail settings or None): a tail splits the launch at whole_rows."""
+    """name -> (head settings, tail settings or None): a tail splits the launch at decode.whole_wave_rows."""
     big = c(128, 256, 64, 8, 3) if b >= 256 else c(128, 128, 64, 8, 4)
     out = {"in-use": (decode.settings_for(b), None),
            "sk1-128x256x64-s3": (c(128, 256, 64, 8, 3, per_sm=1, sk=1), None),
@@ -63,17 +60,11 @@ def settings(b: int) -> dict:
 
 
 def runner(x, w, y, head: dict, tail: dict | None, sms: int):
-    if tail is None:
-        return lambda: decode.triton_decode(x, w, y, config=head)
-    n1 = whole_rows(x.shape[0], head, w.shape[0], sms)
-    if n1 <= 0 or n1 >= w.shape[0]:
+    """The launch of a setting, or None for a split that would not split (no whole wave, or no rest)."""
+    if tail is not None and not 0 < decode.whole_wave_rows(x.shape[0], w.shape[0], head, sms) < w.shape[0]:
         return None
-    parts = ((w[:n1], y[:, :n1], head), (w[n1:], y[:, n1:], tail))
-
-    def run():
-        for wp, yp, cfg in parts:
-            decode.triton_decode(x, wp, yp, config=cfg)
-    return run
+    cfg = head if tail is None else {**head, "tail": tail}
+    return lambda: decode.triton_decode(x, w, y, config=cfg)
 
 
 def measure(b: int, n: int, named: dict, sms: int, rounds: int, window_s: float, label: str, rows: list) -> None:
@@ -102,15 +93,6 @@ def measure(b: int, n: int, named: dict, sms: int, rounds: int, window_s: float,
     rows += got
 
 
-def write(path: str, rows: list) -> None:
-    """All rows so far: written after each measurement, so a run stopped at its limit keeps them."""
-    keys = sorted({k for r in rows for k in r})
-    with open(path, "w", newline="") as f:
-        wr = csv.DictWriter(f, fieldnames=keys)
-        wr.writeheader()
-        wr.writerows(rows)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="decode-waves.csv")
@@ -130,12 +112,12 @@ def main(argv=None) -> int:
         named = settings(b)
         for name in ("128x256x64-s3", "256x128x64-s4"):  # tiles alone: N cut to whole waves
             head = named[name][0]
-            nw = whole_rows(b, head, N, sms)
+            nw = decode.whole_wave_rows(b, N, head, sms)
             measure(b, nw, {name: (head, None), name + "-p1": ({**head, "per_sm": 1}, None)}, sms, args.rounds,
                     args.window_s, f"b{b}-whole-{name}", rows)
-            write(args.out, rows)
+            tune_io.write(args.out, rows)  # after each measurement: a run stopped at its limit keeps them
         measure(b, N, named, sms, args.rounds, args.window_s, f"b{b}-full", rows)
-        write(args.out, rows)
+        tune_io.write(args.out, rows)
     print(f"wrote {args.out}: {len(rows)} rows in {time.monotonic() - t0:.0f} s on {torch.cuda.get_device_name()}")
     return 0
 
