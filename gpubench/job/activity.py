@@ -262,6 +262,8 @@ def _between(busy, t0, a, b) -> list[list]:
     t = a
     while t < b - 1e-9:
         i = int((t - t0) // BIN_S)
+        if t0 + (i + 1) * BIN_S <= t + 1e-9:  # t is a second's end that rounding put inside that second
+            i += 1
         nxt = min(b, t0 + (i + 1) * BIN_S)
         name = BUSY if 0 <= i < len(busy) and busy[i] else IDLE
         if out and out[-1][0] == name:

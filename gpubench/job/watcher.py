@@ -34,6 +34,8 @@ from gpubench.truth.peaks import sheet_for
 
 MARKS_FILE = "marks.tsv"
 TAIL_S = 0.02  # how soon a mark labels the samples: a fifth of the default sampling interval
+# The summary's time, at most: a watch that never ends would hold the job's exit code from whoever waits on it
+SUMMARY_S, SUMMARY_ROW_S = 120.0, 0.002  # plus this per sample row (a day at 0.1 s on one GPU: about 29 min)
 
 @dataclass
 class WatchOptions:
@@ -215,8 +217,14 @@ class Watcher:
             rec.warn(note)
         peaks["conditions"] = {k: peak_conditions(rows, opts.gpus[0].nvml_index, a, b)
                                for k, (a, b) in self.windows.items()}
-        result = summarize_watch(rows, events, opts.gpus, watch.t_start, watch.t_end, peaks, opts.dtype,
-                                 list(rec.sampler.columns), self._held(), opts.recording.all_gpus)
+        limit = SUMMARY_S + SUMMARY_ROW_S * len(rows)
+        result = bounded(lambda: summarize_watch(rows, events, opts.gpus, watch.t_start, watch.t_end, peaks, opts.dtype,
+                                                 list(rec.sampler.columns), self._held(), opts.recording.all_gpus), limit)
+        if result is None:
+            rec.warn(f"the summary did not finish within {limit:.0f} s, a fault of gpubench (please report it); the "
+                     f"samples and marks in {opts.out_dir} are whole, and the command's exit code is kept")
+            rec.manifest["summary_unfinished"] = True
+            result = Summary([], [], [g.nvml_index for g in opts.gpus], [], "none")
         watch.summary[:] = result.summary
         write_summary(opts.out_dir, watch.summary)
         for note in result.notes:
@@ -233,6 +241,28 @@ class Watcher:
             rec.manifest["metrics"] = facts = opts.metrics.facts()
             for error in facts["errors"]:
                 rec.warn(f"the metrics endpoint failed: {error}")
+
+
+def bounded(work, limit_s: float):
+    """work() in a thread of its own: its result, or None where it has not ended within limit_s (the thread is
+    left behind, a daemon, and what it returns later is dropped); its exception, raised here."""
+    box: list = []
+
+    def run():
+        try:
+            box.append((True, work()))
+        except BaseException as err:  # noqa: BLE001 -- handed to the caller's thread
+            box.append((False, err))
+
+    worker = threading.Thread(target=run, name="gpubench-summary", daemon=True)
+    worker.start()
+    worker.join(limit_s)
+    if not box:
+        return None
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value
 
 
 def marks_facts(events, path: Path, given: Path | None) -> dict:

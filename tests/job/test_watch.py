@@ -489,3 +489,32 @@ def test_marks_with_times_that_are_not_times_are_left_out_and_said(tmp_path):
     assert manifest["marks"]["marks"] == 1 and manifest["marks"]["steps"] == 30
     [note] = [m for m in manifest["warnings"] if m.startswith("marks.tsv: left out")]
     assert "3 lines whose time is not a time on the monotonic clock (the first, line 1, reads -100.0)" in note
+
+
+def test_a_summary_that_never_ends_holds_neither_the_watch_nor_the_exit_code(tmp_path, monkeypatch):
+    """Whatever goes wrong in summarizing, the watch ends and hands back the command's exit code: the summary
+    gets SUMMARY_S, the samples and marks stay whole, and the manifest and the warning say so."""
+    import threading
+
+    import gpubench.job.watcher as watcher
+
+    never = threading.Event()
+    monkeypatch.setattr(watcher, "summarize_watch", lambda *a, **k: never.wait())
+    monkeypatch.setattr(watcher, "SUMMARY_S", 2.0)
+    monkeypatch.setattr(watcher, "SUMMARY_ROW_S", 0.0)
+    started = time.monotonic()
+    rc, w = watch.run(options(tmp_path / "run", [FakeSource()]), py("import gpubench; gpubench.step(); raise SystemExit(3)"))
+    never.set()
+    assert rc == 3 and time.monotonic() - started < 20
+    manifest, samples, summary = load_run(tmp_path / "run")
+    assert manifest["status"] == "completed" and manifest["summary_unfinished"] and summary == []
+    assert len(samples) > 0 and manifest["marks"]["steps"] == 1 and manifest["gpus_idle"] == []
+    assert any("the summary did not finish within 2 s" in x for x in manifest["warnings"])
+
+
+def test_bounded_hands_back_the_result_or_the_error_of_its_work():
+    from gpubench.job.watcher import bounded
+
+    assert bounded(lambda: 7, 5.0) == 7
+    with pytest.raises(ZeroDivisionError):
+        bounded(lambda: 1 / 0, 5.0)
