@@ -8,6 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+DECODE = ROOT / "kernels" / "decode.py"
 LEGACY = re.compile(r"(ptr|tma)-(\d+)x(\d+)x(\d+)-w(\d+)-s(\d+)")
 
 
@@ -26,11 +27,12 @@ def _score(row: dict) -> float:
     return float(v) if v not in (None, "") else 1.0 / float(row["median_ms"])
 
 
-def decode_choice(rows: list[dict]) -> dict:
+def decode_choice(rows: list[dict], old: dict | None = None) -> dict:
     """This GPU's CONFIG entry for kernels/decode.py: at each tuned batch, the fastest checked Triton
     setting of the final round (of every row, in a CSV without rounds), serving the batches from the
     tuned batch before it (exclusive) up to it, the largest every batch above; the CuPy block size
-    fastest at batch 1."""
+    fastest at batch 1. Given the GPU's entry as it stands (`old`), the batches the sweep did not tune keep
+    their rows (a sweep of the small batches leaves B = 256 and above as they were)."""
     final = [r for r in rows if str(r.get("family", "")).startswith("decode-b")]
     if any(r.get("stage") == "final" for r in final):
         final = [r for r in final if r.get("stage") == "final"]
@@ -40,11 +42,32 @@ def decode_choice(rows: list[dict]) -> dict:
         key = (int(r["b"]), impl)
         if impl and (key not in top or _score(r) > _score(top[key])):
             top[key] = r
-    batches = sorted(b for b, impl in top if impl == "triton")
-    entry = {"triton": tuple((b if b != batches[-1] else None, _settings(top[(b, "triton")])) for b in batches)}
+    tuned = {b: _settings(r) for (b, impl), r in top.items() if impl == "triton"}
+    entry = {**(old or {}), "triton": merged((old or {}).get("triton") or (), tuned)}
     if (1, "cupy") in top:
         entry["cupy_threads"] = int(top[(1, "cupy")]["name"].removeprefix("cupy-t"))
     return entry
+
+
+def merged(old_rows, tuned: dict) -> tuple:
+    """Decode rows (limit, settings), each serving the batches above the row before it up to its limit, the
+    last (None) every batch above: `tuned` at its batches, `old_rows` at the others, the old open row last;
+    with no old open row, the largest row serves every batch above."""
+    rows = {b: c for b, c in old_rows if b is not None and b not in tuned}
+    rows.update(tuned)
+    last = next((c for b, c in old_rows if b is None), None)
+    if last is None and rows:
+        last = rows.pop(max(rows))
+    return tuple(sorted(rows.items())) + ((None, last),) if last is not None else ()
+
+
+def current(gpu: str, path: Path) -> dict | None:
+    """The CONFIG line of `gpu` in `path` as it stands, or None."""
+    import ast
+
+    head = f'    "{gpu}": '
+    line = next((x for x in path.read_text().splitlines() if x.startswith(head)), None)
+    return None if line is None else ast.literal_eval("{" + line.strip().rstrip(",") + "}")[gpu]
 
 
 def read_choice(rows: list[dict]) -> dict:
@@ -68,7 +91,7 @@ def apply_line(entry: dict, gpu: str, path: Path, fallback: str) -> None:
     print(f"settings for {gpu} written to {path}: {entry}")
 
 
-def apply_decode(entry: dict, gpu: str, path: Path = ROOT / "kernels" / "decode.py") -> None:
+def apply_decode(entry: dict, gpu: str, path: Path = DECODE) -> None:
     apply_line(entry, gpu, path, '    "*": {"triton": FALLBACK')
 
 

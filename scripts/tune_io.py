@@ -7,7 +7,7 @@ import csv
 import sys
 from pathlib import Path
 
-from tune_choice import apply_decode, apply_read, decode_choice, read_choice
+from tune_choice import DECODE, apply_decode, apply_read, current, decode_choice, read_choice
 
 
 def summary(rows: list[dict]) -> None:
@@ -48,7 +48,7 @@ def ideas(rows: list[dict]) -> None:
 
 def apply_rows(rows: list[dict], gpu: str) -> None:
     if any(str(r.get("family", "")).startswith("decode-b") for r in rows):
-        apply_decode(decode_choice(rows), gpu)
+        apply_decode(decode_choice(rows, current(gpu, DECODE)), gpu)  # untuned batches keep their rows
     entry = read_choice(rows)
     if entry:
         apply_read(entry, gpu)

@@ -127,6 +127,28 @@ def test_a_second_sweeps_batches_replace_the_first_ones_and_the_rest_stay(tmp_pa
     assert applied["G"]["triton"] == ((1, first), (None, first))
 
 
+def test_a_sweep_of_some_batches_leaves_the_others_rows_as_they_were(tmp_path):
+    """A sweep of B = 1 to 64 on an H200 once wrote a line of those batches alone, and B = 256 and 512 fell to
+    the B = 64 tile (0.69 and 0.64 of torch): the batches it did not tune keep their rows."""
+    choice = _module("tune_choice", ROOT / "scripts" / "tune_choice.py")
+    copy = tmp_path / "decode.py"
+    copy.write_text((ROOT / "kernels" / "decode.py").read_text())
+    old = choice.current("NVIDIA H200", copy)
+    assert old is not None and old["triton"][-1][0] is None
+    small, mid = space.cfg(64, 16, 128, 4, 4, tma=True), space.cfg(128, 64, 128, 8, 4, tma=True)
+    rows = [{"family": f"decode-b{b}", "stage": "final", "b": b, "name": space.tag(c), "cfg": space.dumps(c),
+             "speed_vs_ref": 1.01, "median_ms": 1} for b, c in ((2, small), (64, mid))]
+    entry = choice.decode_choice(rows, old)
+    got = dict(entry["triton"])
+    assert got[2] == small and got[64] == mid
+    assert {b: c for b, c in old["triton"] if b not in (2, 64)} == {b: c for b, c in got.items() if b not in (2, 64)}
+    assert list(got) == sorted(b for b in got if b is not None) + [None]  # in order, the open row last
+    assert entry["cupy_threads"] == old["cupy_threads"]
+    choice.apply_decode(entry, "NVIDIA H200", copy)
+    assert choice.current("NVIDIA H200", copy) == entry
+    assert choice.merged((), {16: small, 512: mid}) == ((16, small), (None, mid))  # a new GPU: the largest serves above
+
+
 @pytest.mark.parametrize("b", [16, 256, 512])
 def test_the_second_sweep_tries_each_new_idea_on_the_new_kernel_and_fits(b):
     configs = space.second_space(b)
