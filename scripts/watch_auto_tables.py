@@ -142,9 +142,11 @@ def compare(arms: dict, phase: str) -> dict:
 
 def hook_cost(arms: dict) -> dict:
     """The median step on the host clock with the hook (auto) and with --no-auto (off): the counted step, one
-    of hundreds, moves a median little."""
-    step = {arm: [float(m[1]) for r in arms.get(arm, []) if (m := MEDIAN_STEP.search(log_of(r)))]
-            for arm in ("auto", "off")}
+    of hundreds, moves a median little. Only the rounds that ran both: an `auto` run of a round without `off`
+    was interleaved with other runs."""
+    rounds = {NAME.fullmatch(r.name)["i"] for r in arms.get("off", [])}
+    step = {arm: [float(m[1]) for r in arms.get(arm, []) if NAME.fullmatch(r.name)["i"] in rounds
+                  and (m := MEDIAN_STEP.search(log_of(r)))] for arm in ("auto", "off")}
     on, off = median(step["auto"]), median(step["off"])
     return {"auto_ms": step["auto"], "off_ms": step["off"], "cost_pct": 100 * (on / off - 1) if off else math.nan,
             "spread_pct": spread(step["auto"] + step["off"])}
@@ -271,18 +273,30 @@ def _findings(jobs: dict) -> list[str]:
         met = [abs(100 * (c[k]["ratio"] - 1)) <= TARGET[k] for k in ("steps_per_s", "mfu_pct")]
         said.append(f"- `{job}`: with no code change against its own calls, {c['pairs']} interleaved pairs: "
                     f"steps/s {_ratio(c['steps_per_s'])}, MFU {_ratio(c['mfu_pct'])}, FLOPs a step "
-                    f"{_ratio(c['flops_per_step'])}: " + ("within the targets (steps/s within 1%, MFU within 2%)."
-                                                           if all(met) else "**not within the targets** (steps/s "
+                    f"{_ratio(c['flops_per_step'])}: " + ("within the targets (steps/s within 1%, MFU within 2%)" +
+                                                           _loose(c) if all(met) else "**not within the targets** (steps/s "
                                                            "within 1%, MFU within 2%)." + why(arms, c)))
-    gpt = jobs.get("gpt") or {}
-    if gpt.get("auto") and gpt.get("off"):
-        cost = hook_cost(gpt)
-        said.append(f"- The hook's cost on the healthy GPT (median step on the host clock, hook on against "
+    for job, name in (("gpt", "the healthy GPT"), ("llama", "the Llama")):
+        arms = jobs.get(job) or {}
+        if not (arms.get("auto") and arms.get("off")):
+            continue
+        cost = hook_cost(arms)
+        said.append(f"- The hook's cost on {name} (median step on the host clock, hook on against "
                     f"`--no-auto`, {len(cost['auto_ms'])} and {len(cost['off_ms'])} interleaved runs): "
                     f"{cost['cost_pct']:+.2f}%, {'within' if cost['cost_pct'] <= TARGET['hook'] else 'above'} the 1% "
                     f"target" + (f"; the runs spread over {cost['spread_pct']:.1f}%, more than the cost, so these runs "
                                  "bound it no closer than that." if cost["spread_pct"] > abs(cost["cost_pct"]) else "."))
     return said
+
+
+def _loose(c: dict) -> str:
+    """Where the runs of an arm spread wider than the steps/s target, the medians meet it with that much noise."""
+    s = c["steps_per_s"]
+    widest = max(_or0(s["spread_own_pct"]), _or0(s["spread_auto_pct"]))
+    if widest <= TARGET["steps_per_s"]:
+        return "."
+    return (f", though the runs of one arm spread over as much as {widest:.1f}%, wider than the 1% target: "
+            f"{c['pairs']} pairs place the medians within it, not each run.")
 
 
 def why(arms: dict, c: dict) -> str:
