@@ -1,6 +1,6 @@
 """The activity cut ends on every window: a span that starts where a second ends, at a time whose float
 subtraction puts it back inside that second, once looped forever and held a finished watch open (the run
-kept in results/logs/watch-auto-llama-auto-4-h200-unfinished.tar.gz, summarized here from its own files)."""
+kept in results/logs/watch-auto-llama-unfinished-h200.tar.gz, summarized here from its own files)."""
 
 import json
 import random
@@ -19,7 +19,7 @@ from gpubench.record.rundir import load_run
 from gpubench.truth.peaks import sheet_for
 
 ROOT = Path(__file__).resolve().parents[2]
-UNFINISHED = ROOT / "results" / "logs" / "watch-auto-llama-auto-4-h200-unfinished.tar.gz"
+UNFINISHED = ROOT / "results" / "logs" / "watch-auto-llama-unfinished-h200.tar.gz"
 
 
 @contextmanager
