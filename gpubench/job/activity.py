@@ -14,8 +14,8 @@ above 0; of several GPUs, the busiest), so that a row made of busy seconds never
   DRAM activity changes by CHANGE_PTS points or more for MIN_PART_S, its parts named `busy 1`, `busy 2`
   (`run 1`, `run 2`) by kind where the kinds differ (a kind that recurs is one row, as a phase that
   recurs is);
-- a start-up or teardown whose GPU was busy a third of its time or more is no start-up or teardown: its
-  time joins the phases, which its medians would otherwise misread.
+- a start-up or teardown whose GPU was busy a third of its time or more is no start-up or teardown: its time
+  joins the phases, which its medians would otherwise misread.
 """
 
 from __future__ import annotations
@@ -43,8 +43,7 @@ def phases_of(rows, events: list, gpus: list, t0: float, t1: float, gaps=(), war
     """({phase: spans}, (begun, end)) from the GPUs' activity, for a job that marked nothing and reported no
     step itself; None where the summary cuts by marks instead, or where the GPUs never worked and nothing
     stepped. rows: Samples; gpus: the GPUs the job used; gaps: the counted steps' time (provenance.holes)."""
-    if t1 <= t0 or any(isinstance(e, Mark) for e in events) or \
-            any(isinstance(e, Steps) and e.origin == "step" for e in events):
+    if t1 <= t0 or any(isinstance(e, Mark) or isinstance(e, Steps) and e.origin == "step" for e in events):
         return None
     share, sig, exact, ends = activity(rows, gpus, t0, t1)
     steps = sorted((e for e in events if isinstance(e, Steps)), key=lambda e: e.t_first)
@@ -262,8 +261,7 @@ def _between(busy, t0, a, b) -> list[list]:
     t = a
     while t < b - 1e-9:
         i = int((t - t0) // BIN_S)
-        if t0 + (i + 1) * BIN_S <= t + 1e-9:  # t is a second's end that rounding put inside that second
-            i += 1
+        i += int(t0 + (i + 1) * BIN_S <= t + 1e-9)  # t is a second's end that rounding put inside that second
         nxt = min(b, t0 + (i + 1) * BIN_S)
         name = BUSY if 0 <= i < len(busy) and busy[i] else IDLE
         if out and out[-1][0] == name:

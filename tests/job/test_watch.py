@@ -503,7 +503,9 @@ def test_a_summary_that_never_ends_holds_neither_the_watch_nor_the_exit_code(tmp
     monkeypatch.setattr(watcher, "SUMMARY_S", 2.0)
     monkeypatch.setattr(watcher, "SUMMARY_ROW_S", 0.0)
     started = time.monotonic()
-    rc, w = watch.run(options(tmp_path / "run", [FakeSource()]), py("import gpubench; gpubench.step(); raise SystemExit(3)"))
+    # the job lasts a second, so that the sampler has rows to keep on a loaded machine too
+    job = py("import time, gpubench; gpubench.step(); time.sleep(1.0); raise SystemExit(3)")
+    rc, w = watch.run(options(tmp_path / "run", [FakeSource()]), job)
     never.set()
     assert rc == 3 and time.monotonic() - started < 20
     manifest, samples, summary = load_run(tmp_path / "run")
