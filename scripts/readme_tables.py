@@ -681,6 +681,13 @@ def cupti_costs(found: dict, gpu: str, slug: str) -> str:
     return (f"Costs on the {gpu} ([log](results/logs/cupti-{slug}.log)): " + "; ".join(parts) + ".")
 
 
+def watch_auto_brief(results: Path) -> str:
+    """The README's short table of jobs watched with no code change, a cell per GPU."""
+    import watch_auto_tables
+
+    return watch_auto_tables.brief(results)
+
+
 def watch_auto(results: Path) -> str:
     """Jobs watched with no code change (scripts/watch_auto.py): MFU from their own count and from gpubench's."""
     import watch_auto_tables
@@ -692,7 +699,7 @@ SECTIONS = {"ladder": ladder_table, "ladder-notes": ladder_notes, "peaks": peaks
             "kernels-notes": kernels_notes, "decode-notes": decode_notes, "calibration": calibration_notes,
             "watch": watch_table,
             "watch-llama": watch_llama, "watch-decode": watch_decode,
-            "watch-ranks": watch_ranks, "watch-auto": watch_auto,
+            "watch-ranks": watch_ranks, "watch-auto": watch_auto, "watch-auto-brief": watch_auto_brief,
             "dist": dist_list, "baselines": baselines_text, "gate-rules": gate_rules, "cupti": cupti_table,
             "decode-ideas": ideas_table, "decode-ideas-second": second_ideas_table}
 

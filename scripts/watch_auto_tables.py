@@ -1,6 +1,7 @@
 """What scripts/watch_auto.py measured, read back from its committed run directories: the examples watched
 with and without their own gpubench calls, the optimizer hook's cost, and the README table of jobs watched
-with no code change (scripts/readme_tables.py writes it into README.md; scripts/watch_auto.py prints it).
+with no code change (scripts/readme_tables.py writes the full one into docs/watch.md and a short one, a cell
+per GPU, into README.md; scripts/watch_auto.py prints the full one).
 
 A run directory is results/watch-auto-<job>-<arm>-<i>-<gpu>/: arm `own` is an example making its own
 gpubench calls, `auto` a job with none (an example under --no-gpubench, or a job of examples/unmodified/),
@@ -178,7 +179,7 @@ def loop(run: Path) -> dict:
 
 
 def table(results: Path) -> str:
-    """The README's table: for each job, MFU from its own count, MFU with no code change (gpubench's count
+    """The full table (docs/watch.md): for each job, MFU from its own count, MFU with no code change (gpubench's count
     of one step at the optimizer's steps/s), the tensor ceiling, and the first over the last."""
     found = runs(results)
     if not found:
@@ -193,20 +194,47 @@ def table(results: Path) -> str:
                 "| job | runs: own calls, none | MFU from its own count | MFU with no code change | tensor ceiling "
                 "| own MFU ÷ ceiling |", "| --- | --- | --- | --- | --- | --- |"]
         for job, what, phase in JOBS:
-            arms = jobs.get(job)
-            if not arms or not arms.get("auto"):
-                continue
-            own = own_mfu(job, arms, phase)
-            rows = [row_of(r, phase) for r in arms["auto"]]
-            auto = median(r.get("mfu_pct") for r in rows)
-            ceiling = median(r.get(CEILING) for r in rows)
-            ratio = f"{own / ceiling:.2f}" if math.isfinite(own) and math.isfinite(ceiling) and ceiling else "–"
-            count = f"{len(arms.get('own', [])) if job in OWN_PHASE else '–'}, {len(arms['auto'])}"
-            out.append(f"| {what} | {count} | {_pct(own)} | {_pct(auto)} | {_pct(ceiling)} | {ratio} |")
+            c = cells(jobs, job, phase)
+            if c:
+                out.append(f"| {what} | {c['count']} | {c['own']} | {c['auto']} | {c['ceiling']} | {c['ratio']} |")
         for said in (notes(jobs), _findings(jobs)):
             out += [""] + said if said else []
         out.append("")
     return "\n".join(out)
+
+
+def cells(jobs: dict, job: str, phase: str | None) -> dict:
+    """One job's cells on one GPU (its runs by arm): MFU from its own count, MFU with no code change (the median
+    over its runs), the tensor ceiling in the same rows, the first over the last, and its runs; {} if none."""
+    arms = jobs.get(job)
+    if not arms or not arms.get("auto"):
+        return {}
+    own = own_mfu(job, arms, phase)
+    rows = [row_of(r, phase) for r in arms["auto"]]
+    auto = median(r.get("mfu_pct") for r in rows)
+    ceiling = median(r.get(CEILING) for r in rows)
+    ratio = f"{own / ceiling:.2f}" if math.isfinite(own) and math.isfinite(ceiling) and ceiling else "–"
+    count = f"{len(arms.get('own', [])) if job in OWN_PHASE else '–'}, {len(arms['auto'])}"
+    return {"own": _pct(own), "auto": _pct(auto), "ceiling": _pct(ceiling), "ratio": ratio, "count": count}
+
+
+def brief(results: Path) -> str:
+    """The README's short table: each job once, a cell per GPU (H100 / H200), from the runs the full table in
+    docs/watch.md reads."""
+    found = runs(results)
+    gpus = [g for g in ("h100-80gb-hbm3", "h200") if g in found] + sorted(set(found) - {"h100-80gb-hbm3", "h200"})
+    if not gpus:
+        return "(no run committed yet: `python3 scripts/watch_auto.py` on a GPU records them)\n"
+    names = {"h100-80gb-hbm3": "H100", "h200": "H200"}
+    out = ["Each cell: " + " / ".join(names.get(g, g) for g in gpus) + " (– where that GPU ran no such job).", "",
+           "| job | MFU from its own count | MFU with no code change | tensor ceiling | own MFU ÷ ceiling |",
+           "| --- | --- | --- | --- | --- |"]
+    for job, what, phase in JOBS:
+        per = [cells(found[g], job, phase) for g in gpus]
+        if any(per):
+            out.append(f"| {what} | " + " | ".join(" / ".join(c.get(key, "–") for c in per)
+                                                  for key in ("own", "auto", "ceiling", "ratio")) + " |")
+    return "\n".join(out) + "\n"
 
 
 def notes(jobs: dict) -> list[str]:
