@@ -126,10 +126,13 @@ _workspaces: dict = {}
 def plan(b: int, n: int, cfg: dict, sms: int) -> tuple[int, int, int]:
     """(tiles, programs, streamed tiles) of a setting: a persistent grid of per_sm programs a SM (one
     program a tile when neither per_sm nor sk is set); sk = w streams the tiles past the last full wave
-    and w - 1 waves before it (at most every tile)."""
+    and w - 1 waves before it (at most every tile). A streamed grid keeps every program even where there
+    are fewer tiles than programs (B <= 16 with 256-row tiles: 112 tiles on 132 SMs), so that every SM
+    streams as many bytes; a grid that does not stream has no more programs than tiles."""
     tiles = triton.cdiv(n, cfg["BLOCK_N"]) * triton.cdiv(b, cfg["BLOCK_B"])
     sk, per_sm = cfg.get("sk", 0), cfg.get("per_sm")
-    progs = tiles if not (sk or per_sm) else min(tiles, sms * (per_sm or 1))
+    grid = sms * (per_sm or 1)
+    progs = grid if sk else min(tiles, grid) if per_sm else tiles
     streamed = 0 if not sk else min(tiles, tiles % progs + (sk - 1) * progs)
     return tiles, progs, streamed
 

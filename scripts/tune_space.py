@@ -101,9 +101,12 @@ def fits(c: dict, b: int, n: int, k: int, sms: int) -> bool:
 
 def _dot_tiles(b: int):
     """(BLOCK_N, BLOCK_B, BLOCK_K, warps) of the tensor-core kernel for batch b."""
-    if b <= 16:  # the batch padded to 16; tiles of W from 8 to 32 KB a stage
+    if b <= 16:  # the batch padded to 16 (its rows past B masked, never read); tiles of W from 8 to 64 KB a
+        # stage. Every tile reads the tokens again from L2, B / BLOCK_N of W's bytes: from B = 8, 256-row tiles
+        # halve what 128-row ones read (12% at B = 16), and K split 2 ways gives their 112 tiles 224 programs
+        wide = [(256, 16, 64, 8), (256, 16, 128, 8)] if b >= 8 else []
         return [(16, 16, 512, 4), (32, 16, 256, 4), (32, 16, 512, 4), (64, 16, 128, 4), (64, 16, 256, 4),
-                (128, 16, 128, 8)]
+                (128, 16, 128, 8)] + wide
     if b <= 64:  # the tokens in one tile (W read once from DRAM), its rows for one or two warpgroups
         bb = max(32, 1 << (b - 1).bit_length())
         return [(64, bb, 64, 4), (64, bb, 128, 4), (128, bb, 64, 4), (128, bb, 64, 8), (128, bb, 128, 8),
@@ -146,6 +149,10 @@ def second_space(b: int, n: int = 28672, k: int = 8192, sms: int = 132) -> list[
         for bn, bk, s in ((128, 128, 4), (128, 128, 6), (64, 256, 4), (256, 64, 6)):
             out += [cfg(bn, 16, bk, 4, s, tma=True, per_sm=1, sk=sk) for sk in (1, 2)]
             out.append(cfg(bn, 16, bk, 4, s, tma=True, warp_spec=True))
+        # 256-row tiles: the tokens' tile is re-read from L2 for every tile of W, 6% of W's bytes at B = 16
+        # where 128-row tiles read 12%; their 112 tiles are all streamed over the 132 SMs
+        for bk, s, w in ((64, 4, 4), (128, 3, 4), (64, 4, 8), (128, 3, 8)):
+            out.append(cfg(256, 16, bk, w, s, tma=True, per_sm=1, sk=1))
         out += [cfg(64, 16, 128, 4, s, tma=True, per_sm=2, sk=1) for s in (3, 4)]  # two programs a SM
     else:  # GEMM tiles: 128x256 is the shape Triton's GEMM matched cuBLAS with; 128x128 the one with fewer idle SMs
         for bn, bb, bk, w, s in ((128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (256, 128, 64, 8, 3), (128, 128, 64, 8, 4),

@@ -17,6 +17,8 @@ SK_SETTINGS = {  # on the CPU a persistent grid is 4 programs (common.sm_count)
                                        "tma": True, "per_sm": 1, "sk": 2, "swap": True},
     "every tile streamed, two programs a SM": {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 64, "num_warps": 4,
                                                "num_stages": 2, "tma": True, "per_sm": 2, "sk": 9},
+    "fewer tiles than programs, all streamed": {"BLOCK_N": 32, "BLOCK_B": 16, "BLOCK_K": 32, "num_warps": 4,
+                                                "num_stages": 3, "tma": True, "per_sm": 1, "sk": 1},
     "warp-specialized, swapped": {"BLOCK_N": 32, "BLOCK_B": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 3,
                                   "tma": True, "warp_spec": True, "swap": True},
     "warp-specialized, persistent": {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 64, "num_warps": 4, "num_stages": 3,
@@ -63,6 +65,10 @@ def test_the_stream_k_plan_deals_out_the_tiles_past_the_last_full_wave():
     assert decode_sk.plan(512, 28672, {**tile, "sk": 2, "per_sm": 1}, 132) == (448, 132, 184)
     assert decode_sk.plan(256, 28672, {**tile, "sk": 2, "per_sm": 1}, 132) == (224, 132, 224)  # every tile
     assert decode_sk.plan(512, 28672, {**tile, "warp_spec": True}, 132) == (448, 448, 0)  # a program a tile
+    # fewer tiles than SMs: a streamed grid keeps every SM (each streams as many bytes), a plain one does not
+    small = {"BLOCK_N": 256, "BLOCK_B": 16}
+    assert decode_sk.plan(16, 28672, {**small, "sk": 1, "per_sm": 1}, 132) == (112, 132, 112)
+    assert decode_sk.plan(16, 28672, {**small, "per_sm": 1}, 132) == (112, 112, 0)
     x, w = decode.make_inputs(2, 64, 32, device=DEVICE)
     with pytest.raises(ValueError, match="not both"):
         decode_sk.launch_sk(x, w, torch.empty(2, 32, dtype=torch.bfloat16, device=DEVICE),
