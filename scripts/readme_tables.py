@@ -685,7 +685,7 @@ def watch_auto_brief(results: Path) -> str:
     """The README's short table of jobs watched with no code change, a cell per GPU."""
     import watch_auto_tables
 
-    return watch_auto_tables.brief(results)
+    return watch_auto_tables.brief(results, GPUS)
 
 
 def watch_auto(results: Path) -> str:

@@ -218,15 +218,14 @@ def cells(jobs: dict, job: str, phase: str | None) -> dict:
     return {"own": _pct(own), "auto": _pct(auto), "ceiling": _pct(ceiling), "ratio": ratio, "count": count}
 
 
-def brief(results: Path) -> str:
-    """The README's short table: each job once, a cell per GPU (H100 / H200), from the runs the full table in
-    docs/watch.md reads."""
+def brief(results: Path, names: dict[str, str]) -> str:
+    """The README's short table: each job once, a cell per GPU of `names` (slug: short name, in the columns'
+    order; readme_tables.GPUS), from the runs the full table in docs/watch.md reads."""
     found = runs(results)
-    gpus = [g for g in ("h100-80gb-hbm3", "h200") if g in found] + sorted(set(found) - {"h100-80gb-hbm3", "h200"})
+    gpus = [g for g in names if g in found]
     if not gpus:
         return "(no run committed yet: `python3 scripts/watch_auto.py` on a GPU records them)\n"
-    names = {"h100-80gb-hbm3": "H100", "h200": "H200"}
-    out = ["Each cell: " + " / ".join(names.get(g, g) for g in gpus) + " (– where that GPU ran no such job).", "",
+    out = ["Each cell: " + " / ".join(names[g] for g in gpus) + " (– where that GPU ran no such job).", "",
            "| job | MFU from its own count | MFU with no code change | tensor ceiling | own MFU ÷ ceiling |",
            "| --- | --- | --- | --- | --- |"]
     for job, what, phase in JOBS:

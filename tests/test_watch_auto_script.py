@@ -85,13 +85,14 @@ def test_the_table_sets_the_jobs_own_count_beside_gpubenchs(tmp_path):
     # the README's short table: the same cells, a GPU to a cell ("–" where the GPU ran no such job)
     run_dir(tmp_path, "watch-auto-hftrainer-auto-1-h200", auto,
             "own count: 9.8e+13 FLOPs a step by PaLM's formula; 10 steps/s on the host clock over ...")
-    brief = tables.brief(tmp_path).splitlines()
+    names = {"h100-80gb-hbm3": "H100", "h200": "H200"}
+    brief = tables.brief(tmp_path, names).splitlines()
     assert brief[0].startswith("Each cell: H100 / H200")
     gpt = next(line for line in brief if line.startswith("| GPT-2 small")).split(" | ")
     assert gpt[1:3] == [f"{mfu:.0f}% / –", f"{mfu:.0f}% / –"]
     hf = next(line for line in brief if "Trainer" in line).split(" | ")
     assert hf[1] == f"{100 * 4.9e14 / 989.4e12:.0f}% / {100 * 9.8e14 / 989.4e12:.0f}%"
-    assert tables.brief(tmp_path / "none").startswith("(no run committed yet")
+    assert tables.brief(tmp_path / "none", names).startswith("(no run committed yet")
 
 
 def test_a_job_whose_printed_count_is_wrong_is_counted_from_its_command(tmp_path):
