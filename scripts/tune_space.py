@@ -147,7 +147,9 @@ def second_space(b: int, n: int = 28672, k: int = 8192, sms: int = 132) -> list[
     out = []
     if b <= 16:  # streaming: every SM the same bytes, or a producer warpgroup that only issues loads
         for bn, bk, s in ((128, 128, 4), (128, 128, 6), (64, 256, 4), (256, 64, 6)):
-            out += [cfg(bn, 16, bk, 4, s, tma=True, per_sm=1, sk=sk) for sk in (1, 2)]
+            # with no more tiles than SMs, sk=1 already streams every tile (decode_sk.plan): sk=2 would repeat it
+            waves = (1, 2) if -(-n // bn) > sms else (1,)
+            out += [cfg(bn, 16, bk, 4, s, tma=True, per_sm=1, sk=sk) for sk in waves]
             out.append(cfg(bn, 16, bk, 4, s, tma=True, warp_spec=True))
         # 256-row tiles: the tokens' tile is re-read from L2 for every tile of W, 6% of W's bytes at B = 16
         # where 128-row tiles read 12%; their 112 tiles are all streamed over the 132 SMs

@@ -159,6 +159,11 @@ def test_the_second_sweep_tries_each_new_idea_on_the_new_kernel_and_fits(b):
         assert c.get("sk") or c.get("warp_spec")  # every one runs kernels/decode_sk.py
         assert not (c.get("sk") and c.get("warp_spec")) and c["BLOCK_B"] <= max(16, b)
     assert any("-sk1" in t for t in tags) and any("-sk2" in t for t in tags) and any("-ws" in t for t in tags)
+    from gpubench.kernels import decode_sk
+
+    for c in configs:  # a wave more streamed is another launch, never the same one timed twice
+        if c.get("sk") == 2:
+            assert decode_sk.plan(b, 28672, c, 132) != decode_sk.plan(b, 28672, {**c, "sk": 1}, 132), space.tag(c)
     assert any("-sw" in t for t in tags) == (b > 16)
 
 
