@@ -86,35 +86,41 @@ def _decode_sk(x_desc, w_desc, y_desc, y_ptr, ws_ptr, cnt_ptr, B, N, K, stride_y
                             WARP_SPEC, UPCAST)
         _store(acc, y_ptr, y_desc, t // num_b, t % num_b, B, N, stride_yb, BLOCK_N, BLOCK_B, SWAP, TMA_STORE)
     if not WARP_SPEC:  # (Triton 3.6 specializes the warps of a kernel with one loop nest only)
-        # the last sk_tiles tiles: their k-steps dealt out in equal runs, `per` to a program
-        total = sk_tiles * k_tiles
-        per = tl.cdiv(total, progs)
-        it = pid * per
+        # The last sk_tiles tiles: their k-steps dealt out in equal runs, `per` to a group of num_b programs
+        # side by side, one a token tile, which run the same k-steps of the same rows of W at the same time,
+        # so W comes from DRAM once here as in the whole waves. The launch makes progs and sk_tiles
+        # multiples of num_b.
+        g = pid // num_b
+        lane = pid % num_b
+        groups = progs // num_b
+        total = (sk_tiles // num_b) * k_tiles
+        per = tl.cdiv(total, groups)
+        it = g * per
         end = tl.minimum(it + per, total)
         while it < end:
-            s = it // k_tiles  # the streamed tile this run is in, and the k-steps of it that are this program's
+            s = it // k_tiles  # the streamed row of W this run is in, and the k-steps of it that are this group's
             k_lo = it - s * k_tiles
             k_hi = tl.minimum(k_tiles, k_lo + end - it)
-            t = dp_tiles + s
-            acc = _tile_product(x_desc, w_desc, t // num_b, t % num_b, k_lo, k_hi, BLOCK_N, BLOCK_B, BLOCK_K, SWAP,
+            t = dp_tiles + s * num_b + lane
+            acc = _tile_product(x_desc, w_desc, t // num_b, lane, k_lo, k_hi, BLOCK_N, BLOCK_B, BLOCK_K, SWAP,
                                 False, UPCAST)
             if k_hi - k_lo == k_tiles:  # the whole tile is this program's
-                _store(acc, y_ptr, y_desc, t // num_b, t % num_b, B, N, stride_yb, BLOCK_N, BLOCK_B, SWAP, TMA_STORE)
+                _store(acc, y_ptr, y_desc, t // num_b, lane, B, N, stride_yb, BLOCK_N, BLOCK_B, SWAP, TMA_STORE)
             else:
                 # two slots a program: the run that starts its range (slot 2p), and the one that ends it (2p + 1)
-                tl.store(_slot(ws_ptr, 2 * pid + (it != pid * per).to(tl.int32), D0, D1), acc)
+                tl.store(_slot(ws_ptr, 2 * pid + (it != g * per).to(tl.int32), D0, D1), acc)
                 tl.debug_barrier()  # every thread's partial before the ticket, which releases them to the GPU
-                ticket = tl.atomic_add(cnt_ptr + s, 1, sem="acq_rel")
+                ticket = tl.atomic_add(cnt_ptr + s * num_b + lane, 1, sem="acq_rel")
                 p0 = (s * k_tiles) // per
                 p1 = ((s + 1) * k_tiles - 1) // per
                 if ticket == p1 - p0:  # the last to arrive adds the partials in the order of K
                     sum_ = tl.zeros((D0, D1), dtype=tl.float32)
                     for q in range(p0, p1 + 1):
-                        q_slot = 2 * q + (q * per < s * k_tiles).to(tl.int32)
+                        q_slot = 2 * (q * num_b + lane) + (q * per < s * k_tiles).to(tl.int32)
                         sum_ += tl.load(_slot(ws_ptr, q_slot, D0, D1), cache_modifier=".cg")
-                    _store(sum_, y_ptr, y_desc, t // num_b, t % num_b, B, N, stride_yb, BLOCK_N, BLOCK_B, SWAP,
+                    _store(sum_, y_ptr, y_desc, t // num_b, lane, B, N, stride_yb, BLOCK_N, BLOCK_B, SWAP,
                            TMA_STORE)
-                    tl.atomic_xchg(cnt_ptr + s, 0)
+                    tl.atomic_xchg(cnt_ptr + s * num_b + lane, 0)
             it += k_hi - k_lo
 
 
@@ -129,9 +135,12 @@ def plan(b: int, n: int, cfg: dict, sms: int) -> tuple[int, int, int]:
     and w - 1 waves before it (at most every tile). A streamed grid keeps every program even where there
     are fewer tiles than programs (B <= 16 with 256-row tiles: 112 tiles on 132 SMs), so that every SM
     streams as many bytes; a grid that does not stream has no more programs than tiles."""
-    tiles = triton.cdiv(n, cfg["BLOCK_N"]) * triton.cdiv(b, cfg["BLOCK_B"])
+    num_b = triton.cdiv(b, cfg["BLOCK_B"])
+    tiles = triton.cdiv(n, cfg["BLOCK_N"]) * num_b
     sk, per_sm = cfg.get("sk", 0), cfg.get("per_sm")
     grid = sms * (per_sm or 1)
+    if sk:  # whole groups of num_b programs (one a token tile), so that the streamed tiles are whole rows of W
+        grid = max(num_b, grid - grid % num_b)
     progs = grid if sk else min(tiles, grid) if per_sm else tiles
     streamed = 0 if not sk else min(tiles, tiles % progs + (sk - 1) * progs)
     return tiles, progs, streamed

@@ -156,9 +156,10 @@ def second_space(b: int, n: int = 28672, k: int = 8192, sms: int = 132) -> list[
         for bk, s, w in ((64, 4, 4), (128, 3, 4), (64, 4, 8), (128, 3, 8)):
             out.append(cfg(256, 16, bk, w, s, tma=True, per_sm=1, sk=1))
         out += [cfg(64, 16, 128, 4, s, tma=True, per_sm=2, sk=1) for s in (3, 4)]  # two programs a SM
-    else:  # GEMM tiles: 128x256 is the shape Triton's GEMM matched cuBLAS with; 128x128 the one with fewer idle SMs
-        for bn, bb, bk, w, s in ((128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (256, 128, 64, 8, 3), (128, 128, 64, 8, 4),
-                                 (128, 128, 128, 8, 3)):
+    else:  # GEMM tiles: 128x256 is the shape Triton's GEMM matched cuBLAS with; 256x128 the first sweep's best at
+        # B = 256 on an H100; 128x128 the one with fewer idle SMs
+        for bn, bb, bk, w, s in ((128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (256, 128, 64, 8, 3), (256, 128, 64, 8, 4),
+                                 (128, 128, 64, 8, 4), (128, 128, 128, 8, 3)):
             if bb <= max(128, b):
                 out += [cfg(bn, bb, bk, w, s, tma=True, per_sm=1, sk=sk, swap=sw)
                         for sk in (1, 2) for sw in (False, True)]

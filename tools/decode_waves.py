@@ -45,6 +45,9 @@ def settings(b: int) -> dict:
     big = c(128, 256, 64, 8, 3) if b >= 256 else c(128, 128, 64, 8, 4)
     out = {"in-use": (decode.settings_for(b), None),
            "sk1-128x256x64-s3": (c(128, 256, 64, 8, 3, per_sm=1, sk=1), None),
+           "sk1-128x256x64-s4": (c(128, 256, 64, 8, 4, per_sm=1, sk=1), None),
+           "sk1-256x128x64-s4": (c(256, 128, 64, 8, 4, per_sm=1, sk=1), None),
+           "sk2-256x128x64-s4": (c(256, 128, 64, 8, 4, per_sm=1, sk=2), None),
            "128x128x64-s4": (c(128, 128, 64, 8, 4), None),
            "split+128x128-p1": ({**big, "per_sm": 1}, c(128, 128, 64, 8, 4)),
            "split256x128+128x128": (c(256, 128, 64, 8, 4), c(128, 128, 64, 8, 4)),
