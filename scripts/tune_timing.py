@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from concurrent.futures import ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 import torch
 import tune_space as space
@@ -83,9 +83,22 @@ def best(rows: list[dict], prefixes: tuple, count: int) -> list[str]:
 
 # --- compiling ahead, in parallel ----------------------------------------------------------------------
 
-def _compile(jobs: list, sizes: dict, dry: bool) -> list:
+def _context_ok(dry: bool) -> bool:
+    """Whether this process can still launch: a kernel that faulted leaves CUDA's context broken, and every
+    later launch in the process would fail with its error."""
+    if dry:
+        return True
+    try:
+        torch.cuda.synchronize()
+        return True
+    except Exception:  # noqa: BLE001 (any error of the context's)
+        return False
+
+
+def _compile(jobs: list, sizes: dict, dry: bool) -> tuple[list, list]:
     """In a worker: run each setting once at the sweep's shapes (same specialization, so the main process
-    finds the compiled kernel in Triton's cache); report each failure as one line."""
+    finds the compiled kernel in Triton's cache); report each failure as one line. Returns (done, left):
+    after a failure that broke the process's CUDA context, the jobs not yet run are left for a fresh one."""
     import os
 
     if dry:
@@ -94,7 +107,7 @@ def _compile(jobs: list, sizes: dict, dry: bool) -> list:
 
     device = "cpu" if dry else "cuda"
     done, inputs = [], {}
-    for family, b, c in jobs:
+    for i, (family, b, c) in enumerate(jobs):
         try:
             if family == "read":
                 x = inputs.setdefault("read", read.make_input(sizes["read_n"], device))
@@ -111,17 +124,26 @@ def _compile(jobs: list, sizes: dict, dry: bool) -> list:
             done.append((family, b, _key(family, c), None))
         except Exception as err:  # reported, never fatal: the sweep leaves the setting out
             done.append((family, b, _key(family, c), f"{type(err).__name__}: {str(err).splitlines()[0][:160]}"))
-    return done
+            if not _context_ok(dry):
+                return done, jobs[i + 1:]
+    return done, []
 
 
 def _key(family: str, c: dict) -> str:
     return space.dumps(c) if family == "decode" else json.dumps(c, sort_keys=True)
 
 
+def _name(family: str, b: int, key: str) -> str:
+    return f"{family}-b{b}: {space.tag(json.loads(key))}" if family == "decode" else f"{family}: {key}"
+
+
 def precompile(jobs: list, sizes: dict, workers: int, seconds: float, dry: bool) -> dict:
-    """{(family, b, settings): error or None} for the jobs compiled and launched once within `seconds`;
-    the workers still busy then are ended. The broad sweep compiles the rest in the main process when
-    first run; the second sweep leaves them out (a launch that never returned would stop the sweep)."""
+    """{(family, b, settings): error or None} for the jobs compiled and launched once within `seconds`,
+    each failure printed; the workers still busy then are ended. Every batch of jobs runs in a process of
+    its own, and the jobs after a kernel that broke its process's CUDA context go to a fresh one, so that
+    one faulting setting does not fail the settings compiled after it. The broad sweep compiles the rest
+    in the main process when first run; the second sweep leaves them out (a launch that never returned
+    would stop the sweep)."""
     import multiprocessing
 
     if workers < 1 or not jobs:
@@ -129,18 +151,28 @@ def precompile(jobs: list, sizes: dict, workers: int, seconds: float, dry: bool)
     t0 = time.monotonic()
     chunks = [jobs[i::workers * 4] for i in range(workers * 4)]
     out: dict = {}
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), max_tasks_per_child=1)
     try:
-        futures = [pool.submit(_compile, c, sizes, dry) for c in chunks if c]
-        finished, pending = wait(futures, timeout=max(seconds, 1.0))
-        if pending:  # a worker still busy may be stuck in a launch that never returns: it must not hold the GPU
-            for proc in list(getattr(pool, "_processes", {}).values()):
-                proc.terminate()
-        for f in finished:
-            try:
-                out.update({(fam, b, c): err for fam, b, c, err in f.result()})
-            except Exception as err:  # a worker that died: its settings compile later, in the main process
-                print(f"a compile worker failed: {type(err).__name__}: {err}", flush=True)
+        pending = {pool.submit(_compile, c, sizes, dry) for c in chunks if c}
+        while pending:
+            finished, pending = wait(pending, timeout=max(seconds - (time.monotonic() - t0), 1.0),
+                                     return_when=FIRST_COMPLETED)
+            if not finished:  # a worker still busy may be stuck in a launch that never returns: it must not hold
+                for proc in list(getattr(pool, "_processes", {}).values()):  # the GPU
+                    proc.terminate()
+                break
+            for f in finished:
+                try:
+                    done, left = f.result()
+                except Exception as err:  # a worker that died: its settings compile later, in the main process
+                    print(f"a compile worker failed: {type(err).__name__}: {err}", flush=True)
+                    continue
+                for fam, b, key, err in done:
+                    out[(fam, b, key)] = err
+                    if err:
+                        print(f"{_name(fam, b, key)} failed to compile or launch: {err}", flush=True)
+                if left:
+                    pending.add(pool.submit(_compile, left, sizes, dry))
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     bad = sum(err is not None for err in out.values())
