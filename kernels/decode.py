@@ -42,8 +42,9 @@ CUPY_MAX_B = 16  # the CuPy kernel keeps one accumulator per token in registers,
 # TMA kernel of decode_sk.py: "sk" (the last waves streamed over K), "swap" (tokens as the rows of the
 # product), "warp_spec" (Triton's warp specialization: num_warps=4 makes 12 warps); and "tail" (set by hand
 # from tools/decode_waves.py, which the sweep does not write): the rows past the last whole wave of these
-# tiles run in a second launch with the tail's settings. A GPU without a
-# line gets the fallback rule: 16-row weight tiles up to 16 tokens, 64x32 tiles up to 32, GEMM-like
+# tiles run in a second launch with the tail's settings; and "gluon" (set by hand from tools/decode_waves.py):
+# kernels/decode_gluon.py's persistent kernel, its loads running ahead across the end of a tile. A GPU
+# without a line gets the fallback rule: 16-row weight tiles up to 16 tokens, 64x32 tiles up to 32, GEMM-like
 # 128x128 tiles above.
 FALLBACK = ((16, {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 512, "num_warps": 4, "num_stages": 4}),
             (32, {"BLOCK_N": 64, "BLOCK_B": 32, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4}),
@@ -158,6 +159,12 @@ def triton_decode(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, config: dic
         first = triton_decode(x, w[:n1], y[:, :n1], head)
         rest = triton_decode(x, w[n1:], y[:, n1:], cfg["tail"])
         return f"rows 0-{n1 - 1}: {first}; the other {w.shape[0] - n1}: {rest}"
+    if cfg.get("gluon"):  # Hopper's WGMMA through TMA; elsewhere, and in the interpreter, the same tiles in Triton
+        if x.is_cuda and tma_ok(x, w, y) and torch.cuda.get_device_capability(x.device)[0] == 9:
+            from .decode_gluon import launch_gluon  # here: Triton's experimental dialect only where it runs
+
+            return launch_gluon(x, w, y, cfg)
+        cfg = {key: v for key, v in cfg.items() if key != "gluon"}
     if any(cfg.get(key) for key in SK_KEYS):  # the persistent TMA kernel; the interpreter runs its descriptors
         if not x.is_cuda or tma_ok(x, w):
             return launch_sk(x, w, y, cfg)

@@ -38,8 +38,9 @@ def cfg(bn, bb, bk, warps, stages, **extra) -> dict:
 
 def tag(c: dict) -> str:
     """A short unique name: ptr-64x16x128-w4-s4, tma-...-k2-p2f-ef, fma-8x1x512-w4-s1; for the persistent TMA
-    kernel -sk1 (the last wave streamed over K), -sw (operands swapped), -ws (warp-specialized)."""
-    kind = "fma" if c.get("fma") else "tma" if c.get("tma") else "ptr"
+    kernel -sk1 (the last wave streamed over K), -sw (operands swapped), -ws (warp-specialized); gluon-... for
+    kernels/decode_gluon.py's."""
+    kind = "gluon" if c.get("gluon") else "fma" if c.get("fma") else "tma" if c.get("tma") else "ptr"
     t = f"{kind}-{c['BLOCK_N']}x{c['BLOCK_B']}x{c['BLOCK_K']}-w{c['num_warps']}-s{c['num_stages']}"
     if c.get("split_k", 1) > 1:
         t += f"-k{c['split_k']}"

@@ -153,3 +153,14 @@ def test_the_programs_of_a_group_stream_the_same_rows_of_w_at_the_same_k_steps(m
     assert any(hi - lo < 4 for _, _, _, lo, hi in calls)  # some rows were split between the groups
     steps = sorted((n, b, k) for _, n, b, lo, hi in calls for k in range(lo, hi))
     assert steps == sorted((n, b, k) for n in range(7) for b in range(2) for k in range(4))  # each k-step once
+
+
+def test_a_gluon_setting_runs_the_same_tiles_in_triton_where_gluon_cannot_run():
+    # Gluon's kernel is Hopper's; in the interpreter (and on other GPUs) the setting's tiles run in Triton
+    cfg = {"BLOCK_N": 32, "BLOCK_B": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 3, "tma": True, "gluon": True}
+    x, w = decode.make_inputs(20, 96, 80, device=DEVICE)
+    y = torch.empty(20, 80, dtype=torch.bfloat16, device=DEVICE)
+    poison(y)
+    launch = decode.triton_decode(x, w, y, config=cfg)
+    check_close("gluon fallback", y, decode.reference(x, w))
+    assert ("in Gluon" in launch) == (DEVICE == "cuda" and torch.cuda.get_device_capability()[0] == 9)

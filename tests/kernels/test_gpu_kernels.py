@@ -105,3 +105,26 @@ def test_every_kind_of_swept_decode_setting_is_right_twice(setting, tma):
             check_close("decode", y, decode.reference(x, w))
             assert first is None or torch.equal(first, y)
             first = y.clone()
+
+
+@pytest.mark.parametrize("tile", [(256, 128, 64, 3), (128, 128, 64, 4), (256, 128, 32, 6)])
+def test_the_gluon_decode_kernel_is_right_past_every_edge(tile):
+    # irregular B, N and K: the last token tile, row tile and k-step partly past the edges (TMA fills zeros
+    # and clips the store); several tiles a program, so the loads run ahead across the end of a tile
+    import torch
+
+    from gpubench.kernels import decode
+    from gpubench.kernels.common import check_close, poison
+
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("Gluon's WGMMA kernel is Hopper's")
+    bn, bb, bk, stages = tile
+    cfg = {"BLOCK_N": bn, "BLOCK_B": bb, "BLOCK_K": bk, "num_warps": 8, "num_stages": stages, "tma": True,
+           "gluon": True}
+    for b, k, n in ((256, 8192, 28672), (300, 1000, 4096 + 24), (17, 520, 70000), (1, 64, 512)):
+        x, w = decode.make_inputs(b, k, n)
+        y = torch.empty(b, n, device="cuda", dtype=torch.bfloat16)
+        for _ in range(2):
+            poison(y)
+            assert "in Gluon" in decode.triton_decode(x, w, y, config=cfg)
+            check_close("gluon decode", y, decode.reference(x, w))
