@@ -4,8 +4,9 @@ first kernels): for the batches where a wave of tiles no longer fills the GPU ev
 At B = 512 with 128x256 tiles there are 448 tiles for 132 SMs: 3.39 waves, so the fourth wave runs on 52
 SMs while 80 idle, and the step takes 4 tile-times for 3.39 of work (85%). Stream-K (Osama et al., 2023)
 evens it out: the whole tiles of the first waves run as usual, and the iterations over K of the last
-tiles are dealt out in equal runs to every program of a persistent grid, so each program does the same
-number of k-steps. A tile whose k-steps fall to several programs is finished by the last of them to
+tiles are dealt out in equal runs to every program of a persistent grid (to groups of programs side by side,
+one a token tile, where a row of W has several), so each program does the same number of k-steps. A tile
+whose k-steps fall to several programs is finished by the last of them to
 arrive: each stores its partial sum (float32) in a slot of its own, takes a ticket, and the last adds
 the partials in the order of K, so the result does not depend on which program ran first.
 
@@ -131,10 +132,12 @@ _workspaces: dict = {}
 
 def plan(b: int, n: int, cfg: dict, sms: int) -> tuple[int, int, int]:
     """(tiles, programs, streamed tiles) of a setting: a persistent grid of per_sm programs a SM (one
-    program a tile when neither per_sm nor sk is set); sk = w streams the tiles past the last full wave
-    and w - 1 waves before it (at most every tile). A streamed grid keeps every program even where there
-    are fewer tiles than programs (B <= 16 with 256-row tiles: 112 tiles on 132 SMs), so that every SM
-    streams as many bytes; a grid that does not stream has no more programs than tiles."""
+    program a tile when neither per_sm nor sk is set; with sk, whole groups of one program a token tile:
+    the grid rounded down to a multiple of them, and never fewer than one group); sk = w streams the tiles
+    past the last full wave and w - 1 waves before it (at most every tile). A streamed grid keeps every
+    program even where there are fewer tiles than programs (B <= 16 with 256-row tiles: 112 tiles on 132
+    SMs), so that every SM streams as many bytes; a grid that does not stream has no more programs than
+    tiles."""
     num_b = triton.cdiv(b, cfg["BLOCK_B"])
     tiles = triton.cdiv(n, cfg["BLOCK_N"]) * num_b
     sk, per_sm = cfg.get("sk", 0), cfg.get("per_sm")
@@ -187,7 +190,8 @@ def launch_sk(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, cfg: dict) -> s
     if spec:
         how.append("warp-specialized")
     if per_sm or sk:
-        how.append(f"persistent ({per_sm or 1} a SM)")
+        how.append(f"persistent ({per_sm or 1} a SM)" if progs == sm_count(x.device) * (per_sm or 1)
+                   else f"persistent ({count(progs, 'program')})")
     if streamed:
         how.append(f"the last {count(streamed, 'tile')} of {tiles} streamed over K")
     return ", ".join(how + [count(cfg.get("num_stages", 3), "stage")])

@@ -24,7 +24,7 @@ REGS_SM = 65536
 WARPS_SM = 64
 MIN_WAVE_EFFICIENCY = 0.8
 KEYS = ("BLOCK_N", "BLOCK_B", "BLOCK_K", "num_warps", "num_stages", "tma", "fma", "split_k", "per_sm", "flatten",
-        "evict", "sk", "swap", "warp_spec")
+        "evict", "sk", "swap", "warp_spec", "gluon")
 SPEC_REGS = 168  # registers a thread of a warp-specialized kernel: Triton 3.6's setmaxnreg split (ptxas, sm_90)
 
 

@@ -155,10 +155,11 @@ def precompile(jobs: list, sizes: dict, workers: int, seconds: float, dry: bool)
     try:
         pending = {pool.submit(_compile, c, sizes, dry) for c in chunks if c}
         while pending:
-            finished, pending = wait(pending, timeout=max(seconds - (time.monotonic() - t0), 1.0),
-                                     return_when=FIRST_COMPLETED)
-            if not finished:  # a worker still busy may be stuck in a launch that never returns: it must not hold
-                for proc in list(getattr(pool, "_processes", {}).values()):  # the GPU
+            left_s = seconds - (time.monotonic() - t0)
+            finished, pending = (wait(pending, timeout=left_s, return_when=FIRST_COMPLETED) if left_s > 0
+                                 else (set(), pending))
+            if not finished:  # past the time: a worker still busy may be stuck in a launch that never returns, and
+                for proc in list(getattr(pool, "_processes", {}).values()):  # it must not hold the GPU
                     proc.terminate()
                 break
             for f in finished:
@@ -171,8 +172,11 @@ def precompile(jobs: list, sizes: dict, workers: int, seconds: float, dry: bool)
                     out[(fam, b, key)] = err
                     if err:
                         print(f"{_name(fam, b, key)} failed to compile or launch: {err}", flush=True)
-                if left:
-                    pending.add(pool.submit(_compile, left, sizes, dry))
+                if left and time.monotonic() - t0 < seconds:
+                    try:
+                        pending.add(pool.submit(_compile, left, sizes, dry))
+                    except Exception as err:  # a pool broken by a worker that died: the main process compiles them
+                        print(f"{len(left)} settings left to the main process: {type(err).__name__}", flush=True)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     bad = sum(err is not None for err in out.values())

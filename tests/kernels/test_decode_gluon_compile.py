@@ -24,7 +24,9 @@ def test_the_gluon_kernel_compiles_to_tma_and_wgmma_within_an_sms_shared_memory(
     src = GluonASTSource(decode_gluon._decode_gluon, sig, constexprs={"NUM_STAGES": stages, "num_warps": 8})
     kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
     ptx = kernel.asm["ptx"]
-    assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx  # WGMMA fed and stored through TMA
+    assert "wgmma.mma_async" in ptx
+    assert "cp.async.bulk.tensor.2d.shared::" in ptx  # TMA loads into shared memory
+    assert "cp.async.bulk.tensor.2d.global.shared::" in ptx  # and the output tile's store from it
     assert "mbarrier.try_wait" in ptx
     tiles = stages * (bm + bn) * bk * 2 + bm * bn * 2  # the ring of operand tiles and the output tile, in bytes
     assert tiles <= kernel.metadata.shared <= 227 * 1024

@@ -164,3 +164,5 @@ def test_a_gluon_setting_runs_the_same_tiles_in_triton_where_gluon_cannot_run():
     launch = decode.triton_decode(x, w, y, config=cfg)
     check_close("gluon fallback", y, decode.reference(x, w))
     assert ("in Gluon" in launch) == (DEVICE == "cuda" and torch.cuda.get_device_capability()[0] == 9)
+    with pytest.raises(ValueError, match="not both"):
+        decode.triton_decode(x, w, y, config={**cfg, "per_sm": 1, "sk": 1})

@@ -17,6 +17,7 @@ SIZES = {"k": 64, "n": 32}
 on_the_interpreter = pytest.mark.skipif(torch.cuda.is_available(), reason="Triton's interpreter, on the CPU")
 
 
+@on_the_interpreter
 def test_a_worker_whose_context_broke_hands_the_rest_of_its_jobs_back(monkeypatch):
     monkeypatch.setattr(timing, "_context_ok", lambda dry: False)  # as after a kernel that faulted on a GPU
     done, left = timing._compile([("decode", 2, BAD), ("decode", 2, GOOD)], SIZES, dry=True)
