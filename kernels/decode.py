@@ -159,9 +159,9 @@ def triton_decode(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, config: dic
         first = triton_decode(x, w[:n1], y[:, :n1], head)
         rest = triton_decode(x, w[n1:], y[:, n1:], cfg["tail"])
         return f"rows 0-{n1 - 1}: {first}; the other {w.shape[0] - n1}: {rest}"
-    if cfg.get("gluon") and any(cfg.get(key) for key in SK_KEYS):
-        raise ValueError("a decode setting runs the Gluon kernel or the persistent TMA one's knobs, not both")
     if cfg.get("gluon"):  # Hopper's WGMMA through TMA; elsewhere, and in the interpreter, the same tiles in Triton
+        if any(cfg.get(key) for key in SK_KEYS):
+            raise ValueError("a decode setting runs the Gluon kernel or the persistent TMA one's knobs, not both")
         if x.is_cuda and tma_ok(x, w, y) and torch.cuda.get_device_capability(x.device)[0] == 9:
             from .decode_gluon import launch_gluon  # here: Triton's experimental dialect only where it runs
 

@@ -51,8 +51,7 @@ def _load(step, k_tiles, pid, progs, num_m, x_desc, w_desc, x_bufs, w_bufs, bars
     bar = bars.index(s)
     mbarrier.expect(bar, x_desc.block_type.nbytes + w_desc.block_type.nbytes, pred=pred)
     _tma_load(x_desc, [(t % num_m) * x_desc.block_type.shape[0], k], bar, x_bufs.index(s), pred)
-    _tma_load(w_desc, [(t // num_m) * w_desc.block_type.shape[0], k], bar, w_bufs.index(s),
-                                    pred)
+    _tma_load(w_desc, [(t // num_m) * w_desc.block_type.shape[0], k], bar, w_bufs.index(s), pred)
 
 
 @gluon.jit

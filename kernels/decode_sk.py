@@ -173,8 +173,8 @@ def launch_sk(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, cfg: dict) -> s
     for key in ("tma", "flatten", "evict", "split_k"):  # TMA is this kernel's only path; the rest are not its knobs
         cfg.pop(key, None)
     (b, k), n = x.shape, w.shape[0]
-    tiles, progs, streamed = plan(b, n, {"BLOCK_N": bn, "BLOCK_B": bb, "sk": sk, "per_sm": per_sm},
-                                  sm_count(x.device))
+    sms = sm_count(x.device)
+    tiles, progs, streamed = plan(b, n, {"BLOCK_N": bn, "BLOCK_B": bb, "sk": sk, "per_sm": per_sm}, sms)
     # with nothing streamed the workspace is never touched, but the counters' loads still compile: int32 always
     ws, cnt = workspace(x.device, progs if streamed else 0, bn * bb, streamed)
     tma_store = swap and not spec and (y.stride(0) * y.element_size()) % 16 == 0
@@ -190,7 +190,7 @@ def launch_sk(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, cfg: dict) -> s
     if spec:
         how.append("warp-specialized")
     if per_sm or sk:
-        how.append(f"persistent ({per_sm or 1} a SM)" if progs == sm_count(x.device) * (per_sm or 1)
+        how.append(f"persistent ({per_sm or 1} a SM)" if progs == sms * (per_sm or 1)
                    else f"persistent ({count(progs, 'program')})")
     if streamed:
         how.append(f"the last {count(streamed, 'tile')} of {tiles} streamed over K")

@@ -155,9 +155,8 @@ def precompile(jobs: list, sizes: dict, workers: int, seconds: float, dry: bool)
     try:
         pending = {pool.submit(_compile, c, sizes, dry) for c in chunks if c}
         while pending:
-            left_s = seconds - (time.monotonic() - t0)
-            finished, pending = (wait(pending, timeout=left_s, return_when=FIRST_COMPLETED) if left_s > 0
-                                 else (set(), pending))
+            finished, pending = wait(pending, timeout=max(seconds - (time.monotonic() - t0), 0.0),
+                                     return_when=FIRST_COMPLETED)
             if not finished:  # past the time: a worker still busy may be stuck in a launch that never returns, and
                 for proc in list(getattr(pool, "_processes", {}).values()):  # it must not hold the GPU
                     proc.terminate()
