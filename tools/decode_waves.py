@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import re
 import sys
 import time
 from pathlib import Path
@@ -56,13 +57,43 @@ def settings(b: int) -> dict:
            "split256x128+128x128": (c(256, 128, 64, 8, 4), c(128, 128, 64, 8, 4)),
            "split256x128+128x64": (c(256, 128, 64, 8, 4), c(128, 64, 64, 4, 4)),
            "128x256x64-s3": (c(128, 256, 64, 8, 3), None),
+           "128x256x64-s4": (c(128, 256, 64, 8, 4), None),
+           "128x256x64-s4-p1": (c(128, 256, 64, 8, 4, per_sm=1), None),
+           "128x256x64-s4-p1f": (c(128, 256, 64, 8, 4, per_sm=1, flatten=True), None),
+           "256x128x64-s4-p1": (c(256, 128, 64, 8, 4, per_sm=1), None),
+           "128x256x32-s8-p1f": (c(128, 256, 32, 8, 8, per_sm=1, flatten=True), None),
+           "256x128x32-s8-p1f": (c(256, 128, 32, 8, 8, per_sm=1, flatten=True), None),
+           "before": (c(256, 128, 64, 8, 4), None),
+           "256x128x64-s4-p1f": (c(256, 128, 64, 8, 4, per_sm=1, flatten=True), None),
            "256x128x64-s4": (c(256, 128, 64, 8, 4), None),
            "split+128x128": (big, c(128, 128, 64, 8, 4)),
+           "split4+128x128": (c(128, 256, 64, 8, 4), c(128, 128, 64, 8, 4)),
+           "split4+128x128-p1": (c(128, 256, 64, 8, 4, per_sm=1), c(128, 128, 64, 8, 4)),
+           "split4+128x128-p1f": (c(128, 256, 64, 8, 4, per_sm=1, flatten=True), c(128, 128, 64, 8, 4)),
            "split+64x256": (big, c(64, 256, 64, 4, 4)),
            "split+k2": (big, c(128, 256, 64, 8, 3, split_k=2)),
            "split+k4": (big, c(128, 256, 64, 8, 3, split_k=4)),
            }
-    return out
+    return {**out, **wide(b)}
+
+
+def wide(b: int) -> dict:
+    """kernels/decode_wide.py's tiles of 224, 176 and 112 rows: 256, 163 and 256 tiles of W, whole waves of 132
+    SMs or nearly (with 128 tokens a tile at B = 256: 1.94 waves). "ptr" stores through pointers, which leaves
+    shared memory for one more stage than a TMA store."""
+    bb = min(128, max(64, b))
+    warps = 8 if bb == 128 else 4
+    out = {f"wide224x{bb}x64-s3": c(224, bb, 64, warps, 3),
+           f"wide224x{bb}x64-s4-ptr": c(224, bb, 64, warps, 4, ptr_store=True),
+           f"wide224x{bb}x64-s5-ptr": c(224, bb, 64, warps, 5, ptr_store=True),
+           f"wide224x{bb}x32-s6": c(224, bb, 32, warps, 6),
+           f"wide224x{bb}x32-s8-ptr": c(224, bb, 32, warps, 8, ptr_store=True),
+           f"wide176x{bb}x64-s4-ptr": c(176, bb, 64, warps, 4, ptr_store=True),
+           f"wide176x{bb}x64-s5-ptr": c(176, bb, 64, warps, 5, ptr_store=True)}
+    if b >= 256:
+        out.update({"wide112x256x64-s3": c(112, 256, 64, 8, 3),
+                    "wide112x256x64-s4-ptr": c(112, 256, 64, 8, 4, ptr_store=True)})
+    return {name: (cfg, None) for name, cfg in out.items()}
 
 
 def runner(x, w, y, head: dict, tail: dict | None, sms: int):
@@ -73,7 +104,44 @@ def runner(x, w, y, head: dict, tail: dict | None, sms: int):
     return lambda: decode.triton_decode(x, w, y, config=cfg)
 
 
-def measure(b: int, n: int, named: dict, sms: int, rounds: int, window_s: float, label: str, rows: list) -> None:
+def held(fn, seconds: float = 1.5) -> dict:
+    """Run fn back to back for `seconds` and read NVML's power and SM clock every 20 ms over the last two
+    thirds: the watts, the clock and the joules a call at this kernel's steady state."""
+    import threading
+
+    import pynvml
+
+    pynvml.nvmlInit()
+    h = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+    samples, stop = [], threading.Event()
+
+    def sample():
+        while not stop.wait(0.02):
+            samples.append((time.monotonic(), pynvml.nvmlDeviceGetPowerUsage(h) / 1e3,
+                            pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)))
+
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    t0, calls, t_from = time.monotonic(), 0, None
+    while time.monotonic() - t0 < seconds:
+        for _ in range(20):
+            fn()
+        torch.cuda.synchronize()
+        if t_from is None and time.monotonic() - t0 > seconds / 3:
+            t_from, calls = time.monotonic(), 0
+        elif t_from is not None:
+            calls += 20
+    t_to = time.monotonic()
+    stop.set()
+    t.join()
+    kept = [(w, mhz) for ts, w, mhz in samples if t_from <= ts <= t_to]
+    watts = sum(w for w, _ in kept) / len(kept)
+    return {"power_w": watts, "sm_mhz": sorted(m for _, m in kept)[len(kept) // 2],
+            "ms_held": (t_to - t_from) * 1e3 / calls, "mj_per_call": watts * (t_to - t_from) / calls * 1e3}
+
+
+def measure(b: int, n: int, named: dict, sms: int, rounds: int, window_s: float, label: str, rows: list,
+            power: bool = False) -> None:
     x, w = decode.make_inputs(b, K, n)
     ref = decode.reference(x, w)
     y = torch.empty(b, n, device="cuda", dtype=torch.bfloat16)
@@ -95,6 +163,10 @@ def measure(b: int, n: int, named: dict, sms: int, rounds: int, window_s: float,
     got = timing.record(label, "turns", med, "torch", work.bytes, work.flops, {})
     for r in got:
         r.update(b=b, n=n)
+        if power:
+            r.update(held(fns[r["name"]]))
+            print(f"{label} {r['name']:<30} {r['power_w']:.0f} W at {r['sm_mhz']} MHz: "
+                  f"{r['mj_per_call']:.1f} mJ a call ({r['ms_held']:.4f} ms a call held)", flush=True)
     timing.say(label, got)
     rows += got
 
@@ -106,6 +178,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--window-s", type=float, default=0.2)
     ap.add_argument("--budget-s", type=float, default=240.0)
+    ap.add_argument("--skip-whole", action="store_true", help="time the full N only, not the tiles over whole waves")
+    ap.add_argument("--power", action="store_true", help="also hold each setting 1.5 s and read its watts and clock")
+    ap.add_argument("--match", default="", help="only the settings whose names match this regular expression")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("decode_waves.py needs a CUDA GPU", file=sys.stderr)
@@ -115,14 +190,14 @@ def main(argv=None) -> int:
         if time.monotonic() - t0 > args.budget_s:
             print(f"stopped before B={b}: the budget is spent", flush=True)
             break
-        named = settings(b)
-        for name in ("128x256x64-s3", "256x128x64-s4"):  # tiles alone: N cut to whole waves
-            head = named[name][0]
+        named = {k: v for k, v in settings(b).items() if re.search(args.match, k) or k == "in-use"}
+        for name in () if args.skip_whole else ("128x256x64-s3", "256x128x64-s4"):  # tiles alone: N cut to whole waves
+            head = settings(b)[name][0]
             nw = decode.whole_wave_rows(b, N, head, sms)
             measure(b, nw, {name: (head, None), name + "-p1": ({**head, "per_sm": 1}, None)}, sms, args.rounds,
                     args.window_s, f"b{b}-whole-{name}", rows)
             tune_io.write(args.out, rows)  # after each measurement: a run stopped at its limit keeps them
-        measure(b, N, named, sms, args.rounds, args.window_s, f"b{b}-full", rows)
+        measure(b, N, named, sms, args.rounds, args.window_s, f"b{b}-full", rows, args.power)
         tune_io.write(args.out, rows)
     print(f"wrote {args.out}: {len(rows)} rows in {time.monotonic() - t0:.0f} s on {torch.cuda.get_device_name()}")
     return 0
