@@ -120,7 +120,7 @@ def _dot_tiles(b: int):
 def decode_space(b: int, n: int = 28672, k: int = 8192, sms: int = 132) -> list[dict]:
     """The broad sweep's settings at batch b, each fitting the SM and the wave rule. Per tile shape: the
     pipeline depth with pointer loads and with TMA; K split 2 and 4 ways (finer pieces, a smaller tail);
-    a persistent grid (2 programs a SM for streaming, 1 for GEMM tiles), its loops flattened; the
+    a persistent grid (2 programs a SM for streaming, 1 for GEMM tiles at every depth), its loops flattened; the
     evict-first hint on the weights alone and with the split. For B <= 4, CUDA-core tiles besides."""
     out = []
     big = b > 64
@@ -130,7 +130,9 @@ def decode_space(b: int, n: int = 28672, k: int = 8192, sms: int = 132) -> list[
         for tma in (False, True):
             out += [cfg(bn, bb, bk, w, s, tma=tma) for s in stages]
             out += [cfg(bn, bb, bk, w, mid, tma=tma, split_k=sk) for sk in ((2,) if big else (2, 4))]
-            out.append(cfg(bn, bb, bk, w, mid, tma=tma, per_sm=1 if big else 2, flatten=True))
+            # GEMM tiles persistent at every depth: at B = 256 on an H100 only the 4-stage one won
+            out += [cfg(bn, bb, bk, w, s, tma=tma, per_sm=1 if big else 2, flatten=True)
+                    for s in (stages if big else (mid,))]
         if not big:  # the streaming hint, on the pointer path (TMA loads take none)
             out += [cfg(bn, bb, bk, w, mid, evict="evict_first"), cfg(bn, bb, bk, w, mid, evict="evict_first", split_k=4)]
     if b <= 4:  # CUDA cores: a handful of tokens, W straight to registers
