@@ -15,7 +15,6 @@ import torch
 from .common import Prepared, Work, check_close, count, cupy, generator, poison, raw_kernel, sm_count, tuned_row
 from .decode_sk import launch_sk
 from .decode_tiles import ON_CUDA_CORES, launch
-from .decode_wide import launch_wide, rows_aligned
 from .gemm import _tma_ok as tma_ok
 
 IMPLS = ("triton", "cupy", "torch")
@@ -44,9 +43,7 @@ CUPY_MAX_B = 16  # the CuPy kernel keeps one accumulator per token in registers,
 # product), "warp_spec" (Triton's warp specialization: num_warps=4 makes 12 warps); and "tail" (set by hand
 # from tools/decode_waves.py, which the sweep does not write): the rows past the last whole wave of these
 # tiles run in a second launch with the tail's settings; and "gluon" (set by hand from tools/decode_waves.py):
-# kernels/decode_gluon.py's persistent kernel, its loads running ahead across the end of a tile; and a BLOCK_N
-# that is not a power of two (set by hand from tools/decode_waves.py): kernels/decode_wide.py's tiles of
-# power-of-two slices side by side, through TMA ("ptr_store": their outputs stored through pointers). A GPU
+# kernels/decode_gluon.py's persistent kernel, its loads running ahead across the end of a tile. A GPU
 # without a line gets the fallback rule: 16-row weight tiles up to 16 tokens, 64x32 tiles up to 32, GEMM-like
 # 128x128 tiles above.
 FALLBACK = ((16, {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 512, "num_warps": 4, "num_stages": 4}),
@@ -170,11 +167,6 @@ def triton_decode(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, config: dic
 
             return launch_gluon(x, w, y, cfg)
         cfg = {key: v for key, v in cfg.items() if key != "gluon"}
-    if cfg["BLOCK_N"] & (cfg["BLOCK_N"] - 1):  # not a power of two: decode_wide.py's sliced tiles, through TMA
-        ok = tma_ok if x.is_cuda else rows_aligned  # the interpreter runs descriptors on any aligned rows
-        if ok(x, w):
-            return launch_wide(x, w, y, cfg, tma_store=ok(y) and not cfg.get("ptr_store"))
-        cfg = {**cfg, "BLOCK_N": 1 << (cfg["BLOCK_N"].bit_length() - 1)}  # no TMA here: the widest slice alone
     if any(cfg.get(key) for key in SK_KEYS):  # the persistent TMA kernel; the interpreter runs its descriptors
         if not x.is_cuda or tma_ok(x, w):
             return launch_sk(x, w, y, cfg)

@@ -63,7 +63,7 @@ def settings(b: int) -> dict:
            "256x128x64-s4-p1": (c(256, 128, 64, 8, 4, per_sm=1), None),
            "128x256x32-s8-p1f": (c(128, 256, 32, 8, 8, per_sm=1, flatten=True), None),
            "256x128x32-s8-p1f": (c(256, 128, 32, 8, 8, per_sm=1, flatten=True), None),
-           "before": (c(256, 128, 64, 8, 4), None),
+           "before": (c(256, 128, 64, 8, 4), None),  # the H100's B = 256 setting before 128x256x64-s4-p1f
            "256x128x64-s4-p1f": (c(256, 128, 64, 8, 4, per_sm=1, flatten=True), None),
            "256x128x64-s4": (c(256, 128, 64, 8, 4), None),
            "split+128x128": (big, c(128, 128, 64, 8, 4)),
@@ -74,34 +74,7 @@ def settings(b: int) -> dict:
            "split+k2": (big, c(128, 256, 64, 8, 3, split_k=2)),
            "split+k4": (big, c(128, 256, 64, 8, 3, split_k=4)),
            }
-    return {**out, **wide(b)}
-
-
-def wide(b: int) -> dict:
-    """kernels/decode_wide.py's tiles of 224, 176 and 112 rows: 256, 163 and 256 tiles of W, whole waves of 132
-    SMs or nearly (with 128 tokens a tile at B = 256: 1.94 waves). "ptr" stores through pointers, which leaves
-    shared memory for one more stage than a TMA store."""
-    bb = min(128, max(64, b))
-    warps = 8 if bb == 128 else 4
-    out = {f"wide224x{bb}x64-s3": c(224, bb, 64, warps, 3),
-           f"wide224x{bb}x64-s4-ptr": c(224, bb, 64, warps, 4, ptr_store=True),
-           f"wide224x{bb}x64-s5-ptr": c(224, bb, 64, warps, 5, ptr_store=True),
-           f"wide224x{bb}x32-s6": c(224, bb, 32, warps, 6),
-           f"wide224x{bb}x32-s8-ptr": c(224, bb, 32, warps, 8, ptr_store=True),
-           f"wide176x{bb}x64-s4-ptr": c(176, bb, 64, warps, 4, ptr_store=True),
-           f"wide176x{bb}x64-s5-ptr": c(176, bb, 64, warps, 5, ptr_store=True)}
-    if b >= 256:
-        out.update({"wide112x256x64-s3": c(112, 256, 64, 8, 3),
-                    "wide112x256x64-s4-ptr": c(112, 256, 64, 8, 4, ptr_store=True)})
-    return {name: (cfg, None) for name, cfg in out.items()}
-
-
-def runner(x, w, y, head: dict, tail: dict | None, sms: int):
-    """The launch of a setting, or None for a split that would not split (no whole wave, or no rest)."""
-    if tail is not None and not 0 < decode.whole_wave_rows(x.shape[0], w.shape[0], head, sms) < w.shape[0]:
-        return None
-    cfg = head if tail is None else {**head, "tail": tail}
-    return lambda: decode.triton_decode(x, w, y, config=cfg)
+    return out
 
 
 def held(fn, seconds: float = 1.5) -> dict:

@@ -246,18 +246,7 @@ SETTINGS = {  # one of each kind of setting the sweep tries, at tiles that fit t
     "CUDA cores": {"BLOCK_N": 8, "BLOCK_B": 2, "BLOCK_K": 64, "num_warps": 4, "num_stages": 1, "fma": True},
     "CUDA cores, split, persistent": {"BLOCK_N": 8, "BLOCK_B": 4, "BLOCK_K": 32, "num_warps": 4, "num_stages": 1,
                                       "fma": True, "split_k": 4, "per_sm": 2},
-    "wide tiles (64 + 32 + 16 rows)": {"BLOCK_N": 112, "BLOCK_B": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2,
-                                       "tma": True},
 }
-
-
-def test_a_wide_tile_is_its_powers_of_two_and_refuses_what_is_not():
-    from gpubench.kernels import decode_wide
-
-    assert decode_wide.slices(224) == (128, 64, 32) and decode_wide.slices(176) == (128, 32, 16)
-    for rows in (0, 24, 255):  # 24 has an 8-row slice; 255 is eight slices
-        with pytest.raises(ValueError, match="powers of two"):
-            decode_wide.slices(rows)
 
 
 @pytest.mark.parametrize("kind", SETTINGS)
