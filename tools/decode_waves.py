@@ -77,6 +77,14 @@ def settings(b: int) -> dict:
     return out
 
 
+def runner(x, w, y, head: dict, tail: dict | None, sms: int):
+    """The launch of a setting, or None for a split that would not split (no whole wave, or no rest)."""
+    if tail is not None and not 0 < decode.whole_wave_rows(x.shape[0], w.shape[0], head, sms) < w.shape[0]:
+        return None
+    cfg = head if tail is None else {**head, "tail": tail}
+    return lambda: decode.triton_decode(x, w, y, config=cfg)
+
+
 def held(fn, seconds: float = 1.5) -> dict:
     """Run fn back to back for `seconds` and read NVML's power and SM clock every 20 ms over the last two
     thirds: the watts, the clock and the joules a call at this kernel's steady state."""
