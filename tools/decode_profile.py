@@ -30,7 +30,7 @@ K, N = decode.SIZES["k"], decode.SIZES["n"]
 ARGS = ("grid", "block", "registers per thread", "shared memory", "blocks per SM", "est. achieved occupancy %")
 
 
-def calls(b: int, w: torch.Tensor, reps: int):
+def calls(b: int, w: torch.Tensor):
     """One closure per contender at batch b, each one call; the first call (compilation) is made here."""
     g = torch.Generator(device="cuda").manual_seed(b)
     x = torch.randn(b, K, device="cuda", dtype=torch.bfloat16, generator=g)
@@ -40,6 +40,12 @@ def calls(b: int, w: torch.Tensor, reps: int):
         fn()
     torch.cuda.synchronize()
     return out
+
+
+def repeat(fn, times: int) -> None:
+    for _ in range(times):
+        fn()
+    torch.cuda.synchronize()
 
 
 def kernels(trace: Path) -> list[dict]:
@@ -62,16 +68,12 @@ def main(argv=None) -> int:
           f"{[decode.settings_for(b) for b in batches]}")
     rows = []
     for b in batches:
-        for who, fn in calls(b, w, a.calls).items():
+        for who, fn in calls(b, w).items():
             if a.bare:
-                for _ in range(a.calls):
-                    fn()
-                torch.cuda.synchronize()
+                repeat(fn, a.calls)
                 continue
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-                for _ in range(a.calls):
-                    fn()
-                torch.cuda.synchronize()
+                repeat(fn, a.calls)
             with tempfile.TemporaryDirectory() as tmp:
                 prof.export_chrome_trace(f"{tmp}/t.json")
                 found = kernels(Path(tmp) / "t.json")

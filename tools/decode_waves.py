@@ -90,16 +90,15 @@ def held(fn, seconds: float = 1.5) -> dict:
     thirds: the watts, the clock and the joules a call at this kernel's steady state."""
     import threading
 
-    import pynvml
+    from gpubench.record import nvml
 
-    pynvml.nvmlInit()
-    h = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+    h = nvml.handle(torch.cuda.current_device())
     samples, stop = [], threading.Event()
 
     def sample():
         while not stop.wait(0.02):
-            samples.append((time.monotonic(), pynvml.nvmlDeviceGetPowerUsage(h) / 1e3,
-                            pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)))
+            r = nvml.read_basic(h)
+            samples.append((time.monotonic(), r["power_w"], r["sm_clock_mhz"]))
 
     t = threading.Thread(target=sample, daemon=True)
     t.start()
@@ -146,7 +145,7 @@ def measure(b: int, n: int, named: dict, sms: int, rounds: int, window_s: float,
         r.update(b=b, n=n)
         if power:
             r.update(held(fns[r["name"]]))
-            print(f"{label} {r['name']:<30} {r['power_w']:.0f} W at {r['sm_mhz']} MHz: "
+            print(f"{label} {r['name']:<30} {r['power_w']:.0f} W at {r['sm_mhz']:.0f} MHz: "
                   f"{r['mj_per_call']:.1f} mJ a call ({r['ms_held']:.4f} ms a call held)", flush=True)
     timing.say(label, got)
     rows += got
@@ -171,9 +170,10 @@ def main(argv=None) -> int:
         if time.monotonic() - t0 > args.budget_s:
             print(f"stopped before B={b}: the budget is spent", flush=True)
             break
-        named = {k: v for k, v in settings(b).items() if re.search(args.match, k) or k == "in-use"}
+        every = settings(b)
+        named = {k: v for k, v in every.items() if re.search(args.match, k) or k == "in-use"}
         for name in () if args.skip_whole else ("128x256x64-s3", "256x128x64-s4"):  # tiles alone: N cut to whole waves
-            head = settings(b)[name][0]
+            head = every[name][0]
             nw = decode.whole_wave_rows(b, N, head, sms)
             measure(b, nw, {name: (head, None), name + "-p1": ({**head, "per_sm": 1}, None)}, sms, args.rounds,
                     args.window_s, f"b{b}-whole-{name}", rows)
