@@ -9,15 +9,20 @@ from contextlib import contextmanager
 # Which count a watch's marks carry as hardware FLOPs, recorded in its manifest (flop_count_version): 1, or
 # no field at all, count_flops as it was before it counted what the kernels run: its .hardware took causal
 # attention's whole T x T score matrix, of which the kernels run the lower half (and marks older still carry
-# only that count); 2, what the kernels run (count_flops below). The model count (PaLM's) is the same in
-# both. A summary gives HFU, and holds it to the tensor ceiling, only for marks of version 2.
-FLOP_COUNT_VERSION = 2
+# only that count); 2, what the kernels run (count_flops below); 3, the same with gpubench's own formulas
+# where PyTorch's counter is wrong or silent (gpubench.truth.formulas): version 2 counted a grouped or
+# depthwise convolution's backward `groups` times too large and matrix-vector products, addbmm and grouped
+# products as 0. The model count (PaLM's) is the same in 1 and 2. A summary gives HFU, and holds it to the
+# tensor ceiling, for marks of version 2 and later: version 2 differs from 3 only for jobs with grouped
+# convolutions or those products (no committed run has any), and its HFU is kept for the rest.
+FLOP_COUNT_VERSION = 3
+HARDWARE_SINCE = 2
 
 
 def hardware_known(manifest: dict) -> bool:
     """Whether a watch's marks carry hardware FLOPs as the kernels run them (HFU may be given)."""
     version = manifest.get("flop_count_version", 1)
-    return isinstance(version, int) and not isinstance(version, bool) and version >= FLOP_COUNT_VERSION
+    return isinstance(version, int) and not isinstance(version, bool) and version >= HARDWARE_SINCE
 
 
 class FlopCount(int):
@@ -42,9 +47,11 @@ class FlopCount(int):
 def count_flops(fn, *args, **kwargs) -> FlopCount:
     """Run `fn(*args, **kwargs)` once under torch.utils.flop_counter.FlopCounterMode; return its FLOPs.
 
-    Counted (a multiply-add is 2 FLOPs): matrix products (mm, addmm, bmm, baddbmm, linear), convolutions
-    and scaled_dot_product_attention (grouped KV heads too), forward and, where `fn` calls backward(),
-    backward; on the CPU the attention kernel PyTorch's counter leaves out is counted here. Not counted: elementwise operations
+    Counted (a multiply-add is 2 FLOPs): matrix products (mm, addmm, bmm, baddbmm, addbmm, linear, mv,
+    grouped products), convolutions (grouped, depthwise and transposed) and scaled_dot_product_attention
+    (grouped KV heads too), forward and, where `fn` calls backward(), backward; where PyTorch's counter is
+    wrong or silent gpubench's own formulas count (gpubench.truth.formulas: a grouped convolution's
+    backward, the products it leaves out, and on the CPU the attention kernel). Not counted: elementwise operations
     (activations, residual adds, dropout), normalisations, softmax and reductions outside attention, the
     loss, optimizer updates, communication. For a transformer these are a few percent of the total.
 
@@ -76,11 +83,13 @@ def counting():
 
     Its modes live on this thread's stack of dispatch modes, so the block may be entered in one call and left
     in another (the context manager's __enter__ and __exit__, by the same thread, with no mode pushed since
-    left on top): gpubench.job.onestep counts a training step from one optimizer step to the next so.
+    left on top): gpubench.inside.onestep counts a training step from one optimizer step to the next so.
     """
     import torch
     from torch.utils import flop_counter
     from torch.utils._python_dispatch import TorchDispatchMode
+
+    from gpubench.truth.formulas import corrected
 
     aten = torch.ops.aten
 
@@ -111,7 +120,7 @@ def counting():
     # PyTorch release; on the CPU, the kernel PyTorch's counter leaves out is counted too
     kernels = ("_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
                "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu")
-    attention = {}
+    attention = corrected()  # PyTorch's faults, set right first; attention's formulas below
     for name in kernels:
         for op, backward in ((getattr(aten, name, None), False), (getattr(aten, f"{name}_backward", None), True)):
             if op is not None:
