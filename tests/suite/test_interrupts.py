@@ -16,7 +16,8 @@ from gpubench.cli import main
 from gpubench.show import figures
 
 # A plot or report whose timeline (the last figure of a watched job) waits, drawn, in its stage folder for
-# the signal the test sends; the script says "drawn" when it is there.
+# the signal the test sends; the script says "drawn" when it is there. It waits for the signal itself, not
+# for a time: a signal that never came fails the test (by the hang bound) instead of letting it finish.
 WAITING = textwrap.dedent("""
     import dataclasses, sys, time
     from gpubench.cli import main
@@ -26,8 +27,8 @@ WAITING = textwrap.dedent("""
         def wait(*args):
             out = draw(*args)
             print("drawn", flush=True)
-            time.sleep(60)
-            return out
+            while True:
+                time.sleep(3600)
         return wait
 
     figures.FIGURES = tuple(dataclasses.replace(f, draw=waiting(f.draw)) if f.name == "timeline" else f
@@ -49,15 +50,22 @@ def stages(root: Path) -> list[Path]:
     return sorted(root.rglob(".gpubench-*"))
 
 
+def at_a_terminal():
+    """Ctrl-C's disposition as a terminal gives it. A shell starts a background job (`pytest &`, a CI step)
+    with SIGINT ignored, every child inherits that, and Python then never turns SIGINT into
+    KeyboardInterrupt: the signal the test sends would be dropped."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupted(args: list[str], sig: int) -> subprocess.CompletedProcess:
     """gpubench ARGS, sent sig once its timeline is drawn in the stage folder."""
     proc = subprocess.Popen([sys.executable, "-c", WAITING, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=at_a_terminal)
     try:
         line = proc.stdout.readline()
         assert line.strip() == "drawn", (line, proc.stderr.read() if proc.poll() is not None else "")
         proc.send_signal(sig)
-        out, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=600)  # hang protection only: the child waits for nothing else
     finally:
         if proc.poll() is None:
             proc.kill()
