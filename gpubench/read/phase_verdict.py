@@ -11,6 +11,7 @@ reads "9.9% < 10%", never "10% < 10%"); the README's table is this one. Conditio
     missing    the row has no value (no steps, no FLOPs, no peak)
     known      the row has a value (said in the sentence, not as evidence)
     unrecorded this run's metric sources did not record the column at all
+    is         the row's text is the threshold's (where its FLOPs came from, gpubench.job.provenance)
 """
 
 from __future__ import annotations
@@ -23,6 +24,16 @@ from gpubench.metrics import BY_COLUMN, finite, pct
 
 OPS = {"<": operator.lt, ">=": operator.ge, ">": operator.gt}
 SHOWN = {"<": "<", ">=": "≥", ">": ">", "<|missing": "<"}
+COUNTED = "one step counted"  # a row's flops_source where gpubench counted its FLOPs (gpubench.job.provenance)
+# Why a row whose FLOPs gpubench counted itself gives no HFU over the ceiling: said in its verdict, and in its
+# hfu_unknown where the row withholds that HFU (withheld() below)
+WITHHELD = ("the count is gpubench's own, not the job's: gpubench's count or its calibrated ceiling is wrong for "
+            "this job, or --dtype names another unit than the one that ran (FP32 work runs beside the tensor "
+            "pipes; TF32 and FP8 at other rates); that HFU is not rated, and the tensor ceiling alone bounds what ran")
+# The count a flops-above-ceiling sentence doubts, by where the row's FLOPs came from
+DOUBTED = {"step()": "the FLOP count given to gpubench.step() by the job",
+           "step() and one step counted": "a FLOP count (the job's own gpubench.step(), or gpubench's count of "
+                                          "one step for its processes that reported none)"}
 PERCENT = re.compile(r"_pct$")
 
 
@@ -43,6 +54,8 @@ class Rule:
                 ok = not finite(value) or value < threshold
             elif op == "known":
                 ok = finite(value)
+            elif op == "is":
+                ok = value == threshold
             else:
                 ok = finite(value) and OPS[op](value, threshold)
             if not ok:
@@ -52,7 +65,7 @@ class Rule:
     def condition(self) -> str:
         """The rule's conditions in words, thresholds included: 'GPU busy < 50%'."""
         words = {"missing": "not known", "unrecorded": "not recorded by the run", "known": "known"}
-        return " and ".join(f"{_label(c)} {words[op]}" if op in words else
+        return " and ".join(f"{_label(c)} {words[op]}" if op in words else f"{_label(c)} is {t}" if op == "is" else
                             f"{_label(c)} {SHOWN[op]} {_threshold(c, t)}" + (" or not known" if op == "<|missing" else "")
                             for c, op, t in self.when)
 
@@ -73,7 +86,7 @@ class Rule:
 LABELS = {"gpu_util_mean_pct": "GPU busy", "mfu_pct": "MFU", "mbu_pct": "MBU", "steps_per_s": "steps/s",
           "sm_busy_pct": "SM active while busy", "flops_bad": "steps with unusable FLOPs",
           "steps_reported": "steps reported", "tensor_ceiling_pct": "tensor ceiling",
-          "ran_over_ceiling": "HFU over the tensor ceiling's calibrated limit"}
+          "ran_over_ceiling": "HFU over the tensor ceiling's calibrated limit", "flops_source": "FLOPs from"}
 
 
 def _label(column: str) -> str:
@@ -141,11 +154,18 @@ IDLE = (
 )
 
 WORK = (
+    # HFU over the limit: a FLOP count is wrong, or the pipes that ran are not the dtype's. Whose count is
+    # doubted decides the sentence: gpubench's count of one step (the hook's C line) is gpubench's error,
+    # never the user's; the job's own step(flops=...) may hold the user's (gpubench.job.provenance.FLOPS_FROM)
+    Rule("gpubench-count-above-ceiling", (("ran_over_ceiling", ">", 1), ("flops_source", "is", COUNTED)),
+         "HFU {hfu_pct}% by gpubench's own count of one step is more than the tensor pipes could deliver in the "
+         "time they were active ({tensor_ceiling_pct}% of the {dtype} peak, {tensor_ceiling_limit_pct}% with its "
+         "calibration's error at the highest clocks read): " + WITHHELD),
     Rule("flops-above-ceiling", (("ran_over_ceiling", ">", 1),),
          "HFU {hfu_pct}% is more than the tensor pipes could deliver in the time they were active "
          "({tensor_ceiling_pct}% "
          "of the {dtype} peak, {tensor_ceiling_limit_pct}% with its calibration's error at the highest clocks read): "
-         "the FLOP count is too large "
+         "{doubted} is too large "
          "(the global batch counted on one rank, a step counted twice) or --dtype names another unit than the one that "
          "ran (FP32 work runs beside the tensor pipes; TF32 and FP8 at other rates); no rating"),
     Rule("flops-unusable", (("flops_bad", ">", 0), ("tflops", "missing", None)),
@@ -219,7 +239,8 @@ def verdict(row: dict, dtype: str, recorded=frozenset(), where: tuple[str, str] 
     """The phase's verdict, each sentence with the numbers that triggered it, and the rules' names. `where`
     (rule name, sentence) speaks for the WHERE table where more than one GPU's numbers decide (a straggler)."""
     busy = row.get("gpu_util_mean_pct")
-    facts = dict(row, dtype=dtype, idle_pct=100 - busy if finite(busy) else None, no_count=_no_count(row))
+    facts = dict(row, dtype=dtype, idle_pct=100 - busy if finite(busy) else None, no_count=_no_count(row),
+                 doubted=DOUBTED.get(row.get("flops_source"), "the FLOP count"))
     sentences, names = [], []
     for _, rules in TABLES:
         if rules is WHERE and where is not None:
@@ -232,6 +253,16 @@ def verdict(row: dict, dtype: str, recorded=frozenset(), where: tuple[str, str] 
             sentences.append(f"{text[0].upper()}{text[1:]}" + (f" ({because})." if because else "."))
             names.append(rule.name)
     return " ".join(sentences), names
+
+
+def withheld(row: dict, names: list[str]) -> dict:
+    """The columns a row replaces once its verdict finds gpubench's own count over the ceiling: no HFU, and
+    why (`names`, the verdict's rules). Empty for any other verdict: a job's own count keeps its HFU, doubted."""
+    if "gpubench-count-above-ceiling" not in names:
+        return {}
+    return {"hfu_pct": float("nan"),
+            "hfu_unknown": f"{WITHHELD} (HFU {pct(row.get('hfu_pct')).rstrip('%')}% over the tensor ceiling's limit "
+                           f"{pct(row.get('tensor_ceiling_limit_pct')).rstrip('%')}%)"}
 
 
 def _no_count(row: dict) -> str:

@@ -69,3 +69,31 @@ def test_the_waiting_and_the_straggler_sentences_replace_where_the_time_goes():
 
 def test_the_docs_show_the_rules_the_code_applies():
     assert phase_verdict.markdown_table() in (ROOT / "docs" / "watch.md").read_text()
+
+
+OVER = dict(LADDER, tensor_active_pct=30.0, mfu_pct=60.0, hfu_pct=60.0, ran_over_ceiling=1.96,
+            tensor_ceiling_pct=30.0, tensor_ceiling_limit_pct=30.6)
+
+
+def test_a_jobs_own_count_over_the_ceiling_is_the_count_the_verdict_doubts():
+    text, names = phase_verdict.verdict(dict(OVER, flops_source="step()"), "bf16", RECORDED)
+    assert names[-1] == "flops-above-ceiling"
+    assert "the FLOP count given to gpubench.step() by the job is too large" in text and "gpubench's own" not in text
+    assert phase_verdict.withheld(dict(OVER, flops_source="step()"), names) == {}  # the job's HFU stays, doubted
+    mixed, _ = phase_verdict.verdict(dict(OVER, flops_source="step() and one step counted"), "bf16", RECORDED)
+    assert "the job's own gpubench.step(), or gpubench's count of one step" in mixed
+
+
+def test_gpubenchs_own_count_over_the_ceiling_is_gpubenchs_error_and_its_hfu_is_withheld():
+    """The hook counted the step (an unmodified job): the user gave no count, so none of theirs is blamed."""
+    row = dict(OVER, flops_source="one step counted")
+    text, names = phase_verdict.verdict(row, "bf16", RECORDED)
+    assert names[-1] == "gpubench-count-above-ceiling"
+    assert "HFU 60% by gpubench's own count of one step is more than" in text
+    assert "not the job's" in text and "that HFU is not rated" in text
+    assert "too large" not in text and "gpubench.step()" not in text and "global batch" not in text
+    cols = phase_verdict.withheld(row, names)
+    assert set(cols) == {"hfu_pct", "hfu_unknown"} and cols["hfu_pct"] != cols["hfu_pct"]  # NaN: withheld
+    assert "gpubench's own, not the job's" in cols["hfu_unknown"] and "HFU 60% over" in cols["hfu_unknown"]
+    within, names = phase_verdict.verdict(dict(row, ran_over_ceiling=0.98), "bf16", RECORDED)
+    assert names[-1] == "mfu-high" and phase_verdict.withheld(row, names) == {}
