@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout = stdout
 
 
-NEED_CWD = ("run", "watch", "plot", "report")  # relative paths, and the default run directory, start from it
+NEED_CWD = ("run", "plot", "report")  # relative paths, and the default run directory, start from it
 
 
 def _check_cwd() -> None:

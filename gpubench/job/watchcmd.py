@@ -148,6 +148,10 @@ def cmd(config: RecordingConfig, cmd: list[str], duration_s: float | None = None
     if argv and (problem := child.cannot_start(argv, env)):
         print(f"gpubench watch: {visible(problem[1])}", file=sys.stderr)
         return problem[0]
+    if (lost := lost_cwd(config.out if argv else None)) is not None:
+        if not argv:  # nothing of the user's runs in attach mode: refusing loses nothing
+            raise UsageError("the current directory no longer exists: cd into one that does, and watch from there")
+        return run_unrecorded(argv, env, f"{lost}; an absolute --out records it")
     check_out(config.out)
     endpoint = serve_metrics(metrics_port, UsageError)  # a port in use is said before anything runs
     try:
@@ -155,6 +159,20 @@ def cmd(config: RecordingConfig, cmd: list[str], duration_s: float | None = None
     finally:
         if endpoint is not None:
             endpoint.close()
+
+
+def lost_cwd(out: Path | None) -> str | None:
+    """Why the run cannot be written where the current directory was deleted and the run directory would lie
+    in it (a relative --out, or the default under results/): no entry can be made in a deleted directory.
+    None where the directory exists or --out is absolute: the job itself runs in a deleted directory, as it
+    would alone."""
+    try:
+        os.getcwd()
+        return None
+    except FileNotFoundError:
+        if out is not None and out.is_absolute():
+            return None
+    return f"the current directory no longer exists, and the run directory {out or 'results/'} would lie in it"
 
 
 def serve_metrics(port: int | None, error=ValueError):
