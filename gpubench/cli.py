@@ -111,7 +111,8 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("--out", type=Path, metavar="DIR",
                        help=f"write into DIR instead of {where}, leaving the run directory untouched (for a "
                             "committed or read-only run); DIR must be new, empty, or hold only gpubench's figures "
-                            "and reports, and lie outside the run directory")
+                            f"and reports, and lie outside the run directory unless it is {where} itself, as "
+                            "without --out")
     return p
 
 
@@ -221,7 +222,7 @@ def dispatch(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = parser()
-    args = p.parse_args(argv)
+    args = _parsed(p, argv)
     if args.command is None:
         p.print_help()
         return 2
@@ -310,3 +311,26 @@ def _quiet_stdout(stdout) -> None:
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, fd)
     os.close(null)
+
+
+def _parsed(p: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """p.parse_args, with --help and --version printed through Stdout: argparse drops a write that fails, so
+    `gpubench --help > /dev/full` would print nothing and exit 0, where a command exits 2 in one sentence."""
+    stdout = sys.stdout
+    sys.stdout = Stdout(stdout)
+    try:
+        try:
+            return p.parse_args(argv)
+        except SystemExit as done:
+            if not done.code:  # help or version printed: it is written only once it is flushed
+                sys.stdout.flush()
+            raise
+    except OutputFailed as err:
+        _quiet_stdout(stdout)
+        print(f"gpubench: error: cannot write to standard output: {err}", file=sys.stderr)  # no command yet
+        raise SystemExit(2) from None
+    except BrokenPipeError:  # `gpubench --help | head -1`, as main() ends `list | head -1`
+        _quiet_stdout(stdout)
+        raise SystemExit(128 + signal.SIGPIPE) from None
+    finally:
+        sys.stdout = stdout

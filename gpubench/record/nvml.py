@@ -24,7 +24,8 @@ MISSING_CODES = frozenset({
 })
 NO_DRIVER_CODES = frozenset({pynvml.NVML_ERROR_DRIVER_NOT_LOADED, pynvml.NVML_ERROR_LIBRARY_NOT_FOUND})
 
-NO_DRIVER_HINT = ("no NVIDIA driver found (the NVML library libnvidia-ml.so could not be loaded); "
+# No parentheses: the sentences that carry it (watch's "nothing can be recorded here (...)") add their own.
+NO_DRIVER_HINT = ("no NVIDIA driver found, as the NVML library libnvidia-ml.so could not be loaded; "
                   "run on a machine with an NVIDIA GPU and driver")
 
 # PCIe bytes per second per lane and direction, after line coding (8b/10b to gen 2, 128b/130b from

@@ -142,6 +142,7 @@ def _by_row(path: Path, said: list[str], text: frozenset) -> list[dict]:
     that is not a summary row is a BadSummary naming it."""
     seen: dict = {}
     rows: list[dict] = []
+    repeats: list[tuple[int, int]] = []  # (line, the line it repeats): said once, however many
     cells: list = []
     numbers: list[str] = []  # the header's columns of numbers, found on the first row
     try:
@@ -158,7 +159,7 @@ def _by_row(path: Path, said: list[str], text: frozenset) -> list[dict]:
                         raise BadSummary(f"{path} line {line} is a second row for {raw.get('scenario')!r} on GPU "
                                          f"{raw.get('gpu')} (line {first} is the first) with other numbers: a "
                                          "summary holds one row for each, so which is the run's cannot be told")
-                    said.append(f"line {line} repeats line {first} and is left out")
+                    repeats.append((line, first))
                     continue
                 row = {k: (v or math.nan) if k in text else value(v) for k, v in raw.items()}
                 numbers = numbers or [k for k in row if numeric(k)]
@@ -178,7 +179,17 @@ def _by_row(path: Path, said: list[str], text: frozenset) -> list[dict]:
         why = (f"a field longer than {csv.field_size_limit():,} characters, which no summary holds"
                if "field larger" in str(err) else str(err))
         raise BadSummary(f"{path} line {reader.line_num + 1} is not a summary row ({why})") from None  # the line it stopped in
+    if repeats:
+        said.append(_repeated(repeats))
     return _flagged(rows, cells, said)
+
+
+def _repeated(repeats: list[tuple[int, int]]) -> str:
+    """One note for every row repeated whole: a file of 140,000 copies would otherwise get as many notes."""
+    (line, first), n = repeats[0], len(repeats)
+    if n == 1:
+        return f"line {line} repeats line {first} and is left out"
+    return f"{n:,} lines repeat earlier rows whole and are left out; the first is line {line}, a repeat of line {first}"
 
 
 def _plain(key: str, v) -> bool:

@@ -15,6 +15,7 @@ re-plotting an unchanged run changes no byte.
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -105,7 +106,11 @@ def draw_all(manifest, samples, summary, out_dir: Path, notes: dict | None = Non
     Path(out_dir).mkdir(exist_ok=True)
     drawn = []
     for figure in figures_for(manifest):
-        files, marks = figure.draw(summary, samples, manifest, Path(out_dir))
+        with warnings.catch_warnings():
+            # A glyph the font lacks (an emoji in a phase's name) is drawn as a box; matplotlib's warning for
+            # it, printed with a line of gpubench's source, says nothing the figure does not show.
+            warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from", category=UserWarning)
+            files, marks = figure.draw(summary, samples, manifest, Path(out_dir))
         drawn += files
         if notes is not None:
             notes[figure.name] = marks
