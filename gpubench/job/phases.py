@@ -25,7 +25,7 @@ import math
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
-from gpubench.job import activity, provenance, slowrank, tally
+from gpubench.job import activity, fleeting, provenance, slowrank, tally
 from gpubench.job.credit import credit
 from gpubench.job.markreader import Mark, Steps, Stream
 from gpubench.job.tally import Tally
@@ -173,8 +173,8 @@ def summarize_row(name: str, spans, gpu, rows, ctx: Context, kind: str = "phase"
     stepped = reported > 0
     window_rows = rows.take(np.concatenate(window_at) if window_at else np.zeros(0, dtype=np.int64))
     row_starts = np.concatenate(starts_at) if starts_at else np.zeros(0)
-    if not len(window_rows) and (kind != "phase" or not stepped):
-        return None  # nothing recorded in it: a start-up or teardown shorter than a row, a phase with nothing
+    if not len(window_rows) and kind != "phase":
+        return None  # nothing recorded in it: a start-up or teardown shorter than a row (a phase keeps its row)
     row = {"scenario": name if len(ctx.gpus) == 1 else f"{name} · GPU {gpu.nvml_index}", "phase": name,
            "family": "watch", "kind": kind, "gpu": gpu.nvml_index, "uuid": gpu.uuid,
            "t_start": spans[0][0], "t_end": spans[-1][1], "seconds": seconds, "spans": len(spans),
@@ -217,11 +217,7 @@ def judge(row: dict, ctx: Context, stepped: bool, kind: str, where: tuple[str, s
     if kind != "phase":
         row["verdict"], row["verdict_rules"] = f"{kind}: no advice, it is not a phase of the job's work.", kind
         return
-    if ctx.used and row["gpu"] not in ctx.used:
-        row["verdict"], row["verdict_rules"] = ("Idle: no process of the command used this GPU, and nothing of the "
-                                                "job's work is credited to it."), "idle-gpu"
-        return
-    if not row["n_samples"]:
+    if not row["n_samples"]:  # first: an idle GPU's row too says nothing without a sample of its window
         # a rate beside no counters would be a row of two windows, and its MFU could not be held to the share
         # of time the GPU was busy: neither is shown
         row["verdict"], row["verdict_rules"] = (f"Too short to measure: no whole sample interval lies inside its "
@@ -230,6 +226,10 @@ def judge(row: dict, ctx: Context, stepped: bool, kind: str, where: tuple[str, s
             if isinstance(row[k], float):
                 row[k] = math.nan
         row["stream_rates"] = ""  # a process's rate is a number too: none without the counters of its window
+        return
+    if ctx.used and row["gpu"] not in ctx.used:
+        row["verdict"], row["verdict_rules"] = ("Idle: no process of the command used this GPU, and nothing of the "
+                                                "job's work is credited to it."), "idle-gpu"
         return
     facts = dict(row, dtype=ctx.dtype, stepped=stepped)
     row["verdict"], names = verdict(facts, ctx.dtype, ctx.recorded, where)
@@ -329,7 +329,7 @@ def summarize_watch(rows, events, gpus: list, t0: float, t1: float, peaks: dict,
 
     rows = as_samples(rows)
     events = provenance.resolve(events)  # steps from the job's optimizer, where it reported none itself
-    phases = cut(events, t0, t1)
+    phases, merged = fleeting.merge(cut(events, t0, t1), TRIM_S, Phase, apart=FIRST_PHASE)
     credited, used, notes = credit(events, gpus, {int(g): set(p) for g, p in contexts.items()})
     summarized = gpus if all_gpus else [g for g in gpus if g.nvml_index in used]
     recorded = rows.valued(columns)
@@ -342,4 +342,4 @@ def summarize_watch(rows, events, gpus: list, t0: float, t1: float, peaks: dict,
     summary = provenance.label(summarize(rows, ctx, phases, t0, t1))
     how = "activity" if found is not None else "marks" if any(isinstance(e, Mark) for e in events) else \
         "steps" if any(isinstance(e, Steps) for e in events) else "one phase"
-    return Summary(summary, phases, used, notes, how)
+    return Summary(summary, phases, used, notes + (merged if found is None else []), how)

@@ -278,7 +278,11 @@ def show(watch: Watch, console=None) -> None:
         say(console, f"the command exited with code {ended['exit_code']}")
     status = "" if watch.manifest.get("completed") else f" ({watch.manifest.get('status')})"
     say(console, f"run directory{status}: {watch.out_dir}")
-    say(console, f"next: gpubench plot {watch.out_dir} && gpubench report {watch.out_dir}")
+    if watch.samples:  # plot and report refuse a run with no sample: the hint names only what will work
+        run_dir = shlex.quote(str(watch.out_dir))
+        say(console, f"next: gpubench plot {run_dir} && gpubench report {run_dir}")
+    else:
+        say(console, "nothing to plot or report: no sample was recorded while the command ran")
 
 
 @contextmanager

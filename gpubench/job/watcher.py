@@ -62,6 +62,7 @@ class Watch:
     t_start: float = 0.0
     t_end: float = 0.0
     interrupted: bool = False  # a Ctrl-C or SIGTERM came while the peaks were measured
+    samples: int = 0  # the sample rows recorded: none, and plot and report have nothing to draw
 
     @property
     def manifest(self) -> dict:
@@ -211,6 +212,7 @@ class Watcher:
 
     def _summarize(self, rows) -> None:
         opts, rec, watch, peaks = self.opts, self.rec, self.watch, self.peaks
+        watch.samples = len(rows)
         reader = markreader.Reader(watch.marks_path)
         events = reader.poll()
         if note := reader.note():
@@ -229,6 +231,10 @@ class Watcher:
         write_summary(opts.out_dir, watch.summary)
         for note in result.notes:
             rec.warn(note)
+        if not watch.summary and not rec.manifest.get("summary_unfinished"):  # an empty table is never unsaid
+            rec.warn(f"no row: in the {watch.t_end - watch.t_start:.2g} s watched, " + (
+                "no sample was recorded" if not len(rows) else "the command used none of the GPUs sampled"
+                if not result.used else "no phase was left once start-up and teardown were cut off"))
         idle = [g.as_dict() for g in opts.gpus if g.nvml_index not in result.used]
         rec.manifest.update(peaks=peaks, phases=[{"name": p.name, "spans": p.spans} for p in result.phases],
                             window={"t_start": watch.t_start, "t_end": watch.t_end}, all_gpus=opts.recording.all_gpus,
