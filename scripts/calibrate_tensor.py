@@ -75,7 +75,8 @@ def write(name: str, points: list[dict], out: Path) -> Path:
     data = {"gpu": name, "peak_clock_mhz": clock, "counter": "tensor_active_pct (NVML GPM ANY_TENSOR_UTIL)",
             "method": "a GEMM's FLOP rate over (mean of tensor active × SM clock over the rows that cover only its "
                       f"timed window) ÷ {clock:g} MHz × the dense datasheet peak; the factor is the median, the "
-                      "error the farthest point from it",
+                      "error the farthest point from it; highest, lowest and spread are the extremes, highest_what "
+                      "the kernel that set the highest",
             "dtypes": ceiling.calibrate(points), "points": points}
     path = out / f"tensor-{slug(name)}.json"
     out.mkdir(parents=True, exist_ok=True)
@@ -100,7 +101,8 @@ def main(argv=None) -> int:
         ap.error("give suite runs or points files")
     for name, points in by_gpu.items():
         path = write(name, points, args.out)
-        said = ", ".join(f"{d} {v['factor']:.3f} ± {100 * v['error']:.1f}% ({v['n']})"
+        said = ", ".join(f"{d} {v['factor']:.3f} ± {100 * v['error']:.1f}% ({v['n']}; highest {v['highest']:.3f}, "
+                         f"{v['highest_what']})"
                          for d, v in ceiling.calibrate(points).items())
         print(f"{path}: {said}")
     return 0

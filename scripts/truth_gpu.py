@@ -56,6 +56,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts"), str(ROOT / "tests")]
 
+import truth_kernels  # noqa: E402
 import truth_probe as probe  # noqa: E402
 from truth_fake import FakeGpu  # noqa: E402
 
@@ -65,6 +66,10 @@ PART_S = {"a": 125.0, "b": 35.0, "c": 105.0, "d": 240.0}
 GEMM_S = 2 * (1.0 + 2.0 + 0.3)  # (a): one GEMM, sustained and at half duty
 PROBE_S = 0.5 + 8 * (0.5 + 0.5) + 0.5  # (b): one sampling interval's square wave
 TRAIN_S = 6.0  # (c): each watched job's train phase
+# (a) with --broad: about 45 kernels, each 0.5 s of warm-up and 1 s timed (at least 9 sample rows of 0.1 s
+# inside its window) at both duties: 45 x 2 x 1.8 s = 160 s, plus each kernel's count and set-up
+BROAD_TIMES = (0.5, 1.0)
+BROAD_A_S = 330.0
 
 
 class Log:
@@ -80,17 +85,20 @@ class Log:
         self.path.write_text("\n".join(self.lines) + "\n")
 
 
-def calibrate(dev, out: Path, left, say) -> list[dict]:
-    """(a): each GEMM sustained and at half duty, under the sampler; the points."""
+def calibrate(dev, out: Path, left, say, broad: bool = False) -> list[dict]:
+    """(a): each GEMM (with `broad`, each kernel of scripts/truth_kernels.py) sustained and at half duty, under
+    the sampler; the points."""
     points = []
-    rows_path = out / f"samples-{dev.slug}.csv"
+    kind = "broad" if broad else ""
+    rows_path = out / f"samples-{kind + '-' if kind else ''}{dev.slug}.csv"
+    warm_s, timed_s = BROAD_TIMES if broad else (1.0, 2.0)
     with probe.Sampler(dev, 0.1) as sampler:
-        for label, dtype, gemm in dev.gemms(say):
-            if left() < GEMM_S + 4:
+        for label, dtype, gemm in (truth_kernels.broad(dev, say) if broad else dev.gemms(say)):
+            if left() < 2 * (warm_s + timed_s + 0.3) + 4:
                 say(f"(a) stopped before {label}: {left():.0f} s left of its part")
                 break
             for duty in (1.0, 0.5):
-                window, flops = dev.run_for(gemm, warm_s=1.0, timed_s=2.0, duty=duty)
+                window, flops = dev.run_for(gemm, warm_s=warm_s, timed_s=timed_s, duty=duty)
                 time.sleep(0.3)  # the counters of the window's end reach the sampler
                 point = probe.point(sampler.rows, window, flops, dtype, dev)
                 point.update(what=f"{label}, {'sustained' if duty == 1 else 'bursts at half duty'}",
@@ -105,7 +113,7 @@ def calibrate(dev, out: Path, left, say) -> list[dict]:
         say(f"(a) counters NVML refused on this GPU and driver, read without: {', '.join(dev.refused)}")
     data = {"gpu": dev.name, "points": points, "samples": rows_path.name, "refused": dict(dev.refused),
             "counters": {c: i for c, i in probe.COUNTERS.items() if c not in dev.refused}}
-    (out / f"points-{dev.slug}.json").write_text(json.dumps(data, indent=1, default=probe.jsonable))
+    (out / f"points-{kind + '-' if kind else ''}{dev.slug}.json").write_text(json.dumps(data, indent=1, default=probe.jsonable))
     return points
 
 
@@ -174,7 +182,13 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, help="at most this long in all (default: the sum of the parts' PART_S)")
     ap.add_argument("--dry-run", action="store_true", help="the same steps on the CPU, with counters faked")
     ap.add_argument("--only", default="abc", help="the parts to run, of abcd ((d) only where named)")
+    ap.add_argument("--broad", action="store_true",
+                    help="(a) over scripts/truth_kernels.py's kernels (points-broad-<gpu>.json), not the suite's GEMMs")
     args = ap.parse_args(argv)
+    if args.broad:
+        if args.dry_run:
+            ap.error("--broad needs a GPU: its kernels are cuBLAS, cuDNN and flash attention")
+        PART_S["a"] = BROAD_A_S
     parts = "".join(k for k in "abcd" if k in args.only)
     start = time.monotonic()
     budget = args.budget_s if args.budget_s is not None else sum(PART_S[k] for k in parts)
@@ -198,7 +212,7 @@ def main(argv=None) -> int:
         return lambda: end - time.monotonic()
     try:
         if "a" in parts:
-            points = calibrate(dev, _dir(top / "calibration"), part("a"), say)
+            points = calibrate(dev, _dir(top / "calibration"), part("a"), say, args.broad)
         if "b" in parts:
             lags = align(dev, _dir(top / "probe"), part("b"), say)
         if "c" in parts or "d" in parts:

@@ -213,15 +213,20 @@ def factor(flops_per_s: float, mhz: float, peak_clock_mhz: float, peak: float) -
 
 
 def calibrate(points: list[dict]) -> dict:
-    """dtype -> {factor, error, n} from measured points ({dtype, factor, ...}): the median, and the farthest
-    point from it."""
+    """dtype -> {factor, error, n, highest, highest_what, lowest, spread} from measured points ({dtype, factor,
+    what, ...}): the median, the farthest point from it, and the extremes with the kernel that set the highest.
+    The factor in force is the median; the highest is beside it because a bound must hold for every kernel, and
+    how far it lies above the median is what a ceiling set by it would give up in tightness."""
     out = {}
     for dtype in TENSOR_DTYPES:
-        fs = [p["factor"] for p in points if p.get("dtype") == dtype and finite(p.get("factor"))]
-        if not fs:
+        mine = [p for p in points if p.get("dtype") == dtype and finite(p.get("factor"))]
+        if not mine:
             continue
-        mid = statistics.median(fs)
-        out[dtype] = {"factor": mid, "error": max(abs(f / mid - 1.0) for f in fs), "n": len(fs)}
+        fs = [p["factor"] for p in mine]
+        mid, top = statistics.median(fs), max(mine, key=lambda p: p["factor"])
+        out[dtype] = {"factor": mid, "error": max(abs(f / mid - 1.0) for f in fs), "n": len(fs),
+                      "highest": top["factor"], "highest_what": str(top.get("what", "")), "lowest": min(fs),
+                      "spread": max(fs) / min(fs) - 1.0 if min(fs) > 0 else math.nan}
     return out
 
 

@@ -132,9 +132,12 @@ def test_the_suite_holds_each_kernels_mfu_to_the_ceiling_of_its_unit(tmp_path):
 
 
 def test_a_calibration_is_the_median_and_the_farthest_point_from_it():
-    cal = ceiling.calibrate([{"dtype": "bf16", "factor": f} for f in (0.90, 0.91, 0.92)] +
+    cal = ceiling.calibrate([{"dtype": "bf16", "factor": f, "what": w} for f, w in
+                             ((0.90, "mm square"), (0.92, "sdpa causal backward"), (0.91, "bmm"))] +
                             [{"dtype": "tf32", "factor": math.nan}])
-    assert cal == {"bf16": {"factor": 0.91, "error": pytest.approx(0.01 / 0.91), "n": 3}}
+    assert cal == {"bf16": {"factor": 0.91, "error": pytest.approx(0.01 / 0.91), "n": 3, "highest": 0.92,
+                            "highest_what": "sdpa causal backward", "lowest": 0.90,
+                            "spread": pytest.approx(0.92 / 0.90 - 1)}}
 
 
 def test_the_committed_calibrations_load_and_name_their_points():

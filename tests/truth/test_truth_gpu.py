@@ -128,3 +128,22 @@ def test_a_refusal_of_every_id_alone_is_not_an_ids_fault_and_is_raised():
         for p in patches:
             p.stop()
     assert gpm.refused == {}
+
+
+def test_the_broad_set_holds_every_kind_of_tensor_work_in_each_dtype_and_needs_a_gpu(capsys):
+    """truth_gpu.py --broad: products of every shape, attention both ways and both passes, convolutions dense to
+    depthwise, FP8 and TF32 apart; the dry run refuses it, its kernels being cuBLAS, cuDNN and flash attention."""
+    torch = pytest.importorskip("torch")
+    import truth_gpu
+    import truth_kernels
+
+    found = truth_kernels.kernels(torch)
+    labels = [label for label, _, _ in found]
+    assert len(set(labels)) == len(labels)
+    assert {dtype for _, dtype, _ in found} == set(ceiling.TENSOR_DTYPES)
+    for kind in ("mm 16x", "bmm", "+bias", "causal forward", "causal backward", "x128 backward", "conv dense",
+                 "conv depthwise", "conv groups", "_scaled_mm", "tf32"):
+        assert any(kind in label for label in labels), kind
+    with pytest.raises(SystemExit):
+        truth_gpu.main(["--broad", "--dry-run"])
+    assert "--broad needs a GPU" in capsys.readouterr().err
