@@ -5,7 +5,7 @@
 
 No GPU: the numbers are made up, the files are not. The samples go through gpubench's own writer
 (samples.arrows, in the batches a recording writes), the marks through the job's own writer
-(gpubench.job.markwriter, one process per GPU, stamps on a simulated clock), and the summary through the watch's
+(gpubench.inside.markwriter, one process per GPU, stamps on a simulated clock), and the summary through the watch's
 own summary of those files (gpubench.job.watcher.resummarize), so plot and report read what a day-long
 `gpubench watch` would leave. The GPU is named "synthetic" in the manifest, so every figure's stamp says so.
 
@@ -33,7 +33,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpubench.job import markreader, markwriter  # noqa: E402
+from gpubench.inside import markwriter  # noqa: E402
+from gpubench.job import markreader  # noqa: E402
 from gpubench.job.phases import FLOP_CONVENTION, STORY  # noqa: E402
 from gpubench.job.watcher import MARKS_FILE, resummarize  # noqa: E402
 from gpubench.metrics import COLUMNS  # noqa: E402

@@ -34,7 +34,7 @@ TARGETS = {"plot_report_s": 60, "peak_rss_mb": 2000, "figure_mb": 2, "report_htm
 UUID = "GPU-a7bf0bb4-c4b0-2abb-5034-6d549663e8da"  # a real UUID's length, written on a process's first line
 MARKS_CODE = f"""
 import os, sys
-from gpubench.job import markwriter
+from gpubench.inside import markwriter
 w = markwriter._Writer(sys.argv[1])
 w.rank, w.uuid, w.clock = 0, {UUID!r}, "gpu"
 w.on_mark(100.0, "decode")

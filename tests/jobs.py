@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gpubench.job.markline import MARK, MARK_LINE, ORIGINS, STEPS_LINE
+from gpubench.inside.markline import MARK, MARK_LINE, ORIGINS, STEPS_LINE
 from gpubench.job.markreader import Mark, Steps, Stream
 from gpubench.record.gpus import Gpu
 from gpubench.record.csvfile import CsvSink
 from gpubench.record.rundir import SAMPLES_FILE, open_sink, write_json
-from gpubench.truth.flops import FLOP_COUNT_VERSION
+from gpubench.inside.flops import FLOP_COUNT_VERSION
 
 H100 = "NVIDIA H100 80GB HBM3"
 PEAKS = {"datasheet": {"bf16_tensor": 989.4e12, "tf32_tensor": 494.7e12, "fp32": 66.9e12, "dram": 3.35e12},

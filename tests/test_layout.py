@@ -1,6 +1,7 @@
 """The package's parts and the way their imports run: no import cycle anywhere in gpubench/ and kernels/,
 and no part imports one above it. The parts, bottom up, as the map of docs/contributing.md draws them:
 
+    inside    the code that runs inside the user's job: marks, the hook, FLOP counting (imports only itself)
     floor     metrics (the vocabulary), stats, install, usage, the package's face
     read      summaries and verdicts: pure functions over sample rows
     record    NVML, GPU identity, sources, sampler, the Recording, run directories   |  truth: peaks, timing, FLOPs
@@ -20,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LEVELS = [
-    ["floor"], ["read"], ["record", "truth"], ["kernels"], ["show"], ["suite", "job"], ["ranks", "gate"], ["top"],
+    ["inside"], ["floor"], ["read"], ["record", "truth"], ["kernels"], ["show"], ["suite", "job"], ["ranks", "gate"], ["top"],
 ]
 FLOOR = {"gpubench", "gpubench.metrics", "gpubench.stats", "gpubench.install", "gpubench.usage"}
 TOP = {"gpubench.cli", "gpubench.__main__", "gpubench.pytest_plugin"}
@@ -170,3 +171,15 @@ def test_the_house_names_every_room_and_no_module_over_350_lines():
 
 if __name__ == "__main__":  # python tests/test_layout.py: the rooms, their sizes and their arrows
     print("\n".join(house()))
+
+
+def test_the_code_inside_the_job_imports_nothing_of_gpubench_but_itself():
+    """The bootstrap loads gpubench/inside under a private name, never as `gpubench` (a job may own that
+    name): an absolute import of gpubench there would load the job's module, or none."""
+    found = {}
+    for path in (ROOT / "gpubench" / "inside").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            found.update({f"{path.name}: {n}": path for n in names if n.split(".")[0] == "gpubench"})
+    assert found == {}

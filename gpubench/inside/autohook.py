@@ -1,7 +1,7 @@
 """Steps of a job nobody changed: under `gpubench watch`, each optimizer step of a PyTorch job is a
 gpubench step, stamped on the GPU as gpubench.step() stamps it.
 
-The bootstrap (gpubench/job/bootstrap/sitecustomize.py) calls install() in every Python process of the
+The bootstrap (gpubench/inside/bootstrap/sitecustomize.py) calls install() in every Python process of the
 watched command. install() imports nothing heavy: it puts a finder on sys.meta_path that waits for the
 job to import torch.optim.optimizer (torch imports it with itself) and, once that module has run,
 registers PyTorch's global optimizer step hooks. A process that never imports torch is left as it was.
@@ -23,7 +23,7 @@ import sys
 import time
 import weakref
 
-from gpubench.job import markwriter
+from . import markwriter
 
 ENV = "GPUBENCH_AUTO"  # "0": no steps from the optimizer (`gpubench watch --no-auto` sets it); "steps": no FLOPs
 TARGET = "torch.optim.optimizer"
@@ -122,6 +122,16 @@ def _register(module) -> None:
         _say(f"PyTorch's optimizer hooks could not be registered ({type(err).__name__}: {err})")
 
 
+def _on_stack(frame, start) -> bool:
+    """Whether frame is start or one of its callers (walked only where an optimizer steps inside another's)."""
+    f = start
+    while f is not None:
+        if f is frame:
+            return True
+        f = f.f_back
+    return False
+
+
 def _ref(opt):
     try:
         return weakref.ref(opt)
@@ -134,16 +144,20 @@ class Steps:
 
     def __init__(self):
         self.outer = None  # the optimizer whose step is running, outermost
+        self.outer_frame = None  # the frame that called its pre-hook: on the stack while its step runs
         self.leader = None  # the optimizer whose steps count
         self.challenger = None  # another one that stepped since the leader last did
         self.leader_t = 0.0
-        self.count = None  # gpubench.job.onestep.OneStep, made at the first counted step
+        self.count = None  # gpubench.inside.onestep.OneStep, made at the first counted step
 
     def pre(self, opt, args, kwargs):
         try:
+            caller = sys._getframe(1)
             outer = self.outer() if self.outer is not None else None
-            if outer is None or outer is opt:  # none running (or one whose step raised, stepping again)
-                self.outer = _ref(opt)
+            # none running; one whose step raised (its post-hook never came), stepping again or not: its
+            # frame is off the stack, and this step is no inner one of it
+            if outer is None or outer is opt or not _on_stack(self.outer_frame, caller):
+                self.outer, self.outer_frame = _ref(opt), caller
         except Exception as err:  # noqa: BLE001
             self._fail(err)
 
@@ -151,7 +165,7 @@ class Steps:
         try:
             if self.outer is not None and self.outer() is not opt:
                 return  # an inner optimizer's step, inside the outer one's
-            self.outer = None
+            self.outer = self.outer_frame = None
             if not _on or markwriter.own_steps or markwriter._path is None:  # off, or the job steps itself
                 if self.count is not None:
                     self.count.abandon("the hook went off in this process")  # no count left running
@@ -159,7 +173,7 @@ class Steps:
             if not self._leads(opt):
                 return
             if self.count is None:
-                from gpubench.job.onestep import OneStep
+                from .onestep import OneStep
 
                 self.count = OneStep(on=os.environ.get(ENV, "1").strip().lower() != "steps")
             flops, origin = self.count.at_step()

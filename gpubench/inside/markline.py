@@ -1,5 +1,5 @@
 """One line of marks.tsv, as both ends know it: its fields in order, what each holds and how it is written.
-gpubench.job.markwriter writes lines only through `Line.write`, gpubench.job.markreader finds each field at
+gpubench.inside.markwriter writes lines only through `Line.write`, gpubench.job.markreader finds each field at
 the place this spec gives it; neither counts tabs of its own.
 
 Two kinds of line, tab-separated, each written whole by one process:

@@ -2,12 +2,12 @@
 
 Outside a watch both return at once (a global test, well under a microsecond). Under `gpubench watch`
 the environment variable GPUBENCH_MARKS names a file, and this process appends to it: each mark as it
-comes, and its steps gathered into intervals (gpubench.job.markline says the lines), so a loop that
+comes, and its steps gathered into intervals (gpubench.inside.markline says the lines), so a loop that
 steps a thousand times a second writes about one line a second, not a thousand.
 
 Steps are stamped on the GPU's timeline where this process runs CUDA through torch: step() records a
 CUDA event on the current stream (nothing waits in the caller's thread) and a thread of this process
-stamps time.monotonic() when the GPU reaches it (gpubench.job.stamps). Elsewhere the host's clock stamps
+stamps time.monotonic() when the GPU reaches it (gpubench.inside.stamps). Elsewhere the host's clock stamps
 them, and the lines say which. Linux's monotonic clock is one clock for every process of the machine,
 so every process of a job shares the recorder's time axis. Lines are written with single write() calls
 on a file opened with O_APPEND, which the kernel appends whole.
@@ -26,8 +26,9 @@ import sys
 import threading
 import time
 
-from gpubench.job.markline import MARK, MARK_LINE, SAME, STEPS_LINE
-from gpubench.usage import visible
+from .markline import MARK, MARK_LINE, SAME, STEPS_LINE
+from .text import visible
+from .values import Bucket, number, shown
 
 ENV = "GPUBENCH_MARKS"
 NAME_MAX = 200  # characters of a phase name: longer names are cut (a name is a label, not a payload)
@@ -37,7 +38,7 @@ OPEN_S, SETTLED_S = 0.05, 1.0  # steps are gathered over OPEN_S for the first FI
 FINE_S = 2.0
 
 _path: str | None = os.environ.get(ENV) or None
-own_steps = False  # this process called step() itself: the optimizer's steps are not counted (gpubench.job.autohook)
+own_steps = False  # this process called step() itself: the optimizer's steps are not counted (gpubench.inside.autohook)
 _state: "_Writer | None" = None
 _lock = threading.Lock()
 
@@ -107,57 +108,23 @@ def env_rank(env=os.environ) -> int | None:
     return None
 
 
-def number(value) -> tuple[float | None, bool]:
-    """(value as a float, usable): None where not given; unusable where not a finite number of 0 or more
-    (10**400 overflows a float; an object's __float__ may raise anything)."""
-    if value is None:
-        return None, True
-    try:
-        x = float(value)
-    except Exception:  # noqa: BLE001 -- OverflowError, TypeError, ValueError, or the object's own
-        return None, False
-    return (x, True) if math.isfinite(x) and x >= 0 else (None, False)
-
-
-class Bucket:
-    """Steps gathered over one interval: how many, their first and last stamps, and their sums; `origin` is
-    the line's letter (gpubench.job.markline): S the job's step(), A and C its optimizer's steps."""
-
-    __slots__ = ("n", "t_first", "t_last", "flops", "hw_flops", "bytes", "tokens", "counted", "bad", "lead_s", "origin")
-
-    def __init__(self, t: float, origin: str = "S"):
-        self.n, self.t_first, self.t_last, self.origin = 0, t, t, origin
-        self.flops = self.hw_flops = self.bytes = self.tokens = self.lead_s = 0.0
-        self.counted = self.bad = 0  # steps that gave usable FLOPs; steps whose values were not usable
-
-    def add(self, t: float, flops, hw_flops, nbytes, tokens, bad: bool, lead_s: float) -> None:
-        self.n += 1
-        self.t_last = t
-        if flops is not None:
-            self.counted += 1
-            self.flops += flops
-            self.hw_flops += hw_flops if hw_flops is not None else flops
-        self.bytes += nbytes or 0.0
-        self.tokens += tokens or 0.0
-        self.bad += bad
-        self.lead_s += lead_s
-
-
 class _Writer:
     """This process's marks: the file, who it is, the open bucket, and the GPU stamper where CUDA runs."""
 
     def __init__(self, path: str):
         self.pid = os.getpid()
         self.rank = env_rank()
-        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self.path = path
+        os.close(_open(path))  # one that cannot be opened turns marks off now, once
         self.bucket: Bucket | None = None
         self.clock = "host"
         self.uuid = ""
         self.uuid_written: str | None = None  # the uuid of this process's last line: later lines say "="
         self.fine_until = time.monotonic() + FINE_S
-        self.stamper = None  # gpubench.job.stamps.Stamper, once this process runs CUDA
+        self.stamper = None  # gpubench.inside.stamps.Stamper, once this process runs CUDA
         self.warned: set[str] = set()
         self.lock = threading.Lock()  # the bucket: the user's threads and the stamper's thread
+        self.closed = False
 
     # called in the user's thread
     def mark(self, name: str) -> None:
@@ -180,7 +147,7 @@ class _Writer:
         bad = not (ok_f and ok_h)
         if not (ok_f and ok_h and ok_b and ok_t):
             self.warn("values", "gpubench.step() was given a value that is not a finite number of 0 or more "
-                      f"(flops={_shown(flops)}, bytes={_shown(nbytes)}, tokens={_shown(tokens)}); the step is "
+                      f"(flops={shown(flops)}, bytes={shown(nbytes)}, tokens={shown(tokens)}); the step is "
                       "recorded without it, and so is any later step given such a value")
         self._gpu()
         values = (model, hardware, nbytes, tokens, bad, origin)
@@ -214,12 +181,14 @@ class _Writer:
             self._close_bucket()
 
     def close(self) -> None:
+        if self.closed:
+            return  # at exit, after target() closed it; or by both atexit and multiprocessing's finalizers
+        self.closed = True
         try:
             self.flush()
         finally:
             if self.stamper is not None:
                 self.stamper.stop()
-            os.close(self.fd)
 
     def warn(self, key: str, message: str) -> None:
         if key not in self.warned:
@@ -241,14 +210,20 @@ class _Writer:
                                      tokens=b.tokens, bad=b.bad, lead_s=b.lead_s / b.n))
 
     def _write(self, line: str) -> None:
-        os.write(self.fd, line.encode())
+        # opened for each line, never held: a job that closes the descriptors it did not open (as daemons do)
+        # and opens its own files could be handed a held one's number, and get our lines in its file
+        fd = _open(self.path)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
 
     def _gpu(self) -> None:
         """Start stamping on the GPU once this process has initialised CUDA through torch (never before: a
         step must not be what creates a CUDA context)."""
         if self.stamper is not None or "torch" not in sys.modules or "gpu-off" in self.warned:
             return
-        from gpubench.job import stamps
+        from . import stamps
 
         made = stamps.start(self)
         if made is not None:
@@ -257,14 +232,10 @@ class _Writer:
                 self.stamper, self.uuid, self.clock = made, made.uuid, "gpu"
 
 
-def _shown(value) -> str:
-    """A value as a warning names it: short (10**400 has 401 digits), and never raising."""
-    try:
-        big = isinstance(value, int) and value.bit_length() > 100
-        text = f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits" if big else repr(value)
-    except Exception:  # noqa: BLE001 -- a __repr__ that raises
-        text = f"a value of type {type(value).__name__}"
-    return visible(text if len(text) <= 80 else text[:77] + "...")
+def _open(path: str) -> int:
+    # O_APPEND: each line lands whole at the end, whoever else appends; O_CREAT: a file the job removed is
+    # made anew, and the watch reads on from the new one
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
 
 
 def _writer() -> _Writer:
@@ -278,9 +249,7 @@ def _writer() -> _Writer:
                 _disable(f"the marks file {path} cannot be written ({err.strerror or err}); this process "
                          "goes on without marks")
                 raise _Off from None
-            import atexit
-
-            atexit.register(_at_exit, _state)
+            _at_end(_state)
         return _state
 
 
@@ -288,11 +257,38 @@ class _Off(Exception):
     """Marks are off in this process; already said."""
 
 
+def _at_end(state: _Writer) -> None:
+    """Write state's last steps when its process ends: at exit, and where the process is multiprocessing's
+    (a Pool's worker leaves through os._exit, which runs multiprocessing's finalizers and no atexit)."""
+    import atexit
+
+    atexit.register(_at_exit, state)
+    mp = sys.modules.get("multiprocessing.util")
+    if mp is not None:
+        try:
+            mp.Finalize(None, _at_exit, args=(state,), exitpriority=0)
+        except Exception:  # noqa: BLE001 -- another multiprocessing: atexit alone
+            pass
+
+
 def _at_exit(state: _Writer) -> None:
+    if state.pid != os.getpid():
+        return  # a forked child's exit: its parent's steps are the parent's to write
     try:
         state.close()
     except Exception:  # noqa: BLE001 -- at exit nothing may be raised into the job
         pass
+
+
+def _forked() -> None:
+    """In a forked child: a writer of its own from its first step (the parent's open bucket stays the
+    parent's), and locks that no thread of the parent may hold (only the forking thread is copied)."""
+    global _state, _lock
+    _state, _lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 def _disable(message: str) -> None:

@@ -1,7 +1,7 @@
 """FLOPs of a job nobody changed: one whole optimizer step counted once, as gpubench.count_flops counts.
 
 After COUNT_AFTER steps (allocation, kernel selection and torch.compile are behind by then), the optimizer
-hook (gpubench.job.autohook) enters gpubench.truth.flops.counting() at the end of one step and leaves it at
+hook (gpubench.inside.autohook) enters gpubench.inside.flops.counting() at the end of one step and leaves it at
 the end of the next: what ran between is one whole step (data, forward, backward, the optimizer; a
 Lightning closure runs inside the step and is counted too), by PaLM's convention and as it ran. That step is
 written as a C line; the steps after it carry its count, and the summary gives it to the steps before
@@ -52,6 +52,11 @@ class OneStep:
         self.steps += 1
         if self.started and not self.closed:
             self.closed = True
+            if self._thread is not None and threading.get_ident() != self._thread:
+                # the counting modes are the counting thread's: they are left on its next module call
+                self.problem = self.problem or "the optimizer stepped on another thread while a step was counted"
+                _say(f"no FLOPs from the counted step: {self.problem}; the counters alone bound its work")
+                return None, "C"
             self._finish(now)
             return self.flops, "C"
         if self._block is not None:
@@ -73,7 +78,7 @@ class OneStep:
             import torch
             from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-            from gpubench.truth.flops import counting
+            from .flops import counting
 
             block = counting()
             self._result = block.__enter__()
@@ -103,14 +108,19 @@ class OneStep:
             if found > 0:
                 self.flops = found
             else:
-                self.problem = "no matrix product was seen (a CUDA graph replays without PyTorch's dispatcher)"
+                self.problem = ("no operation with a FLOP formula ran through PyTorch's dispatcher (work outside "
+                                "PyTorch's operators, a replayed CUDA graph, is not seen there)")
         if self.problem:
             _say(f"no FLOPs from the counted step: {self.problem}; the counters alone bound its work")
 
     def _watch(self, module, args):
         """A module called while counting: past the limit, the count ends here (the next step may never come)."""
         try:
-            if self._block is not None and time.monotonic() - self._t0 > self._limit:
+            if self._block is None:
+                return
+            if self.closed:  # its step ended on another thread: leave on this one's first chance
+                self._leave()
+            elif time.monotonic() - self._t0 > self._limit:
                 self.abandon(f"no step ended within the {self._limit:.3g} s allowed")
         except Exception:  # noqa: BLE001 -- never into the job
             pass

@@ -1,7 +1,7 @@
 """Phases of a job that marks nothing, from what its GPUs did.
 
 A job that never calls gpubench.mark() nor gpubench.step() (its steps, if any, come from its optimizer:
-gpubench.job.autohook) is cut by its GPUs' activity, a second at a time. A second is busy where the GPU
+gpubench.inside.autohook) is cut by its GPUs' activity, a second at a time. A second is busy where the GPU
 was busy in at least half its sample intervals (SM active above 0 where the run recorded it, else GPU-Util
 above 0; of several GPUs, the busiest), so that a row made of busy seconds never reads a median of 0.
 

@@ -121,7 +121,7 @@ class Context:
     recorded: set  # the metric columns this run's sources recorded at all
     trim_s: float = TRIM_S
     used: frozenset = frozenset()  # NVML indices of the GPUs the job used (empty: every GPU summarized)
-    hardware: bool = True  # the marks' hardware FLOPs count what the kernels run (gpubench.truth.flops)
+    hardware: bool = True  # the marks' hardware FLOPs count what the kernels run (gpubench.inside.flops)
     bounds: tuple | None = None  # (start-up's end, teardown's start) where the GPUs' activity cut the phases
 
     def __post_init__(self):
@@ -324,7 +324,7 @@ def summarize_watch(rows, events, gpus: list, t0: float, t1: float, peaks: dict,
     """A watch's whole summary from what it recorded: its sample rows (Samples, or row dicts), its marks,
     the GPUs it sampled, the recording's window, the peaks, the --dtype, and which GPUs the command's
     processes held (NVML index -> pids). Every GPU the job used gets its rows; the others too where
-    all_gpus. hardware: the marks' hardware FLOPs count what the kernels run (else no HFU: gpubench.truth.flops)."""
+    all_gpus. hardware: the marks' hardware FLOPs count what the kernels run (else no HFU: gpubench.inside.flops)."""
     from gpubench.read.samples import as_samples
 
     rows = as_samples(rows)

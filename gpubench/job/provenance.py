@@ -1,8 +1,8 @@
 """Where a watched job's numbers came from, and the steps gpubench took for it where the job reported none.
 
 A step comes from the job's own gpubench.step() or from its optimizer, seen by gpubench's hook
-(gpubench.job.autohook); FLOPs come from the job's step(), from the one step gpubench counted
-(gpubench.job.onestep), or from nowhere, where only the tensor pipes' activity bounds the work. Here:
+(gpubench.inside.autohook); FLOPs come from the job's step(), from the one step gpubench counted
+(gpubench.inside.onestep), or from nowhere, where only the tensor pipes' activity bounds the work. Here:
 
 - resolve(): a process that called step() itself is described by its own steps alone (the hook's steps of
   it, at most the first before its first step(), are dropped: never counted twice); the FLOPs of a

@@ -109,7 +109,7 @@ def around(groups: list[Steps], ws: float, we: float) -> tuple[Steps | None, Ste
     return before, (groups[j] if j < len(groups) else None)
 
 
-# Why a row of marks written before count_flops counted what the kernels run has no HFU (gpubench.truth.flops)
+# Why a row of marks written before count_flops counted what the kernels run has no HFU (gpubench.inside.flops)
 HFU_UNKNOWN = ("these marks were written before gpubench.count_flops counted what the kernels run: their hardware "
                "count takes causal attention's whole T×T score matrix, of which the kernels run the lower half, so "
                "the FLOPs that ran are not known and no FLOP count is held to the tensor ceiling")

@@ -18,7 +18,9 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from gpubench.job import bootstrap, child, markwriter
+from gpubench import inside
+from gpubench.inside import markwriter
+from gpubench.job import child, hookenv
 from gpubench.job.watcher import MARKS_FILE, Watch, Watcher, WatchOptions
 from gpubench.record import nvml
 from gpubench.record.config import RecordingConfig
@@ -74,8 +76,11 @@ def _attend(watcher: Watcher, argv: list[str], env: dict, duration_s: float | No
     if watch.interrupted:  # while the peaks were measured: the command is not started
         return child.Outcome(None, interrupted=True)
     env[markwriter.ENV] = str(watch.marks_path.resolve())
-    watch.manifest["auto"] = bootstrap.prepare(env, auto)
-    outcome, left = _spawn_and_wait(argv, env, lambda pid: (record.__setitem__("pid", pid), watcher.track(pid)))
+    watch.manifest["auto"] = hook = hookenv.prepare(env, auto)
+    try:
+        outcome, left = _spawn_and_wait(argv, env, lambda pid: (record.__setitem__("pid", pid), watcher.track(pid)))
+    finally:
+        hookenv.release(hook)
     record.update(exit_code=outcome.exit_code, signal=outcome.signal_name, still_running=outcome.exit_code is None)
     if left:
         record["left_running"] = left
@@ -150,7 +155,7 @@ def cmd(config: RecordingConfig, cmd: list[str], duration_s: float | None = None
         return problem[0]
     if (lost := lost_cwd(config.out if argv else None)) is not None:
         if not argv:  # nothing of the user's runs in attach mode: refusing loses nothing
-            raise UsageError("the current directory no longer exists: cd into one that does, and watch from there")
+            raise UsageError(f"{lost}: cd into a directory that exists, and run gpubench again")
         return run_unrecorded(argv, env, f"{lost}; an absolute --out records it")
     check_out(config.out)
     endpoint = serve_metrics(metrics_port, UsageError)  # a port in use is said before anything runs
@@ -318,7 +323,8 @@ def recording(out=None, *, dtype: str = "bf16", quiet: bool = False, gpus=None, 
     endpoint = serve_metrics(metrics_port)
     opts = WatchOptions(out_dir, gpus, info, settings, dtype=dtype, root_pid=os.getpid(), metrics=endpoint)
     path = str((out_dir / MARKS_FILE).resolve())
-    previous, previous_env = markwriter.target(path), os.environ.get(markwriter.ENV)
+    writer = inside.writer()  # the one gpubench.step() writes through in this process
+    previous, previous_env = writer.target(path), os.environ.get(markwriter.ENV)
     os.environ[markwriter.ENV] = path
     try:
         with Watcher(opts) as watcher:
@@ -328,11 +334,11 @@ def recording(out=None, *, dtype: str = "bf16", quiet: bool = False, gpus=None, 
             try:
                 yield watch
             finally:
-                markwriter.flush()  # this process's gathered steps, before the summary reads them
+                writer.flush()  # this process's gathered steps, before the summary reads them
     finally:
         if endpoint is not None:
             endpoint.close()
-        markwriter.target(previous)
+        writer.target(previous)
         if previous_env is None:
             os.environ.pop(markwriter.ENV, None)
         else:

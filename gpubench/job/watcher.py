@@ -29,7 +29,7 @@ from gpubench.record.config import RecordingConfig
 from gpubench.record.gpus import Gpu
 from gpubench.record.recording import Recording, Reporter
 from gpubench.record.rundir import write_summary
-from gpubench.truth.flops import FLOP_COUNT_VERSION, hardware_known
+from gpubench.inside.flops import FLOP_COUNT_VERSION, hardware_known
 from gpubench.truth.peaks import sheet_for
 
 MARKS_FILE = "marks.tsv"
@@ -48,7 +48,7 @@ class WatchOptions:
     root_pid: int | None = None  # a process already running whose tree is the job (recording(): this one); a
     # watched command's is followed from when it starts (Watcher.track); None and no command: every GPU is the job's
     metrics: object = None  # an open gpubench.job.exporter.Endpoint: serves the live window; closed at the end
-    auto: bool = True  # steps and FLOPs from the command's optimizer (gpubench.job.autohook); False: --no-auto
+    auto: bool = True  # steps and FLOPs from the command's optimizer (gpubench.inside.autohook); False: --no-auto
 
 
 @dataclass
@@ -213,7 +213,8 @@ class Watcher:
     def _summarize(self, rows) -> None:
         opts, rec, watch, peaks = self.opts, self.rec, self.watch, self.peaks
         watch.samples = len(rows)
-        reader = markreader.Reader(watch.marks_path)
+        # the tail's files: a marks file the job removed is still held there
+        reader = self.tail.reader.again() if self.tail is not None else markreader.Reader(watch.marks_path)
         events = reader.poll()
         if note := reader.note():
             rec.warn(note)

@@ -12,8 +12,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from gpubench.job import autohook, bootstrap, markreader, provenance
-from gpubench.job.onestep import COUNT_AFTER
+from gpubench.inside import autohook
+from gpubench.job import hookenv, markreader, provenance
+from gpubench.inside.bootstrap import BOOTSTRAP
+from gpubench.inside.onestep import COUNT_AFTER
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,7 +40,7 @@ def child(tmp_path, body: str, steps_env=None, marks=None, pythonpath=(), on=Tru
     env["PYTHONPATH"] = os.pathsep.join([*map(str, pythonpath), str(ROOT)])
     env[autohook.markwriter.ENV] = str(marks)
     env.update(steps_env or {})
-    facts = bootstrap.prepare(env, on)
+    facts = hookenv.prepare(env, on)
     script = tmp_path / "job.py"
     script.write_text(textwrap.dedent(body))
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
@@ -108,10 +110,10 @@ def test_a_failing_sitecustomize_of_the_users_is_reported_by_python_as_without_t
 def test_a_process_that_never_imports_torch_is_left_alone(tmp_path):
     body = """
 import sys
-print('torch' in sys.modules, 'gpubench' in sys.modules)
+print('torch' in sys.modules, 'gpubench' in sys.modules, '_gpubench_inside.autohook' in sys.modules)
 """
     done, events, _ = child(tmp_path, body)
-    assert done.returncode == 0 and done.stdout.split() == ["False", "True"] and not done.stderr
+    assert done.returncode == 0 and done.stdout.split() == ["False", "False", "True"] and not done.stderr
     assert events == []
 
 
@@ -237,15 +239,15 @@ def test_the_bootstrap_is_installed_with_the_package():
     import tomllib
 
     packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
-    assert "gpubench.job.bootstrap" in packages
-    assert (Path(bootstrap.BOOTSTRAP) / "sitecustomize.py").is_file()
-    assert sorted(p.name for p in Path(bootstrap.BOOTSTRAP).glob("*.py")) == ["__init__.py", "sitecustomize.py"]
+    assert "gpubench.inside.bootstrap" in packages
+    assert (Path(BOOTSTRAP) / "sitecustomize.py").is_file()
+    assert sorted(p.name for p in Path(BOOTSTRAP).glob("*.py")) == ["__init__.py", "sitecustomize.py"]
 
 
 def test_a_count_under_way_when_the_job_starts_stepping_itself_is_left(monkeypatch):
     from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
-    from gpubench.job.onestep import OneStep
+    from gpubench.inside.onestep import OneStep
 
     monkeypatch.setattr(autohook, "_on", True)
     monkeypatch.setattr(autohook.markwriter, "own_steps", False)

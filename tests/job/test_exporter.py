@@ -56,7 +56,7 @@ EXPECTED = {
 STEPPING = textwrap.dedent(f"""
     import sys, time, gpubench
     from pathlib import Path
-    from gpubench.job import markwriter
+    from gpubench.inside import markwriter
     gpubench.mark("train")
     for _ in range(60):
         time.sleep(0.05)

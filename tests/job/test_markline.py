@@ -1,4 +1,4 @@
-"""One spec of a marks line (gpubench.job.markline): the writer writes through it, the reader reads the places
+"""One spec of a marks line (gpubench.inside.markline): the writer writes through it, the reader reads the places
 it gives, and every line of the committed runs reads back through it and is written again to the same bytes."""
 
 import ast
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gpubench.job import markline, markwriter
-from gpubench.job.markline import MARK_LINE, SAME, STEPS_LINE, line_of
+from gpubench.inside import markline, markwriter
+from gpubench.inside.markline import MARK_LINE, SAME, STEPS_LINE, line_of
 from gpubench.job.markreader import Mark, Steps, read_all
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,7 +58,7 @@ def test_a_line_the_writer_writes_reads_back_field_by_field(to_file):
 
 def test_the_writer_never_builds_a_line_by_hand():
     """No tab and no SAME token of its own in the writer's source: each line comes from the spec's write."""
-    tree = ast.parse((ROOT / "gpubench" / "job" / "markwriter.py").read_text())
+    tree = ast.parse((ROOT / "gpubench" / "inside" / "markwriter.py").read_text())
     texts = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
     assert not [t for t in texts if markline.SEP in t or t == SAME]
     writes = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "_write"]

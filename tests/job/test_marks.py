@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import gpubench
-from gpubench.job import markwriter
+from gpubench.inside import markwriter
 from gpubench.job.markreader import Mark, Reader, Steps, read_all
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,8 +12,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
 
 import gpubench
-from gpubench.job import onestep
-from gpubench.job.onestep import OneStep
+from gpubench.inside import onestep
+from gpubench.inside.onestep import OneStep
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,11 +16,12 @@ from fakes import GPU, FakeSource
 
 import gpubench
 from gpubench.cli import main
-from gpubench.job import markwriter, watchcmd as watch
+from gpubench.inside import markwriter
+from gpubench.job import watchcmd as watch
 from gpubench.job.watcher import WatchOptions
 from gpubench.record.config import RecordingConfig
 from gpubench.record.rundir import load_run
-from gpubench.truth.flops import hardware_known
+from gpubench.inside.flops import hardware_known
 
 ROOT = Path(__file__).resolve().parents[2]
 INFO = {"nvml_index": 0, "name": GPU.name, "uuid": GPU.uuid, "memory_mib": 81559, "driver": "580.0",

@@ -67,7 +67,7 @@ RERECORD: dict[tuple[str, str], tuple[str, str]] = {
     ("watch-auto-llama-own-6-h200", "eval"): ("HFU", SHORT_6),
 }
 # Watch runs recorded before count_flops counted what the kernels run (their manifests have no flop_count_version)
-# are not here: their summaries give no HFU (gpubench.truth.flops), so no count of theirs is held to the ceiling.
+# are not here: their summaries give no HFU (gpubench.inside.flops), so no count of theirs is held to the ceiling.
 
 
 def suite_windows(row: dict) -> list[tuple[float, float]]:

@@ -363,7 +363,7 @@ def test_damaged_marks_are_left_out_and_said_never_raised(lines, bom, torn):
     from jobs import COLUMNS, PEAKS, gpus, rows
 
     from gpubench.job.markreader import Mark, Reader
-    from gpubench.job.markwriter import NAME_MAX
+    from gpubench.inside.markwriter import NAME_MAX
     from gpubench.job.phases import summarize_watch
 
     text = "\n".join(lines) + ("" if torn else "\n")

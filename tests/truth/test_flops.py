@@ -1,4 +1,4 @@
-"""count_flops against analytic counts, where PyTorch's own counter is wrong or silent (gpubench.truth.formulas):
+"""count_flops against analytic counts, where PyTorch's own counter is wrong or silent (gpubench.inside.formulas):
 grouped, depthwise and transposed convolutions forward and backward, causal attention's masked half, and the
 products PyTorch counts as 0. Each count is held to a closed form and, where one exists, to the same work
 done by operations PyTorch counts right (a grouped convolution as `groups` convolutions, a grouped product as
@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
 from gpubench import count_flops  # noqa: E402
-from gpubench.truth.flops import FLOP_COUNT_VERSION, hardware_known  # noqa: E402
+from gpubench.inside.flops import FLOP_COUNT_VERSION, hardware_known  # noqa: E402
 
 
 def grad(*shape):

@@ -1,43 +1,48 @@
 """Imported by Python at start-up in every process of a command that `gpubench watch` runs (this directory is
-first on its PYTHONPATH): installs gpubench's optimizer hook (gpubench.job.autohook), which acts only once
+first on its PYTHONPATH): installs gpubench's optimizer hook (gpubench.inside.autohook), which acts only once
 the process imports torch, then runs the sitecustomize the process would have run without this one.
 
 Written for any Python 3 the command may run: whatever fails is one line on stderr and the process runs on
-as if unwatched. The gpubench that is loaded is the one that watches (the package this file lies in), so the
-steps are written in the format it reads, even where the command runs another Python environment.
+as if unwatched. The code loaded is the room around this directory (gpubench/inside), from the gpubench that
+watches, so the steps are written in the format it reads even where the command runs another Python
+environment; it is loaded under a private name (gpubench.inside.PRIVATE), never as `gpubench`, which the job
+may have a module of its own by.
 """
 
 import os
 import sys
 
+PRIVATE = "_gpubench_inside"  # gpubench.inside.PRIVATE: this file cannot import it before the room is loaded
 
-def _gpubench_here():
-    """Import gpubench from the package around this file, unless that is what `import gpubench` finds."""
+
+def _room():
+    """The room, loaded under PRIVATE from the directory above this one (a link to this file is followed)."""
     import importlib.util
 
-    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    spec = importlib.util.find_spec("gpubench")
-    if spec is not None and spec.origin and os.path.dirname(os.path.abspath(spec.origin)) == package:
-        return
-    spec = importlib.util.spec_from_file_location("gpubench", os.path.join(package, "__init__.py"),
-                                                  submodule_search_locations=[package])
+    found = sys.modules.get(PRIVATE)
+    if found is not None:
+        return found
+    room = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    spec = importlib.util.spec_from_file_location(PRIVATE, os.path.join(room, "__init__.py"),
+                                                  submodule_search_locations=[room])
     module = importlib.util.module_from_spec(spec)
-    sys.modules["gpubench"] = module
+    sys.modules[PRIVATE] = module
     try:
         spec.loader.exec_module(module)
     except BaseException:
-        del sys.modules["gpubench"]
+        del sys.modules[PRIVATE]
         raise
+    return module
 
 
 def _install():
     try:
         if not os.environ.get("GPUBENCH_MARKS"):
             return  # not under a watch: a PYTHONPATH kept from one, or set by hand
-        _gpubench_here()
-        from gpubench.job import autohook
+        import importlib
 
-        autohook.install()
+        _room()
+        importlib.import_module(PRIVATE + ".autohook").install()
     except Exception as err:  # noqa: BLE001 -- the job comes first
         try:
             sys.stderr.write("gpubench: the optimizer hook was not installed (%s: %s); this process runs on "

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 # no field at all, count_flops as it was before it counted what the kernels run: its .hardware took causal
 # attention's whole T x T score matrix, of which the kernels run the lower half (and marks older still carry
 # only that count); 2, what the kernels run (count_flops below); 3, the same with gpubench's own formulas
-# where PyTorch's counter is wrong or silent (gpubench.truth.formulas): version 2 counted a grouped or
+# where PyTorch's counter is wrong or silent (gpubench.inside.formulas): version 2 counted a grouped or
 # depthwise convolution's backward `groups` times too large and matrix-vector products, addbmm and grouped
 # products as 0. The model count (PaLM's) is the same in 1 and 2. A summary gives HFU, and holds it to the
 # tensor ceiling, for marks of version 2 and later: version 2 differs from 3 only for jobs with grouped
@@ -50,7 +50,7 @@ def count_flops(fn, *args, **kwargs) -> FlopCount:
     Counted (a multiply-add is 2 FLOPs): matrix products (mm, addmm, bmm, baddbmm, addbmm, linear, mv,
     grouped products), convolutions (grouped, depthwise and transposed) and scaled_dot_product_attention
     (grouped KV heads too), forward and, where `fn` calls backward(), backward; where PyTorch's counter is
-    wrong or silent gpubench's own formulas count (gpubench.truth.formulas: a grouped convolution's
+    wrong or silent gpubench's own formulas count (gpubench.inside.formulas: a grouped convolution's
     backward, the products it leaves out, and on the CPU the attention kernel). Not counted: elementwise operations
     (activations, residual adds, dropout), normalisations, softmax and reductions outside attention, the
     loss, optimizer updates, communication. For a transformer these are a few percent of the total.
@@ -89,7 +89,7 @@ def counting():
     from torch.utils import flop_counter
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from gpubench.truth.formulas import corrected
+    from .formulas import corrected
 
     aten = torch.ops.aten
 

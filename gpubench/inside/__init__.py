@@ -1,0 +1,25 @@
+"""The code that runs inside the user's job: the marks writer behind `gpubench.mark` and `gpubench.step`
+(markwriter, markline, stamps), the optimizer hook of a job nobody changed (autohook, onestep) and the
+bootstrap that installs it in every Python process of a watched command (bootstrap/).
+
+Everything else in gpubench runs in gpubench's own process. What runs here lives by the job's rules: it
+never raises into the job, blocks it, or keeps a descriptor or a module name the job could own. So its
+modules import one another only relatively and nothing else of gpubench's: the bootstrap loads this room
+under PRIVATE, a name no job has, and never puts `gpubench` into the job's sys.modules (a job may have a
+module of that name of its own).
+"""
+
+import sys
+
+PRIVATE = "_gpubench_inside"
+
+
+def writer():
+    """The markwriter module this process writes through: the one the watch's bootstrap loaded, where it
+    did (the hook's steps and the job's own step() then share one writer), else this package's."""
+    twin = sys.modules.get(PRIVATE + ".markwriter")
+    if twin is not None:
+        return twin
+    from . import markwriter
+
+    return markwriter
