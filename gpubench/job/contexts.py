@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from gpubench.job.blind import inspect
 from gpubench.record import nvml
 
 EVERY_S = 1.0
@@ -59,6 +60,7 @@ class Contexts(threading.Thread):
         self.compute_processes, self.proc = compute_processes or nvml.compute_processes, proc
         self.used: dict[int, set[int]] = {}  # NVML index -> pids of the command seen on it
         self.foreign: dict[int, set[int]] = {}  # NVML index -> other processes seen on it
+        self.seen: dict[int, dict] = {}  # pid of the command's -> its command line and hook variables (blind)
         self.polls = 0
         self._stop_event = threading.Event()
 
@@ -77,6 +79,9 @@ class Contexts(threading.Thread):
                 continue
             if pids & mine:
                 self.used.setdefault(gpu.nvml_index, set()).update(pids & mine)
+                for pid in pids & mine - self.seen.keys():
+                    if (facts := inspect(pid, self.proc)) is not None:
+                        self.seen[pid] = facts
             if pids - mine:
                 self.foreign.setdefault(gpu.nvml_index, set()).update(pids - mine)
         self.polls += 1

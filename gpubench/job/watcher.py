@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpubench.install import DIST, version
-from gpubench.job import child, markreader, provenance
+from gpubench.job import blind, child, markreader, provenance
 from gpubench.job.contexts import Contexts
 from gpubench.job.phases import FIRST_PHASE, FLOP_CONVENTION, STORY, UNITS, Summary, summarize_watch
 from gpubench.read.summary import peak_conditions
@@ -244,10 +244,24 @@ class Watcher:
                             contexts=self.contexts.facts() if self.contexts is not None else None,
                             marks=marks_facts(events, watch.marks_path, opts.marks_path),
                             auto=provenance.facts(events, watch.summary, rec.manifest.get("auto"), result.phases_from))
+        self._say_blind(events)
         if opts.metrics is not None:
             rec.manifest["metrics"] = facts = opts.metrics.facts()
             for error in facts["errors"]:
                 rec.warn(f"the metrics endpoint failed: {error}")
+
+
+    def _say_blind(self, events) -> None:
+        """Never "hook on" with nothing recorded unsaid: the processes it missed, and why; or that it saw no step."""
+        auto = self.rec.manifest.get("auto") or {}
+        if auto.get("hook") != "on" or self.contexts is None:
+            return
+        found = blind.blind(self.contexts.seen, {e.stream.pid for e in events}, auto.get("bootstrap", ""))
+        auto["missed"] = found
+        if found:
+            self.rec.warn(blind.sentence(found))
+        elif self.contexts.used and not any(isinstance(e, markreader.Steps) for e in events):
+            self.rec.warn(blind.NO_STEP)
 
 
 def bounded(work, limit_s: float):
