@@ -1,6 +1,7 @@
 import argparse
 import os
 import shutil
+import sys
 
 import pytest
 
@@ -80,3 +81,35 @@ def fake_bin(tmp_path, monkeypatch):
         return path
 
     return make
+
+
+# --- the end of the session -------------------------------------------------------------------------------
+# pytest's count line is the last thing a session prints, and its exit status is what CI judges by. After it,
+# the interpreter's shutdown printed the native libraries' own complaints (Triton's nanobind counting the
+# objects it leaked, Arrow failing to close its signal pipe): lines after the counts, saying nothing of the
+# tests. So once pytest is done (its last hook, trylast), Python's atexit handlers run and the process ends
+# with pytest's status, skipping the native teardown that prints them.
+
+_SESSION = pytest.StashKey()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    session.config.stash[_SESSION] = session
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    session = config.stash.get(_SESSION, None)
+    if session is None or config.invocation_params.args != tuple(sys.argv[1:]):
+        return  # not a session started from the command line (pytest.main() inside a program): leave it be
+    import atexit
+
+    status = int(session.exitstatus)
+    atexit._run_exitfuncs()  # what Python would run at exit: temporary folders' locks, loggers, caches
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):  # closed, or not a file
+            pass
+    os._exit(status)
