@@ -97,3 +97,14 @@ def test_gpubenchs_own_count_over_the_ceiling_is_gpubenchs_error_and_its_hfu_is_
     assert "gpubench's own, not the job's" in cols["hfu_unknown"] and "HFU 60% over" in cols["hfu_unknown"]
     within, names = phase_verdict.verdict(dict(row, ran_over_ceiling=0.98), "bf16", RECORDED)
     assert names[-1] == "mfu-high" and phase_verdict.withheld(row, names) == {}
+
+
+def test_a_row_whose_own_count_gpubench_made_over_the_ceiling_shows_no_hfu_and_says_why():
+    """judge() applies withheld(): the HFU of gpubench's own one-step count above the limit is not shown."""
+    from gpubench.job.phases import Context, judge
+
+    row = dict(OVER, flops_source="one step counted", gpu=0, n_samples=10)
+    ctx = Context([], [], {}, {}, "bf16", [], RECORDED, used=frozenset({0}))
+    judge(row, ctx, True, "phase")
+    assert "gpubench-count-above-ceiling" in row["verdict_rules"]
+    assert row["hfu_pct"] != row["hfu_pct"] and "over the tensor ceiling" in row["hfu_unknown"]
