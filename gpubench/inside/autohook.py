@@ -23,7 +23,7 @@ import sys
 import time
 import weakref
 
-from . import markwriter
+MARKS = "GPUBENCH_MARKS"  # markwriter.ENV, which is imported once torch's optimizers load: not at every start-up
 
 ENV = "GPUBENCH_AUTO"  # "0": no steps from the optimizer (`gpubench watch --no-auto` sets it); "steps": no FLOPs
 TARGET = "torch.optim.optimizer"
@@ -35,7 +35,7 @@ _steps = None  # the Steps of this process, once the hooks are registered
 
 def enabled(env=os.environ) -> bool:
     """Whether the hook belongs in this process: under a watch (the marks file named) and not turned off."""
-    return bool(env.get(markwriter.ENV)) and env.get(ENV, "1").strip().lower() not in ("0", "off", "no", "false")
+    return bool(env.get(MARKS)) and env.get(ENV, "1").strip().lower() not in ("0", "off", "no", "false")
 
 
 def install() -> bool:
@@ -162,6 +162,8 @@ class Steps:
             self._fail(err)
 
     def post(self, opt, args, kwargs):
+        from . import markwriter
+
         try:
             if self.outer is not None and self.outer() is not opt:
                 return  # an inner optimizer's step, inside the outer one's

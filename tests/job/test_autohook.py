@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from gpubench.inside import autohook
+from gpubench.inside import autohook, markwriter
 from gpubench.job import hookenv, markreader, provenance
 from gpubench.inside.bootstrap import BOOTSTRAP
 from gpubench.inside.onestep import COUNT_AFTER
@@ -38,7 +38,7 @@ def child(tmp_path, body: str, steps_env=None, marks=None, pythonpath=(), on=Tru
     marks = marks or tmp_path / "marks.tsv"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUBENCH_")}
     env["PYTHONPATH"] = os.pathsep.join([*map(str, pythonpath), str(ROOT)])
-    env[autohook.markwriter.ENV] = str(marks)
+    env[markwriter.ENV] = str(marks)
     env.update(steps_env or {})
     facts = hookenv.prepare(env, on)
     script = tmp_path / "job.py"
@@ -217,7 +217,7 @@ def test_a_marks_file_that_cannot_be_written_is_one_line_and_the_job_runs_on(tmp
 
 
 def test_a_hook_that_fails_says_so_once_and_leaves_the_job_alone(monkeypatch, capsys):
-    monkeypatch.setattr(autohook.markwriter, "own_steps", False)  # other tests step in this process
+    monkeypatch.setattr(markwriter, "own_steps", False)  # other tests step in this process
     monkeypatch.setattr(autohook, "_on", True)
     monkeypatch.setattr(autohook, "_steps", None)
     autohook._register(SimpleNamespace())  # a torch whose optimizer module has no global hooks
@@ -225,7 +225,7 @@ def test_a_hook_that_fails_says_so_once_and_leaves_the_job_alone(monkeypatch, ca
     assert len(err) == 1 and "could not be registered" in err[0] and autohook._on is False and autohook._steps is None
     steps = autohook.Steps()
     monkeypatch.setattr(autohook, "_on", True)
-    monkeypatch.setattr(autohook.markwriter, "_path", "/nonexistent/marks.tsv")
+    monkeypatch.setattr(markwriter, "_path", "/nonexistent/marks.tsv")
     monkeypatch.setattr(autohook.Steps, "_leads", lambda self, opt: 1 / 0)
     opt = object.__new__(torch.optim.SGD)
     steps.pre(opt, (), {})
@@ -250,13 +250,13 @@ def test_a_count_under_way_when_the_job_starts_stepping_itself_is_left(monkeypat
     from gpubench.inside.onestep import OneStep
 
     monkeypatch.setattr(autohook, "_on", True)
-    monkeypatch.setattr(autohook.markwriter, "own_steps", False)
-    monkeypatch.setattr(autohook.markwriter, "_path", "/nonexistent/marks.tsv")
+    monkeypatch.setattr(markwriter, "own_steps", False)
+    monkeypatch.setattr(markwriter, "_path", "/nonexistent/marks.tsv")
     steps = autohook.Steps()
     steps.count = OneStep(after=1)
     steps.count.at_step()  # counting
     assert len(_get_current_dispatch_mode_stack()) == 2
-    monkeypatch.setattr(autohook.markwriter, "own_steps", True)
+    monkeypatch.setattr(markwriter, "own_steps", True)
     opt = object.__new__(torch.optim.SGD)
     steps.pre(opt, (), {})
     steps.post(opt, (), {})

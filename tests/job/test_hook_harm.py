@@ -210,3 +210,30 @@ def test_a_marks_file_the_job_removes_loses_no_steps(tmp_path):
     again = tail.again()
     assert sum(e.n for e in again.poll() if isinstance(e, Steps)) == 30
     assert "removed" in again.note()
+
+
+def test_the_start_up_of_a_watched_process_loads_no_marks_writer_until_torch_optimizers_load(tmp_path):
+    body = """
+import sys
+print(sorted(n for n in sys.modules if n.startswith('_gpubench_inside')), 'threading' in sys.modules)
+"""
+    done, _, _ = job(tmp_path, body)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("]")[0] + "]" == "['_gpubench_inside', '_gpubench_inside.autohook']"
+
+
+def test_a_step_counted_on_one_thread_and_ended_on_another_leaves_the_count_at_the_first_module_call(tmp_path):
+    body = TRAIN + """
+import threading
+from torch.utils._python_dispatch import _get_current_dispatch_mode
+for _ in range(10): train_step()  # the tenth starts the count, on this thread
+counting = _get_current_dispatch_mode() is not None
+other = threading.Thread(target=train_step)
+other.start(); other.join()  # the step that ends it comes from another thread
+model(torch.randn(2, 8))  # this thread's first module call after it
+print(counting, _get_current_dispatch_mode() is None)
+"""
+    done, _, _ = job(tmp_path, body)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True"]
+    assert "stepped on another thread" in done.stderr and "dispatch mode the job pushed" not in done.stderr
