@@ -269,13 +269,13 @@ def test_dmon_parser_reads_headers_na_and_ratios():
 
 def test_dcgm_source_runs_dcgmi(fake_bin, tmp_path):
     (tmp_path / "dmon.txt").write_text(DMON)
-    fake_bin("dcgmi", f'echo "$@" > {tmp_path}/args\ncat {tmp_path}/dmon.txt\nsleep 30\n')
+    fake_bin("dcgmi", f'echo "$@" > {tmp_path}/args\ncat {tmp_path}/dmon.txt\nsleep 600\n')
     src = DcgmSource(interval_ms=100)
     src.open([0])
     try:
         import time
 
-        deadline = time.time() + 5
+        deadline = time.time() + 600  # a hang guard: the loop ends when the value is read
         while src.read().get(0, {}).get("tensor_active_pct") != pytest.approx(93.8) and time.time() < deadline:
             time.sleep(0.02)
         assert src.read()[0]["sm_occupancy_pct"] == pytest.approx(14.1)
@@ -312,13 +312,13 @@ def test_smi_parser():
 
 def test_smi_source_runs_the_real_command_line(fake_bin, tmp_path):
     (tmp_path / "smi.txt").write_text(SMI)
-    fake_bin("nvidia-smi", f'echo "$@" > {tmp_path}/args\ncat {tmp_path}/smi.txt\nsleep 30\n')
+    fake_bin("nvidia-smi", f'echo "$@" > {tmp_path}/args\ncat {tmp_path}/smi.txt\nsleep 600\n')
     src = SmiSource(interval_ms=100)
     src.open([0, 1])
     try:
         import time
 
-        deadline = time.time() + 5
+        deadline = time.time() + 600  # a hang guard: the loop ends when the value is read
         while src.read().get(0, {}).get("smi_mem_util_pct") != 4.0 and time.time() < deadline:
             time.sleep(0.02)
         values = src.read()
@@ -337,9 +337,11 @@ def test_a_process_source_that_dies_mid_run_raises(fake_bin, tmp_path):
     src.open([0])
     import time
 
-    time.sleep(0.8)
+    deadline = time.monotonic() + 600  # a hang guard: the loop ends when the death is seen
     with pytest.raises(Exception, match="exited with code 3"):
-        src.read()
+        while time.monotonic() < deadline:
+            src.read()
+            time.sleep(0.02)
     src.close()
 
 
