@@ -32,7 +32,7 @@ def site(tmp_path_factory):
     pytest.importorskip("mkdocs_jupyter")
     out = tmp_path_factory.mktemp("site")
     r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300, env={**__import__("os").environ,
+                       capture_output=True, text=True, timeout=600, env={**__import__("os").environ,
                                                                         "NO_MKDOCS_2_WARNING": "1"})
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert not re.search(r"^WARNING", r.stderr, re.M), r.stderr[-3000:]
@@ -69,7 +69,8 @@ def test_the_tutorial_executes_and_says_its_point(tmp_path):
     jupytext = pytest.importorskip("jupytext")
     nbclient = pytest.importorskip("nbclient")
     nb = jupytext.read(DOCS / "tutorial.py")
-    nbclient.NotebookClient(nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}).execute()
+    nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+                            resources={"metadata": {"path": str(ROOT)}}).execute()
     text = "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
     images = sum("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
     assert "spin-1thread                    100%         0.76%" in text

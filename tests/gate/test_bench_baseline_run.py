@@ -19,7 +19,7 @@ def test_the_dry_run_collects_every_step(tmp_path):
     env = {**os.environ, "OUT": str(tmp_path), "RERUNS": "2", "PROBE_RUNS": "1",
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     r = subprocess.run(["bash", str(SCRIPT), "--dry-run"], cwd=ROOT, env=env, capture_output=True, text=True,
-                       timeout=300)
+                       timeout=600)
     assert r.returncode == 0, r.stdout[-3000:]
     assert "dry run: 0 of 8 pytest commands could not collect their tests" in r.stdout
     assert "e-no-gpu: collected (0)" in r.stdout  # refused with exit 4 without a GPU, as it must be
@@ -36,7 +36,7 @@ def test_a_resumed_dry_run_collects_only_the_steps_the_first_run_skipped(tmp_pat
     env = {**os.environ, "OUT": str(tmp_path / "out"), "RERUNS": "2",
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     r = subprocess.run(["bash", str(SCRIPT), "--dry-run", "--resume", str(first)], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:]
     ran = re.findall(r"^== (\S+): collected", r.stdout, re.M)
     assert ran == ["b-part-of-calls", "c-rerun-2", "e-no-gpu", "e-another-model"]
@@ -83,7 +83,7 @@ def fake_run(tmp_path: Path, out: str, *args) -> tuple[subprocess.CompletedProce
     calls.write_text("")
     env = {**os.environ, "OUT": str(tmp_path / out), "RERUNS": "4", "REAL_PYTHON": sys.executable,
            "CALLS": str(calls), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    r = subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     with tarfile.open(tmp_path / out / "steps.tar.gz") as tar:
         exits = tar.extractfile("./exits.tsv").read().decode()
     return r, calls.read_text().splitlines(), [line.split("\t") for line in exits.splitlines()]

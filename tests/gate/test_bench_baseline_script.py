@@ -86,7 +86,7 @@ def test_a_share_of_the_calls_does_more_work_in_whole_bursts():
 
 def test_the_probe_says_its_plan_without_a_gpu():
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_baseline_probe.py"), "--dry-run"],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["placements"] == probe.PLACEMENTS
 

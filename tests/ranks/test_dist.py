@@ -295,7 +295,7 @@ def test_the_allreduce_check_catches_a_collective_that_does_nothing():
 # --- the command line ----------------------------------------------------------------------------------
 
 def _gpubench(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "gpubench", *args], capture_output=True, text=True, timeout=120,
+    return subprocess.run([sys.executable, "-m", "gpubench", *args], capture_output=True, text=True, timeout=600,
                           env=env)
 
 
@@ -317,7 +317,7 @@ def test_a_partial_torchrun_environment_is_refused():
 
 def _torchrun(*args):
     return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "-m", "gpubench",
-                           *args], capture_output=True, text=True, timeout=180)
+                           *args], capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU")

@@ -126,7 +126,7 @@ def test_a_single_line_of_50_mb_is_one_sentence_read_in_bounded_memory(tmp_path)
         from gpubench.cli import main
         code = main(["report", sys.argv[1], "--out", sys.argv[2]])
         print(code, peak_mb())
-    """), str(run), str(tmp_path / "out")], capture_output=True, text=True, timeout=120,
+    """), str(run), str(tmp_path / "out")], capture_output=True, text=True, timeout=600,
         env=dict(os.environ, PYTHONPATH=str(ROOT)))
     code, peak_mb = map(int, r.stdout.split())
     assert code == 2 and r.stderr.endswith(
@@ -153,7 +153,7 @@ def test_a_folder_or_a_device_where_a_file_belongs_is_refused_never_passed_over(
     else:
         os.mkfifo(path)
     r = subprocess.run([sys.executable, "-m", "gpubench", "report", str(run), "--out", str(tmp_path / "out")],
-                       capture_output=True, text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                       capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert r.returncode == 2 and r.stderr == f"gpubench report: error: {path} {said}\n"
     assert not (tmp_path / "out").exists()
 

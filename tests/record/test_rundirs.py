@@ -138,14 +138,14 @@ def _read_only(run_dir: Path, args: list[str]) -> subprocess.CompletedProcess:
     if os.geteuid() != 0:
         run_dir.chmod(0o555)
         try:
-            return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+            return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
         finally:
             run_dir.chmod(0o755)
     if not shutil.which("unshare"):
         pytest.skip("no unshare to make a read-only mount as root")
     script = 'mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" && shift && exec "$@"'
     r = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", str(run_dir), *cmd], capture_output=True,
-                       text=True, env=env, timeout=120)
+                       text=True, env=env, timeout=600)
     if "mount" in r.stderr and r.returncode != 2:
         pytest.skip(f"cannot make a read-only mount here: {r.stderr.strip()}")
     return r
