@@ -132,6 +132,24 @@ def _on_stack(frame, start) -> bool:
     return False
 
 
+def _forked() -> None:
+    """A forked child starts its own steps: no optimizer running, none leading, and a count of its own later
+    (one under way in the parent is left in the child: gpubench.inside.onestep.OneStep.forked)."""
+    steps = _steps
+    if steps is None:
+        return
+    try:
+        if steps.count is not None:
+            steps.count.forked()
+        steps.outer = steps.outer_frame = steps.leader = steps.challenger = steps.count = None
+    except Exception:  # noqa: BLE001 -- in a fresh child, nothing may reach the job
+        pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
+
+
 def _ref(opt):
     try:
         return weakref.ref(opt)

@@ -71,6 +71,18 @@ class OneStep:
             self.problem = self.problem or why
             self._leave()
 
+    def forked(self) -> None:
+        """In a child forked while a step was counted (a DataLoader's workers, made as an epoch begins): the
+        child has a copy of the counting modes and would run slowed, counting nothing of use; it leaves them."""
+        if self._block is None:
+            return
+        self.problem = self.problem or "the process forked while a step was counted"
+        if not self._leave():  # forked from another thread: the counting thread is not in the child
+            self._block = None
+            if self._watchdog is not None:
+                self._watchdog.remove()
+                self._watchdog = None
+
     # --- inside
     def _start(self, now: float) -> None:
         self.started = True

@@ -237,3 +237,22 @@ print(counting, _get_current_dispatch_mode() is None)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "True"]
     assert "stepped on another thread" in done.stderr and "dispatch mode the job pushed" not in done.stderr
+
+
+def test_a_child_forked_while_a_step_is_counted_runs_without_the_counting_modes(tmp_path):
+    body = TRAIN + """
+import os, sys
+from torch.utils._python_dispatch import _get_current_dispatch_mode
+for _ in range(10): train_step()  # the tenth starts the count
+counting = _get_current_dispatch_mode() is not None
+pid = os.fork()  # as a DataLoader makes its workers when an epoch begins
+if pid == 0:
+    print("child", _get_current_dispatch_mode() is None, flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+for _ in range(3): train_step()
+print("parent", counting)
+"""
+    done, steps, _ = job(tmp_path, body)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["child", "True", "parent", "True"] and steps == 13
