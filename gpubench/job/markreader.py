@@ -202,6 +202,8 @@ class Reader:
         self._partial = b""
         self._uuids: dict = {}  # each stream's last uuid, for the lines that say "="
         self._seen: set = set()  # a key of each steps and mark line read
+        if not self._files:
+            self._open()  # held from now: a file removed before the first poll is read all the same
 
     def poll(self) -> list:
         data = self._take()

@@ -93,3 +93,17 @@ def test_a_job_that_steps_gets_neither_warning(tmp_path, monkeypatch):
     manifest = watched(tmp_path, monkeypatch, "", "import gpubench\nfor _ in range(5): gpubench.step()\n")
     assert manifest["marks"]["steps"] == 5
     assert not [w for w in manifest["warnings"] if "hook" in w]
+
+
+def test_a_job_that_removes_its_marks_file_is_counted_whole_and_said(tmp_path, monkeypatch):
+    body = """
+import gpubench
+gpubench.mark("train")
+for _ in range(20): gpubench.step()
+gpubench.mark("train")  # writes the steps before it
+os.remove(os.environ["GPUBENCH_MARKS"])
+for _ in range(20): gpubench.step()
+"""
+    manifest = watched(tmp_path, monkeypatch, "", body)
+    assert manifest["marks"]["steps"] == 40
+    assert any("marks.tsv: the file was removed" in w for w in manifest["warnings"])
