@@ -137,6 +137,32 @@ class Samples:
         return {n: self._cols[n] for n in self.names}
 
 
+def load_together(views, *names) -> None:
+    """Read names for several views of one table (each GPU's rows) in one pass over the file, not a pass a
+    view: every batch of a file holds every GPU's rows, so each pass decodes the whole of those columns."""
+    groups: dict = {}
+    for view in views:
+        if view._fetch is not None and view._rows is not None:
+            groups.setdefault(id(view._fetch), []).append(view)
+        else:
+            view.load(*names)
+    for group in groups.values():
+        wanted = [n for n in dict.fromkeys(names) if any(n in v.names and n not in v._cols for v in group)]
+        if not wanted:
+            continue
+        picked = np.zeros(1 + max(int(v._rows.max(initial=-1)) for v in group), dtype=bool)
+        for view in group:  # the rows any view holds, in order (np.unique's hashing took seconds for a day)
+            picked[view._rows] = True
+        rows = np.flatnonzero(picked)
+        fetched = group[0]._fetch(wanted, rows)
+        where = [np.searchsorted(rows, v._rows) for v in group]
+        for name in wanted:  # a column at a time, each let go once shared out: memory stays near one copy
+            column = fetched.pop(name)
+            for view, at in zip(group, where):
+                if name in view.names and name not in view._cols:
+                    view._cols[name] = column[at]
+
+
 def _ascending(a: np.ndarray) -> bool:
     return len(a) < 2 or bool(np.all(a[1:] >= a[:-1]))
 

@@ -66,6 +66,69 @@ def test_the_envelope_keeps_every_spike_and_dip_in_two_points_a_slice():
     assert np.array_equal(common.envelope(short_t, short_y, 1000)[1], short_y)  # a line that fits is drawn whole
 
 
+def slice_by_slice(t, y, bins):
+    """The envelope as its docstring defines it, a slice at a time: the first lowest and the last highest
+    finite value of each slice, in time order; NaN at a slice's middle where it has none."""
+    width = (t[-1] - t[0]) / bins
+    slot = np.minimum(((t - t[0]) / width).astype(np.int64), bins - 1)
+    tx, ty = [], []
+    for k in range(bins):
+        idx = [i for i in np.flatnonzero(slot == k) if np.isfinite(y[i])]
+        if not idx:
+            tx += [t[0] + (k + 0.5) * width] * 2
+            ty += [np.nan, np.nan]
+            continue
+        lo = min(idx, key=lambda i: (y[i], i))
+        hi = max(idx, key=lambda i: (y[i], i))
+        tx += [t[min(lo, hi)], t[max(lo, hi)]]
+        ty += [y[min(lo, hi)], y[max(lo, hi)]]
+    return np.array(tx), np.array(ty)
+
+
+@pytest.mark.parametrize("ordered", [True, False], ids=["time-ordered", "shuffled"])
+def test_the_envelope_is_each_slices_first_lowest_and_last_highest_value(ordered):
+    """Ties (integer percentages), gaps, infinities and repeated times: the envelope of time-ordered rows
+    (found in a few passes) and of rows in any order (sorted) is the one its definition gives."""
+    rng = np.random.default_rng(11)
+    for trial in range(20):
+        n, bins = int(rng.integers(300, 3000)), int(rng.integers(5, 120))
+        t = np.repeat(np.sort(rng.uniform(0, 50, n // 2 + 1)), 2)[:n]
+        y = rng.integers(0, 4, n).astype(float)
+        y[rng.random(n) < 0.2] = np.nan
+        y[rng.random(n) < 0.02] = np.inf
+        y[int(rng.integers(n)) : int(rng.integers(n))] = np.nan  # a gap, some trials
+        if not ordered:  # the first and last rows stay: they set the slices
+            mid = 1 + rng.permutation(n - 2)
+            t, y = t[np.r_[0, mid, n - 1]], y[np.r_[0, mid, n - 1]]
+        want = slice_by_slice(t, y, bins)
+        got = common.envelope(t, y, bins)
+        assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(got, want)), trial
+
+
+def test_several_gpus_rows_read_in_one_pass_are_the_rows_each_reads_alone(tmp_path, longrun):
+    from gpubench.read.samples import load_together
+
+    run = longrun.generate(tmp_path / "run", n_gpus=3, hours=0.05, steps_per_s=1.0)
+    names = ["t_start_s", "t_end_s", "phase", "gpu_util_pct", "sm_active_pct"]
+    _, alone, _ = load_run(run)
+    _, together, _ = load_run(run)
+    views = [together.of("gpu", g) for g in (2, 0)]
+    passes, fetch = [], views[0]._fetch
+
+    def counted(wanted, rows):  # every view of the file shares its fetch
+        passes.append(len(rows))
+        return fetch(wanted, rows)
+
+    for v in views:
+        v._fetch = counted
+    load_together(views, *names)
+    assert passes == [2 * len(views[0])]  # one pass, both GPUs' rows
+    for g, view in zip((2, 0), views):
+        mine = alone.of("gpu", g).load(*names)
+        for name in names:
+            assert np.array_equal(view.col(name), mine.col(name)), (g, name)
+
+
 def lines(fig) -> dict:
     return {line.get_label(): line for ax in fig.axes for line in ax.get_lines()}
 

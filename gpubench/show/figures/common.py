@@ -142,7 +142,8 @@ def envelope(t, y, bins: int):
     """A line of any length drawn in at most 2 x bins points, its spikes and dips kept: in each of `bins`
     equal slices of time, the lowest and the highest finite value, in their time order (with a slice per
     pixel it draws as the whole line would). A slice without a finite value breaks the line, as a missing
-    value does. Lines of up to 2 x bins points are returned whole."""
+    value does. Lines of up to 2 x bins points are returned whole. Of equal values, the lowest is the first
+    and the highest the last."""
     import numpy as np
 
     t, y = np.asarray(t, dtype=float), np.asarray(y, dtype=float)
@@ -150,12 +151,10 @@ def envelope(t, y, bins: int):
         return t, y
     width = (t[-1] - t[0]) / bins
     slot = np.minimum(((t - t[0]) / width).astype(np.int64), bins - 1)
-    keep = np.flatnonzero(np.isfinite(y))
-    if not len(keep):
+    finite = np.isfinite(y)
+    if not finite.any():
         return t[[0, -1]], y[[0, -1]]
-    order = keep[np.lexsort((y[keep], slot[keep]))]  # by slice, then by value
-    edges = np.flatnonzero(np.diff(slot[order])) + 1
-    lo, hi = order[np.r_[0, edges]], order[np.r_[edges, len(order)] - 1]
+    lo, hi = _extremes(slot, y if finite.all() else np.where(finite, y, np.nan), bins)
     first, second = np.minimum(lo, hi), np.maximum(lo, hi)
     tx = np.full((bins, 2), np.nan)
     ty = np.full((bins, 2), np.nan)
@@ -164,3 +163,27 @@ def envelope(t, y, bins: int):
     tx[filled, 0], tx[filled, 1] = t[first], t[second]
     ty[filled, 0], ty[filled, 1] = y[first], y[second]
     return tx.ravel(), ty.ravel()
+
+
+def _extremes(slot, y, bins: int):
+    """For each slice that holds a finite value (y: NaN where none): the index of its lowest value (the first
+    of equals) and of its highest (the last of equals), slices in order. One GPU's rows are in time order, so
+    each slice's rows lie together and a few passes find them (a sort of a day's rows took most of a
+    timeline's time); rows in any other order are sorted."""
+    import numpy as np
+
+    if np.any(slot[1:] < slot[:-1]):
+        keep = np.flatnonzero(~np.isnan(y))
+        order = keep[np.lexsort((y[keep], slot[keep]))]  # by slice, then value; stable: equals in row order
+        edges = np.flatnonzero(np.diff(slot[order])) + 1
+        return order[np.r_[0, edges]], order[np.r_[edges, len(order)] - 1]
+    starts = np.searchsorted(slot, np.arange(bins))
+    counts = np.diff(np.r_[starts, len(slot)])
+    starts = starts[counts > 0]
+    low, high = np.fmin.reduceat(y, starts), np.fmax.reduceat(y, starts)  # fmin, fmax: NaN only where all are
+    counts = counts[counts > 0]
+    at_low = np.flatnonzero(y == np.repeat(low, counts))
+    at_high = np.flatnonzero(y == np.repeat(high, counts))
+    first_low = at_low[np.r_[True, slot[at_low][1:] != slot[at_low][:-1]]]
+    last_high = at_high[np.r_[slot[at_high][1:] != slot[at_high][:-1], True]]
+    return first_low, last_high

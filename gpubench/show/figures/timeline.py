@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from gpubench.metrics import BY_COLUMN, finite
-from gpubench.read.samples import as_samples
+from gpubench.read.samples import as_samples, load_together
 
 from .common import LEFT_OUT, PNG_DPI, C, empty, envelope, save, short, stamp, title
 
@@ -83,13 +83,18 @@ def rows_of_gpu(samples, manifest, summary, which=None):
 
 
 def draw(summary, samples, manifest, out_dir):
+    samples = as_samples(samples)
+    if len(manifest.get("gpus_sampled") or ()) <= 1 or manifest.get("distributed"):
+        samples.load("gpu", "uuid")  # in one pass: which GPUs the rows hold, and the GPU's rows by UUID
     every = gpus_drawn(samples, manifest, summary)
-    gpus = [(g, rows_of_gpu(samples, manifest, summary, g)) for g in standing_out(every, summary)]
+    # several GPUs of one host (gpus_drawn found them by NVML index, each index one GPU) are cut by index: a
+    # day's text column of UUIDs, compared row by row for each GPU, took longer than its numbers
+    gpus = [(g, samples.of("gpu", g[0]) if len(every) > 1 else rows_of_gpu(samples, manifest, summary, g))
+            for g in standing_out(every, summary)]
     gpus = [(g, rows) for g, rows in gpus if len(rows)]
     if not gpus:
         return empty(out_dir, "timeline", "The run over time", manifest)
-    for _, rows in gpus:
-        rows.load("t_start_s", "t_end_s", "phase", *(c for _, cols in PANELS for c in cols))
+    load_together([rows for _, rows in gpus], "t_start_s", "t_end_s", "phase", *(c for _, cols in PANELS for c in cols))
     rows = gpus[0][1]
     t0 = min(float(r.col("t_start_s")[0]) for _, r in gpus)
     length_s = max(float(np.max(r.col("t_end_s")) - t0) for _, r in gpus) * 1.005
