@@ -167,6 +167,9 @@ class Steps:
         self.challenger = None  # another one that stepped since the leader last did
         self.leader_t = 0.0
         self.count = None  # gpubench.inside.onestep.OneStep, made at the first counted step
+        from . import markwriter  # here, once torch's optimizers load: an import in a hook runs at every step
+
+        self.markwriter = markwriter
 
     def pre(self, opt, args, kwargs):
         try:
@@ -180,8 +183,7 @@ class Steps:
             self._fail(err)
 
     def post(self, opt, args, kwargs):
-        from . import markwriter
-
+        markwriter = self.markwriter
         try:
             if self.outer is not None and self.outer() is not opt:
                 return  # an inner optimizer's step, inside the outer one's

@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 
+from . import stamps
 from .markline import MARK, MARK_LINE, SAME, STEPS_LINE
 from .text import visible
 from .values import Bucket, number, shown
@@ -223,8 +224,6 @@ class _Writer:
         step must not be what creates a CUDA context)."""
         if self.stamper is not None or "torch" not in sys.modules or "gpu-off" in self.warned:
             return
-        from . import stamps
-
         made = stamps.start(self)
         if made is not None:
             with self.lock:

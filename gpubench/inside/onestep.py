@@ -46,7 +46,7 @@ class OneStep:
     def at_step(self):
         """Called by the hook at the end of each optimizer step that counts: (FLOPs to report, line letter)."""
         now = time.monotonic()
-        if self.last_t is not None and not self.started:
+        if self.last_t is not None and not self.started and self.on:  # none kept where nothing is counted
             self.gaps.append(now - self.last_t)
         self.last_t = now
         self.steps += 1
