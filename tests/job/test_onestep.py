@@ -152,3 +152,13 @@ def test_counting_that_fails_after_the_operation_ran_hands_the_job_its_output(mo
     flops, letter = count.at_step()
     assert letter == "C" and flops is None and "TypeError" in count.problem
     assert _get_current_dispatch_mode_stack() == []
+
+
+def test_a_counted_step_with_no_counted_operation_says_so_without_naming_a_graph_it_never_saw(capsys):
+    count = OneStep(after=1)
+    count.at_step()  # the count begins here
+    torch.ones(3).add_(1)  # no operation with a FLOP formula runs in the counted step
+    flops, letter = count.at_step()
+    said = capsys.readouterr().err
+    assert letter == "C" and flops is None
+    assert "no operation with a FLOP formula ran" in said and "graph replays" not in said
