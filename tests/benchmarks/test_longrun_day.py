@@ -41,3 +41,9 @@ def test_plot_and_report_of_a_day_on_eight_gpus(benchmark, day_script, tmp_path,
         assert (tmp_path / "out" / "plot" / f"{name}.png").stat().st_size > 0
         assert (tmp_path / "out" / "report" / "figures" / f"{name}.svg").stat().st_size < 2e6
 
+
+def test_the_docs_print_the_committed_measurement(day_script):
+    bench = json.loads(day_script.RESULT.read_text())
+    text = (ROOT / "docs" / "storage.md").read_text()
+    assert day_script.docs(text, bench) == text, "run python scripts/longrun_day.py --docs"
+    assert bench["run"] == {"gpus": 8, "hours": 24.0, "rows": 6_912_000, "seed": 0} and len(bench["rounds"]) >= 3
