@@ -1,9 +1,13 @@
 """Calibrate the tensor-pipe ceiling (gpubench.truth.ceiling) of a GPU model from measured GEMMs: each one's
 FLOP rate over the bare ceiling of the same seconds (tensor active × SM clock ÷ the peak's clock × the dense
-datasheet peak), per dtype; the calibration is their median, its error the farthest any lies from it.
+datasheet peak), per dtype; the calibration is their median, its error the farthest any lies from it. Beside
+it, `highest`: the highest rate per active cycle over every kernel measured (those GEMMs and the points files
+given with --beside, scripts/truth_gpu.py --broad's), with the kernel that set it, the median and the spread.
 
     python scripts/calibrate_tensor.py RUN_DIR ...         # suite runs recorded with GPM: their GEMMs
     python scripts/calibrate_tensor.py --points FILE ...   # points measured by scripts/truth_gpu.py
+    python scripts/calibrate_tensor.py --repoint FILE ...  # those points made again from their raw samples
+    ... --beside FILE ...                                  # points of every kernel: the highest only
     ... --out results/calibration                          # where tensor-<gpu>.json goes (the default)
 
 From a suite run, the points are its sustained matmul peaks (bf16 and fp16 torch.matmul at 8192³, timed in
@@ -15,12 +19,15 @@ own, committed beside them. Points from scripts/truth_gpu.py carry their numbers
 from __future__ import annotations
 
 import argparse
+import csv
 import json
+import math
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 from gpubench.read.summary import TRAIL_S, TRIM_S, covering  # noqa: E402
 from gpubench.record.rundir import load_run, slug, write_json  # noqa: E402
@@ -70,13 +77,40 @@ def from_run(run: Path) -> tuple[str, list[dict]]:
     return name, [p for p in points if p is not None]
 
 
-def write(name: str, points: list[dict], out: Path) -> Path:
+def repoint(path: Path) -> list[dict]:
+    """A points file of scripts/truth_gpu.py made again by today's truth_probe.point() from the raw samples
+    committed beside it (each point's window and FLOP rate as measured, so that a change in how a window's rows
+    are read, such as leaving stale GPM rows out, reaches the committed points); the file is rewritten."""
+    import truth_probe
+
+    data = json.loads(path.read_text())
+    with open(path.parent / data["samples"], newline="") as f:
+        rows = [{k: float(v) if v not in ("", None) else math.nan for k, v in r.items()} for r in csv.DictReader(f)]
+    dev = SimpleNamespace(ceiling=ceiling.ceiling_for(data["gpu"], datasheet_for(data["gpu"])))
+    points = []
+    for p in data["points"]:
+        flops = p["tflops"] * 1e12 * (p["t_end"] - p["t_start"])
+        points.append({**truth_probe.point(rows, (p["t_start"], p["t_end"]), flops, p["dtype"], dev),
+                       **{k: p[k] for k in ("what", "samples") if k in p}})
+    data["points"] = points
+    path.write_text(json.dumps(data, indent=1, default=truth_probe.jsonable))
+    return points
+
+
+def write(name: str, points: list[dict], out: Path, beside: list[Path] = ()) -> Path:
     clock = ceiling.PEAK_CLOCK_MHZ[name]
+    beside = [p for p in beside if json.loads(p.read_text())["gpu"] == name]
+    beside_points = [q for p in beside for q in json.loads(p.read_text())["points"]]
     data = {"gpu": name, "peak_clock_mhz": clock, "counter": "tensor_active_pct (NVML GPM ANY_TENSOR_UTIL)",
             "method": "a GEMM's FLOP rate over (mean of tensor active × SM clock over the rows that cover only its "
                       f"timed window) ÷ {clock:g} MHz × the dense datasheet peak; the factor is the median, the "
                       "error the farthest point from it; highest, lowest and spread are the extremes, highest_what "
                       "the kernel that set the highest",
+            "highest": {"method": "over every kernel measured (these points and the files named), the highest rate "
+                                  "per active cycle of those whose tensor pipes were busier than their FP32 pipes "
+                                  "(stale GPM rows left out), the kernel that set it, their median, lowest and spread; "
+                                  "beside: the points left out, their FLOPs run beside the tensor pipes",
+                        "files": [p.name for p in beside], "dtypes": ceiling.highest(points + beside_points)},
             "dtypes": ceiling.calibrate(points), "points": points}
     path = out / f"tensor-{slug(name)}.json"
     out.mkdir(parents=True, exist_ok=True)
@@ -88,8 +122,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="*", type=Path)
     ap.add_argument("--points", nargs="*", type=Path, default=[], help="points files from scripts/truth_gpu.py")
+    ap.add_argument("--repoint", nargs="*", type=Path, default=[],
+                    help="points files rewritten from their raw samples first, then calibrated from as --points")
+    ap.add_argument("--beside", nargs="*", type=Path, default=[],
+                    help="points files of every kernel measured (truth_gpu.py --broad): they enter the highest only")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "calibration")
     args = ap.parse_args(argv)
+    for path in args.repoint:
+        print(f"{path}: {len(repoint(path))} points made again from {json.loads(path.read_text())['samples']}")
+    args.points = [p for p in [*args.repoint, *args.points] if p not in args.beside]
     by_gpu: dict[str, list] = {}
     for run in args.runs:
         name, points = from_run(run)
@@ -100,9 +141,10 @@ def main(argv=None) -> int:
     if not by_gpu:
         ap.error("give suite runs or points files")
     for name, points in by_gpu.items():
-        path = write(name, points, args.out)
-        said = ", ".join(f"{d} {v['factor']:.3f} ± {100 * v['error']:.1f}% ({v['n']}; highest {v['highest']:.3f}, "
-                         f"{v['highest_what']})"
+        path = write(name, points, args.out, args.beside)
+        top = json.loads(path.read_text())["highest"]["dtypes"]
+        said = ", ".join(f"{d} {v['factor']:.3f} ± {100 * v['error']:.1f}% ({v['n']}; highest of every kernel "
+                         f"{top[d]['factor']:.3f} of {top[d]['n']}, {top[d]['what']}, median {top[d]['median']:.3f})"
                          for d, v in ceiling.calibrate(points).items())
         print(f"{path}: {said}")
     return 0

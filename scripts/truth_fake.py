@@ -16,6 +16,7 @@ class FakeGpu(Gpu):
     """The dry run: CPU matmuls, and counters made from when they ran, read 0.13 s late (as GPM's are)."""
 
     LAG_S = 0.13
+    device, shrink = "cpu", 16  # --broad: scripts/truth_kernels.py's set on the CPU, each size divided by 16
     refused: dict = {}  # no NVML here: nothing refused (Gpu's comes from its GPM counters)
 
     def __init__(self):

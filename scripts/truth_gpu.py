@@ -3,6 +3,7 @@ repository root:
 
     OUT=/some/dir python3 scripts/truth_gpu.py --only ab   # calibration and alignment: 3 minutes at most
     OUT=/some/dir python3 scripts/truth_gpu.py --only c    # the two watches: 2 minutes at most
+    OUT=/some/dir python3 scripts/truth_gpu.py --only a --broad   # (a) over scripts/truth_kernels.py: 6 minutes
     ... --dry-run                                          # the same on the CPU, counters faked
 
 Each part has its own time (PART_S: a 125 s, b 35 s, c 105 s, d 240 s) and stops itself at its end, keeping
@@ -165,11 +166,15 @@ def watch(dev, out: Path, left, say, dry: bool) -> list[Path]:
     return done
 
 
-def plan(parts: str, dev) -> list[str]:
+def plan(parts: str, dev, broad: bool = False) -> list[str]:
     """What each part will do and how long it may take, from its structure."""
     gemms = 2 if isinstance(dev, FakeGpu) else 6
-    said = {"a": f"(a) {gemms} GEMMs x 2 duties x {GEMM_S / 2:g} s = {gemms * GEMM_S:.0f} s of measuring, with checks "
-                 "and compiles",
+    each = 2 * (sum(BROAD_TIMES) + 0.3)
+    n = len(truth_kernels.kernels(dev.torch)) if broad else 0
+    said = {"a": (f"(a) {n} kernels x 2 duties x {each / 2:g} s = {n * each:.0f} s of measuring, with each one's "
+                  "count and set-up" if broad else
+                  f"(a) {gemms} GEMMs x 2 duties x {GEMM_S / 2:g} s = {gemms * GEMM_S:.0f} s of measuring, with checks "
+                  "and compiles"),
             "b": f"(b) 2 intervals x {PROBE_S:g} s = {2 * PROBE_S:.0f} s of square waves",
             "c": f"(c) 2 watches of {TRAIN_S:g} s of train, with start-up, torch.compile and 2 s of eval",
             "d": "(d) bash scripts/watch_examples.sh gpt (an H100 only)"}
@@ -186,8 +191,6 @@ def main(argv=None) -> int:
                     help="(a) over scripts/truth_kernels.py's kernels (points-broad-<gpu>.json), not the suite's GEMMs")
     args = ap.parse_args(argv)
     if args.broad:
-        if args.dry_run:
-            ap.error("--broad needs a GPU: its kernels are cuBLAS, cuDNN and flash attention")
         PART_S["a"] = BROAD_A_S
     parts = "".join(k for k in "abcd" if k in args.only)
     start = time.monotonic()
@@ -200,7 +203,7 @@ def main(argv=None) -> int:
     say = Log(top / "truth.log")
     kind = "dry run, counters faked" if args.dry_run else "GPU"
     say(f"truth_gpu on {dev.name} ({kind}), parts {parts}, budget {budget:.0f} s")
-    for line in plan(parts, dev):
+    for line in plan(parts, dev, args.broad):
         say(line)
     points, lags, runs = [], {}, []
 

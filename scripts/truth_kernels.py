@@ -6,27 +6,31 @@ cuBLAS products of many shapes (square, skinny, small, long K, batched, with a b
 through torch._scaled_mm and TF32, each dtype apart. Each kernel's FLOPs are gpubench.count_flops' hardware
 count of one call, so that the ceiling is measured in the unit HFU is held to (causal attention counts the
 triangle its kernel runs; a convolution's backward gpubench's own formula).
+
+The dry run (scripts/truth_fake.py) builds the same set on the CPU with every size divided by `shrink` (16), so
+that each kernel's making, counting and timing is exercised where no GPU is; its points measure nothing.
 """
 
 from __future__ import annotations
 
 
-def _products(torch, dtype):
+def _products(torch, dtype, dev="cuda", s=lambda n: n):
     """(label, make) of cuBLAS products; make() returns the call."""
     def mm(m, n, k, bias=False):
         def make():
-            a = torch.randn(m, k, device="cuda", dtype=dtype)
-            b = torch.randn(k, n, device="cuda", dtype=dtype)
+            m_, n_, k_ = s(m), s(n), s(k)
+            a = torch.randn(m_, k_, device=dev, dtype=dtype)
+            b = torch.randn(k_, n_, device=dev, dtype=dtype)
             if bias:
-                c = torch.randn(n, device="cuda", dtype=dtype)
+                c = torch.randn(n_, device=dev, dtype=dtype)
                 return lambda: torch.addmm(c, a, b)
             return lambda: a @ b
         return f"mm {m}x{n}x{k}" + (" +bias" if bias else ""), make
 
     def bmm(batch, m, n, k):
         def make():
-            a = torch.randn(batch, m, k, device="cuda", dtype=dtype)
-            b = torch.randn(batch, k, n, device="cuda", dtype=dtype)
+            a = torch.randn(s(batch), s(m), s(k), device=dev, dtype=dtype)
+            b = torch.randn(s(batch), s(k), s(n), device=dev, dtype=dtype)
             return lambda: torch.bmm(a, b)
         return f"bmm {batch}x{m}x{n}x{k}", make
 
@@ -36,12 +40,13 @@ def _products(torch, dtype):
             bmm(64, 1024, 1024, 1024), bmm(256, 512, 512, 64), bmm(16, 4096, 4096, 128)]
 
 
-def _attention(torch, dtype):
+def _attention(torch, dtype, dev="cuda", s=lambda n: n):
     F = torch.nn.functional
 
     def sdpa(b, h, t, d, causal, backward):
         def make():
-            q, k, v = (torch.randn(b, h, t, d, device="cuda", dtype=dtype, requires_grad=backward) for _ in range(3))
+            q, k, v = (torch.randn(s(b), s(h), s(t), s(d), device=dev, dtype=dtype, requires_grad=backward)
+                       for _ in range(3))
             if not backward:
                 return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
             out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
@@ -53,19 +58,22 @@ def _attention(torch, dtype):
         sdpa(16, 16, 2048, 64, False, False), sdpa(16, 16, 2048, 64, True, True)]
 
 
-def _convolutions(torch, dtype):
+def _convolutions(torch, dtype, dev="cuda", s=lambda n: n):
     F = torch.nn.functional
 
     def conv(n, cin, cout, hw, k, groups, backward):
         def make():
-            x = torch.randn(n, cin, hw, hw, device="cuda", dtype=dtype).to(memory_format=torch.channels_last)
-            w = torch.randn(cout, cin // groups, k, k, device="cuda", dtype=dtype).to(memory_format=torch.channels_last)
+            # shrunk, a grouped convolution keeps its channels per group (cin // groups), a depthwise one its one
+            n_, ci, co, side = s(n), s(cin), s(cout), s(hw)
+            g = ci if groups == cin else max(1, ci // (cin // groups))
+            x = torch.randn(n_, ci, side, side, device=dev, dtype=dtype).to(memory_format=torch.channels_last)
+            w = torch.randn(co, ci // g, k, k, device=dev, dtype=dtype).to(memory_format=torch.channels_last)
             x.requires_grad_(backward)
             w.requires_grad_(backward)
             if not backward:
-                return lambda: F.conv2d(x, w, padding=k // 2, groups=groups)
-            g = torch.randn(n, cout, hw, hw, device="cuda", dtype=dtype).to(memory_format=torch.channels_last)
-            return lambda: torch.autograd.grad(F.conv2d(x, w, padding=k // 2, groups=groups), (x, w), g)
+                return lambda: F.conv2d(x, w, padding=k // 2, groups=g)
+            dy = torch.randn(n_, co, side, side, device=dev, dtype=dtype).to(memory_format=torch.channels_last)
+            return lambda: torch.autograd.grad(F.conv2d(x, w, padding=k // 2, groups=g), (x, w), dy)
         kind = "depthwise" if groups == cin == cout else f"groups {groups}" if groups > 1 else "dense"
         return (f"conv {kind} {k}x{k} {n}x{cin}->{cout}x{hw}x{hw} {'forward+backward' if backward else 'forward'}",
                 make)
@@ -75,12 +83,12 @@ def _convolutions(torch, dtype):
             conv(128, 384, 384, 56, 7, 384, False), conv(128, 384, 384, 56, 7, 384, True)]
 
 
-def _fp8(torch):
+def _fp8(torch, dev="cuda", s=lambda n: n):
     def scaled(m, n, k):
         def make():
-            a = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
-            b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn).t()  # column-major, as cuBLAS wants
-            one = torch.ones((), device="cuda")
+            a = torch.randn(s(m), s(k), device=dev).to(torch.float8_e4m3fn)
+            b = torch.randn(s(n), s(k), device=dev).to(torch.float8_e4m3fn).t()  # column-major, as cuBLAS wants
+            one = torch.ones((), device=dev)
             return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
         return f"_scaled_mm e4m3 {m}x{n}x{k}", make
 
@@ -88,14 +96,16 @@ def _fp8(torch):
             scaled(16384, 14336, 4096)]
 
 
-def kernels(torch):
-    """(label, gpubench dtype, make) of the whole set, in the order they run."""
+def kernels(torch, device: str = "cuda", shrink: int = 1):
+    """(label, gpubench dtype, make) of the whole set, in the order they run; labels name the full sizes."""
+    on = {"dev": device, "s": lambda n: max(1, n // shrink)}
     out = [(f"{label} bf16", "bf16", make) for label, make in
-           _products(torch, torch.bfloat16) + _attention(torch, torch.bfloat16) + _convolutions(torch, torch.bfloat16)]
-    fp16 = _products(torch, torch.float16)
+           _products(torch, torch.bfloat16, **on) + _attention(torch, torch.bfloat16, **on)
+           + _convolutions(torch, torch.bfloat16, **on)]
+    fp16 = _products(torch, torch.float16, **on)
     out += [(f"{label} fp16", "fp16", make) for label, make in (fp16[0], fp16[5], fp16[11])]
-    out += [(label, "fp8", make) for label, make in _fp8(torch)]
-    tf32 = _products(torch, torch.float32)
+    out += [(label, "fp8", make) for label, make in _fp8(torch, **on)]
+    tf32 = _products(torch, torch.float32, **on)
     out += [(f"{label} tf32", "tf32", make) for label, make in (tf32[0], tf32[2])]
     return out
 
@@ -105,12 +115,12 @@ def broad(dev, say):
     import gpubench
 
     torch = dev.torch
-    for label, dtype, make in kernels(torch):
+    for label, dtype, make in kernels(torch, getattr(dev, "device", "cuda"), getattr(dev, "shrink", 1)):
         torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
         try:
             run = make()
             flops = gpubench.count_flops(run).hardware
-            torch.cuda.synchronize()
+            dev.release()
         except Exception as err:  # a shape or dtype this GPU or build refuses: said, and the others go on
             say(f"(a) {label} skipped: {type(err).__name__}: {err}")
             continue

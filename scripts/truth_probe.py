@@ -105,11 +105,25 @@ def write_rows(rows: list[dict], path: Path) -> None:
         w.writerows(rows)
 
 
+# The activity columns this probe reads (it asks no graphics util): a row where all read exactly 0 and DRAM
+# nothing is a GPM pair with no refresh between its samples, no reading (gpubench.record.sources.gpm.stale).
+READ_ACTIVITY = ("sm_active_pct", "sm_occupancy_pct", "tensor_active_pct")
+
+
+def stale(rows) -> np.ndarray:
+    """Which rows are GPM pairs with no refresh: kept, they read 0 in the middle of busy work (seen 5 times in
+    the two windows of a 1x1 convolution on an H200) and lower the mean a point divides by."""
+    zero = np.all([rows.col(c) == 0.0 for c in READ_ACTIVITY], axis=0)
+    dram = rows.col("dram_active_pct") if rows.has("dram_active_pct") else np.full(len(rows), np.nan)
+    return zero & ~(dram > 0)
+
+
 def point(rows: list[dict], window: tuple[float, float], flops: float, dtype: str, dev) -> dict:
     """One calibration point: the GEMM's FLOP rate over its timed window, against the bare ceiling of the rows
-    that cover only that window; the mean of every counter there, and the ones that moved."""
+    that cover only that window, less the stale ones; the mean of every counter there, and the ones that moved."""
     a, b = window
     inside = covering(as_samples(rows).window(a, b), a, TRAIL_S["tensor_active_pct"])
+    inside = inside.take(~stale(inside)) if len(inside) else inside
     mhz, n = ceiling.active_cycles_mhz(inside)
     rate = flops / (b - a)
     found, unit = dev.ceiling, ceiling.UNIT_OF[dtype]
@@ -393,3 +407,4 @@ class Gpu:
     def release(self) -> None:
         self.torch.cuda.synchronize()
         self.torch.cuda.empty_cache()
+

@@ -7,7 +7,9 @@ peak clock is the one the datasheet's dense peak assumes (H100 SXM and H200: 132
 dense bf16 multiply-adds × 2 FLOPs × 1830 MHz = 989.4 TFLOP/s). The calibration is the FLOP rate per active
 cycle that the suite's own GEMMs reached, measured per GPU model and dtype and committed under
 results/calibration/ with the measurements it comes from; its error is the farthest any of them lies from
-it. A dtype a GPU model has no calibration for gets no ceiling, except bf16, which gets the bare rule
+it. Beside it each file records the highest rate per active cycle that any kernel measured on that GPU model
+reached (highest(): GEMMs of every shape, attention, convolutions), the factor a bound that holds for every
+kernel measured would take, with the median and the spread of those kernels. A dtype a GPU model has no calibration for gets no ceiling, except bf16, which gets the bare rule
 (calibration 1, no error known) and says so: it bounds nothing, so no FLOP count is judged by it.
 
 A row's ceiling averages tensor active × SM clock over its sample rows: the tensor pipes' active cycles per
@@ -227,6 +229,36 @@ def calibrate(points: list[dict]) -> dict:
         out[dtype] = {"factor": mid, "error": max(abs(f / mid - 1.0) for f in fs), "n": len(fs),
                       "highest": top["factor"], "highest_what": str(top.get("what", "")), "lowest": min(fs),
                       "spread": max(fs) / min(fs) - 1.0 if min(fs) > 0 else math.nan}
+    return out
+
+
+def on_tensor_pipes(point: dict) -> bool:
+    """Whether a point's FLOPs ran on the tensor pipes: its tensor pipes busier than its FP32 pipes (a point
+    without those counters, a suite GEMM, did). A depthwise convolution runs on the FP32 pipes with its tensor
+    pipes near idle: its FLOPs over its few tensor cycles read 5 to 17 times the datasheet rate on an H200, a
+    rate no tensor pipe has, so it sets no rate per active tensor cycle."""
+    fp32 = point.get("fp32_active_pct", (point.get("counters") or {}).get("fp32_active_pct"))
+    tensor = point.get("tensor_active_pct")
+    return not (finite(tensor) and finite(fp32) and fp32 > tensor)
+
+
+def highest(points: list[dict]) -> dict:
+    """dtype -> {factor, what, n, median, lowest, spread, beside} over every kernel measured: the highest rate
+    per active cycle of the points whose FLOPs ran on the tensor pipes (a bound that holds for every kernel
+    measured takes it; factor over median is what it gives up in tightness against a typical kernel), and
+    `beside`, the points left out as work beside the tensor pipes."""
+    out = {}
+    for dtype in TENSOR_DTYPES:
+        mine = [p for p in points if p.get("dtype") == dtype and finite(p.get("factor"))]
+        kept = [p for p in mine if on_tensor_pipes(p)]
+        if not kept:
+            continue
+        fs = [p["factor"] for p in kept]
+        top = max(kept, key=lambda p: p["factor"])
+        out[dtype] = {"factor": top["factor"], "what": str(top.get("what", "")), "n": len(fs),
+                      "median": statistics.median(fs), "lowest": min(fs),
+                      "spread": max(fs) / min(fs) - 1.0 if min(fs) > 0 else math.nan,
+                      "beside": [str(p.get("what", "")) for p in mine if not on_tensor_pipes(p)]}
     return out
 
 

@@ -32,6 +32,19 @@ def test_a_point_is_the_gemms_rate_over_the_bare_ceiling_of_its_window():
     assert set(p["moved"]) == {"hmma_tensor_util_pct", "tensor_active_pct"}  # not FP32's, which read 0
 
 
+def test_a_point_leaves_out_the_stale_gpm_rows_of_its_window():
+    """A GPM pair with no refresh reads every activity 0 and DRAM nothing in the middle of busy work (a 1x1
+    convolution on an H200: 1.347 of the datasheet rate with two such rows in its window, 0.962 without)."""
+    dev = SimpleNamespace(ceiling=ceiling.Ceiling("X", 1830.0, {"bf16_tensor": 989.4e12}))
+    busy = {"sm_active_pct": 95.0, "sm_occupancy_pct": 14.0, "tensor_active_pct": 90.0, "dram_active_pct": 17.0}
+    stale = dict.fromkeys(("sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct"), 0.0)
+    rows = rows_of(lambda a, b: stale if 1.95 < a < 2.05 or 2.45 < a < 2.55 else busy)
+    p = probe.point(rows, (1.0, 3.0), 0.9 * 0.8 * 989.4e12 * 2.0, "bf16", dev)
+    assert p["factor"] == pytest.approx(0.8) and p["rows"] == 16  # 18 rows, less the two stale ones
+    idle = rows_of(lambda a, b: dict(stale, dram_active_pct=0.0005))  # an idle GPU still moves DRAM: a reading
+    assert probe.point(idle, (1.0, 3.0), 1.0, "bf16", dev)["rows"] == 18
+
+
 def test_the_lag_of_a_column_is_found_at_known_edges():
     edges = [(1.0 + k, 1.5 + k) for k in range(4)]
 
@@ -130,12 +143,13 @@ def test_a_refusal_of_every_id_alone_is_not_an_ids_fault_and_is_raised():
     assert gpm.refused == {}
 
 
-def test_the_broad_set_holds_every_kind_of_tensor_work_in_each_dtype_and_needs_a_gpu(capsys):
+def test_the_broad_set_holds_every_kind_of_tensor_work_in_each_dtype_and_shrinks_for_the_dry_run():
     """truth_gpu.py --broad: products of every shape, attention both ways and both passes, convolutions dense to
-    depthwise, FP8 and TF32 apart; the dry run refuses it, its kernels being cuBLAS, cuDNN and flash attention."""
+    depthwise, FP8 and TF32 apart; the dry run builds the same set on the CPU, shrunk, and counts its FLOPs."""
     torch = pytest.importorskip("torch")
-    import truth_gpu
     import truth_kernels
+
+    import gpubench
 
     found = truth_kernels.kernels(torch)
     labels = [label for label, _, _ in found]
@@ -144,6 +158,28 @@ def test_the_broad_set_holds_every_kind_of_tensor_work_in_each_dtype_and_needs_a
     for kind in ("mm 16x", "bmm", "+bias", "causal forward", "causal backward", "x128 backward", "conv dense",
                  "conv depthwise", "conv groups", "_scaled_mm", "tf32"):
         assert any(kind in label for label in labels), kind
-    with pytest.raises(SystemExit):
-        truth_gpu.main(["--broad", "--dry-run"])
-    assert "--broad needs a GPU" in capsys.readouterr().err
+    small = {label: make for label, _, make in truth_kernels.kernels(torch, "cpu", 16)}
+    assert list(small) == labels  # the labels name the full sizes either way
+    # 512³ at 1/16 of 8192³; a 7x7 depthwise convolution of 8 x 24 channels x 3² pixels, forward: one
+    # multiply-add per weight tap and output element
+    assert gpubench.count_flops(small["mm 8192x8192x8192 bf16"]()).hardware == 2 * 512**3
+    assert gpubench.count_flops(small["conv depthwise 7x7 128x384->384x56x56 forward bf16"]()).hardware == (
+        2 * 8 * 24 * 3 * 3 * 49)
+
+
+def test_the_committed_points_are_what_their_committed_samples_give(tmp_path):
+    """Each points file of scripts/truth_gpu.py, made again from the raw samples beside it by today's point()
+    (scripts/calibrate_tensor.py --repoint), is the file as committed: no point is a number its rows do not give."""
+    import json
+    import shutil
+
+    import calibrate_tensor
+
+    files = sorted((ROOT / "results" / "calibration").glob("points-*.json"))
+    assert files
+    for path in files:
+        data = json.loads(path.read_text())
+        shutil.copy(path, tmp_path / path.name)
+        shutil.copy(path.parent / data["samples"], tmp_path / data["samples"])
+        calibrate_tensor.repoint(tmp_path / path.name)
+        assert (tmp_path / path.name).read_text() == path.read_text(), path.name
