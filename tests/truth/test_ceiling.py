@@ -149,3 +149,21 @@ def test_the_committed_calibrations_load_and_name_their_points():
             assert cal == ceiling.calibrate([p for p in data["points"] if p["dtype"] == dtype])[dtype]
             assert len(points) == cal["n"] >= 2
         assert set(ceiling.load_calibrations(data["gpu"])) == set(data["dtypes"])
+        # the highest of every kernel measured: made again from the file's points and the files it names
+        beside = [q for name in data["highest"]["files"] for q in json.loads((path.parent / name).read_text())["points"]]
+        assert data["highest"]["dtypes"] == ceiling.highest(data["points"] + beside)
+        for dtype, top in data["highest"]["dtypes"].items():
+            assert top["factor"] >= data["dtypes"][dtype]["highest"] and top["median"] <= top["factor"]
+
+
+def test_the_highest_is_of_every_kernel_whose_flops_ran_on_the_tensor_pipes():
+    """A depthwise convolution's FLOPs run on the FP32 pipes: over its few tensor cycles they read many times
+    any tensor pipe's rate (5.7 to 16.8 on an H200), so it is named beside and sets nothing."""
+    points = [{"dtype": "bf16", "factor": f, "what": w, "tensor_active_pct": t, "counters": {"fp32_active_pct": fp}}
+              for f, w, t, fp in ((0.90, "mm square", 93.0, 0.0), (0.95, "sdpa forward", 34.0, 9.0),
+                                  (0.23, "conv groups 32", 18.7, 0.7), (16.8, "conv depthwise", 0.06, 16.1))]
+    points.append({"dtype": "bf16", "factor": 0.91, "what": "gemm scenario"})  # a suite GEMM: no pipe counters
+    top = ceiling.highest(points)["bf16"]
+    assert top["factor"] == 0.95 and top["what"] == "sdpa forward" and top["n"] == 4
+    assert top["median"] == pytest.approx(0.905) and top["lowest"] == 0.23 and top["beside"] == ["conv depthwise"]
+    assert top["spread"] == pytest.approx(0.95 / 0.23 - 1)
