@@ -253,6 +253,10 @@ class Reader:
                         " while the job ran; every version of it was read")
         return f"{name}: {'; '.join(said)}" if said else None
 
+    def close(self) -> None:
+        for f in self._files:
+            f.close()
+
     # --- inside
     def _take(self) -> bytes:
         """The bytes written since the last poll: the rest of the file in hand, then of those after it."""
@@ -303,4 +307,8 @@ class Reader:
 
 
 def read_all(path: str | os.PathLike) -> list:
-    return Reader(path).poll()
+    reader = Reader(path)
+    try:
+        return reader.poll()
+    finally:
+        reader.close()

@@ -216,6 +216,9 @@ class Watcher:
         # the tail's files: a marks file the job removed is still held there
         reader = self.tail.reader.again() if self.tail is not None else markreader.Reader(watch.marks_path)
         events = reader.poll()
+        reader.close()
+        if self.tail is not None:
+            self.tail.reader.close()
         if note := reader.note():
             rec.warn(note)
         peaks["conditions"] = {k: peak_conditions(rows, opts.gpus[0].nvml_index, a, b)
