@@ -15,11 +15,13 @@ PRIVATE = "_gpubench_inside"
 
 
 def writer():
-    """The markwriter module this process writes through: the one the watch's bootstrap loaded, where it
-    did (the hook's steps and the job's own step() then share one writer), else this package's."""
-    twin = sys.modules.get(PRIVATE + ".markwriter")
-    if twin is not None:
-        return twin
+    """The markwriter module this process writes through: the private room's where the watch's bootstrap
+    loaded it (loading its markwriter now if need be), else this package's. One writer a process, whichever
+    comes first, gpubench.mark or torch's optimizers: a mark must close the steps gathered before it."""
+    if sys.modules.get(PRIVATE) is not None:
+        import importlib
+
+        return importlib.import_module(PRIVATE + ".markwriter")
     from . import markwriter
 
     return markwriter

@@ -256,3 +256,22 @@ print("parent", counting)
     done, steps, _ = job(tmp_path, body)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["child", "True", "parent", "True"] and steps == 13
+
+
+def test_marks_before_torch_loads_and_steps_after_it_share_one_writer(tmp_path):
+    """The job's gpubench.mark comes before torch's optimizers load the hook's writer: a mark still closes the
+    steps gathered before it (two writers in one process gave one line of steps across a phase's start)."""
+    body = """
+import gpubench
+gpubench.mark("train")
+import torch.optim
+gpubench.step()
+gpubench.mark("eval")
+gpubench.step()
+"""
+    done, steps, marks = job(tmp_path, body)
+    assert done.returncode == 0, done.stderr
+    events = read_all(marks)
+    [eval_mark] = [e for e in events if isinstance(e, markreader.Mark) and e.name == "eval"]
+    lines = [e for e in events if isinstance(e, Steps)]
+    assert steps == 2 and all(e.t_last < eval_mark.t or e.t_first > eval_mark.t for e in lines)
