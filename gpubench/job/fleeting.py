@@ -16,9 +16,9 @@ JOIN = " + "
 
 
 def merge(phases: list, trim_s: float, make, apart: str = "") -> tuple[list, list[str]]:
-    """The phases (gpubench.job.phases.Phase, in order of first appearance) with each run of two or more
-    consecutive spans no longer than trim_s, of at least two phases, made one span of a phase named by those
-    phases (make(name, spans) builds it); and a note for each merged phase. Spans of the phase `apart` (what
+    """The phases (gpubench.job.phases.Phase, in order of first appearance) with each run of consecutive
+    spans no longer than trim_s, of at least two phases one of which comes back, made one span of a phase named
+    by those phases (make(name, spans) builds it); and a note for each merged phase. Spans of the phase `apart` (what
     ran before the first mark: the job's start-up) are never merged."""
     spans = sorted(((p.name, a, b) for p in phases for a, b in p.spans), key=lambda s: s[1])
     runs, current = [], []
@@ -34,7 +34,8 @@ def merge(phases: list, trim_s: float, make, apart: str = "") -> tuple[list, lis
     taken = set()
     for run in runs:
         names = list(dict.fromkeys(name for name, _, _ in run))
-        if len(run) >= 2 and len(names) >= 2:
+        # alternating: a phase came back (warmup, train and eval once each, however short, is no alternation)
+        if len(names) >= 2 and len(run) > len(names):
             merged.setdefault(JOIN.join(names), []).append(run)
             taken.update(run)
     if not merged:

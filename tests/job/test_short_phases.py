@@ -103,3 +103,19 @@ def test_the_hint_names_only_commands_that_work_on_the_run(tmp_path, capsys):
     watch.show(empty)
     said = capsys.readouterr().out
     assert "gpubench plot" not in said and "nothing to plot or report: no sample was recorded" in said
+
+
+def test_short_phases_that_come_once_each_are_not_merged():
+    """warmup, train and eval once each, every one short (a tiny job on a fast machine): no phase came back,
+    so none alternated; each keeps its own row, whatever the machine's speed made their lengths."""
+    from types import SimpleNamespace
+
+    from gpubench.job import fleeting
+
+    phases = [SimpleNamespace(name=n, spans=[(a, a + 0.2)]) for n, a in (("warmup", 0.0), ("train", 0.2), ("eval", 0.4))]
+    kept, notes = fleeting.merge(phases, 0.5, lambda name, spans: SimpleNamespace(name=name, spans=spans))
+    assert [p.name for p in kept] == ["warmup", "train", "eval"] and notes == []
+    again = phases + [SimpleNamespace(name="train", spans=[(0.6, 0.8)])]
+    again[1].spans.append(again.pop().spans[0])
+    merged, notes = fleeting.merge(again, 0.5, lambda name, spans: SimpleNamespace(name=name, spans=spans))
+    assert [p.name for p in merged] == ["warmup + train + eval"] and len(notes) == 1
