@@ -155,7 +155,7 @@ def cmd(config: RecordingConfig, cmd: list[str], duration_s: float | None = None
         return problem[0]
     if (lost := lost_cwd(config.out if argv else None)) is not None:
         if not argv:  # nothing of the user's runs in attach mode: refusing loses nothing
-            raise UsageError(f"{lost}: cd into a directory that exists, and run gpubench again")
+            raise UsageError("the current directory no longer exists: cd into one that does, and watch from there")
         return run_unrecorded(argv, env, f"{lost}; an absolute --out records it")
     check_out(config.out)
     endpoint = serve_metrics(metrics_port, UsageError)  # a port in use is said before anything runs
