@@ -216,7 +216,7 @@ class Reader:
         for k, line in enumerate(text.split("\n")):
             e = parse(line, uuids, why)
             if e is not None:
-                key = (e.stream, e.t, e.n if e.kind == "steps" else e.name)
+                key = (e.stream, e.t, e.t_last, e.n, e.origin) if e.kind == "steps" else (e.stream, e.t, e.name)
                 if key not in seen:
                     seen.add(key)
                     out.append(e)
