@@ -37,6 +37,7 @@ NAME_MAX = 200  # characters of a phase name: longer names are cut (a name is a 
 RANK_VARS = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
 OPEN_S, SETTLED_S = 0.05, 1.0  # steps are gathered over OPEN_S for the first FINE_S after a mark, then SETTLED_S
 FINE_S = 2.0
+GPU_EVERY_S = 0.05  # how often step() asks whether the process has initialised CUDA, until it has
 
 _path: str | None = os.environ.get(ENV) or None
 own_steps = False  # this process called step() itself: the optimizer's steps are not counted (gpubench.inside.autohook)
@@ -123,6 +124,8 @@ class _Writer:
         self.uuid_written: str | None = None  # the uuid of this process's last line: later lines say "="
         self.fine_until = time.monotonic() + FINE_S
         self.stamper = None  # gpubench.inside.stamps.Stamper, once this process runs CUDA
+        self.gpu_next = 0.0  # when step() next asks whether CUDA is up: not at every step of a CPU job
+        self.last_flops, self.last_values = None, (None, None, None, None, False)  # the values of that object, read
         self.warned: set[str] = set()
         self.lock = threading.Lock()  # the bucket: the user's threads and the stamper's thread
         self.closed = False
@@ -137,6 +140,24 @@ class _Writer:
 
     def step(self, flops, nbytes, tokens, origin: str = "S") -> None:
         now = time.monotonic()
+        # the hook's steps carry one count (an int that never changes) or none: read once; the job's own values
+        # are read at every step (an object of its may change in place)
+        hook = origin != "S"
+        if hook and flops is self.last_flops:
+            values = (*self.last_values, origin)
+        else:
+            values = (*self._values(flops, nbytes, tokens), origin)
+            if hook:
+                self.last_flops, self.last_values = flops, values[:5]
+        if self.stamper is None and now >= self.gpu_next:
+            self.gpu_next = now + GPU_EVERY_S
+            self._gpu()
+        if self.stamper is None or not self.stamper.put(("step", values, now)):
+            with self.lock:
+                self.on_step(now, *values, lead_s=0.0)
+
+    def _values(self, flops, nbytes, tokens) -> tuple:
+        """(model, hardware, bytes, tokens, bad) from what step() was given, each a finite number or None."""
         try:
             hardware = getattr(flops, "hardware", None)
         except Exception:  # noqa: BLE001 -- a property that raises: no hardware count
@@ -145,16 +166,11 @@ class _Writer:
         hardware, ok_h = number(hardware)
         nbytes, ok_b = number(nbytes)
         tokens, ok_t = number(tokens)
-        bad = not (ok_f and ok_h)
         if not (ok_f and ok_h and ok_b and ok_t):
             self.warn("values", "gpubench.step() was given a value that is not a finite number of 0 or more "
                       f"(flops={shown(flops)}, bytes={shown(nbytes)}, tokens={shown(tokens)}); the step is "
                       "recorded without it, and so is any later step given such a value")
-        self._gpu()
-        values = (model, hardware, nbytes, tokens, bad, origin)
-        if self.stamper is None or not self.stamper.put(("step", values, now)):
-            with self.lock:
-                self.on_step(now, *values, lead_s=0.0)
+        return model, hardware, nbytes, tokens, not (ok_f and ok_h)
 
     # called, holding self.lock, where the stamp is known: in the user's thread (host clock) or the
     # stamper's thread (GPU clock)
