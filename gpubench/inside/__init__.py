@@ -12,6 +12,7 @@ module of that name of its own).
 import sys
 
 PRIVATE = "_gpubench_inside"
+MARKS = "GPUBENCH_MARKS"  # the marks file of a watched process: set, the process is under a watch
 
 
 def writer():

@@ -23,7 +23,7 @@ import sys
 import time
 import weakref
 
-MARKS = "GPUBENCH_MARKS"  # markwriter.ENV, which is imported once torch's optimizers load: not at every start-up
+from . import MARKS  # markwriter's ENV: markwriter itself loads once torch's optimizers do, not at every start-up
 
 ENV = "GPUBENCH_AUTO"  # "0": no steps from the optimizer (`gpubench watch --no-auto` sets it); "steps": no FLOPs
 TARGET = "torch.optim.optimizer"
@@ -36,6 +36,11 @@ _steps = None  # the Steps of this process, once the hooks are registered
 def enabled(env=os.environ) -> bool:
     """Whether the hook belongs in this process: under a watch (the marks file named) and not turned off."""
     return bool(env.get(MARKS)) and env.get(ENV, "1").strip().lower() not in ("0", "off", "no", "false")
+
+
+def counting(env=os.environ) -> bool:
+    """Whether the hook counts one step's FLOPs ("steps": steps alone)."""
+    return env.get(ENV, "1").strip().lower() != "steps"
 
 
 def install() -> bool:
@@ -197,7 +202,7 @@ class Steps:
             if self.count is None:
                 from .onestep import OneStep
 
-                self.count = OneStep(on=os.environ.get(ENV, "1").strip().lower() != "steps")
+                self.count = OneStep(on=counting())
             flops, origin = self.count.at_step()
             markwriter._writer().step(flops, None, None, origin)
         except markwriter._Off:

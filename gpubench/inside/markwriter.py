@@ -26,12 +26,12 @@ import sys
 import threading
 import time
 
-from . import stamps
+from . import MARKS, stamps
 from .markline import MARK, MARK_LINE, SAME, STEPS_LINE
 from .text import visible
 from .values import Bucket, number, shown
 
-ENV = "GPUBENCH_MARKS"
+ENV = MARKS
 NAME_MAX = 200  # characters of a phase name: longer names are cut (a name is a label, not a payload)
 # Where the rank of a process comes from, first found wins: torchrun, SLURM, Open MPI, PMI (MPICH, Intel MPI).
 RANK_VARS = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")

@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from gpubench.inside.autohook import ENV as AUTO, MARKS, enabled
+
 SHOWN = 3  # processes named in the warning; the manifest lists them all
-MARKS, AUTO = "GPUBENCH_MARKS", "GPUBENCH_AUTO"
 
 
 def inspect(pid: int, proc: Path = Path("/proc")) -> dict | None:
@@ -60,7 +61,7 @@ def reason(seen: dict, bootstrap: str) -> str | None:
             return why
     if MARKS not in env:
         return f"its environment lost {MARKS} (a launcher that clears or replaces the environment, as env -i does)"
-    if env.get(AUTO, "1").strip().lower() in ("0", "off", "no", "false"):
+    if not enabled(env):
         return None  # turned off, and said so already
     path = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     ours = [i for i, p in enumerate(path) if os.path.basename(p.rstrip("/")) == "bootstrap" or p == bootstrap]

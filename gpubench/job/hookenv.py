@@ -33,8 +33,7 @@ def prepare(env: dict, on: bool = True) -> dict:
                                           "and no directory could be made to link it from"}
         facts["link"] = where
     env["PYTHONPATH"] = os.pathsep.join([where, *filter(None, [env.get("PYTHONPATH")])])
-    counting = env.get(autohook.ENV, "1").strip().lower() != "steps"
-    facts["flops"] = "one step counted" if counting else "not counted"
+    facts["flops"] = "one step counted" if autohook.counting(env) else "not counted"
     return facts
 
 
