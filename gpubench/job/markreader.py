@@ -192,7 +192,7 @@ class Reader:
     seen, whole, in order. A line that repeats one read before (a copy of the file appended to itself) is
     left out and counted: no step is counted twice."""
 
-    def __init__(self, path: str | os.PathLike, files=()):
+    def __init__(self, path: str | os.PathLike, files=(), once: bool = True):
         self.path = path
         self.lines = 0  # whole lines read so far
         self.skipped: dict[str, list] = {}  # why -> [how many, (line, value) of the first]
@@ -201,7 +201,9 @@ class Reader:
         self._at = 0  # the one in hand
         self._partial = b""
         self._uuids: dict = {}  # each stream's last uuid, for the lines that say "="
-        self._seen: set = set()  # a key of each steps and mark line read
+        # a key of each line read, where a repeat is to count once (once=False: a reader that keeps nothing of
+        # what passes by, the watch's tail, whose memory stays flat however long the job)
+        self._seen: set | None = set() if once else None
         if not self._files:
             self._open()  # held from now: a file removed before the first poll is read all the same
 
@@ -215,6 +217,9 @@ class Reader:
         uuids, why, out, seen = self._uuids, [], [], self._seen
         for k, line in enumerate(text.split("\n")):
             e = parse(line, uuids, why)
+            if e is not None and seen is None:
+                out.append(e)
+                continue
             if e is not None:
                 key = (e.stream, e.t, e.t_last, e.n, e.origin) if e.kind == "steps" else (e.stream, e.t, e.name)
                 if key not in seen:
@@ -249,8 +254,8 @@ class Reader:
                  f"{f', reads {value}' if value else ''})" for kind, (n, (line, value)) in sorted(self.skipped.items())]
         said = [f"left out {' and '.join(parts)}; the phases and steps are read without them"] if parts else []
         if self.replaced:
-            said.append(f"the file was removed, replaced or cut short {self.replaced} time{'s' if self.replaced > 1 else ''}"
-                        " while the job ran; every version of it was read")
+            times = f"{self.replaced} time{'s' if self.replaced > 1 else ''}"
+            said.append(f"the file was removed, replaced or cut short {times} while the job ran; every version of it was read")
         return f"{name}: {'; '.join(said)}" if said else None
 
     def close(self) -> None:

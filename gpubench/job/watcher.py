@@ -75,7 +75,7 @@ class Tail(threading.Thread):
 
     def __init__(self, path: Path, set_phase, on_events=None):
         super().__init__(name="gpubench-marks", daemon=True)
-        self.reader = markreader.Reader(path)
+        self.reader = markreader.Reader(path, once=False)  # the summary reads again(), which counts repeats once
         self.set_phase = set_phase
         self.on_events = on_events  # also given every line read (the live window of the metrics endpoint)
         self.lead: markreader.Stream | None = None
