@@ -255,7 +255,8 @@ class Reader:
         said = [f"left out {' and '.join(parts)}; the phases and steps are read without them"] if parts else []
         if self.replaced:
             times = f"{self.replaced} time{'s' if self.replaced > 1 else ''}"
-            said.append(f"the file was removed, replaced or cut short {times} while the job ran; every version of it was read")
+            said.append(f"the file was removed, replaced or cut short {times} while the job ran; every version of it "
+                        "was read")
         return f"{name}: {'; '.join(said)}" if said else None
 
     def close(self) -> None:
