@@ -55,7 +55,7 @@ class OneStep:
             if self._thread is not None and threading.get_ident() != self._thread:
                 # the counting modes are the counting thread's: they are left on its next module call
                 self.problem = self.problem or "the optimizer stepped on another thread while a step was counted"
-                _say(f"no FLOPs from the counted step: {self.problem}; the counters alone bound its work")
+                _no_count(self.problem)
                 return None, "C"
             self._finish(now)
             return self.flops, "C"
@@ -123,7 +123,7 @@ class OneStep:
                 self.problem = ("no operation with a FLOP formula ran through PyTorch's dispatcher (work outside "
                                 "PyTorch's operators, a replayed CUDA graph, is not seen there)")
         if self.problem:
-            _say(f"no FLOPs from the counted step: {self.problem}; the counters alone bound its work")
+            _no_count(self.problem)
 
     def _watch(self, module, args):
         """A module called while counting: past the limit, the count ends here (the next step may never come)."""
@@ -196,6 +196,10 @@ def _counted(count, failed: list):
             failed.append(err)
             return out
     return counted
+
+
+def _no_count(problem: str) -> None:
+    _say(f"no FLOPs from the counted step: {problem}; the counters alone bound its work")
 
 
 def _say(message: str) -> None:
