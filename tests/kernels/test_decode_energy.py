@@ -196,7 +196,7 @@ def test_the_roofline_puts_decode_on_both_sides_of_its_ridge(run, tmp_path):
 def test_the_energy_figure_annotates_the_summarys_numbers_and_names_a_busy_idler(run, tmp_path, monkeypatch):
     manifest, samples, summary = run
     titles = []
-    monkeypatch.setattr(energy_figure, "save", lambda fig, out, name: titles.append(fig._suptitle.get_text()) or [])
+    monkeypatch.setattr(energy_figure, "save", lambda fig, manifest, out, name: titles.append(fig._suptitle.get_text()) or [])
     _, notes = energy_figure.draw(summary, samples, manifest, tmp_path)
     by = {r["scenario"]: r for r in summary}
     assert notes["copy-triton"]["gb_per_j"] == pytest.approx(by["copy-triton"]["gb_per_j"])

@@ -253,7 +253,8 @@ def _stamps(monkeypatch) -> list[str]:
     """The text of every figure's stamp, collected where the figures would be saved (they are not)."""
     texts = []
 
-    def keep(fig, out_dir, name):
+    def keep(fig, manifest, out_dir, name):
+        common.stamp(fig, manifest)  # as save does
         texts.extend(t.get_text() for t in fig.texts if "gpubench" in t.get_text())
         common.plt.close(fig)
         return []
@@ -335,7 +336,7 @@ def test_values_out_of_range_are_flagged_not_shown_as_numbers(run_dir, tmp_path,
     manifest, samples, summary = load_run(run_dir)
     assert np.isnan(samples.col("gpu_util_pct")[copy_line - 2])  # not drawn, as no GPU reads so
     labels = {}
-    monkeypatch.setattr(figures.timeline, "save", lambda fig, out, name: labels.update(
+    monkeypatch.setattr(figures.timeline, "save", lambda fig, manifest, out, name: labels.update(
         {line.get_label(): line for ax in fig.axes for line in ax.get_lines()}) or [])
     figures.timeline.draw(summary, samples, manifest, tmp_path)
     assert "GPU util, through NVML\n(values out of range left out)" in labels  # the figure says so

@@ -39,7 +39,8 @@ def drawn(monkeypatch):
         drawing.append(self)
         return original(self, renderer)
 
-    def keep(fig, out_dir, name):
+    def keep(fig, manifest, out_dir, name):
+        common.stamp(fig, manifest)  # as save does: the stamp is drawn with the rest
         drawing.clear()
         fig.canvas.draw()
         figures[name], texts[name] = fig, [t for t in drawing if t.get_visible() and t.get_text().strip()]
@@ -161,5 +162,5 @@ def test_the_check_sees_an_overlap(drawn, tmp_path):
     ax.text(0, 10, "10 ms", ha="center", va="bottom")
     ax.text(0.02, 10.1, "10 ms", ha="center", va="bottom")
     _, texts = drawn
-    common.save(fig, tmp_path, "probe")
+    common.save(fig, {}, tmp_path, "probe")
     assert label_overlaps(fig, texts["probe"]) and mark_overlaps(fig, texts["probe"])

@@ -16,7 +16,8 @@ def figures(monkeypatch):
     """Each figure as drawn, by name, instead of being saved."""
     drawn = {}
 
-    def keep(fig, out_dir, name):
+    def keep(fig, manifest, out_dir, name):
+        common.stamp(fig, manifest)  # as save does
         fig.canvas.draw()
         drawn[name] = fig
         return []

@@ -141,7 +141,7 @@ def test_a_generated_long_watch_is_summarized_plotted_and_reported(tmp_path, lon
     train = next(r for r in summary if r["phase"] == "train" and r["gpu"] == 0)
     assert train["steps_per_s"] == pytest.approx(5.0, rel=0.01) and 0 < train["mfu_pct"] < train["gpu_util_pct"]
     drawn = {}
-    monkeypatch.setattr(timeline, "save", lambda fig, out, name: drawn.setdefault(name, fig) and [])
+    monkeypatch.setattr(timeline, "save", lambda fig, manifest, out, name: drawn.setdefault(name, fig) and [])
     _, notes = timeline.draw(summary, samples, manifest, tmp_path)
     util = lines(drawn["timeline"])[timeline.LINE_LABELS["gpu_util_pct"]]
     assert len(util.get_xdata()) <= 2 * timeline.BINS  # 7,200 rows drawn as their envelope
@@ -214,6 +214,6 @@ def test_ten_thousand_phases_plot_and_report_in_a_minute_and_a_gigabyte_with_rea
     assert (tmp_path / "report" / "report.html").stat().st_size < 5e6
     drawn = {}
     manifest, samples, summary = load_run(run)
-    monkeypatch.setattr(timeline, "save", lambda fig, out, name: drawn.setdefault(name, fig.get_suptitle()) and [])
+    monkeypatch.setattr(timeline, "save", lambda fig, manifest, out, name: drawn.setdefault(name, fig.get_suptitle()) and [])
     timeline.draw(summary, samples, manifest, tmp_path)
     assert "phases named: no room for more)" in drawn["timeline"]

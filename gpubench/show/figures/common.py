@@ -9,6 +9,7 @@ from pathlib import Path
 
 import matplotlib
 import matplotlib.pyplot as plt
+from matplotlib.transforms import Bbox
 
 from gpubench.metrics import finite
 from gpubench.record.rundir import SUMMARY_MISSING, partial
@@ -59,24 +60,33 @@ def short(name: str) -> str:
 
 
 def stamp(fig, manifest):
+    """The corner stamp added below everything drawn, right-aligned with it; the figure's tight box with it, in
+    inches, measured at the PNG's resolution (one layout of the figure, which both files are cut to)."""
     gpu = manifest.get("gpu", {}).get("name") or "unknown GPU"
     date = (manifest.get("start_wall") or "")[:10]
     why = partial(manifest)
     text = printable(f"{gpu} · {date} · gpubench" + (f" · PARTIAL RUN: it {why}" if why else ""))
-    # below everything drawn so far, axis labels and legends included, right-aligned with it: it can overlap none
-    box = fig.get_tightbbox(fig.canvas.get_renderer())
+    fig.set_dpi(PNG_DPI)
+    renderer = fig.canvas.get_renderer()
+    # below everything drawn so far, axis labels and legends included: it can overlap none
+    box = fig.get_tightbbox(renderer)
     width, height = fig.get_size_inches()
-    fig.text(box.x1 / width, (box.y0 - 0.06) / height, text, ha="right", va="top", fontsize=8,
-             color="#b22222" if why else "#666")
+    label = fig.text(box.x1 / width, (box.y0 - 0.06) / height, text, ha="right", va="top", fontsize=8,
+                     color="#b22222" if why else "#666")
+    inches = label.get_window_extent(renderer).transformed(fig.dpi_scale_trans.inverted())
+    return Bbox.union([box, inches])
 
 
-def save(fig, out_dir: Path, name: str) -> list[Path]:
-    """PNG and SVG, each written to a temporary name and renamed into place."""
+def save(fig, manifest, out_dir: Path, name: str) -> list[Path]:
+    """The figure stamped, then written as PNG and SVG, each to a temporary name renamed into place."""
+    # One tight box for both files: savefig's "tight" lays a figure out twice more for each file it writes,
+    # which for a day of samples took as long as drawing it.
+    box = stamp(fig, manifest).padded(matplotlib.rcParams["savefig.pad_inches"])
     paths = []
     for ext, kw in (("png", {"dpi": PNG_DPI}), ("svg", {})):
         final = out_dir / f"{name}.{ext}"
         tmp = out_dir / f".{name}.tmp.{ext}"
-        fig.savefig(tmp, bbox_inches="tight", metadata=METADATA[ext], **kw)
+        fig.savefig(tmp, bbox_inches=box, metadata=METADATA[ext], **kw)
         os.replace(tmp, final)
         paths.append(final)
     plt.close(fig)
@@ -134,8 +144,7 @@ def empty(out_dir, name, title, manifest):
                f"no summary: {lacking}" if lacking else NO_DATA)
     ax.text(0.5, 0.5, message, ha="center", va="center", fontsize=11, color="#666")
     ax.set_title(title, fontsize=10, loc="left")
-    stamp(fig, manifest)
-    return save(fig, out_dir, name), {"empty": message}
+    return save(fig, manifest, out_dir, name), {"empty": message}
 
 
 def envelope(t, y, bins: int):

@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 from gpubench.metrics import finite, fmt, fmt_value, pct
 from gpubench.read.summary import row_label
 
-from .common import VALUE_PT, C, empty, save, short, stamp
+from .common import VALUE_PT, C, empty, save, short
 
 # The panels of a group, by the bound of its rows: (title, column, scale, format of one value).
 # Bytes over the host link are never drawn on a DRAM axis.
@@ -60,8 +60,7 @@ def draw(summary, samples, manifest, out_dir):
                    f"{best['scenario']} {pace} {best['baseline']}")
     fig.suptitle(finding, fontsize=11, x=0.01, ha="left")
     fig.tight_layout()
-    stamp(fig, manifest)
-    return save(fig, out_dir, "compare"), notes
+    return save(fig, manifest, out_dir, "compare"), notes
 
 
 def _compare_row(axrow, rows, baselines, notes, measured):

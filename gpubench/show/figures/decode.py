@@ -9,7 +9,7 @@ from gpubench.metrics import BY_COLUMN, finite, pct
 from gpubench.read.summary import batch_at, ridge_flop_per_byte, row_label
 from gpubench.truth.peaks import UNIT_NAMES
 
-from .common import VALUE_PT, C, empty, save, short, stamp
+from .common import VALUE_PT, C, empty, save, short
 
 TITLE = "LLM decode: tokens/s and step time against batch size"
 LINES = {"triton": ("-", "o"), "torch": ("--", "s"), "cupy": (":", "^")}
@@ -125,8 +125,7 @@ def draw(summary, samples, manifest, out_dir):
     fig.suptitle(f"{util}from batch {facts['b0']:.0f} to {facts['b1']:.0f} tokens/s rose {facts['tokens_x']:.0f}x "
                  f"while the step time rose {facts['time_x']:.1f}x", fontsize=11, x=0.01, ha="left")
     fig.tight_layout()
-    stamp(fig, manifest)
-    return save(fig, out_dir, "decode"), notes
+    return save(fig, manifest, out_dir, "decode"), notes
 
 
 def _count(v: float) -> str:

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 from gpubench.metrics import finite, fmt_value, pct
 from gpubench.read.summary import joules, row_label
 
-from .common import VALUE_PT, C, empty, kernel_rows, save, short, stamp
+from .common import VALUE_PT, C, empty, kernel_rows, save, short
 
 TITLE = "GPU-Util against the useful work each joule bought"
 # (column, axis title, bar colour, format of one value): bytes for the kernels MBU judges, FLOPs for MFU's
@@ -53,8 +53,7 @@ def draw(summary, samples, manifest, out_dir):
         ax.grid(axis="x", alpha=0.3)
     fig.suptitle(finding(rows, summary), fontsize=10.5, x=0.01, ha="left")
     fig.tight_layout()
-    stamp(fig, manifest)
-    return save(fig, out_dir, "energy"), notes
+    return save(fig, manifest, out_dir, "energy"), notes
 
 
 def _num(v: float) -> str:

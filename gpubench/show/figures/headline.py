@@ -12,7 +12,7 @@ from matplotlib.patches import Patch
 from gpubench.metrics import finite, pct
 from gpubench.read.summary import row_label
 
-from .common import VALUE_PT, C, empty, kernel_rows, save, short, shown_rows, stamp, title, work_fraction
+from .common import VALUE_PT, C, empty, kernel_rows, save, short, shown_rows, title, work_fraction
 
 HEADLINE = [("gpu_util_pct", "nvidia-smi GPU util"), ("sm_active_pct", "SM active"),
             ("tensor_active_pct", "tensor active"), ("work", "work done (MFU, MBU or link share of peak)")]
@@ -76,8 +76,7 @@ def draw(summary, samples, manifest, out_dir):
     ax.set_title("\n".join([title(manifest, "headline",
                                   "nvidia-smi reads 100% for nearly every kernel; the work done is often near zero"),
                             *said]), fontsize=11, loc="left", pad=8 + 14 * legend_rows)
-    stamp(fig, manifest)
-    return save(fig, out_dir, "headline"), notes
+    return save(fig, manifest, out_dir, "headline"), notes
 
 
 def _bar_label(ax, v, x, text, base):

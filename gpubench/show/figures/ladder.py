@@ -8,7 +8,7 @@ from gpubench import metrics
 from gpubench.metrics import BY_COLUMN, finite, pct
 from gpubench.read.summary import row_label
 
-from .common import VALUE_PT, empty, kernel_rows, save, short, shown_rows, stamp, title, work_fraction
+from .common import VALUE_PT, empty, kernel_rows, save, short, shown_rows, title, work_fraction
 
 # the ladder's sampled rungs (metrics.LADDER) under two-line headers, then the ground truth
 LADDER = [(BY_COLUMN[c].header.replace(" ", "\n", 1), c) for c in metrics.LADDER] + [("work done\n(ground truth)", None)]
@@ -45,5 +45,4 @@ def draw(summary, samples, manifest, out_dir):
                        "Each rung of the ladder is fooled by some kernel; only the last column measures work done") +
                  (f"\nShown: {cut}" if cut else ""), fontsize=11, loc="left", pad=38)
     fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, fraction=0.03, pad=0.02, label="percent")
-    stamp(fig, manifest)
-    return save(fig, out_dir, "ladder"), notes
+    return save(fig, manifest, out_dir, "ladder"), notes

@@ -13,7 +13,7 @@ import numpy as np
 from gpubench.metrics import finite, fmt, pct
 from gpubench.read.samples import as_samples
 
-from .common import LEFT_OUT, PNG_DPI, empty, envelope, save, stamp
+from .common import LEFT_OUT, PNG_DPI, empty, envelope, save
 
 MAX_RANKS = 8  # panels; a larger job shows its first ranks and says so
 TITLE = "Ranks of a torchrun job: who waits, and who is late"
@@ -64,8 +64,7 @@ def draw(summary, samples, manifest, out_dir):
     lines = notes["findings"] + ([] if len(shown) == len(ranks) else [f"(the first {len(shown)} of {len(ranks)} ranks)"])
     fig.suptitle("\n".join(lines), fontsize=10, x=0.01, ha="left", va="bottom",
                  y=axes[0].get_position().y1 + 0.2 / fig.get_figheight())
-    stamp(fig, manifest)
-    return save(fig, out_dir, "ranks"), notes
+    return save(fig, manifest, out_dir, "ranks"), notes
 
 
 def _rank_panel(ax, rank, samples, t0, top, left_out=()):

@@ -8,7 +8,7 @@ import matplotlib.transforms as mtransforms
 from gpubench.metrics import finite, fmt_value, pct
 from gpubench.read.summary import ridge_flop_per_byte, row_label
 
-from .common import BYTES_NOTE, VALUE_PT, C, empty, kernel_rows, save, short, stamp
+from .common import BYTES_NOTE, VALUE_PT, C, empty, kernel_rows, save, short
 
 # A dot's colour says which ground truth judges the kernel.
 DOTS = {"compute": (C["tensor_active_pct"], "compute-bound kernel, judged by MFU"),
@@ -72,8 +72,7 @@ def draw(summary, samples, manifest, out_dir):
                  "so it is not here", fontsize=10, loc="left")
     ax.minorticks_off()  # over ten decades a grid line per decade reads best
     ax.grid(alpha=0.25)
-    stamp(fig, manifest)
-    return save(fig, out_dir, "roofline"), notes
+    return save(fig, manifest, out_dir, "roofline"), notes
 
 
 def _label_dots(ax, intensity, dots):

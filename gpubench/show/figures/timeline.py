@@ -15,7 +15,7 @@ import numpy as np
 from gpubench.metrics import BY_COLUMN, finite
 from gpubench.read.samples import as_samples, load_together
 
-from .common import LEFT_OUT, PNG_DPI, C, empty, envelope, save, short, stamp, title
+from .common import LEFT_OUT, PNG_DPI, C, empty, envelope, save, short, title
 
 PANELS = [("utilization, %", ["gpu_util_pct", "smi_gpu_util_pct"]), ("SM, %", ["sm_active_pct", "sm_occupancy_pct"]),
           ("pipes and DRAM, %", ["tensor_active_pct", "fp32_active_pct", "dram_active_pct"])]
@@ -138,8 +138,7 @@ def draw(summary, samples, manifest, out_dir):
                                              "pipes and TFLOP/s tell them apart") +
                  (f" ({len(labelled):,} of {phases:,} phases named: no room for more)" if len(labelled) < phases else "") +
                  (f"\n{gpus_said}" if gpus_said else ""), fontsize=11, x=0.01, ha="left", y=0.995)
-    stamp(fig, manifest)
-    return save(fig, out_dir, "timeline"), {"missing": missing, "phases": labelled, "gpus": [g for g, _ in gpus]}
+    return save(fig, manifest, out_dir, "timeline"), {"missing": missing, "phases": labelled, "gpus": [g for g, _ in gpus]}
 
 
 def _ylabel(text: str, who: str) -> str:
