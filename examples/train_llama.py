@@ -139,7 +139,8 @@ def palm_flops(model: Llama, args, train: bool = True) -> float:
     """PaLM's count per step (Chowdhery et al. 2022, appendix B): 6 N per token for the matrix products, N
     the parameters a token passes through (the experts it is routed to, not all of them; the embedding is a
     lookup, not a product), plus 12 L d T per token for attention over the whole T x T, causal or not."""
-    expert_params = sum(p.numel() for b in model.blocks if isinstance(b.mlp, Experts) for p in b.mlp.experts.parameters())
+    expert_params = sum(p.numel() for b in model.blocks if isinstance(b.mlp, Experts)
+                        for p in b.mlp.experts.parameters())
     active = (sum(p.numel() for p in model.parameters()) - model.embed.weight.numel()
               - expert_params * (1 - args.top / args.experts if args.experts else 0))
     tokens = args.batch * args.seq
@@ -223,7 +224,8 @@ def main(argv=None) -> None:
         model.train()
     if rank == 0:
         palm = palm_flops(model, args)
-        print(f"llama: {args.layers} layers, {args.width} wide, {sum(p.numel() for p in model.parameters()) / 1e6:.0f}M "
+        print(f"llama: {args.layers} layers, {args.width} wide, "
+              f"{sum(p.numel() for p in model.parameters()) / 1e6:.0f}M "
               f"parameters{f', {args.experts} experts, top {args.top}' if args.experts else ''}; batch {args.batch} x "
               f"{args.seq} tokens; {world} rank(s)", flush=True)
         if flops is not None:

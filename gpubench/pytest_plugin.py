@@ -61,8 +61,8 @@ def gpu_device(pytestconfig):
 @pytest.fixture
 def gpu_benchmark(benchmark, gpu_device, pytestconfig):
     """gpu_benchmark(fn, *args, flops=None, bytes=None, unit=None, graph=None, **kwargs): time
-    fn(*args, **kwargs) in GPU time per call (CUDA events, after a warm-up and settling the clocks) through pytest-benchmark, and
-    return its result.
+    fn(*args, **kwargs) in GPU time per call (CUDA events, after a warm-up and settling the clocks) through
+    pytest-benchmark, and return its result.
 
     flops, bytes: the work of one call (bytes: each input read once, each output written once); they add
     TFLOP/s, GB/s, and MFU (unit: the peak it runs on, bf16_tensor, fp16_tensor or fp32) and MBU against

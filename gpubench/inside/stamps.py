@@ -34,7 +34,8 @@ def start(writer):
             return None
         return Stamper(writer, torch, device_uuid(torch))
     except Exception as err:  # noqa: BLE001 -- a broken CUDA is the job's business: stamp on the host
-        writer.warn("gpu-off", f"steps are stamped on the host: the GPU could not be asked ({type(err).__name__}: {err})")
+        writer.warn("gpu-off",
+                    f"steps are stamped on the host: the GPU could not be asked ({type(err).__name__}: {err})")
         return None
 
 

@@ -1,4 +1,5 @@
-"""A step's values as gpubench.step() takes them, and the steps of one interval gathered (gpubench.inside.markwriter)."""
+"""A step's values as gpubench.step() takes them, and the steps of one interval gathered
+(gpubench.inside.markwriter)."""
 
 from __future__ import annotations
 

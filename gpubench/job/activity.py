@@ -80,8 +80,9 @@ def activity(rows, gpus: list, t0: float, t1: float):
     share, sums, counts = np.zeros(n), np.zeros((n, len(SIGNATURE))), np.zeros((n, len(SIGNATURE)))
     ends = np.full(n, -np.inf)
     column = "sm_active_pct" if "sm_active_pct" in rows.valued(["sm_active_pct"]) else "gpu_util_pct"
+    wanted = dict.fromkeys(["t_start_s", "t_end_s", column, *SIGNATURE])
     for g in gpus:
-        mine = rows.of("gpu", g.nvml_index, keep=False).load(*dict.fromkeys(["t_start_s", "t_end_s", column, *SIGNATURE]))
+        mine = rows.of("gpu", g.nvml_index, keep=False).load(*wanted)
         mid = (mine.col("t_start_s") + mine.col("t_end_s")) / 2
         keep = (mid >= t0) & (mid < t0 + n * BIN_S)
         at = ((mid[keep] - t0) // BIN_S).astype(np.int64)
@@ -181,20 +182,17 @@ def _dense(segments: list[tuple], share: list, t0: float, exact) -> list[tuple]:
     sparse = {n for n, ss in spans.items() if n not in (WARMUP, TRAIN, IDLE) and exact(ss) < BUSY_SHARE}
     if not sparse:
         return segments
+    busy = [s >= BUSY_SHARE for s in share]
     out: list[list] = []
     for name, a, b in segments:
         pieces = [[name, a, b]] if name not in sparse else [[n if n == IDLE else name, x, y]
-                                                          for n, x, y, _ in _between(_busy(share), t0, a, b)]
+                                                          for n, x, y, _ in _between(busy, t0, a, b)]
         for p in pieces:
             if out and out[-1][0] == p[0] and p[0] not in (WARMUP, TRAIN) and out[-1][2] >= p[1] - 1e-9:
                 out[-1][2] = p[2]
             else:
                 out.append(p)
     return [tuple(p) for p in out]
-
-
-def _busy(share: list) -> list[bool]:
-    return [s >= BUSY_SHARE for s in share]
 
 
 def _runs(steps: list) -> list[list]:

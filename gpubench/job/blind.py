@@ -69,7 +69,8 @@ def reason(seen: dict, bootstrap: str) -> str | None:
         return "its PYTHONPATH no longer holds gpubench's bootstrap (a launcher replaced it rather than adding to it)"
     for p in path[:ours[0]]:
         if os.path.isfile(os.path.join(p, "sitecustomize.py")):
-            return f"a sitecustomize.py in {p} comes before gpubench's on its PYTHONPATH, and Python imports only the first"
+            return (f"a sitecustomize.py in {p} comes before gpubench's on its PYTHONPATH, and Python imports only "
+                    "the first")
     return None
 
 

@@ -221,7 +221,8 @@ def run_unrecorded(argv: list[str], env: dict, why: str) -> int:
     """The command alone, where there is no GPU to record (a CPU node, a job that hides every GPU): said once,
     then run as a watch runs it (output untouched, signals passed on) and its exit code returned. A user who
     puts `gpubench watch --` in front of a launcher never loses the job to it."""
-    print(f"gpubench watch: nothing can be recorded here ({visible(why)}): the command runs unrecorded", file=sys.stderr)
+    print(f"gpubench watch: nothing can be recorded here ({visible(why)}): the command runs unrecorded",
+          file=sys.stderr)
     try:
         with child.held_signals():
             outcome, left = _spawn_and_wait(argv, env)

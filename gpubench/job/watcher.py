@@ -93,7 +93,8 @@ class Tail(threading.Thread):
         for e in events:  # steps pass by unkept: memory stays flat however long the job
             if not isinstance(e, markreader.Mark):
                 continue
-            if self.lead is None or (e.stream.rank is not None and (self.lead.rank is None or e.stream.rank < self.lead.rank)):
+            if self.lead is None or (e.stream.rank is not None
+                                     and (self.lead.rank is None or e.stream.rank < self.lead.rank)):
                 self.lead = e.stream
             if e.stream == self.lead and e.name != self.current:
                 self.current = e.name
@@ -224,8 +225,9 @@ class Watcher:
         peaks["conditions"] = {k: peak_conditions(rows, opts.gpus[0].nvml_index, a, b)
                                for k, (a, b) in self.windows.items()}
         limit = SUMMARY_S + SUMMARY_ROW_S * len(rows)
-        result = bounded(lambda: summarize_watch(rows, events, opts.gpus, watch.t_start, watch.t_end, peaks, opts.dtype,
-                                                 list(rec.sampler.columns), self._held(), opts.recording.all_gpus), limit)
+        result = bounded(lambda: summarize_watch(rows, events, opts.gpus, watch.t_start, watch.t_end, peaks,
+                                                 opts.dtype, list(rec.sampler.columns), self._held(),
+                                                 opts.recording.all_gpus), limit)
         if result is None:
             rec.warn(f"the summary did not finish within {limit:.0f} s, a fault of gpubench (please report it); the "
                      f"samples and marks in {opts.out_dir} are whole, and the command's exit code is kept")

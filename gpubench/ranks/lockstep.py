@@ -4,10 +4,11 @@ rank 0 writes one run directory.
 
 The ranks move in lock-step (LockStep, the loop's strategy here) so that every rank issues the same
 collectives: before each scenario they agree that its check passed everywhere (else it is skipped on every
-rank) and on how many calls to time (the slowest rank's warm-up sets it). Single-GPU scenarios run on every rank's GPU at once. At the end
-each rank sends rank 0 its results, its arrival times at the collectives and its clock offsets, and each
-node's sampling process sends that node's samples: nothing goes through a shared file system. Rank 0
-merges them (gpubench.ranks.merge) into samples.arrows, summary.csv and the manifest.
+rank) and on how many calls to time (the slowest rank's warm-up sets it). Single-GPU scenarios run on
+every rank's GPU at once. At the end each rank sends rank 0 its results, its arrival times at the
+collectives and its clock offsets, and each node's sampling process sends that node's samples: nothing goes
+through a shared file system. Rank 0 merges them (gpubench.ranks.merge) into samples.arrows, summary.csv and
+the manifest.
 """
 
 from __future__ import annotations

@@ -66,7 +66,8 @@ class Rule:
         """The rule's conditions in words, thresholds included: 'GPU busy < 50%'."""
         words = {"missing": "not known", "unrecorded": "not recorded by the run", "known": "known"}
         return " and ".join(f"{_label(c)} {words[op]}" if op in words else f"{_label(c)} is {t}" if op == "is" else
-                            f"{_label(c)} {SHOWN[op]} {_threshold(c, t)}" + (" or not known" if op == "<|missing" else "")
+                            f"{_label(c)} {SHOWN[op]} {_threshold(c, t)}"
+                            + (" or not known" if op == "<|missing" else "")
                             for c, op, t in self.when)
 
     def because(self, row: dict) -> str:

@@ -107,7 +107,8 @@ def _layout(path: Path, notes: list | None) -> tuple[list[str], int, int]:
             if f.read(1) != b"\n":  # the last line was cut off mid-write: read up to the line before it
                 stop = _last_newline(f, size) + 1
                 if notes is not None:
-                    notes.append(f"{path.name}: its last line was cut off mid-write (the run was killed) and is skipped")
+                    notes.append(f"{path.name}: its last line was cut off mid-write (the run was killed) and is "
+                                 "skipped")
     line = head[start:end if end >= 0 else len(head)]
     try:
         text = line.decode("utf-8")
@@ -235,7 +236,8 @@ def _with_python(path: Path, out: Path, names: list[str], start: int, stop: int)
                 for raw in reader:
                     line = reader.line_num + 1  # the header is line 1
                     if len(raw) != len(names):
-                        raise BadCsv(f"line {line} is not a sample row (it has {len(raw)} fields, the header {len(names)})")
+                        raise BadCsv(f"line {line} is not a sample row (it has {len(raw)} fields, the header "
+                                     f"{len(names)})")
                     try:
                         rows.append(_sample(dict(zip(names, raw))))
                     except (ValueError, OverflowError):

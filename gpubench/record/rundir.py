@@ -191,7 +191,8 @@ def read_manifest(path: Path) -> dict:
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise RunDirError(f"{path} is not valid JSON ({err})") from None
     except ValueError as err:  # an integer past Python's 4300 digits
-        raise RunDirError(f"{path} holds a number too long to be one gpubench writes ({str(err).split(';')[0]})") from None
+        raise RunDirError(f"{path} holds a number too long to be one gpubench writes "
+                          f"({str(err).split(';')[0]})") from None
     except RecursionError:
         raise RunDirError(f"{path} is nested too deeply to be a manifest gpubench wrote") from None
     try:

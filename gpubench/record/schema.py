@@ -244,7 +244,8 @@ def sample_columns(columns: dict, line, notes: list | None, flagged: set, texts:
 def summary_value(key: str, value, scenario, notes: list | None):
     """A summary cell already parsed (numbers as numbers): a number out of its range becomes OutOfRange,
     said in notes."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or (isinstance(value, float) and math.isnan(value)):
+    if (not isinstance(value, (int, float)) or isinstance(value, bool)
+            or (isinstance(value, float) and math.isnan(value))):
         return value
     column = re.sub(r"_p(10|90)$", "", key)
     if in_range(column, value):

@@ -178,7 +178,8 @@ def _by_row(path: Path, said: list[str], text: frozenset) -> list[dict]:
     except csv.Error as err:  # a field past csv's limit
         why = (f"a field longer than {csv.field_size_limit():,} characters, which no summary holds"
                if "field larger" in str(err) else str(err))
-        raise BadSummary(f"{path} line {reader.line_num + 1} is not a summary row ({why})") from None  # the line it stopped in
+        # line_num + 1: the line it stopped in
+        raise BadSummary(f"{path} line {reader.line_num + 1} is not a summary row ({why})") from None
     if repeats:
         said.append(_repeated(repeats))
     return _flagged(rows, cells, said)

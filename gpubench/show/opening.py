@@ -84,7 +84,8 @@ def peaks_line(manifest: dict) -> str | None:
     meas, sheet = peaks.get("measured") or {}, peaks.get("datasheet") or {}
     seen = (peaks.get("conditions") or {}).get("bf16_tensor") or {}
     out = []
-    copy, bf16, fp16 = _tera(meas, "dram", "{:.2f}"), _tera(meas, "bf16_tensor", "{:.0f}"), _tera(meas, "fp16_tensor", "{:.0f}")
+    copy, bf16, fp16 = (_tera(meas, "dram", "{:.2f}"), _tera(meas, "bf16_tensor", "{:.0f}"),
+                        _tera(meas, "fp16_tensor", "{:.0f}"))
     measured = [f"device-to-device copy {copy} TB/s (read + written)" if copy else ""]
     matmul = " and ".join(f"{k} {v}" for k, v in (("bf16", bf16), ("fp16", fp16)) if v)
     if matmul:

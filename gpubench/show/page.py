@@ -46,7 +46,8 @@ def _table(head, rows) -> str:
 def to_html(bl, figures_dir: Path) -> str:
     parts = ["<!doctype html><html><head><meta charset='utf-8'><title>gpubench report</title><style>"
              "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;line-height:1.45;color:#222}"
-             "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}"
+             "table{border-collapse:collapse;font-size:13px}"
+             "td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}"
              ".num{text-align:right}"
              "td:first-child{white-space:nowrap}"
              "img{max-width:100%}code{background:#f3f3f3}"

@@ -92,7 +92,8 @@ def _summary_blocks(manifest, summary, job: bool) -> list[tuple]:
     tabled, cut = longest(summary, TABLE_MAX)
     rows = [[label(r)] + [fmt_value(c, r.get(c)) for c in columns] +
             [md.text(r.get("verdict") or "") if job else _kernel_ms(r)] for r in tabled]
-    out.append(("table", head, rows) if rows else ("p", f"No {'phase' if job else 'scenario'} was summarized in this run."))
+    out.append(("table", head, rows) if rows else
+               ("p", f"No {'phase' if job else 'scenario'} was summarized in this run."))
     if cut:
         out.append(("p", f"The table holds the {len(tabled):,} rows that lasted longest of {len(summary):,}, in their "
                          "order; summary.csv and summary.json hold every one."))
@@ -196,7 +197,8 @@ def _decode_blocks(summary, manifest) -> list[tuple]:
     rows, peaks = by[impl], manifest.get("peaks") or {}
     f = sweep_facts(rows, peaks)
     first, last = rows[0], rows[-1]
-    text = [f"The {md.text(impl)} decode steps from batch {f['b0']:.0f} to {f['b1']:.0f} read the same weights once a step: "
+    text = [f"The {md.text(impl)} decode steps from batch {f['b0']:.0f} to {f['b1']:.0f} read the same weights "
+            "once a step: "
             f"tokens/s rose {f['tokens_x']:.0f}x ({first['tokens_per_s']:,.0f} to {last['tokens_per_s']:,.0f}) "
             f"while the step time rose {f['time_x']:.1f}x ({first['kernel_ms'] * 1e3:.0f} to "
             f"{last['kernel_ms'] * 1e3:.0f} µs)"]
@@ -230,7 +232,8 @@ def write_report(run_dir, manifest, samples, summary, out_dir=None) -> list[Path
     with staging(out) as stage:
         notes: dict = {}
         drawn = draw_all(manifest, samples, summary, stage / "figures", notes)  # the figures shown match the data
-        empty = {name: n["empty"] for name, n in notes.items() if isinstance(n, dict) and isinstance(n.get("empty"), str)}
+        empty = {name: n["empty"] for name, n in notes.items()
+                 if isinstance(n, dict) and isinstance(n.get("empty"), str)}
         present = {p.stem for p in drawn} - set(empty)
         bl = blocks(manifest, summary, present, empty)
         (stage / "report.md").write_text(to_markdown(bl))

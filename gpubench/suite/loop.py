@@ -112,7 +112,8 @@ def run_one(i, sc: Scenario, opts: RunOptions, backend, phases, progress: Progre
         if problems:
             note = f"{sc.name} skipped: " + "; ".join(label + text for label, (_, text) in problems)
             if strategy.speaks:  # one note for the run
-                (progress.errors if any(kind == "error" for _, (kind, _) in problems) else progress.warnings).append(note)
+                (progress.errors if any(kind == "error" for _, (kind, _) in problems)
+                 else progress.warnings).append(note)
             reporter.warn(note)
             return
         plan = strategy.plan(prepared, backend) if prepared.run is not None else None

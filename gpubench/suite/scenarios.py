@@ -1,9 +1,9 @@
 """The suite as data: each scenario is one line naming a kernel family, an implementation, the sizes that
 differ from the family's defaults, and the one sentence it demonstrates. The loop iterates over them.
 
-Everything else follows from the family's file (kernels/<family>.py, installed as gpubench.kernels): prepare() gives the call
-to time, its check, its work model and the launch shape as launched, so what the summary says about a
-scenario cannot disagree with what ran. Importing this module imports no GPU library.
+Everything else follows from the family's file (kernels/<family>.py, installed as gpubench.kernels):
+prepare() gives the call to time, its check, its work model and the launch shape as launched, so what the
+summary says about a scenario cannot disagree with what ran. Importing this module imports no GPU library.
 """
 
 from __future__ import annotations

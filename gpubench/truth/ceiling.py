@@ -9,8 +9,9 @@ cycle that the suite's own GEMMs reached, measured per GPU model and dtype and c
 results/calibration/ with the measurements it comes from; its error is the farthest any of them lies from
 it. Beside it each file records the highest rate per active cycle that any kernel measured on that GPU model
 reached (highest(): GEMMs of every shape, attention, convolutions), the factor a bound that holds for every
-kernel measured would take, with the median and the spread of those kernels. A dtype a GPU model has no calibration for gets no ceiling, except bf16, which gets the bare rule
-(calibration 1, no error known) and says so: it bounds nothing, so no FLOP count is judged by it.
+kernel measured would take, with the median and the spread of those kernels. A dtype a GPU model has no
+calibration for gets no ceiling, except bf16, which gets the bare rule (calibration 1, no error known) and
+says so: it bounds nothing, so no FLOP count is judged by it.
 
 A row's ceiling averages tensor active × SM clock over its sample rows: the tensor pipes' active cycles per
 second, whatever the clock did meanwhile. The FLOPs that ran (HFU) cannot be above its limit: the same average

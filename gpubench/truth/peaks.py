@@ -2,9 +2,9 @@
 
 MFU (PaLM's model FLOPs utilization) divides achieved FLOP/s by the dense peak of the unit and precision
 the kernel uses; MBU divides useful bytes/s by the DRAM bandwidth. Two bandwidths are measured: a copy's
-(bytes read plus written, "dram") and a read's ("dram_read"), the ceiling of kernels that write little. A peak that is not known stays
-missing: a GPU is matched by its exact NVML name (and memory size where one name covers several
-parts), never by a neighbour's name.
+(bytes read plus written, "dram") and a read's ("dram_read"), the ceiling of kernels that write little. A
+peak that is not known stays missing: a GPU is matched by its exact NVML name (and memory size where one
+name covers several parts), never by a neighbour's name.
 
 Measured peaks are sustained figures: a GPU at its power limit lowers its clock within a tenth of a
 second, so each peak is the median over SUSTAIN_S seconds after WARM_S seconds of the same work.

@@ -17,7 +17,8 @@ TIME = ("time per call, ms", "kernel_ms", 1.0, "{:.3g}")
 UTIL = ("nvidia-smi GPU util", "gpu_util_pct", 1.0, pct)
 COMPARE = {"dram": [TIME, ("DRAM traffic per call, GB", "traffic_per_call", 1e-9, "{:.3g}"),
                     ("useful GB/s", "gbps", 1.0, "{:.0f}"), UTIL],
-           "compute": [TIME, ("achieved TFLOP/s", "tflops", 1.0, "{:.0f}"), ("MFU (of the datasheet peak)", "mfu_pct", 1.0, pct), UTIL],
+           "compute": [TIME, ("achieved TFLOP/s", "tflops", 1.0, "{:.0f}"),
+                       ("MFU (of the datasheet peak)", "mfu_pct", 1.0, pct), UTIL],
            "link": [TIME, ("host link GB/s", "link_gbps", 1.0, "{:.3g}"), ("link share", "link_pct", 1.0, pct), UTIL],
            "both": [TIME, ("tokens/s", "tokens_per_s", 1.0, "{:,.0f}"), ("useful GB/s", "gbps", 1.0, "{:.0f}"), UTIL]}
 

@@ -71,7 +71,8 @@ def draw(summary, samples, manifest, out_dir):
     legend_rows = -(-len(handles) // ncol)
     said = [f"Shown: {cut}"] if cut else []
     if blank:
-        names = ", ".join(short(row_label(r)) for r in blank[:6]) + (f" and {len(blank) - 6:,} more" if len(blank) > 6 else "")
+        names = (", ".join(short(row_label(r)) for r in blank[:6])
+                 + (f" and {len(blank) - 6:,} more" if len(blank) > 6 else ""))
         said.append(f"Left out, nothing recorded: {names}")
     ax.set_title("\n".join([title(manifest, "headline",
                                   "nvidia-smi reads 100% for nearly every kernel; the work done is often near zero"),

@@ -11,7 +11,8 @@ from gpubench.read.summary import row_label
 from .common import VALUE_PT, empty, kernel_rows, save, short, shown_rows, title, work_fraction
 
 # the ladder's sampled rungs (metrics.LADDER) under two-line headers, then the ground truth
-LADDER = [(BY_COLUMN[c].header.replace(" ", "\n", 1), c) for c in metrics.LADDER] + [("work done\n(ground truth)", None)]
+LADDER = ([(BY_COLUMN[c].header.replace(" ", "\n", 1), c) for c in metrics.LADDER]
+          + [("work done\n(ground truth)", None)])
 
 
 def draw(summary, samples, manifest, out_dir):

@@ -61,7 +61,8 @@ def draw(summary, samples, manifest, out_dir):
     notes = {"ranks": shown, "delays": {}, "straggler": {}, "findings": _findings(rows)}
     for j, name in enumerate(late):
         _delay_panel(fig.add_subplot(grid[len(shown) + 1, j]), [r for r in rows if r["scenario"] == name], name, notes)
-    lines = notes["findings"] + ([] if len(shown) == len(ranks) else [f"(the first {len(shown)} of {len(ranks)} ranks)"])
+    lines = notes["findings"] + ([] if len(shown) == len(ranks) else
+                                 [f"(the first {len(shown)} of {len(ranks)} ranks)"])
     fig.suptitle("\n".join(lines), fontsize=10, x=0.01, ha="left", va="bottom",
                  y=axes[0].get_position().y1 + 0.2 / fig.get_figheight())
     return save(fig, manifest, out_dir, "ranks"), notes

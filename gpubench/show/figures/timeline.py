@@ -136,9 +136,11 @@ def draw(summary, samples, manifest, out_dir):
                  "activity), each its own panels") if many else ""
     fig.suptitle(title(manifest, "timeline", "GPU-Util sits at 100% through almost every phase; SM activity, "
                                              "pipes and TFLOP/s tell them apart") +
-                 (f" ({len(labelled):,} of {phases:,} phases named: no room for more)" if len(labelled) < phases else "") +
+                 (f" ({len(labelled):,} of {phases:,} phases named: no room for more)"
+                  if len(labelled) < phases else "") +
                  (f"\n{gpus_said}" if gpus_said else ""), fontsize=11, x=0.01, ha="left", y=0.995)
-    return save(fig, manifest, out_dir, "timeline"), {"missing": missing, "phases": labelled, "gpus": [g for g, _ in gpus]}
+    return save(fig, manifest, out_dir, "timeline"), {"missing": missing, "phases": labelled,
+                                                      "gpus": [g for g, _ in gpus]}
 
 
 def _ylabel(text: str, who: str) -> str:
@@ -190,7 +192,8 @@ def label_layout(named, t0: float, span_s: float, width_in: float):
     """Where each phase's name goes: across, in up to LABEL_ROWS lines, where every phase can be named so;
     else upright, one line of names side by side. The longest span of each phase is named first, then the
     others by length, each where it overlaps no name already placed; a span with no room keeps its shade
-    without a name (a name written again must fit inside its span). Returns the way, the names' band height in inches, and (label, x, line) in time order."""
+    without a name (a name written again must fit inside its span). Returns the way, the names' band height
+    in inches, and (label, x, line) in time order."""
     longest: dict = {}
     for span in sorted(named, key=lambda s: s[1] - s[2]):
         longest.setdefault(span[0], span)
