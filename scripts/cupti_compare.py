@@ -352,8 +352,8 @@ class Compare:
             prof = [s for s in (r.get("used") or []) if s not in ("nvml", "smi")]
             why = {k: v for k, v in (r.get("unavailable") or {}).items() if k not in ("smi",)}
             fails = r.get("failures") or []
-            return (f"used {', '.join(prof) or 'no profiling source'}" + (f" ({'; '.join(f'{k}: {v}' for k, v in why.items())})"
-                                                                          if not prof and why else "")
+            return (f"used {', '.join(prof) or 'no profiling source'}"
+                    + (f" ({'; '.join(f'{k}: {v}' for k, v in why.items())})" if not prof and why else "")
                     + (f", failed mid-run: {fails[0].get('error')}" if fails else ""))
         return f"the second {what(second)}; the first {what(first)}"
 

@@ -242,7 +242,8 @@ def main(argv=None) -> int:
     ap.add_argument("--interval", type=float, default=0.1)
     ap.add_argument("--steps-per-s", type=float, default=10.0)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--phases", type=int, metavar="N", help="a job that marks N epochs (default: train, eval, checkpoint)")
+    ap.add_argument("--phases", type=int, metavar="N",
+                    help="a job that marks N epochs (default: train, eval, checkpoint)")
     ap.add_argument("--csv", action="store_true", help="keep the samples as samples.csv only")
     args = ap.parse_args(argv)
     if args.out.exists():

@@ -42,7 +42,8 @@ for k in range(1, 86_400_001):  # a day at 1,000 steps/s, on a simulated clock
     w.on_step(100.0 + k / 1000, 2.5e11, 2.5e11, 1.6e10, 64.0, False, 0.0021)
 w.close()
 """
-RESUMMARIZE = "import sys; from pathlib import Path; from gpubench.job.watcher import resummarize; resummarize(Path(sys.argv[1]))"
+RESUMMARIZE = ("import sys; from pathlib import Path; from gpubench.job.watcher import resummarize; "
+               "resummarize(Path(sys.argv[1]))")
 
 
 # The command runs under a small Python of its own that waits for it: a child's peak memory counts the
@@ -72,13 +73,15 @@ def case(work: Path, hours: float, gpus: int) -> dict:
     longrun.generate(run, n_gpus=gpus, hours=hours)
     made_s = time.perf_counter() - t0
     gb = [sys.executable, "-m", "gpubench"]
-    plot, report = (measure(gb + [verb, str(run), "--out", str(work / f"{run.name}-{verb}")]) for verb in ("plot", "report"))
+    plot, report = (measure(gb + [verb, str(run), "--out", str(work / f"{run.name}-{verb}")])
+                    for verb in ("plot", "report"))
     summary = measure([sys.executable, "-c", RESUMMARIZE, str(run)])
     figures = [p for p in (work / f"{run.name}-report" / "figures").iterdir()]
     samples = mb(run / "samples.arrows")
     return {"hours": hours, "gpus": gpus, "generate_s": round(made_s, 1), "plot": plot, "report": report,
-            "plot_report_s": round(plot["s"] + report["s"], 2), "peak_rss_mb": max(plot["peak_rss_mb"], report["peak_rss_mb"]),
-            "resummarize": summary, "samples_mb": samples, "samples_mb_per_gpu_day": round(samples / gpus / (hours / 24), 2),
+            "plot_report_s": round(plot["s"] + report["s"], 2),
+            "peak_rss_mb": max(plot["peak_rss_mb"], report["peak_rss_mb"]), "resummarize": summary,
+            "samples_mb": samples, "samples_mb_per_gpu_day": round(samples / gpus / (hours / 24), 2),
             "marks_mb": mb(run / "marks.tsv"), "figure_mb": max(mb(p) for p in figures),
             "figures": {p.name: mb(p) for p in sorted(figures)},
             "report_html_mb": mb(work / f"{run.name}-report" / "report.html")}
@@ -126,7 +129,8 @@ def formats(work: Path) -> dict:
 
 
 def list_import() -> dict:
-    code = "import sys, contextlib, io\nfrom gpubench.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n" \
+    code = "import sys, contextlib, io\nfrom gpubench.cli import main\n" \
+           "with contextlib.redirect_stdout(io.StringIO()):\n" \
            "    main(['list'])\nprint(int('pyarrow' in sys.modules), int('numpy' in sys.modules))"
     times = [measure([sys.executable, "-m", "gpubench", "list"])["s"] for _ in range(5)]
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(
@@ -137,7 +141,8 @@ def list_import() -> dict:
 
 def readme_block(bench: dict) -> str:
     """The long-run table of docs/storage.md, from bench.json."""
-    rows = ["| run | samples.arrows | per GPU-day | marks.tsv | plot + report | peak memory | largest figure | report.html |",
+    rows = ["| run | samples.arrows | per GPU-day | marks.tsv | plot + report | peak memory | largest figure "
+            "| report.html |",
             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for c in bench["cases"]:
         rows.append(f"| {c['hours']:g} h × {c['gpus']} GPU{'s' if c['gpus'] > 1 else ''} | {c['samples_mb']:.1f} MB | "
@@ -146,8 +151,9 @@ def readme_block(bench: dict) -> str:
                     f"{c['report_html_mb']:.2f} MB |")
     f, m, day = bench["formats"], bench["marks_day"], bench["cases"][-1]
     rows += ["", f"The same day of one GPU ({f['rows']:,} rows) takes {f['arrows_mb']:.1f} MB as samples.arrows, "
-             f"{f['csv_mb']:.0f} MB as CSV and {f['parquet_zstd_mb']:.1f} MB as Parquet (zstd, row groups of 600 rows); cut in half as a kill "
-             f"leaves it, samples.arrows keeps {f['arrows_cut_in_half']}, Parquet is {f['parquet_cut_in_half'].split(' (')[0]}. "
+             f"{f['csv_mb']:.0f} MB as CSV and {f['parquet_zstd_mb']:.1f} MB as Parquet (zstd, row groups of 600 "
+             f"rows); cut in half as a kill leaves it, samples.arrows keeps {f['arrows_cut_in_half']}, Parquet is "
+             f"{f['parquet_cut_in_half'].split(' (')[0]}. "
              f"A process stepping 1,000 times a second writes {m['lines']:,} lines of marks a day, {m['mb']:.1f} MB. "
              f"The watch's own summary of the {day['hours']:g} h × {day['gpus']} GPUs run takes "
              f"{day['resummarize']['s']:.0f} s at {day['resummarize']['peak_rss_mb']:.0f} MB. "
@@ -178,7 +184,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "longrun")
     ap.add_argument("--cases", default="1x1,24x1,24x8", help="HOURSxGPUS, comma-separated")
-    ap.add_argument("--readme", action="store_true", help="write the long-run part of docs/storage.md from OUT/bench.json")
+    ap.add_argument("--readme", action="store_true",
+                    help="write the long-run part of docs/storage.md from OUT/bench.json")
     ap.add_argument("--marks", action="store_true",
                     help="measure the marks of a day again, into OUT/bench.json beside the cases measured before")
     args = ap.parse_args(argv)

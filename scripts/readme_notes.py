@@ -179,9 +179,9 @@ def calibration_notes(results: Path) -> str:
         text += (", each point a GEMM of the reference run " + " or ".join(f"[`{r}`]({r})" for r in sorted(runs))
                  + " (a sustained matmul peak or a `gemm` scenario)")
     if probes:
-        text += (("; and" if runs else ", each point") + " a GEMM of `scripts/truth_gpu.py`'s part (a), sustained and in "
-                 "bursts at half duty, its counters read every 0.1 s (" + ", ".join(f"[samples]({r})"
-                                                                           for r in sorted(probes)) + ")")
+        text += (("; and" if runs else ", each point") + " a GEMM of `scripts/truth_gpu.py`'s part (a), sustained "
+                 "and in bursts at half duty, its counters read every 0.1 s ("
+                 + ", ".join(f"[samples]({r})" for r in sorted(probes)) + ")")
     missing = [d for d in TENSOR_DTYPES if d not in known]
     if missing:
         text += (f". {' and '.join(d.upper() for d in missing)} have no calibration on any GPU: "

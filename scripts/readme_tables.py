@@ -92,7 +92,8 @@ def peaks_table(results: Path) -> str:
         cells = [GPUS[slug], f"{meas.get('dram', nan) / 1e12:.2f}"]
         cells += [f"{meas.get('dram_read', nan) / 1e12:.2f}"] if reads else []
         cells += [f"{meas.get('bf16_tensor', nan) / 1e12:.0f} ({cond.get('sm_clock_mhz', 0):.0f} MHz, "
-                  f"{cond.get('power_w_energy', 0):.0f} W)", _pct(by.get('gemm-torch', {}).get('mfu_measured_pct', nan)),
+                  f"{cond.get('power_w_energy', 0):.0f} W)",
+                  _pct(by.get('gemm-torch', {}).get('mfu_measured_pct', nan)),
                   _pct(by.get('copy-torch', {}).get('mbu_measured_pct', nan))]
         cells += [_pct(by.get('read-torch', {}).get('mbu_read_pct', nan))] if reads else []
         rows.append("| " + " | ".join(cells) + " |")
@@ -119,8 +120,10 @@ TARGETS = [  # (group, name, reference, what, target)
     ("decode-b1", "triton", "copy-same-bytes", "Triton decode vs a copy of the same bytes, batch 1", 0.92),
     ("decode-b1", "torch", "read-same-bytes", "(for reference) torch F.linear vs that read, batch 1", None),
     ("decode-b1", "torch", "copy-same-bytes", "(for reference) torch F.linear vs that copy, batch 1", None),
-    *((f"decode-b{b}", "triton", "torch", f"Triton decode vs torch F.linear, batch {b}", 1.0) for b in (1, 2, 4, 8, 16)),
-    *((f"decode-b{b}", "triton", "torch", f"Triton decode vs torch F.linear, batch {b}", 0.97) for b in (64, 256, 512)),
+    *((f"decode-b{b}", "triton", "torch", f"Triton decode vs torch F.linear, batch {b}", 1.0)
+      for b in (1, 2, 4, 8, 16)),
+    *((f"decode-b{b}", "triton", "torch", f"Triton decode vs torch F.linear, batch {b}", 0.97)
+      for b in (64, 256, 512)),
     ("decode-b1", "cupy", "torch", "CuPy decode (CUDA cores) vs torch F.linear, batch 1", None),
 ]
 
@@ -204,8 +207,8 @@ def _watch_row(what: str, flags: str, row: dict) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-WATCH_HEAD = ("| {what} | example flags | GPU-Util | SM active | tensor active | steps/s | TFLOP/s | MFU | HFU | tensor "
-              "ceiling | verdict |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+WATCH_HEAD = ("| {what} | example flags | GPU-Util | SM active | tensor active | steps/s | TFLOP/s | MFU | HFU "
+              "| tensor ceiling | verdict |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 
 
 def _phase(run: Path, phase: str) -> dict:
@@ -243,8 +246,8 @@ def watch_table(results: Path) -> str:
         lines.append(_watch_row(what, flags, trains[name]))
     lines = ([f"Each run's `train` phase; {_against(runs, trains)}:", ""] if runs else []) + lines
     log = (results / "logs" / f"watch-{gpu}.log").read_text() if gpu else ""
-    flops = re.search(r"FLOPs per training step: (\S+) model FLOPs counted by gpubench.count_flops \(PaLM's convention; "
-                      r"(\S+) ran, recomputation included\), (\S+) analytic.*?: (\S+)", log)
+    flops = re.search(r"FLOPs per training step: (\S+) model FLOPs counted by gpubench.count_flops "
+                      r"\(PaLM's convention; (\S+) ran, recomputation included\), (\S+) analytic.*?: (\S+)", log)
     cost = re.search(r"watch overhead: (\S+) of steps/s", log)
     without = re.search(r"steps/s without watching: \[(.*?)\]", log)
     watched = re.search(r"steps/s while watched: +\[(.*?)\]", log)
@@ -300,10 +303,10 @@ def _gpt_notes(trains: dict) -> list[str]:
         out += ["", f"Read down the GPU-Util column: {WORDS.get(len(busy), len(busy))} of the "
                 f"{WORDS.get(len(trains), len(trains))} loops read 90% or more. The ladder says how little that means: "
                 f"the healthy bf16 loop keeps its tensor cores busy {pct(healthy['tensor_active_pct'])} of the time "
-                f"and {work}; the FP32 loop reads {fmt_value('gpu_util_pct', fp32['gpu_util_pct'])} busy while its tensor "
-                f"pipes could have delivered at most {pct(fp32.get('tensor_ceiling_pct'))} of the bf16 peak, and "
-                f"{beside}; only where the host starves the GPU (the slow loader, the tiny batch) does GPU-Util fall "
-                "with the work done."]
+                f"and {work}; the FP32 loop reads {fmt_value('gpu_util_pct', fp32['gpu_util_pct'])} busy while its "
+                f"tensor pipes could have delivered at most {pct(fp32.get('tensor_ceiling_pct'))} of the bf16 peak, "
+                f"and {beside}; only where the host starves the GPU (the slow loader, the tiny batch) does GPU-Util "
+                "fall with the work done."]
     return out
 
 
@@ -416,13 +419,14 @@ def watch_llama(results: Path) -> str:
             lines += ["", f"The compiled loop's `warmup` ran {warm['steps_reported']} steps in its last "
                       f"{sum(b - a for a, b in windows_of(warm['windows'])):.2f} s, after "
                       f"{warm['t_end'] - warm['t_start']:.0f} s of compiling: too short to measure, since no sample "
-                      f"row covers only that window (the counters of the one inside it still read the compile), against "
-                      f"MFU {pct(train['mfu_pct'])} at {train['steps_per_s']:.1f} steps/s in `train`, on an "
+                      f"row covers only that window (the counters of the one inside it still read the compile), "
+                      f"against MFU {pct(train['mfu_pct'])} at {train['steps_per_s']:.1f} steps/s in `train`, on an "
                       f"{GPUS.get(gpu, gpu)} ([log](results/logs/watch-{gpu}.log))."]
         else:
             lines += ["", f"Stamped on the GPU, the compiled loop's `warmup` reads MFU {pct(warm['mfu_pct'])} at "
                       f"{warm['steps_per_s']:.1f} steps/s against {pct(train['mfu_pct'])} at "
-                      f"{train['steps_per_s']:.1f} in `train`, on an {GPUS.get(gpu, gpu)} ([log](results/logs/watch-{gpu}.log))."]
+                      f"{train['steps_per_s']:.1f} in `train`, on an {GPUS.get(gpu, gpu)} "
+                      f"([log](results/logs/watch-{gpu}.log))."]
     unknown = [n for n, r in trains.items() if not _finite(r.get("hfu_pct")) and r.get("hfu_unknown")]
     if unknown:
         which = (f"these {len(unknown)} runs" if len(unknown) == len(trains) else
@@ -514,8 +518,8 @@ def gate_table(name: str, slug: str, summary: dict) -> str:
         w = row["words"]
         fa = "–" if row["false_alarm_at_floor"] is None else f"{row['false_alarm_at_floor']:.0e}"
         lines.append(f"| `{bench}` | {row['median_us']:.3g} | {row['timed']} | {_fixed(row['spread_pct'])} | "
-                     f"{_fixed(row['floor_pct'])} | {fa} | {w['same']} / {w['unsure']} / {w['slower']} / {w['faster']} | "
-                     f"{_verdict(row['more_5'])} | {_verdict(row['more_10'])} |")
+                     f"{_fixed(row['floor_pct'])} | {fa} | {w['same']} / {w['unsure']} / {w['slower']} / "
+                     f"{w['faster']} | {_verdict(row['more_5'])} | {_verdict(row['more_10'])} |")
     return "\n".join(lines) + "\n"
 
 

@@ -114,7 +114,8 @@ def calibrate(dev, out: Path, left, say, broad: bool = False) -> list[dict]:
         say(f"(a) counters NVML refused on this GPU and driver, read without: {', '.join(dev.refused)}")
     data = {"gpu": dev.name, "points": points, "samples": rows_path.name, "refused": dict(dev.refused),
             "counters": {c: i for c, i in probe.COUNTERS.items() if c not in dev.refused}}
-    (out / f"points-{kind + '-' if kind else ''}{dev.slug}.json").write_text(json.dumps(data, indent=1, default=probe.jsonable))
+    (out / f"points-{kind + '-' if kind else ''}{dev.slug}.json").write_text(
+        json.dumps(data, indent=1, default=probe.jsonable))
     return points
 
 

@@ -38,7 +38,8 @@ def decode_choice(rows: list[dict], old: dict | None = None) -> dict:
         final = [r for r in final if r.get("stage") == "final"]
     top: dict = {}
     for r in final:
-        impl = "cupy" if r["name"].startswith("cupy-") else "triton" if r["name"][:4] in ("ptr-", "tma-", "fma-") else None
+        impl = ("cupy" if r["name"].startswith("cupy-") else
+                "triton" if r["name"][:4] in ("ptr-", "tma-", "fma-") else None)
         key = (int(r["b"]), impl)
         if impl and (key not in top or _score(r) > _score(top[key])):
             top[key] = r

@@ -157,8 +157,8 @@ def sweep_copy(sms: int):
             for evict in ("", "evict_first"):
                 grid = (triton.cdiv(n, block),)
                 fns[f"triton-b{block}-w{warps}{'-ef' if evict else ''}"] = (
-                    lambda g=grid, b=block, w=warps, e=evict: _copy_kernel[g](src, dst, n, BLOCK=b, EVICT=e, STORE=".cs" if e else "",
-                                                                num_warps=w))
+                    lambda g=grid, b=block, w=warps, e=evict: _copy_kernel[g](src, dst, n, BLOCK=b, EVICT=e,
+                                                                              STORE=".cs" if e else "", num_warps=w))
     n4 = n // 4
     for kname in ("copy_u1", "copy_u2", "copy_u4"):
         k = mod.get_function(kname)
@@ -177,35 +177,39 @@ def sweep_copy(sms: int):
 
 def sweep_softmax(sms: int, shapes):
     for m, ncol in shapes:
-        x = 4 * torch.randn(m, ncol, device="cuda", generator=torch.Generator(device="cuda").manual_seed(0))
-        out = torch.empty_like(x)
-        block = triton.next_power_of_2(ncol)
-
-        def naive():
-            x_max = x.max(dim=1)[0]
-            num = torch.exp(x - x_max[:, None])
-            return num / num.sum(dim=1)[:, None]
-
-        fns = {"torch": lambda: torch.softmax(x, dim=1), "naive-torch": naive, "copy-same-bytes": lambda: out.copy_(x)}
-        for warps in (4, 8, 16, 32):
-            if block // (32 * warps) < 1:
-                continue
-            for evict in ("", "evict_first"):
-                fns[f"rows-w{warps}{'-ef' if evict else ''}"] = (
-                    lambda w=warps, e=evict: _softmax_rows[(m,)](out, x, x.stride(0), out.stride(0), ncol,
-                                                                 BLOCK=block, EVICT=e, num_warps=w))
-        for warps in (8, 16, 32):
-            for per_sm in (1, 2, 4):
-                if per_sm * warps > 64:
-                    continue
-                for stages in (1, 2):
-                    progs = min(m, sms * per_sm)
-                    fns[f"pers-w{warps}-p{per_sm}-s{stages}"] = (
-                        lambda w=warps, p=progs, s=stages: _softmax_persistent[(p,)](
-                            out, x, x.stride(0), out.stride(0), m, ncol, BLOCK=block, STAGES=s, EVICT="", num_warps=w))
-        interleaved(f"softmax{m}", fns, "torch", nbytes=2.0 * x.numel() * 4, rounds=5, window_s=0.1, m=m, n=ncol)
-        del x, out
+        _sweep_softmax_shape(sms, m, ncol)
+        # the shape's tensors died with its sweep's frame (its closures held them): hand their memory back
         torch.cuda.empty_cache()
+
+
+def _sweep_softmax_shape(sms: int, m: int, ncol: int):
+    x = 4 * torch.randn(m, ncol, device="cuda", generator=torch.Generator(device="cuda").manual_seed(0))
+    out = torch.empty_like(x)
+    block = triton.next_power_of_2(ncol)
+
+    def naive():
+        x_max = x.max(dim=1)[0]
+        num = torch.exp(x - x_max[:, None])
+        return num / num.sum(dim=1)[:, None]
+
+    fns = {"torch": lambda: torch.softmax(x, dim=1), "naive-torch": naive, "copy-same-bytes": lambda: out.copy_(x)}
+    for warps in (4, 8, 16, 32):
+        if block // (32 * warps) < 1:
+            continue
+        for evict in ("", "evict_first"):
+            fns[f"rows-w{warps}{'-ef' if evict else ''}"] = (
+                lambda w=warps, e=evict: _softmax_rows[(m,)](out, x, x.stride(0), out.stride(0), ncol,
+                                                             BLOCK=block, EVICT=e, num_warps=w))
+    for warps in (8, 16, 32):
+        for per_sm in (1, 2, 4):
+            if per_sm * warps > 64:
+                continue
+            for stages in (1, 2):
+                progs = min(m, sms * per_sm)
+                fns[f"pers-w{warps}-p{per_sm}-s{stages}"] = (
+                    lambda w=warps, p=progs, s=stages: _softmax_persistent[(p,)](
+                        out, x, x.stride(0), out.stride(0), m, ncol, BLOCK=block, STAGES=s, EVICT="", num_warps=w))
+    interleaved(f"softmax{m}", fns, "torch", nbytes=2.0 * x.numel() * 4, rounds=5, window_s=0.1, m=m, n=ncol)
 
 
 def sweep_gemm(sms: int):
@@ -228,9 +232,9 @@ def sweep_gemm(sms: int):
             ad, bd, cd, n, n, n, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, num_stages=s, num_warps=w))
         for flatten in (False, True):
             fns[f"pers-{tag}{'-flat' if flatten else ''}"] = (
-                lambda ad=ad, bd=bd, cd=cd, bm=bm, bn=bn, bk=bk, s=stages, w=warps, t=tiles, f=flatten: _mm_tma_persistent[
-                    (min(sms, t),)](ad, bd, cd, n, n, n, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, NUM_SMS=sms,
-                                    FLATTEN=f, num_stages=s, num_warps=w))
+                lambda ad=ad, bd=bd, cd=cd, bm=bm, bn=bn, bk=bk, s=stages, w=warps, t=tiles, f=flatten:
+                _mm_tma_persistent[(min(sms, t),)](ad, bd, cd, n, n, n, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8,
+                                                   NUM_SMS=sms, FLATTEN=f, num_stages=s, num_warps=w))
     interleaved("gemm", fns, "torch", flops=2.0 * n**3, rounds=5, window_s=0.15, settle_s=2.0)
     ref = a.double() @ b.double()
     for name in list(fns)[:4]:

@@ -49,7 +49,8 @@ def main() -> int:
     ap.add_argument("--decode-batches", default="1,64,512,16,256,4,2,8,32,128",
                     help="batch sizes the decode sweep tunes, most wanted first")
     ap.add_argument("--budget-s", type=float, default=300.0, help="stop cleanly after this long, keeping what ran")
-    ap.add_argument("--workers", type=int, default=None, help="processes compiling ahead (default: CPUs - 2, at most 14)")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="processes compiling ahead (default: CPUs - 2, at most 14)")
     ap.add_argument("--around", default=None, help="a first sweep's decode CSV: try one step around its best few")
     ap.add_argument("--second", default=None, metavar="CSV_OR_DIR",
                     help="the second sweep: the persistent TMA kernel's settings beside the best few of a first "

@@ -134,7 +134,8 @@ def decode_space(b: int, n: int = 28672, k: int = 8192, sms: int = 132) -> list[
             out += [cfg(bn, bb, bk, w, s, tma=tma, per_sm=1 if big else 2, flatten=True)
                     for s in (stages if big else (mid,))]
         if not big:  # the streaming hint, on the pointer path (TMA loads take none)
-            out += [cfg(bn, bb, bk, w, mid, evict="evict_first"), cfg(bn, bb, bk, w, mid, evict="evict_first", split_k=4)]
+            out += [cfg(bn, bb, bk, w, mid, evict="evict_first"),
+                    cfg(bn, bb, bk, w, mid, evict="evict_first", split_k=4)]
     if b <= 4:  # CUDA cores: a handful of tokens, W straight to registers
         for bn, bk, w in ((4, 1024, 4), (8, 512, 4), (8, 1024, 4), (16, 512, 4), (16, 256, 4)):
             out += [cfg(bn, b, bk, w, s, fma=True, split_k=sk) for s in (1, 3) for sk in (1, 4)]

@@ -233,7 +233,8 @@ def dry_watch(argv: list[str]) -> int:
     no_auto = rest[0] == "--no-auto"
     command = rest[rest.index("--") + 1:]
     gpu = Gpu(0, "GPU-00000000-0000-0000-0000-000000000000", "NVIDIA H100 80GB HBM3", 0)
-    opts = WatchOptions(out, [gpu], {"name": gpu.name}, RecordingConfig(interval_s=0.1, sources=[Busy()]), auto=not no_auto)
+    opts = WatchOptions(out, [gpu], {"name": gpu.name}, RecordingConfig(interval_s=0.1, sources=[Busy()]),
+                        auto=not no_auto)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     os.environ.update(env)
     code, w = watching.run(opts, command)

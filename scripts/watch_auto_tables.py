@@ -254,10 +254,11 @@ def notes(jobs: dict) -> list[str]:
         if job in RECOUNT and counts:
             wrong = [c for c in counts if not math.isclose(c["printed"], c["flops"], rel_tol=1e-3)]
             said.append(f"- `{job}`'s own count is its matrix products, {counts[0]['flops']:.3g} FLOPs a step at the "
-                        f"sizes its command gave, at the rate it printed ({_span((c['rate'] for c in counts), '{:.4g}')}"
-                        f" steps/s)" + (f"; what {len(wrong)} of its runs printed as their count, XLA's cost "
-                                         f"analysis ({_span((c['printed'] for c in wrong), '{:.3g}')}), leaves "
-                                         "the products out on a GPU." if wrong else "."))
+                        f"sizes its command gave, at the rate it printed "
+                        f"({_span((c['rate'] for c in counts), '{:.4g}')} steps/s)"
+                        + (f"; what {len(wrong)} of its runs printed as their count, XLA's cost "
+                           f"analysis ({_span((c['printed'] for c in wrong), '{:.3g}')}), leaves "
+                           "the products out on a GPU." if wrong else "."))
     hfu = {job: median(r["hfu_pct"] / r[CEILING] for r in map(lambda run: row_of(run, phase), arms.get("auto", []))
                        if _finite(r.get("hfu_pct")) and _finite(r.get(CEILING)) and r[CEILING] > 0)
            for job, _, phase in JOBS if phase and (arms := jobs.get(job))}
@@ -301,8 +302,8 @@ def _findings(jobs: dict) -> list[str]:
         said.append(f"- `{job}`: with no code change against its own calls, {c['pairs']} interleaved pairs: "
                     f"steps/s {_ratio(c['steps_per_s'])}, MFU {_ratio(c['mfu_pct'])}, FLOPs a step "
                     f"{_ratio(c['flops_per_step'])}: " + ("within the targets (steps/s within 1%, MFU within 2%)" +
-                                                           _loose(c) if all(met) else "**not within the targets** (steps/s "
-                                                           "within 1%, MFU within 2%)." + why(arms, c)))
+                                                           _loose(c) if all(met) else "**not within the targets** "
+                                                           "(steps/s within 1%, MFU within 2%)." + why(arms, c)))
     for job, name in (("gpt", "the healthy GPT"), ("llama", "the Llama")):
         arms = jobs.get(job) or {}
         if not (arms.get("auto") and arms.get("off")):
@@ -311,8 +312,9 @@ def _findings(jobs: dict) -> list[str]:
         said.append(f"- The hook's cost on {name} (median step on the host clock, hook on against "
                     f"`--no-auto`, {len(cost['auto_ms'])} and {len(cost['off_ms'])} interleaved runs): "
                     f"{cost['cost_pct']:+.2f}%, {'within' if cost['cost_pct'] <= TARGET['hook'] else 'above'} the 1% "
-                    f"target" + (f"; the runs spread over {cost['spread_pct']:.1f}%, more than the cost, so these runs "
-                                 "bound it no closer than that." if cost["spread_pct"] > abs(cost["cost_pct"]) else "."))
+                    f"target" + (f"; the runs spread over {cost['spread_pct']:.1f}%, more than the cost, so these "
+                                 "runs bound it no closer than that." if cost["spread_pct"] > abs(cost["cost_pct"])
+                                 else "."))
     return said
 
 
