@@ -46,7 +46,8 @@ def stamps(stream: Stream, uuid: str, times, flops=None, hw_flops=None, nbytes=0
     """One Steps line per stamp, as a slow loop writes them (origin: markline.ORIGINS' words)."""
     counted = flops is not None
     return [Steps(t, stream, uuid, clock, t, 1, int(counted), flops or 0.0,
-                  (hw_flops if hw_flops is not None else flops) or 0.0, nbytes, tokens, 0, lead_s, origin) for t in times]
+                  (hw_flops if hw_flops is not None else flops) or 0.0, nbytes, tokens, 0, lead_s, origin)
+            for t in times]
 
 
 def mark(t: float, stream: Stream, name: str, clock="gpu") -> Mark:

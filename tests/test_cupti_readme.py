@@ -25,8 +25,9 @@ def committed(tmp_path, monkeypatch, tables, gpm_rows, cupti_rows, costs=None):
         d.mkdir(parents=True)
         (d / "manifest.json").write_text("{}")
         manifest = {"sources": {"columns": {
-            "sm_active_pct": {"source": "cupti", "resolution": "CUPTI PM sampling of sm__cycles_active.avg.pct_of_peak_"
-                                                               "sustained_elapsed, one sample every 10 ms; a row ..."}}}}
+            "sm_active_pct": {"source": "cupti",
+                              "resolution": "CUPTI PM sampling of sm__cycles_active.avg.pct_of_peak_sustained_elapsed, "
+                                            "one sample every 10 ms; a row ..."}}}}
         runs[str(d)] = (manifest if kind == "cupti" else {}, [], rows)
     monkeypatch.setattr(tables, "load_run", lambda p: runs[str(p)])
     if costs:
@@ -52,7 +53,8 @@ def test_side_by_side_with_a_verdict_per_column(tables, tmp_path, monkeypatch):
                          row("gemm-torch", 96.0, 14.5, 91.0, 25.0)],
                         costs={"selfcheck": {"process_mib": 512.0, "in_compute_processes": True},
                                "selfcheck_nobody": {"used": ["nvml"], "unavailable": {"cupti": "the driver lets only"}},
-                               "watch": {"summary": [{"phase": "run", "sm_active_pct": 97.0, "tensor_active_pct": 92.0}]},
+                               "watch": {"summary": [{"phase": "run", "sm_active_pct": 97.0,
+                                                      "tensor_active_pct": 92.0}]},
                                "overhead": {"cupti_pct": 0.4, "gpm_pct": 0.1, "pairs": 6, "clock_off_mhz": 1755,
                                             "clock_cupti_mhz": 1755},
                                "two_readers": [{"case": "gpm then cupti", "said": "the second used cupti"}]})

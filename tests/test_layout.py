@@ -21,7 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LEVELS = [
-    ["inside"], ["floor"], ["read"], ["record", "truth"], ["kernels"], ["show"], ["suite", "job"], ["ranks", "gate"], ["top"],
+    ["inside"], ["floor"], ["read"], ["record", "truth"], ["kernels"], ["show"], ["suite", "job"], ["ranks", "gate"],
+    ["top"],
 ]
 FLOOR = {"gpubench", "gpubench.metrics", "gpubench.stats", "gpubench.install", "gpubench.usage"}
 TOP = {"gpubench.cli", "gpubench.__main__", "gpubench.pytest_plugin"}

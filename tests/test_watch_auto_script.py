@@ -58,12 +58,18 @@ def run_dir(results, name, events, log="", command=()):
     return run
 
 
+def hooked(s, uuid) -> list:
+    """The hook's steps of the loop that marks its own from 2.0 s: the one at 3.3 s counted."""
+    return [*stamps(s, uuid, every(2.1, 3.1, 0.1), origin="optimizer"),
+            *stamps(s, uuid, [3.3], flops=5e13, origin="counted"),
+            *stamps(s, uuid, every(3.4, 14.0, 0.1), flops=5e13, origin="optimizer")]
+
+
 def test_the_table_sets_the_jobs_own_count_beside_gpubenchs(tmp_path):
     s, uuid = Stream(None, 7), "GPU-00000000-0000-0000-0000-000000000000"
     own = [mark(2.0, s, "warmup"), *stamps(s, uuid, every(2.1, 3.0, 0.1), flops=5e13), mark(3.0, s, "train"),
            *stamps(s, uuid, every(3.1, 14.0, 0.1), flops=5e13)]
-    auto = [*stamps(s, uuid, every(2.1, 3.1, 0.1), origin="optimizer"), *stamps(s, uuid, [3.3], flops=5e13, origin="counted"),
-            *stamps(s, uuid, every(3.4, 14.0, 0.1), flops=5e13, origin="optimizer")]
+    auto = hooked(s, uuid)
     for i in (1, 2):
         run_dir(tmp_path, f"watch-auto-gpt-own-{i}-h100-80gb-hbm3", own, "train: median step 100.0 ms")
         run_dir(tmp_path, f"watch-auto-gpt-auto-{i}-h100-80gb-hbm3", auto, f"train: median step {100.5 + i} ms")
@@ -102,7 +108,8 @@ def test_a_job_whose_printed_count_is_wrong_is_counted_from_its_command(tmp_path
     command = ["gpubench", "watch", "--", "python3", "/x/examples/unmodified/jax_mlp.py", "--seconds", "10",
                "--width", "4096"]
     run_dir(tmp_path, "watch-auto-jax-auto-1-h200", stamps(s, uuid, []),
-            "own count: 6.97932e+09 FLOPs a step by XLA's cost analysis; 50 steps/s on the host clock over ...", command)
+            "own count: 6.97932e+09 FLOPs a step by XLA's cost analysis; 50 steps/s on the host clock over ...",
+            command)
     flops = (3 * 4 - 1) * 2.0 * 8192 * 4096 * 4096
     assert tables.own_count("jax", tmp_path / "watch-auto-jax-auto-1-h200")["flops"] == flops
     text = tables.table(tmp_path)
@@ -118,8 +125,7 @@ def test_a_difference_between_the_arms_is_traced_to_its_steps_not_said_to_be_met
     slow = every(3.1, 8.0, 0.1)[:-1] + every(8.0, 14.0, 0.125)  # 8.0 once: a line written twice counts once
     own = [mark(2.0, s, "warmup"), *stamps(s, uuid, every(2.1, 3.0, 0.1), flops=5e13), mark(3.0, s, "train"),
            *stamps(s, uuid, slow, flops=5e13)]
-    auto = [*stamps(s, uuid, every(2.1, 3.1, 0.1), origin="optimizer"), *stamps(s, uuid, [3.3], flops=5e13, origin="counted"),
-            *stamps(s, uuid, every(3.4, 14.0, 0.1), flops=5e13, origin="optimizer")]
+    auto = hooked(s, uuid)
     for i in (1, 2):
         run_dir(tmp_path, f"watch-auto-llama-own-{i}-h200", own, "train: median step 100.0 ms")
         run_dir(tmp_path, f"watch-auto-llama-auto-{i}-h200", auto, "train: median step 100.0 ms")

@@ -155,7 +155,8 @@ def test_without_the_flush_rounds_are_calls_back_to_back_behind_a_blocking_kerne
     assert info["l2_flush"] is False and info["calls_per_round"] > 1 and fake_gpu.flushes == 0
     assert info["metrics_window"] == "the timed rounds"
     # the fake host launches in no time
-    assert info["round_start"] == f"behind a blocking kernel of 200 µs, {info['calls_per_round']} calls launched by the host"
+    assert info["round_start"] == (f"behind a blocking kernel of 200 µs, {info['calls_per_round']} calls launched "
+                                   "by the host")
 
 
 def test_the_clocks_settle_before_the_rounds(suite, fake_gpu, tmp_path):

@@ -26,7 +26,6 @@ import functools
 import itertools
 import time
 
-import pytest
 
 BURST = 16  # calls in a burst of --slow-share: shorter than a round of the calls timed back to back
 PERIOD = 10  # bursts in a cycle: --slow-share=0.4 makes 4 bursts of every 10 do more work

@@ -3,7 +3,6 @@ span cut by the optimizer's steps and where the work changes, teardown; no row r
 GPU was busy a third of the time; where each row's numbers came from."""
 
 import random
-import statistics
 
 import pytest
 from jobs import PEAKS, every, gpus, mark, rows, stamps
@@ -149,7 +148,8 @@ def random_job(seed: int):
     segments, t = [], 0.0
     while t < 60:
         length, dense = rng.uniform(1.0, 12.0), rng.random() < 0.6
-        segments.append((t, t + length, dense, rng.uniform(0.1, 0.9), rng.uniform(*((0.85, 1.0) if dense else (0, 0.2)))))
+        segments.append((t, t + length, dense, rng.uniform(0.1, 0.9),
+                         rng.uniform(*((0.85, 1.0) if dense else (0, 0.2)))))
         t += length
     draws = {}
 
@@ -186,7 +186,8 @@ def test_each_row_says_where_its_numbers_came_from():
     labelled = provenance.label(rows_)
     assert labelled[0]["flops_source"] == "counters" and "the counters bound them" in labelled[0]["provenance"]
     assert labelled[1]["provenance"] == ""
-    assert labelled[2]["provenance"] == "Steps from the job's own gpubench.step(); FLOPs counted by the job's own step()"
+    assert labelled[2]["provenance"] == ("Steps from the job's own gpubench.step(); FLOPs counted by the job's own "
+                                         "step()")
     mixed = provenance.resolve(events + own)
     assert {e.origin for e in mixed if isinstance(e, Steps)} == {"optimizer", "counted", "step"}
     facts = provenance.facts(events, summary(samples, events, 46.0).summary, {"hook": "on"}, "activity")

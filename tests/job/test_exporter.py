@@ -91,7 +91,8 @@ def replayed(tmp_path: Path, phase: str = "train", n: int = 600) -> ReplaySource
 
 
 def options(out: Path, sources, endpoint) -> WatchOptions:
-    return WatchOptions(out, [GPU], INFO, RecordingConfig(interval_s=0.05, sources=sources, command=["gpubench", "watch"]),
+    return WatchOptions(out, [GPU], INFO,
+                        RecordingConfig(interval_s=0.05, sources=sources, command=["gpubench", "watch"]),
                         metrics=endpoint)
 
 
@@ -235,7 +236,8 @@ def test_recording_serves_the_steps_of_its_own_process_while_the_block_runs(tmp_
     tokens = one(families, "gpubench_tokens_per_second")
     assert tokens.labels["phase"] == "decode" and tokens.labels["rank"] == "1"
     assert tokens.value == pytest.approx(64.0 * one(families, "gpubench_steps_per_second").value, rel=1e-9)
-    assert rec.manifest["metrics"]["scrapes"] == scrapes and [r["phase"] for r in rec.summary if r["phase"] != "start-up"] == ["decode"]
+    assert rec.manifest["metrics"]["scrapes"] == scrapes
+    assert [r["phase"] for r in rec.summary if r["phase"] != "start-up"] == ["decode"]
 
 
 def test_a_port_in_use_is_one_sentence_and_exit_2_before_anything_runs(tmp_path, capsys):
@@ -270,8 +272,8 @@ from gpubench.job import watchcmd as watch
 from gpubench.job.exporter import Endpoint
 from gpubench.job.watcher import WatchOptions
 from gpubench.record.config import RecordingConfig
-opts = WatchOptions(Path(sys.argv[1]), [GPU], {{"name": GPU.name}}, RecordingConfig(interval_s=0.05, sources=[FakeSource()]),
-                    metrics=Endpoint(0, "127.0.0.1"))
+opts = WatchOptions(Path(sys.argv[1]), [GPU], {{"name": GPU.name}},
+                    RecordingConfig(interval_s=0.05, sources=[FakeSource()]), metrics=Endpoint(0, "127.0.0.1"))
 Path(sys.argv[2]).write_text(str(opts.metrics.port))
 code, w = watch.run(opts, sys.argv[3:])
 sys.exit(code)

@@ -37,10 +37,12 @@ def test_each_way_a_process_escapes_the_hook_is_named(argv, env, said):
 def test_a_sitecustomize_before_the_bootstrap_is_named_with_its_directory(tmp_path):
     (tmp_path / "sitecustomize.py").write_text("")
     env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), BOOTSTRAP]), "GPUBENCH_MARKS": "/m"}
-    assert f"a sitecustomize.py in {tmp_path} comes before" in blind.reason({"argv": [PY, "t.py"], "env": env}, BOOTSTRAP)
+    reason = blind.reason({"argv": [PY, "t.py"], "env": env}, BOOTSTRAP)
+    assert f"a sitecustomize.py in {tmp_path} comes before" in reason
 
 
-@pytest.mark.parametrize("argv", [[PY, "train.py", "-I"], [PY, "-c", "-I"], [PY, "-W", "-I", "t.py"], ["./serve", "-I"]])
+@pytest.mark.parametrize("argv", [[PY, "train.py", "-I"], [PY, "-c", "-I"], [PY, "-W", "-I", "t.py"],
+                                  ["./serve", "-I"]])
 def test_a_process_the_hook_reaches_or_no_python_is_not_named(argv):
     assert blind.reason({"argv": argv, "env": HOOKED}, BOOTSTRAP) is None
 

@@ -1,7 +1,6 @@
 """A watched job's summary on the CPU, from synthetic samples and marks: one window per row, start-up and
 teardown apart, the job's own GPUs and processes, energy, decode's yardsticks, a straggler named."""
 
-import math
 from pathlib import Path
 
 import pytest

@@ -48,7 +48,8 @@ def watched(tmp_path_factory):
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), old]))
     try:
-        opts = WatchOptions(out, [GPU], {"name": GPU.name}, RecordingConfig(interval_s=0.05, sources=[FakeSource(busy)]))
+        opts = WatchOptions(out, [GPU], {"name": GPU.name},
+                            RecordingConfig(interval_s=0.05, sources=[FakeSource(busy)]))
         code, w = watch.run(opts, [sys.executable, str(script)])
     finally:
         os.environ.pop("PYTHONPATH") if old is None else os.environ.__setitem__("PYTHONPATH", old)
@@ -107,7 +108,8 @@ def test_the_metrics_endpoint_labels_where_the_numbers_came_from():
            "steps_source": "optimizer", "flops_source": "one step counted"}
     bare = dict(row, steps_source="", flops_source="")
     for rows, labels in (([row], [("optimizer", "one step counted")]), ([bare], [])):
-        found = [f for f in families(Snapshot({}, rows, {}, "train", None), [GPU], "host") if f.name == "gpubench_source"]
+        found = [f for f in families(Snapshot({}, rows, {}, "train", None), [GPU], "host")
+                 if f.name == "gpubench_source"]
         assert [(s.labels["steps"], s.labels["flops"]) for f in found for s in f.samples] == labels
 
 

@@ -112,7 +112,8 @@ def test_short_phases_that_come_once_each_are_not_merged():
 
     from gpubench.job import fleeting
 
-    phases = [SimpleNamespace(name=n, spans=[(a, a + 0.2)]) for n, a in (("warmup", 0.0), ("train", 0.2), ("eval", 0.4))]
+    phases = [SimpleNamespace(name=n, spans=[(a, a + 0.2)])
+              for n, a in (("warmup", 0.0), ("train", 0.2), ("eval", 0.4))]
     kept, notes = fleeting.merge(phases, 0.5, lambda name, spans: SimpleNamespace(name=name, spans=spans))
     assert [p.name for p in kept] == ["warmup", "train", "eval"] and notes == []
     again = phases + [SimpleNamespace(name="train", spans=[(0.6, 0.8)])]

@@ -142,7 +142,8 @@ from fakes import GPU, FakeSource
 from gpubench.job import watchcmd as watch
 from gpubench.job.watcher import WatchOptions
 from gpubench.record.config import RecordingConfig
-opts = WatchOptions(Path(sys.argv[1]), [GPU], {{"name": GPU.name}}, RecordingConfig(interval_s=0.05, sources=[FakeSource()]))
+opts = WatchOptions(Path(sys.argv[1]), [GPU], {{"name": GPU.name}},
+                    RecordingConfig(interval_s=0.05, sources=[FakeSource()]))
 argv = sys.argv[2:]
 code, w = watch.run(opts, argv, duration_s=None if argv else 30.0)
 watch.show(w)
@@ -329,7 +330,8 @@ from fakes import GPU, FakeSource
 from gpubench.job import watchcmd as watch
 from gpubench.job.watcher import WatchOptions
 from gpubench.record.config import RecordingConfig
-opts = WatchOptions(Path(sys.argv[1]), [GPU], {{"name": "GPU [/i] \\x1b[2J"}}, RecordingConfig(interval_s=0.05, sources=[FakeSource()]))
+opts = WatchOptions(Path(sys.argv[1]), [GPU], {{"name": "GPU [/i] \\x1b[2J"}},
+                    RecordingConfig(interval_s=0.05, sources=[FakeSource()]))
 sys.exit(watch._run_and_show(opts, sys.argv[2:], None, ["a note [/u] from \\x1b]0;outside\\x07"]))
 """
 

@@ -32,7 +32,8 @@ info = {{"nvml_index": 0, "name": GPU.name, "uuid": GPU.uuid, "memory_mib": 8155
 with mock.patch.object(nvml, "device_count", return_value=1), \\
         mock.patch.object(nvml, "device_info", return_value=info), \\
         mock.patch.object(watchcmd, "resolve_gpus", return_value=([GPU], None)), \\
-        mock.patch.object(recording, "open_sources", lambda gpus, *a, **k: policy.open_given([FakeSource()], gpus, 0.05)):
+        mock.patch.object(recording, "open_sources",
+                          lambda gpus, *a, **k: policy.open_given([FakeSource()], gpus, 0.05)):
     sys.exit(main(sys.argv[2:]))
 """
 JOB = ["sh", "-c", "echo hi; exit 4"]
@@ -43,7 +44,8 @@ def watch_in_a_deleted_directory(tmp_path, *args):
     script.write_text(HARNESS.format(tests=str(ROOT / "tests")))
     return subprocess.run([sys.executable, str(script), str(tmp_path / "gone"), "watch", *args],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))))
+                          env=dict(os.environ,
+                                   PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))))
 
 
 def test_the_job_runs_and_is_recorded_where_the_run_directory_is_absolute(tmp_path):

@@ -196,7 +196,8 @@ def test_the_roofline_puts_decode_on_both_sides_of_its_ridge(run, tmp_path):
 def test_the_energy_figure_annotates_the_summarys_numbers_and_names_a_busy_idler(run, tmp_path, monkeypatch):
     manifest, samples, summary = run
     titles = []
-    monkeypatch.setattr(energy_figure, "save", lambda fig, manifest, out, name: titles.append(fig._suptitle.get_text()) or [])
+    monkeypatch.setattr(energy_figure, "save",
+                        lambda fig, manifest, out, name: titles.append(fig._suptitle.get_text()) or [])
     _, notes = energy_figure.draw(summary, samples, manifest, tmp_path)
     by = {r["scenario"]: r for r in summary}
     assert notes["copy-triton"]["gb_per_j"] == pytest.approx(by["copy-triton"]["gb_per_j"])
@@ -215,6 +216,7 @@ def test_the_report_speaks_of_energy_and_of_the_decode_sweep(run):
     decode_text = md[md.index("## Decode"):md.index("## Figures")]
     by = {r["scenario"]: r for r in summary}
     assert f"{by['decode-b1']['tokens_per_s']:,.0f} to {by['decode-b512']['tokens_per_s']:,.0f}" in decode_text
-    assert "206 FLOP per byte from the datasheet peaks" in decode_text and "GPU-Util read 100% throughout" in decode_text
+    assert "206 FLOP per byte from the datasheet peaks" in decode_text
+    assert "GPU-Util read 100% throughout" in decode_text
     old = [{k: v for k, v in r.items() if k not in ("tokens_per_call", "tokens_per_s")} for r in summary]
     assert "## Decode" not in to_markdown(blocks(manifest, old, set()))  # no batch, no sweep to speak of

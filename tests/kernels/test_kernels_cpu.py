@@ -163,7 +163,8 @@ def _wrong_decode_kernel(x_ptr, w_ptr, y_ptr, K, BLOCK_K: tl.constexpr):
     offs = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_K,), tl.float32)
     for k in range(0, K // BLOCK_K - 1):
-        acc += tl.load(w_ptr + n * K + k * BLOCK_K + offs).to(tl.float32) * tl.load(x_ptr + k * BLOCK_K + offs).to(tl.float32)
+        acc += (tl.load(w_ptr + n * K + k * BLOCK_K + offs).to(tl.float32)
+                * tl.load(x_ptr + k * BLOCK_K + offs).to(tl.float32))
     tl.store(y_ptr + n, tl.sum(acc, axis=0).to(tl.bfloat16))
 
 

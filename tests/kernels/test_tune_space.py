@@ -48,7 +48,8 @@ def test_the_broad_sweep_holds_the_h100s_setting_at_b256():
 
 
 def test_waves_count_the_tail():
-    one = space.cfg(128, 64, 128, 8, 4)  # 196 KB of stages: 224 tiles at one program a SM on 132 SMs: 2 waves, the second 70% full
+    # 196 KB of stages: 224 tiles at one program a SM on 132 SMs: 2 waves, the second 70% full
+    one = space.cfg(128, 64, 128, 8, 4)
     assert space.resources(one, 64)["per_sm"] == 1
     assert space.wave_efficiency(one, 64, 28672, 8192, 132) == pytest.approx(224 / 264)
     split = space.cfg(128, 64, 128, 8, 4, split_k=4)  # 896 pieces: 7 waves, the last 79% full

@@ -371,14 +371,15 @@ def test_nvlink_peak_is_what_nvml_reports_for_the_active_links():
         m.nvmlDeviceGetFieldValues.side_effect = fields
         m.nvmlDeviceGetNvLinkState.side_effect = lambda h, link: 0 if link == 2 else 1  # link 2 is down
         m.nvmlDeviceGetNvLinkVersion.return_value = 6
-        m.nvmlDeviceGetNvLinkRemotePciInfo.side_effect = lambda h, link: SimpleNamespace(busId=f"0000:{link:02X}:00.0".encode())
+        m.nvmlDeviceGetNvLinkRemotePciInfo.side_effect = lambda h, link: SimpleNamespace(
+            busId=f"0000:{link:02X}:00.0".encode())
         m.nvmlDeviceGetNvLinkRemoteDeviceType.side_effect = lambda h, link: (
             pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH if link == 0 else pynvml.NVML_NVLINK_DEVICE_TYPE_GPU)
         info = nvml.nvlink("h0")
     assert info["active_links"] == 3 and info["bytes_per_s"] == 2 * 26562e6  # link 3 gave no speed
     assert [x["active"] for x in info["links"]] == [True, True, False, True]
-    assert info["links"][0] == {"link": 0, "active": True, "version": 6, "speed_mbps": 26562, "peer_bus": "0000:00:00.0",
-                                "peer": "switch"}
+    assert info["links"][0] == {"link": 0, "active": True, "version": 6, "speed_mbps": 26562,
+                                "peer_bus": "0000:00:00.0", "peer": "switch"}
     assert info["links"][1]["peer"] == "gpu"
 
 

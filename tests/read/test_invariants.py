@@ -139,7 +139,8 @@ def _ceiling(row, rows_in, windows, found, manifest, watch, mine=None, drop=None
     if found is None:
         return []
     if row.get("verdict_rules") == "too-short":  # no number of a window too short to measure (phases.judge)
-        return [f"too short, yet a ceiling of {row['tensor_ceiling_pct']}"] if finite(row.get("tensor_ceiling_pct")) else []
+        return ([f"too short, yet a ceiling of {row['tensor_ceiling_pct']}"]
+                if finite(row.get("tensor_ceiling_pct")) else [])
     covered = [covering(w, a, TRAIL_S["tensor_active_pct"]) for w, (a, _) in zip(rows_in, windows)]
     covered = [w.take(~drop(w)) for w in covered] if drop else covered
     products = np.concatenate([w.col("tensor_active_pct") / 100 * w.col("sm_clock_mhz") for w in covered] or [[]])

@@ -10,7 +10,8 @@ from gpubench.read import phase_verdict
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED = {"gpu_util_pct", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct"}
 LADDER = dict(gpu_util_mean_pct=99.0, sm_busy_pct=88.0, sm_active_pct=87.0, sm_occupancy_pct=30.0,
-              tensor_active_pct=26.0, dram_active_pct=30.0, steps=100, steps_reported=120, steps_per_s=18.0, tflops=250.0, mfu_pct=25.3)
+              tensor_active_pct=26.0, dram_active_pct=30.0, steps=100, steps_reported=120, steps_per_s=18.0,
+              tflops=250.0, mfu_pct=25.3)
 
 
 @pytest.mark.parametrize("changes,recorded,names", [

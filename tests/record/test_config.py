@@ -111,6 +111,7 @@ def test_every_field_says_what_it_means():
     """A docstring under each field, as the module's source has it (dataclasses keep none at run time)."""
     tree = ast.parse((ROOT / "gpubench" / "record" / "config.py").read_text())
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "RecordingConfig")
-    documented = {a.target.id for a, doc in zip(cls.body, cls.body[1:]) if isinstance(a, ast.AnnAssign)
-                  and isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str)}
+    documented = {a.target.id for a, doc in zip(cls.body, cls.body[1:])
+                  if isinstance(a, ast.AnnAssign) and isinstance(doc, ast.Expr)
+                  and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str)}
     assert documented == {f.name for f in dataclasses.fields(RecordingConfig)}

@@ -248,7 +248,8 @@ def test_a_damaged_arrow_batch_is_one_sentence_never_a_crash(tmp_path):
     refused in a sentence; a damaged offset or length never reads outside its buffer (a crash), and never
     surfaces as "malloc of size ... failed"."""
     run = make_run(tmp_path / "run", kind="watch", scenarios=WATCHED)
-    r = subprocess.run([sys.executable, "-c", DAMAGE_SCAN, str(run / "samples.arrows"), str(tmp_path / "x.arrows"), "3"],
+    r = subprocess.run([sys.executable, "-c", DAMAGE_SCAN, str(run / "samples.arrows"),
+                        str(tmp_path / "x.arrows"), "3"],
                        capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert r.returncode == 0, (r.returncode, r.stderr[-2000:])  # -11: a crash
     said = r.stdout.splitlines()

@@ -51,12 +51,14 @@ def test_auto_falls_back_to_cupti_when_neither_gpm_nor_dcgm_opens(opens):
     with mock.patch.object(GpmSource, "supported", return_value=False):
         got = policy.open_sources([0, 1])
     assert [s.name for s in got.sources] == ["nvml", "cupti", "smi"]
-    assert got.unavailable == {"gpm": "a GPU sampled " + policy.UNSUPPORTED, "dcgm": "`dcgmi` is not on PATH: install DCGM"}
+    assert got.unavailable == {"gpm": "a GPU sampled " + policy.UNSUPPORTED,
+                               "dcgm": "`dcgmi` is not on PATH: install DCGM"}
 
 
 def test_counters_held_elsewhere_move_auto_on_to_the_next_reader(opens):
     """GPM locked out by a DCGM host engine: auto reads through DCGM, the engine that holds them."""
-    opens["fail"]["gpm"] = "the GPU's performance counters serve one reader at a time and the DCGM host engine holds them"
+    opens["fail"]["gpm"] = ("the GPU's performance counters serve one reader at a time and the DCGM host engine "
+                            "holds them")
     with mock.patch.object(GpmSource, "supported", return_value=True):
         got = policy.open_sources([0])
     assert [s.name for s in got.sources] == ["nvml", "dcgm", "smi"]

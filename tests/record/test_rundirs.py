@@ -85,8 +85,10 @@ def set_cell(path: Path, number: int, column: str, text: str):
     (lambda d: set_cell(d / "summary.csv", 3, "kernel_ms", "abc"),
      "summary.csv line 3 is not a summary row (kernel_ms is not a number)"),
     # a single time that is not one: the first row's start, the last row's end
-    (lambda d: set_cell(d / "samples.csv", 2, "t_start_s", "inf"), "samples.csv is damaged: line 2: its t_start_s is inf"),
-    (lambda d: set_cell(d / "samples.csv", lines(d / "samples.csv"), "t_end_s", "nan"), "its t_end_s is nan, not a time"),
+    (lambda d: set_cell(d / "samples.csv", 2, "t_start_s", "inf"),
+     "samples.csv is damaged: line 2: its t_start_s is inf"),
+    (lambda d: set_cell(d / "samples.csv", lines(d / "samples.csv"), "t_end_s", "nan"),
+     "its t_end_s is nan, not a time"),
     (lambda d: set_cell(d / "samples.csv", 9, "t_end_s", "-3"), "samples.csv is damaged: line 9: its t_end_s is -3"),
     (lambda d: drop_column(d / "samples.csv", "phase"), "samples.csv is damaged: it lacks the column phase"),
     (lambda d: drop_column(d / "samples.csv", "t_start_s"), "samples.csv is damaged: it lacks the column t_start_s"),
@@ -95,7 +97,8 @@ def set_cell(path: Path, number: int, column: str, text: str):
      "manifest.json is damaged: its 'peaks.datasheet.dram' is not a number"),
     (lambda d: set_field(d / "manifest.json", gpu={"name": "H200", "sm_count": "132"}),
      "manifest.json is damaged: its 'gpu.sm_count' is not a whole number"),
-    (lambda d: set_field(d / "manifest.json", warnings=["ok", 7]), "manifest.json is damaged: its 'warnings[1]' is not text"),
+    (lambda d: set_field(d / "manifest.json", warnings=["ok", 7]),
+     "manifest.json is damaged: its 'warnings[1]' is not text"),
     (lambda d: set_field(d / "manifest.json", families={"copy": {"story": ["{said:999999999f}"]}}),
      "manifest.json is damaged: its 'families.copy.story[0]' is not a sentence to fill"),
     (lambda d: (d / "manifest.json").write_text("[" * 100_000 + "]" * 100_000), "manifest.json is nested too deeply"),
@@ -210,7 +213,8 @@ def test_out_refuses_a_folder_with_other_files_or_a_kernel_file_system(run_dir, 
 def test_the_no_gpu_hint_names_a_command_that_works(tmp_path, monkeypatch):
     run = make_run(tmp_path / "results" / "h200-20261121-114933")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(preflight, "__file__", str(tmp_path / "gpubench" / "record" / "preflight.py"))  # no runs of the checkout
+    # no runs of the checkout
+    monkeypatch.setattr(preflight, "__file__", str(tmp_path / "gpubench" / "record" / "preflight.py"))
     monkeypatch.setattr(preflight, "EXPLORE_DIR", tmp_path / "explore")
     hint = preflight.reference_hint()
     assert hint.endswith(f"gpubench report {run.resolve()} --out {tmp_path / 'explore'}"), hint

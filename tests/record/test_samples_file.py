@@ -74,7 +74,8 @@ def test_a_killed_recording_keeps_every_whole_batch_and_notes_a_torn_one(tmp_pat
         path.write_bytes(whole[:cut])
         notes = []
         assert len(read_samples(path, notes)) == 800
-        assert notes == ["samples.arrows: its last batch of rows was cut off mid-write (the run was killed) and is skipped"]
+        assert notes == ["samples.arrows: its last batch of rows was cut off mid-write (the run was killed) and is "
+                         "skipped"]
     path.write_bytes(whole[:20])  # killed while writing the header: no rows, not an error
     assert len(read_samples(path, [])) == 0
 
@@ -204,7 +205,8 @@ def test_a_committed_watch_run_summarizes_alike_from_samples_csv_and_samples_arr
 
 
 def test_gpubench_list_loads_neither_numpy_nor_pyarrow():
-    code = ("import sys, contextlib, io\nfrom gpubench.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+    code = ("import sys, contextlib, io\nfrom gpubench.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
             "    main(['list'])\nprint(sorted(m for m in ('numpy', 'pyarrow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -25,7 +25,8 @@ def chromium() -> str | None:
 
 @pytest.fixture(scope="module")
 def browser():
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')")
+    sync_api = pytest.importorskip("playwright.sync_api",
+                                   reason="playwright is not installed (pip install -e '.[dev]')")
     executable = chromium()
     if executable is None:
         pytest.skip("no Chromium installed (apt-get install chromium)")

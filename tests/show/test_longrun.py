@@ -214,6 +214,7 @@ def test_ten_thousand_phases_plot_and_report_in_a_minute_and_a_gigabyte_with_rea
     assert (tmp_path / "report" / "report.html").stat().st_size < 5e6
     drawn = {}
     manifest, samples, summary = load_run(run)
-    monkeypatch.setattr(timeline, "save", lambda fig, manifest, out, name: drawn.setdefault(name, fig.get_suptitle()) and [])
+    monkeypatch.setattr(timeline, "save",
+                        lambda fig, manifest, out, name: drawn.setdefault(name, fig.get_suptitle()) and [])
     timeline.draw(summary, samples, manifest, tmp_path)
     assert "phases named: no room for more)" in drawn["timeline"]

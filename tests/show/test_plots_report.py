@@ -222,7 +222,8 @@ def test_a_reused_folder_loses_another_runs_figures_and_nothing_else(tmp_path):
     assert main(["report", str(suite), "--out", str(out)]) == 0
     assert (out / "figures" / "roofline.png").is_file()
     assert main(["report", str(job), "--out", str(out)]) == 0
-    assert {p.name for p in (out / "figures").iterdir()} == {f"{name}.{ext}" for name in ("headline", "ladder", "timeline")
+    assert {p.name for p in (out / "figures").iterdir()} == {f"{name}.{ext}"
+                                                             for name in ("headline", "ladder", "timeline")
                                                              for ext in ("png", "svg")}
     assert "roofline" not in (out / "report.md").read_text()
     mine = job / "figures"

@@ -150,7 +150,8 @@ def test_the_committed_calibrations_load_and_name_their_points():
             assert len(points) == cal["n"] >= 2
         assert set(ceiling.load_calibrations(data["gpu"])) == set(data["dtypes"])
         # the highest of every kernel measured: made again from the file's points and the files it names
-        beside = [q for name in data["highest"]["files"] for q in json.loads((path.parent / name).read_text())["points"]]
+        beside = [q for name in data["highest"]["files"]
+                  for q in json.loads((path.parent / name).read_text())["points"]]
         assert data["highest"]["dtypes"] == ceiling.highest(data["points"] + beside)
         for dtype, top in data["highest"]["dtypes"].items():
             assert top["factor"] >= data["dtypes"][dtype]["highest"] and top["median"] <= top["factor"]

@@ -79,7 +79,8 @@ def test_a_grouped_product_counts_what_its_groups_products_count():
     assert moe.hardware == sum(count_flops(torch.mm, tokens[16 * i:16 * i + 16], experts[i]).hardware
                                for i in range(4)) == 2 * 64 * 32 * 16
     batch = torch.randn(4, 16, 32, dtype=bf)
-    assert count_flops(torch.ops.aten._grouped_mm, batch, experts).hardware == count_flops(torch.bmm, batch, experts).hardware
+    assert (count_flops(torch.ops.aten._grouped_mm, batch, experts).hardware
+            == count_flops(torch.bmm, batch, experts).hardware)
     a, b = torch.randn(16, 64, dtype=bf), torch.randn(64, 32, dtype=bf)  # groups along the contraction
     assert count_flops(torch.ops.aten._grouped_mm, a, b, offs).hardware == count_flops(torch.mm, a, b).hardware
 

@@ -119,8 +119,8 @@ def test_a_gpm_id_the_driver_refuses_is_dropped_and_named_and_the_rest_are_read(
         assert math.isnan(values["dmma_cycles_active"]) and set(values) == set(probe.COUNTERS)
         assert values["tensor_active_pct"] == probe.COUNTERS["tensor_active_pct"]  # the others read on
     # the whole request, then each id alone once, then the kept ones: the second read asks only those
-    assert calls[0] == list(probe.COUNTERS.values()) and [len(c) for c in calls[1:1 + len(probe.COUNTERS)]] == [1] * len(
-        probe.COUNTERS)
+    assert calls[0] == list(probe.COUNTERS.values())
+    assert [len(c) for c in calls[1:1 + len(probe.COUNTERS)]] == [1] * len(probe.COUNTERS)
     assert calls[-1] == [i for c, i in probe.COUNTERS.items() if c != "dmma_cycles_active"]
     assert "dmma_cycles_active" in capsys.readouterr().err  # said, not silent
 
