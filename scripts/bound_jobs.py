@@ -50,9 +50,10 @@ PY = sys.executable
 LEFT_OUT = {"jax_mlp": "no optimizer: no steps, so no HFU to hold"}
 ORDER = ["convnext_timm", "gpt2_accelerate", "grad_accum", "gan_two_optimizers", "vit_fp16_scaler", "long_context",
          "train_eval", "llama_compiled", "hf_trainer", "lightning_gpt", "resnet50"]  # those measured before last
-SECONDS = {"train_eval": 18}  # three turns of training and evaluation; the others 10 s of training
+SECONDS = {"train_eval": 18,  # three turns of training and evaluation; the others 10 s of training
+           "convnext_timm": 40}  # its first step (cuDNN trying algorithms) took over 10 s on an H200
 # a job's whole watch on an H200 host, imports to report: the Trainer's took 31 s for 12 s of training (watch_auto)
-EXPECT_S = {"convnext_timm": 40, "gpt2_accelerate": 40, "grad_accum": 35, "gan_two_optimizers": 35,
+EXPECT_S = {"convnext_timm": 75, "gpt2_accelerate": 40, "grad_accum": 35, "gan_two_optimizers": 35,
             "vit_fp16_scaler": 38, "long_context": 40, "train_eval": 55, "llama_compiled": 100, "hf_trainer": 35,
             "lightning_gpt": 35, "resnet50": 28}
 WATCH_ARGS = {"vit_fp16_scaler": ["--dtype", "fp16"]}  # what its peak and ceiling are of: the unit that ran
@@ -152,10 +153,10 @@ HEADER = _cells(title for title, _ in COLUMNS) + " verdicts"
 
 def line(r: dict) -> str:
     """One row of the table: HFU at or below its limit (yes), above it (NO), or not judged (–)."""
-    hfu = _num(r["hfu_pct"]) + ("*" if r["hfu_withheld"] else "")
+    hfu = _num(r.get("hfu_pct")) + ("*" if r["hfu_withheld"] else "")
     return _cells([r["job"], str(r["phase"])[:8], "yes" if r["steady"] else "no", _num(r["seconds"], "{:.0f}"),
-                   _num(r["steps_per_s"]), _num(r["own_steps_per_s"]), _num(r["mfu_pct"]), hfu,
-                   _num(r["tensor_ceiling_pct"]), _num(r["tensor_ceiling_limit_pct"]),
+                   _num(r.get("steps_per_s")), _num(r["own_steps_per_s"]), _num(r.get("mfu_pct")), hfu,
+                   _num(r.get("tensor_ceiling_pct")), _num(r.get("tensor_ceiling_limit_pct")),
                    {True: "yes", False: "NO", None: "–"}[r["bounded"]]]) + " " + ", ".join(r["rules"])
 
 
