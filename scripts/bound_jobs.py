@@ -135,6 +135,22 @@ def rows_of(job: str, run: Path, stdout: str) -> list[dict]:
     return [judge(job, r, own_count(stdout)) for r in summary if r.get("kind") == "phase"]
 
 
+def docs_table(rows: list[dict]) -> list[str]:
+    """The steady rows as docs/ceiling.md prints them (its test holds the page to the committed log): how close
+    each job's MFU comes to its ceiling, and whether what ran stayed under the limit."""
+    out = ["| job | steps/s (its own) | MFU | HFU | ceiling | limit | MFU ÷ ceiling | HFU ≤ limit |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["steady"] and finite(r.get("tensor_ceiling_limit_pct")) and finite(r.get("steps_per_s")):
+            hfu = _num(r["hfu_pct"], "{:.1f}%") + (" (withheld)" if r["hfu_withheld"] else "")
+            out.append(f"| {r['job']} | {_num(r['steps_per_s'])} ({_num(r['own_steps_per_s'])}) | "
+                       f"{_num(r['mfu_pct'], '{:.1f}%')} | {hfu} | {_num(r['tensor_ceiling_pct'], '{:.1f}%')} | "
+                       f"{_num(r['tensor_ceiling_limit_pct'], '{:.1f}%')} | "
+                       f"{_num(r['mfu_pct'] / r['tensor_ceiling_pct'], '{:.2f}')} | "
+                       f"{'yes' if r['bounded'] else 'no'} |")
+    return out
+
+
 def _num(v, fmt: str = "{:.3g}") -> str:
     return fmt.format(v) if finite(v) else "–"
 

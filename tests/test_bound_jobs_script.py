@@ -4,6 +4,7 @@ tensor ceiling's limit is flagged, whether the verdict kept its HFU or withheld 
 
 import ast
 import importlib.util
+import json
 import math
 import subprocess
 import sys
@@ -111,3 +112,11 @@ def test_a_row_above_its_limit_is_flagged_and_counted():
     cells = [line.split() for line in lines[1:8]]  # job, phase, steady, s, steps/s, own/s, MFU, HFU, ceil, limit, ok
     assert [c[2] for c in cells] == ["no", "yes", "yes", "yes", "yes", "yes", "no"]
     assert [c[10] for c in cells] == ["NO", "yes", "NO", "NO", "NO", "–", "–"] and cells[3][7] == "12*"
+
+
+def test_the_ceiling_page_prints_the_committed_runs_table():
+    """docs/ceiling.md's table of the eleven jobs is the one the committed log's rows make, row for row."""
+    rows = json.loads((ROOT / "results" / "logs" / "bound-jobs-h200.json").read_text())["rows"]
+    table = script().docs_table(rows)
+    page = (ROOT / "docs" / "ceiling.md").read_text()
+    assert len(table) == 13 and all(line in page.splitlines() for line in table)
