@@ -7,7 +7,7 @@ Two kinds of line, tab-separated, each written whole by one process:
     M  t        rank pid uuid clock  name
     S  t_first  rank pid uuid clock  t_last n counted flops hw_flops bytes tokens bad lead_s
 
-The first field is the line's letter: M starts a phase; S, A and C gather steps (ORIGINS says whose).
+The first field is the line's letter: M starts a phase; S, A, C, F, K and J gather steps (ORIGINS says whose).
 `uuid` is SAME where it is the one of that process's previous line (a 40-character UUID on every line
 would be a third of a day's marks). Times are written to the microsecond, sums to six digits.
 """
@@ -20,7 +20,10 @@ from typing import NamedTuple
 SEP = "\t"
 SAME = "="  # in the uuid field: the uuid of this process's previous line
 MARK = "M"
-ORIGINS = {"S": "step", "A": "optimizer", "C": "counted"}  # the job's step(); its optimizer's; the one counted
+# the job's step(); its optimizer's; the optimizer step whose FLOPs were counted; its outermost module's forward
+# calls (a job that steps no optimizer); a forward whose FLOPs were counted (the first of its input shape); a
+# JAX job's jitted step function
+ORIGINS = {"S": "step", "A": "optimizer", "C": "counted", "F": "forward", "K": "forward counted", "J": "jit"}
 BOM = b"\xef\xbb\xbf"  # an editor's byte-order mark before the first line: no part of it
 
 

@@ -25,11 +25,20 @@ from gpubench.job.markreader import Steps
 SUMMARY_COLUMNS = {"steps_source": "text", "flops_source": "text", "provenance": "text"}
 
 OWN, OPTIMIZER, COUNTED = "step", "optimizer", "counted"  # markline.ORIGINS
-STEPS_FROM = {OWN: "step()", OPTIMIZER: "optimizer"}
-FLOPS_FROM = {OWN: "step()", OPTIMIZER: "one step counted", "ceiling": "counters"}
+FORWARD, FORWARD_COUNTED, JIT = "forward", "forward counted", "jit"
+COUNTS = (COUNTED, FORWARD_COUNTED)  # lines of a step whose FLOPs were counted there: slowed, in no rate
+KIND = {OWN: OWN, OPTIMIZER: OPTIMIZER, COUNTED: OPTIMIZER, FORWARD: FORWARD, FORWARD_COUNTED: FORWARD, JIT: JIT}
+STEPS_FROM = {OWN: "step()", OPTIMIZER: "optimizer", FORWARD: "forward", JIT: "jit"}
+FLOPS_FROM = {OWN: "step()", OPTIMIZER: "one step counted", FORWARD: "forward counted", JIT: "xla cost",
+              "ceiling": "counters"}
+GPUBENCH_COUNTS = (FLOPS_FROM[OPTIMIZER], FLOPS_FROM[FORWARD], FLOPS_FROM[JIT])  # FLOPs gpubench counted itself
 SAID = {
-    "steps": {"step()": "the job's own gpubench.step()", "optimizer": "the job's optimizer steps (no code change)"},
+    "steps": {"step()": "the job's own gpubench.step()", "optimizer": "the job's optimizer steps (no code change)",
+              "forward": "the calls of the job's outermost module (no code change)",
+              "jit": "the job's jitted step function (no code change)"},
     "flops": {"step()": "counted by the job's own step()", "one step counted": "counted by gpubench from one step",
+              "forward counted": "counted by gpubench from one forward of each input shape",
+              "xla cost": "from XLA's cost analysis of the compiled step",
               "counters": "not known: the counters bound them (the tensor ceiling)"},
 }
 CEILING = "tensor_ceiling_pct"  # the tensor pipes' bound, where the run has it
@@ -63,7 +72,7 @@ def holes(events: list) -> list[tuple[float, float]]:
     out = []
     last: dict = {}
     for e in sorted((e for e in events if _auto(e)), key=lambda e: e.t_first):
-        if e.origin == COUNTED and e.stream in last and last[e.stream] < e.t_first:
+        if e.origin in COUNTS and e.stream in last and last[e.stream] < e.t_first:
             out.append((last[e.stream], e.t_first))
         last[e.stream] = e.t_last
     return out
@@ -84,10 +93,13 @@ def sources(inside, stamped=True) -> dict:
     in its spans; nothing where the row holds no step (`stamped` false: a span's first stamp ends a step
     begun before it)."""
     inside = list(inside) if stamped else []
-    kinds = {OWN if g.origin == OWN else OPTIMIZER for g in inside}
-    counted = {OWN if g.origin == OWN else OPTIMIZER for g in inside if g.counted}
-    return {"steps_source": " and ".join(STEPS_FROM[k] for k in sorted(kinds, reverse=True)),
-            "flops_source": " and ".join(FLOPS_FROM[k] for k in sorted(counted, reverse=True))}
+    kinds = {KIND.get(g.origin, OPTIMIZER) for g in inside}
+    counted = {KIND.get(g.origin, OPTIMIZER) for g in inside if g.counted}
+    return {"steps_source": " and ".join(STEPS_FROM[k] for k in sorted(kinds, key=_ORDER.index)),
+            "flops_source": " and ".join(FLOPS_FROM[k] for k in sorted(counted, key=_ORDER.index))}
+
+
+_ORDER = [OWN, OPTIMIZER, FORWARD, JIT]  # the order a row with several sources names them in
 
 
 def label(rows: list[dict]) -> list[dict]:

@@ -24,7 +24,9 @@ from gpubench.metrics import BY_COLUMN, finite, pct
 
 OPS = {"<": operator.lt, ">=": operator.ge, ">": operator.gt}
 SHOWN = {"<": "<", ">=": "≥", ">": ">", "<|missing": "<"}
-COUNTED = "one step counted"  # a row's flops_source where gpubench counted its FLOPs (gpubench.job.provenance)
+# a row's flops_source where gpubench counted its FLOPs: of one optimizer step, of one forward of each input shape,
+# from XLA's cost analysis (gpubench.job.provenance.GPUBENCH_COUNTS)
+COUNTED = ("one step counted", "forward counted", "xla cost")
 # Why a row whose FLOPs gpubench counted itself gives no HFU over the ceiling: said in its verdict, and in its
 # hfu_unknown where the row withholds that HFU (withheld() below)
 WITHHELD = ("the count is gpubench's own, not the job's: gpubench's count or its calibrated ceiling is wrong for "
@@ -35,6 +37,10 @@ DOUBTED = {"step()": "the FLOP count given to gpubench.step() by the job",
            "step() and one step counted": "a FLOP count (the job's own gpubench.step(), or gpubench's count of "
                                           "one step for its processes that reported none)"}
 PERCENT = re.compile(r"_pct$")
+
+
+def _one_of(t) -> str:
+    return " or ".join(t) if isinstance(t, tuple) else str(t)
 
 
 @dataclass(frozen=True)
@@ -54,8 +60,8 @@ class Rule:
                 ok = not finite(value) or value < threshold
             elif op == "known":
                 ok = finite(value)
-            elif op == "is":
-                ok = value == threshold
+            elif op == "is":  # one value, or any of a tuple of them
+                ok = value in threshold if isinstance(threshold, tuple) else value == threshold
             else:
                 ok = finite(value) and OPS[op](value, threshold)
             if not ok:
@@ -65,7 +71,8 @@ class Rule:
     def condition(self) -> str:
         """The rule's conditions in words, thresholds included: 'GPU busy < 50%'."""
         words = {"missing": "not known", "unrecorded": "not recorded by the run", "known": "known"}
-        return " and ".join(f"{_label(c)} {words[op]}" if op in words else f"{_label(c)} is {t}" if op == "is" else
+        return " and ".join(f"{_label(c)} {words[op]}" if op in words
+                            else f"{_label(c)} is {_one_of(t)}" if op == "is" else
                             f"{_label(c)} {SHOWN[op]} {_threshold(c, t)}"
                             + (" or not known" if op == "<|missing" else "")
                             for c, op, t in self.when)
