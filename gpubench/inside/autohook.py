@@ -1,5 +1,5 @@
-"""Steps of a job nobody changed: under `gpubench watch`, each optimizer step of a PyTorch job is a
-gpubench step, stamped on the GPU as gpubench.step() stamps it.
+"""Steps of a job nobody changed: under `gpubench watch`, each iteration of a PyTorch job's loop, as its
+optimizer steps show it, is a gpubench step, stamped on the GPU as gpubench.step() stamps it.
 
 The bootstrap (gpubench/inside/bootstrap/sitecustomize.py) calls install() in every Python process of the
 watched command. install() imports nothing heavy: it puts a finder on sys.meta_path that waits for the
@@ -8,10 +8,12 @@ registers PyTorch's global optimizer step hooks. A process that never imports to
 
 One step per real step, whatever wraps the optimizer: a step that runs inside another optimizer's step (a
 wrapper that is itself an Optimizer: ZeroRedundancyOptimizer, a subclass that delegates) is the outer
-one's, and of several optimizers stepping in one job (a GAN's two) the steps of one are counted: the first
-to step, until another steps twice with no step of it between. A process that calls gpubench.step() itself
-is never counted twice: from its first step() on, the hook writes nothing (the summary keeps that
-process's own steps only: gpubench.job.provenance).
+one's. Where one optimizer steps, each of its steps is a step; where several do (a GAN's two, a WGAN's
+critic five times a generator step), a step is one pattern of their steps, and its FLOPs are counted over
+one whole pattern (gpubench.inside.steprule says how the pattern is found and what is written until it is).
+A pattern of several optimizers is told to the reader in a P line (gpubench.inside.markline), by the
+optimizers' class names. A process that calls gpubench.step() itself is never counted twice: from its first
+step() on, the hook writes nothing (the summary keeps that process's own steps only: gpubench.job.provenance).
 
 Nothing here may reach the job: every hook catches everything, says it once on stderr and turns itself off.
 """
@@ -27,7 +29,8 @@ from . import MARKS  # markwriter's ENV: markwriter itself loads once torch's op
 
 ENV = "GPUBENCH_AUTO"  # "0": no steps from the optimizer (`gpubench watch --no-auto` sets it); "steps": no FLOPs
 TARGET = "torch.optim.optimizer"
-MAX_STEP_GAP_S = 60.0  # an optimizer quiet this long is no longer the one whose steps count, should another step
+MAX_NEWS = 64  # patterns one process may tell: past that its optimizers step in no pattern a step could be
+MAX_COUNTS = 4  # FLOP counts one process may begin, one a pattern (each slows one step down)
 
 _on = True
 _steps = None  # the Steps of this process, once the hooks are registered
@@ -123,6 +126,9 @@ def _register(module) -> None:
         module.register_optimizer_step_pre_hook(steps.pre)
         module.register_optimizer_step_post_hook(steps.post)
         _steps = steps
+        from . import forwards  # the steps of what steps no optimizer: inference, evaluation
+
+        forwards.install(counting(), module)
     except Exception as err:  # noqa: BLE001
         _say(f"PyTorch's optimizer hooks could not be registered ({type(err).__name__}: {err})")
 
@@ -146,7 +152,8 @@ def _forked() -> None:
     try:
         if steps.count is not None:
             steps.count.forked()
-        steps.outer = steps.outer_frame = steps.leader = steps.challenger = steps.count = None
+        steps.outer = steps.outer_frame = steps.count = None
+        steps.fresh()
     except Exception:  # noqa: BLE001 -- in a fresh child, nothing may reach the job
         pass
 
@@ -163,18 +170,28 @@ def _ref(opt):
 
 
 class Steps:
-    """The hooks, and which optimizer's steps count."""
+    """The hooks, which optimizer steps end a step (gpubench.inside.steprule), and the pattern told."""
 
     def __init__(self):
         self.outer = None  # the optimizer whose step is running, outermost
         self.outer_frame = None  # the frame that called its pre-hook: on the stack while its step runs
-        self.leader = None  # the optimizer whose steps count
-        self.challenger = None  # another one that stepped since the leader last did
-        self.leader_t = 0.0
-        self.count = None  # gpubench.inside.onestep.OneStep, made at the first counted step
-        from . import markwriter  # here, once torch's optimizers load: an import in a hook runs at every step
+        self.count = None  # gpubench.inside.onestep.OneStep of the pattern now counted, made at its first step
+        # here, once torch's optimizers load: an import in a hook runs at every step
+        from . import markline, markwriter, steprule
 
-        self.markwriter = markwriter
+        self.markwriter, self.markline, self.steprule = markwriter, markline, steprule
+        self.fresh()
+
+    def fresh(self) -> None:
+        """No optimizer seen yet (a new process, or a forked child, whose writer starts its own steps)."""
+        self.rule = self.steprule.Rule(self._alive)
+        self.keys: dict = {}  # id(optimizer) -> its key: a small int, the rule's name for it
+        self.optimizers: dict = {}  # key -> (a weak reference to the optimizer, its class name)
+        self.next_key = 0
+        self.written = 0  # steps handed to the writer: where a P line's pattern begins
+        self.told = self.counts = 0  # P lines written; FLOP counts begun
+        self.known: dict = {}  # a pattern (least rotation) -> its count, for a pattern that comes back
+        self.count_of = None  # the pattern self.count counts
 
     def pre(self, opt, args, kwargs):
         try:
@@ -200,32 +217,82 @@ class Steps:
             if not self._leads(opt):
                 return
             if self.count is None:
-                from .onestep import OneStep
-
-                self.count = OneStep(on=counting())
-            flops, origin = self.count.at_step()
+                self.count = self._count()
+            # a count begins only where the pattern holds: the next step is then one whole pattern
+            flops, origin = self.count.at_step(self.rule.mode is self.steprule.SET)
             markwriter._writer().step(flops, None, None, origin)
+            self.written += 1
         except markwriter._Off:
             pass
         except Exception as err:  # noqa: BLE001
             self._fail(err)
 
     def _leads(self, opt) -> bool:
-        now = time.monotonic()
-        leader = self.leader() if self.leader is not None else None
-        if leader is None or leader is opt or now - self.leader_t > MAX_STEP_GAP_S:
-            if leader is not opt:
-                self.leader = _ref(opt)
-            self.challenger, self.leader_t = None, now
-            return True
-        challenger = self.challenger() if self.challenger is not None else None
-        if challenger is opt:  # stepped twice with no step of the leader between: it leads now
-            self.leader, self.challenger, self.leader_t = _ref(opt), None, now
-            return True
-        self.challenger = _ref(opt)
-        return False
+        """Whether this optimizer step ends a step; a pattern that changed is told, a count it broke begun again."""
+        rule = self.rule
+        ends = rule.step(self._key(opt))
+        if rule.news is not None:
+            news, rule.news = rule.news, None
+            self._tell(*news)
+        elif rule.mode is not self.steprule.SET and self.count is not None:
+            self.count.again()  # learning: a count under way would span no whole pattern
+        return ends and _on
+
+    def _key(self, opt) -> int:
+        key = self.keys.get(id(opt))
+        if key is not None and self.optimizers[key][0]() is opt:
+            return key
+        if len(self.optimizers) >= 16:  # optimizers made and dropped (one an epoch): forget the dead
+            self.optimizers = {k: v for k, v in self.optimizers.items() if v[0]() is not None}
+            self.keys = {i: k for i, k in self.keys.items() if k in self.optimizers}
+        key = self.next_key  # never one an optimizer had before: a new one is no old one come back
+        self.next_key += 1
+        self.keys[id(opt)] = key
+        self.optimizers[key] = (_ref(opt), _name(opt))
+        return key
+
+    def _alive(self, key) -> bool:
+        found = self.optimizers.get(key)
+        return found is not None and found[0]() is not None
+
+    def _tell(self, pattern: tuple, back: int) -> None:
+        """A P line for the pattern each step is from here on; its FLOPs are counted anew (or were before)."""
+        if self.told >= MAX_NEWS:
+            if self.count is not None:
+                self.count.abandon("the optimizers stepped in no steady pattern")
+            _say(f"the job's optimizers changed the pattern they step in {MAX_NEWS} times: no step is one iteration")
+            return
+        old = self.count
+        if old is not None:
+            if old.flops is not None and len(self.known) < MAX_COUNTS:
+                self.known[self.count_of] = old.flops
+            old.again()  # a count under way would span two patterns
+            self.count = None
+        names = {k: v[1] for k, v in self.optimizers.items()}
+        writer, line = self.markwriter._writer(), self.markline
+        with writer.lock:  # the stamper's thread writes the steps' lines under it
+            writer._write(line.PATTERN_LINE.write(letter=line.PATTERN, t=time.monotonic(), **writer._who(),
+                                                  written=self.written, back=back,
+                                                  pattern=self.steprule.describe(pattern, names)))
+        self.told += 1
+
+    def _count(self):
+        """The count of the pattern now: one taken before where it comes back; at most MAX_COUNTS begun."""
+        from .onestep import OneStep
+
+        self.count_of = self.rule.canon
+        known = self.known.get(self.count_of)
+        on = counting() and known is None and self.counts < MAX_COUNTS
+        self.counts += on
+        return OneStep(on=on, flops=known)
 
     def _fail(self, err: Exception) -> None:
         if self.count is not None:
             self.count.abandon()
         _say(f"the optimizer hook failed ({type(err).__name__}: {err})")
+
+
+def _name(opt) -> str:
+    """An optimizer's class name as a P line says it: a word, never the job's text (a class may be named anything)."""
+    name = "".join(c for c in type(opt).__name__ if c.isalnum() or c == "_")[:40]
+    return name or "optimizer"

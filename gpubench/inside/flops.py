@@ -146,7 +146,7 @@ def counting():
         return FlopCount(model, hardware)
 
     with flop_counter.FlopCounterMode(display=False, custom_mapping=attention) as counter, Passes():
-        result.counter = counter
+        result.counter, result.split = counter, split
         yield result
 
 

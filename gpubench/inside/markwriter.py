@@ -142,7 +142,7 @@ class _Writer:
         now = time.monotonic()
         # the hook's steps carry one count (an int that never changes) or none: read once; the job's own values
         # are read at every step (an object of its may change in place)
-        hook = origin != "S"
+        hook = origin in ("A", "C")  # a forward's values change with its input's shape: read at every step
         if hook and flops is self.last_flops:
             values = (*self.last_values, origin)
         else:
@@ -188,7 +188,7 @@ class _Writer:
         if b is None:
             b = self.bucket = Bucket(t, origin)
         b.add(t, flops, hw_flops, nbytes, tokens, bad, lead_s)
-        if origin == "C":  # the step whose FLOPs were counted: a line of its own
+        if origin in ("C", "K"):  # the step whose FLOPs were counted: a line of its own
             self._close_bucket()
 
     def flush(self) -> None:

@@ -9,11 +9,12 @@ above 0; of several GPUs, the busiest), so that a row made of busy seconds never
 - teardown: from the end of the last busy second's last busy interval, or the last step if later, to the end;
 - between them: where the optimizer stepped, `warmup` (its first steps, up to the one whose FLOPs were
   counted, and what came before them on the GPU: allocation, compilation) and `train` (the rest, and any
-  later run of steps); idle spans of IDLE_S or more, `idle`; and busy work without steps (an evaluation),
-  `busy`, or in a job with no step at all (inference, a JAX program) `run`, cut where its SM, tensor or
-  DRAM activity changes by CHANGE_PTS points or more for MIN_PART_S, its parts named `busy 1`, `busy 2`
-  (`run 1`, `run 2`) by kind where the kinds differ (a kind that recurs is one row, as a phase that
-  recurs is);
+  later run of steps); where the job's model ran forwards alone (gpubench.inside.forwards), `eval` in a job
+  that trains and `inference` in one that does not (its first steps `warmup`, as training's); idle spans of
+  IDLE_S or more, `idle`; and busy work without steps, `busy`, or in a job with no step at all `run`, cut
+  where its SM, tensor or DRAM activity changes (gpubench.job.busykinds), its parts named `busy 1`,
+  `busy 2` (`run 1`, `run 2`) by kind where the kinds differ (a kind that recurs is one row, as a phase
+  that recurs is);
 - a start-up or teardown whose GPU was busy a third of its time or more is no start-up or teardown: its time
   joins the phases, which its medians would otherwise misread.
 """
@@ -23,19 +24,19 @@ from __future__ import annotations
 import math
 import statistics
 
+from gpubench.job.busykinds import BIN_S, BUSY, Signature, name_busy
 from gpubench.job.markreader import Mark, Steps
 
-BIN_S = 1.0
 BUSY_SHARE = 0.5  # of a second's sample intervals, busy, for the second to be busy
 IDLE_S = 3.0  # idle this long between busy seconds is a phase of its own
 PAUSE_S = 1.0  # the optimizer quiet this long (and five steps' time) pauses a run of steps
-CHANGE_PTS = 15.0  # SM, tensor or DRAM activity moving this many points ...
-MIN_PART_S = 5.0  # ... for this long: the work changed
-MAX_PARTS = 8  # kinds of busy work told apart at most
 EDGE_SHARE = 1 / 3  # a start-up or teardown busy this share of its time is work, not waiting
 TRIM_S = 0.5  # what a row's window leaves out after a span begins (gpubench.read.summary.TRIM_S)
 SIGNATURE = ("sm_active_pct", "tensor_active_pct", "dram_active_pct")
-WARMUP, TRAIN, IDLE, BUSY = "warmup", "train", "idle", "busy"
+WARMUP, TRAIN, IDLE = "warmup", "train", "idle"
+EVAL, INFERENCE = "eval", "inference"  # forwards alone (gpubench.inside.forwards): in a job that trains, or not
+STEPPED = (WARMUP, TRAIN, EVAL, INFERENCE)
+FORWARDS = ("forward", "forward counted")  # markline.ORIGINS of forward calls
 ALONE = "run"  # the name of busy work in a job with no step at all (gpubench.job.phases.FIRST_PHASE)
 
 
@@ -47,8 +48,9 @@ def phases_of(rows, events: list, gpus: list, t0: float, t1: float, gaps=(), war
         return None
     share, sig, exact, ends = activity(rows, gpus, t0, t1)
     steps = sorted((e for e in events if isinstance(e, Steps)), key=lambda e: e.t_first)
-    runs = _runs(steps)
-    busy = _without_blips([s >= BUSY_SHARE for s in share], t0, runs)
+    runs = _runs([e for e in steps if e.origin not in FORWARDS])
+    fruns = [r for r in _runs([e for e in steps if e.origin in FORWARDS]) if not _overlaps(r, runs)]
+    busy = _without_blips([s >= BUSY_SHARE for s in share], t0, runs + fruns)
     if not any(busy) and not steps:
         return None
     first = next((i for i, b in enumerate(busy) if b), None)
@@ -60,7 +62,8 @@ def phases_of(rows, events: list, gpus: list, t0: float, t1: float, gaps=(), war
         begun = t0
     if exact([(end, t1)]) >= EDGE_SHARE:
         end = t1
-    segments = _segments(busy, sig, t0, begun, end, runs, list(gaps), warmup_steps)
+    counts = {e.t_first for e in steps if e.origin == "counted"}  # the optimizer's counted step ends warm-up
+    segments = _segments(busy, sig, t0, begun, end, runs, [g for g in gaps if g[1] in counts], warmup_steps, fruns)
     segments = _dense(segments, share, t0, exact)
     phases: dict = {}
     for name, a, b in segments:
@@ -113,42 +116,6 @@ def activity(rows, gpus: list, t0: float, t1: float):
     return share.tolist(), Signature(sums, counts), exact, ends.tolist()
 
 
-class Signature:
-    """The mean SM, tensor and DRAM activity of any run of seconds, from running sums (a day of seconds
-    is cut as fast as a minute)."""
-
-    def __init__(self, sums, counts):
-        import numpy as np
-
-        zero = np.zeros((1, sums.shape[1]))
-        self.sums, self.counts = np.vstack([zero, np.cumsum(sums, 0)]), np.vstack([zero, np.cumsum(counts, 0)])
-        self.n = len(sums)
-
-    def mean(self, i: int, j: int):
-        """The mean of seconds i to j (excluded) per metric: NaN where none was recorded."""
-        import numpy as np
-
-        i, j = max(0, min(i, self.n)), max(0, min(j, self.n))
-        c = self.counts[j] - self.counts[i]
-        return np.divide(self.sums[j] - self.sums[i], c, out=np.full(c.shape, np.nan), where=c > 0)
-
-    def best_cut(self, i: int, j: int, need: int) -> tuple[float, int | None]:
-        """The second k in [i + need, j - need] where the means before and after differ most; (gap, k)."""
-        import numpy as np
-
-        ks = np.arange(i + need, j - need + 1)
-        if not len(ks):
-            return 0.0, None
-        with np.errstate(invalid="ignore", divide="ignore"):
-            left = (self.sums[ks] - self.sums[i]) / (self.counts[ks] - self.counts[i])
-            right = (self.sums[j] - self.sums[ks]) / (self.counts[j] - self.counts[ks])
-        gaps = np.abs(left - right)
-        gaps[~np.isfinite(gaps)] = -1.0
-        best = gaps.max(axis=1)
-        k = int(best.argmax())
-        return float(best[k]), int(ks[k])
-
-
 def _without_blips(busy: list[bool], t0: float, runs: list) -> list[bool]:
     """Busy seconds in runs shorter than IDLE_S, away from the optimizer's steps and within waiting at least
     three times as long (so that the wait stays idle more than two thirds of its time), are part of the
@@ -179,7 +146,7 @@ def _dense(segments: list[tuple], share: list, t0: float, exact) -> list[tuple]:
     spans: dict = {}
     for name, a, b in segments:
         spans.setdefault(name, []).append((a, b))
-    sparse = {n for n, ss in spans.items() if n not in (WARMUP, TRAIN, IDLE) and exact(ss) < BUSY_SHARE}
+    sparse = {n for n, ss in spans.items() if n not in (*STEPPED, IDLE) and exact(ss) < BUSY_SHARE}
     if not sparse:
         return segments
     busy = [s >= BUSY_SHARE for s in share]
@@ -188,7 +155,7 @@ def _dense(segments: list[tuple], share: list, t0: float, exact) -> list[tuple]:
         pieces = [[name, a, b]] if name not in sparse else [[n if n == IDLE else name, x, y]
                                                           for n, x, y, _ in _between(busy, t0, a, b)]
         for p in pieces:
-            if out and out[-1][0] == p[0] and p[0] not in (WARMUP, TRAIN) and out[-1][2] >= p[1] - 1e-9:
+            if out and out[-1][0] == p[0] and p[0] not in STEPPED and out[-1][2] >= p[1] - 1e-9:
                 out[-1][2] = p[2]
             else:
                 out.append(p)
@@ -217,26 +184,40 @@ def _runs(steps: list) -> list[list]:
     return runs
 
 
-def _segments(busy, sig, t0, begun, end, runs, gaps, warmup_steps) -> list[tuple[str, float, float]]:
-    """(name, start, end) from begun to end: the runs of steps, and between them idle and busy seconds."""
+def _segments(busy, sig, t0, begun, end, runs, gaps, warmup_steps, fruns=()) -> list[tuple[str, float, float]]:
+    """(name, start, end) from begun to end: the runs of steps (the optimizer's: train; forwards alone: eval
+    in a job that trains, else inference), and between them idle and busy seconds. Warm-up is the first
+    steps of the optimizer's, or of the forwards' where nothing trains (an evaluation warms up nothing)."""
     out: list[list] = []
     cursor = begun
     split = _warmup_end([e for run in runs for e in run], gaps, warmup_steps)
-    for k, run in enumerate(runs):
+    if not runs:
+        split = _warmup_end([e for run in fruns for e in run], [], warmup_steps)
+    kind = EVAL if runs else INFERENCE
+    named = sorted([(TRAIN, r) for r in runs] + [(kind, r) for r in fruns], key=lambda nr: nr[1][0].t_first)
+    for k, (name, run) in enumerate(named):
         a, b = run[0].t_first, min(end, run[-1].t_last)
         step = (b - a) / max(1, sum(e.n for e in run) - 1)
         a = begun if k == 0 else max(cursor, a - step)  # the first step began a step before its stamp
         out += _between(busy, t0, cursor, a)
-        if split is None or split <= a:  # a run keeps its number: two runs are two spans, the pause in neither
-            out.append([TRAIN, a, b, k])
-        elif split >= b:
+        cut = split if name != EVAL else None
+        if cut is None or cut <= a:  # a run keeps its number: two runs are two spans, the pause in neither
+            out.append([name, a, b, k])
+        elif cut >= b:
             out.append([WARMUP, a, b, k])
         else:
-            out += [[WARMUP, a, split, k], [TRAIN, split, b, k]]
+            out += [[WARMUP, a, cut, k], [name, cut, b, k]]
         cursor = b
     out += _between(busy, t0, cursor, end)
     out = _merge_short_idle(out)
-    return _name_busy(out, sig, t0, BUSY if runs else ALONE)
+    return name_busy(out, sig, t0, BUSY if runs or fruns else ALONE)
+
+
+def _overlaps(run: list, runs: list[list]) -> bool:
+    """A run of forwards inside the time of the optimizer's (another process's evaluation beside training):
+    training's time stays training's."""
+    a, b = run[0].t_first, run[-1].t_last
+    return any(r[0].t_first <= b and a <= r[-1].t_last for r in runs)
 
 
 def _warmup_end(steps: list, gaps: list, warmup_steps: int) -> float | None:
@@ -275,9 +256,9 @@ def _merge_short_idle(segments: list[list]) -> list[list]:
     anything that short beside a run of steps: the end of its last step's second, its first step's start."""
     out: list[list] = []
     for k, seg in enumerate(segments):
-        short = seg[2] - seg[1] < IDLE_S and seg[0] not in (WARMUP, TRAIN)
-        after_steps = bool(out) and out[-1][0] in (WARMUP, TRAIN)
-        before_steps = k + 1 < len(segments) and segments[k + 1][0] in (WARMUP, TRAIN)
+        short = seg[2] - seg[1] < IDLE_S and seg[0] not in STEPPED
+        after_steps = bool(out) and out[-1][0] in STEPPED
+        before_steps = k + 1 < len(segments) and segments[k + 1][0] in STEPPED
         if out and out[-1][0::3] == seg[0::3] and out[-1][2] >= seg[1] - 1e-9:
             out[-1][2] = seg[2]
         elif short and out and (seg[0] == IDLE or after_steps):
@@ -296,53 +277,3 @@ def _merge_short_idle(segments: list[list]) -> list[list]:
         else:
             merged.append(seg)
     return merged
-
-
-def _name_busy(segments: list[list], sig, t0, base: str) -> list[tuple[str, float, float]]:
-    """Busy work without steps cut where its kind changes; kinds told apart by name where there are several."""
-    parts: list[list] = []
-    for name, a, b, _ in segments:
-        if name != BUSY:
-            parts.append([name, a, b, None])
-            continue
-        for pa, pb in _split(sig, t0, a, b):
-            parts.append([BUSY, pa, pb, _mean(sig, t0, pa, pb)])
-    kinds: list[tuple] = []
-    for p in parts:
-        if p[3] is None:
-            continue
-        found = next((i for i, k in enumerate(kinds) if _alike(k, p[3])), None)
-        if found is None:
-            found = len(kinds) if len(kinds) < MAX_PARTS else min(range(len(kinds)), key=lambda i: _gap(kinds[i], p[3]))
-            if found == len(kinds):
-                kinds.append(p[3])
-        p[0] = f"{base} {found + 1}"
-    if len(kinds) <= 1:
-        for p in parts:
-            if p[3] is not None:
-                p[0] = base
-    return [(name, a, b) for name, a, b, _ in parts]
-
-
-def _split(sig, t0, a, b, depth: int = 0) -> list[tuple[float, float]]:
-    """[a, b] cut at the second where its activity changes most, while that change is CHANGE_PTS or more
-    and each side lasts MIN_PART_S; then each side again."""
-    i, j = int((a - t0) // BIN_S), int(math.ceil((b - t0) / BIN_S - 1e-9))
-    gap, where = sig.best_cut(i, j, int(MIN_PART_S / BIN_S))
-    if where is None or gap < CHANGE_PTS or depth >= MAX_PARTS:
-        return [(a, b)]
-    cut = t0 + where * BIN_S
-    return _split(sig, t0, a, cut, depth + 1) + _split(sig, t0, cut, b, depth + 1)
-
-
-def _mean(sig, t0, a, b) -> tuple:
-    return tuple(sig.mean(int((a - t0) // BIN_S), int(math.ceil((b - t0) / BIN_S - 1e-9))).tolist())
-
-
-def _gap(x: tuple, y: tuple) -> float:
-    """The largest difference of two kinds' activities, in points (0 where neither was recorded)."""
-    return max((abs(p - q) for p, q in zip(x, y) if math.isfinite(p) and math.isfinite(q)), default=0.0)
-
-
-def _alike(x: tuple, y: tuple) -> bool:
-    return _gap(x, y) < CHANGE_PTS

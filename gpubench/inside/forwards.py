@@ -1,0 +1,303 @@
+"""Steps of what steps no optimizer: under `gpubench watch`, each call of a job's outermost module (its model)
+that is not training is a step, stamped on the GPU as the optimizer's steps are (gpubench.inside.autohook).
+
+Inference, offline evaluation and the evaluation inside a training job run forwards alone; their steps are the
+calls of the module the job calls from outside every other module, with the most parameters (a loss module
+called beside the model has none). One step runs from the start of one such call to the start of the next,
+so whatever the job does between its forwards (a head called apart, a sampler, a copy back) is in its step.
+
+Finding the model costs a little, keeping it nothing: PyTorch's global module hooks, which slow every module
+call while they are on, are on only until DISCOVER outermost calls were seen or the process first steps an
+optimizer; the model then gets hooks of its own, which cost one Python call per forward.
+
+A forward is a step where it is not training: no optimizer stepped between its start and the next call's, and
+either the process never stepped one or autograd was off (torch.no_grad, torch.inference_mode: the generator
+called so inside a GAN's step is not evaluation, but its step holds an optimizer's). Its values:
+- FLOPs: the first step of each input shape (the shape of `input_ids`, or of the first tensor given; a decode
+  step's shape stays the same as its cache grows, so it is counted once) is counted through
+  gpubench.inside.flops.counting(), by PaLM's convention: a forward's FLOPs. That step is written as a K line
+  (its time, slowed by counting, is in no rate) and its count goes with every later step of its shape. At most
+  MAX_SHAPES shapes are counted in a process; a step that ran a backward or an optimizer step is no forward and
+  keeps no count.
+- bytes: the module's weights, each read once a step (gpubench.inside.flops.weight_bytes; an embedding table
+  a row a token), and the KV cache a decoder's call is given (Hugging Face's), for MBU.
+- tokens: the elements of `input_ids`, or of the first integer tensor given (a batch of token ids); none for
+  other inputs (images).
+
+Nothing here may reach the job: every hook catches everything, says it once on stderr and turns itself off.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+import weakref
+
+DISCOVER = 8  # outermost calls seen through the global hooks before the model's own hooks take over
+MAX_SHAPES = 16  # input shapes counted in one process at most
+LIMIT_S = 60.0  # a counted step still open this long is given up at the model's next call
+
+
+class Forwards:
+    """The hooks of one process: finding its model, then its steps."""
+
+    def __init__(self, torch, markwriter, counting, weight_bytes, busy):
+        self.torch, self.markwriter, self.counting, self.weight_bytes = torch, markwriter, counting, weight_bytes
+        self.busy = busy  # whether the optimizer hook is counting a step now (no count of ours inside it)
+        # counting: gpubench.inside.flops.counting, or None where nothing is counted (GPUBENCH_AUTO=steps)
+        self.on = True
+        self.local = threading.local()  # outermost-call depth, per thread, while finding the model
+        self.seen: dict[int, list] = {}  # id(module) -> [weak reference, outermost calls] while finding it
+        self.found = 0
+        self.global_hooks: list = []
+        self.model = None  # weak reference to the model, once found
+        self.stepped_t: float | None = None  # the process's last optimizer step
+        self.pending = None  # the step under way: (t, shape key, tokens, written) from its call's start
+        self.shapes: dict = {}  # shape key -> (FlopCount or None, bytes)
+        self.count = None  # a step being counted: (block, result, key, thread, top mode, t0, stepped_t)
+
+    # --- finding the model
+    def start(self, optimizer) -> None:
+        """Hooks on: torch may still be loading (its optimizers load with it), so its modules are named whole."""
+        import torch.nn.modules.module as module
+
+        self.global_hooks = [module.register_module_forward_pre_hook(self._enter),
+                             module.register_module_forward_hook(self._leave, always_call=True)]
+        optimizer.register_optimizer_step_post_hook(self._stepped)
+
+    def _enter(self, module, args):
+        if _compiling(self.torch):
+            return
+        try:
+            depth = getattr(self.local, "depth", 0)
+            self.local.depth = depth + 1
+            if depth:
+                return
+            entry = self.seen.get(id(module))
+            if entry is None or entry[0]() is not module:
+                entry = self.seen[id(module)] = [weakref.ref(module), 0]
+            entry[1] += 1
+            self.found += 1
+        except Exception as err:  # noqa: BLE001
+            self.fail(err)
+
+    def _leave(self, module, args, output):
+        if _compiling(self.torch):
+            return
+        try:
+            self.local.depth = max(0, getattr(self.local, "depth", 1) - 1)
+            if self.found >= DISCOVER and self.global_hooks and not self.local.depth:
+                self._settle()
+        except Exception as err:  # noqa: BLE001
+            self.fail(err)
+
+    def _settle(self) -> None:
+        """The global hooks off; the module with the most parameters among those called outermost gets its own."""
+        for h in self.global_hooks:
+            h.remove()
+        self.global_hooks = []
+        best, most = None, 0
+        for ref, _ in self.seen.values():
+            m = ref()
+            n = _parameters(m) if m is not None else 0
+            if n > most:
+                best, most = m, n
+        self.seen.clear()
+        if best is not None:
+            best.register_forward_pre_hook(self._call, with_kwargs=True)
+            self.model = weakref.ref(best)
+
+    def _stepped(self, opt, args, kwargs):
+        try:
+            self.stepped_t = time.monotonic()
+            if self.global_hooks:  # a training process: its model is among the modules called so far
+                self._settle()
+        except Exception as err:  # noqa: BLE001
+            self.fail(err)
+
+    # --- its steps
+    def _call(self, module, args, kwargs=None):
+        if not self.on or _compiling(self.torch):
+            return
+        markwriter = self.markwriter
+        try:
+            now = time.monotonic()
+            if markwriter.own_steps or markwriter._path is None:
+                self._drop()
+                return
+            self._end_step(now)
+            key, tokens = _shape(self.torch, args, kwargs or {})
+            maybe = self.stepped_t is None or not self.torch.is_grad_enabled()
+            self.pending = (self.stepped_t, key, tokens, maybe, _cache_bytes(self.torch, kwargs) if maybe else 0)
+            if maybe and key is not None and key not in self.shapes and len(self.shapes) < MAX_SHAPES:
+                self._begin(module, key, tokens, now)
+        except markwriter._Off:
+            self.pending = None
+        except Exception as err:  # noqa: BLE001
+            self.fail(err)
+
+    def _end_step(self, now: float) -> None:
+        """The step under way ends where the next call begins: written where it was no training step."""
+        pending, self.pending = self.pending, None
+        counted = self.count is not None and self._finish() and pending is not None
+        if pending is None or not pending[3] or pending[0] != self.stepped_t:  # an optimizer stepped in it
+            return
+        _, key, tokens, _, cache = pending
+        flops, nbytes = self.shapes.get(key, (None, None))
+        nbytes = nbytes + cache if nbytes is not None else None
+        self.markwriter._writer().step(flops, nbytes, tokens, "K" if counted else "F")
+
+    def _begin(self, module, key, tokens, now: float) -> None:
+        if self.count is not None or self.counting is None or self.busy():
+            return
+        from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+        nbytes = self.weight_bytes(module, tokens)
+        self.shapes[key] = (None, nbytes)  # counted once, whatever comes of it
+        block = self.counting()
+        result = block.__enter__()
+        self.count = (block, result, key, threading.get_ident(), _get_current_dispatch_mode(), now, self.stepped_t)
+
+    def _finish(self, force: bool = False) -> bool:
+        """Leave the count of the step that just ended; True where its FLOPs are kept. Where it cannot be left
+        (another thread, a mode the job pushed on top of it), it is tried again at the next call, and given up
+        after LIMIT_S (force: given up now), its mode left where it is."""
+        block, result, key, thread, top, t0, stepped_t = self.count
+        from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+        if threading.get_ident() != thread or _get_current_dispatch_mode() is not top:
+            if force or time.monotonic() - t0 > LIMIT_S:
+                self.count = None
+                _say("a counted forward could not be left (a dispatch mode on top of it, or another thread); "
+                     "no more forwards are counted in this process")
+                self.counting = None
+            return False
+        self.count = None
+        block.__exit__(None, None, None)
+        found = result()
+        if found > 0 and not _backward(result) and self.stepped_t == stepped_t:
+            self.shapes[key] = (found, self.shapes[key][1])
+            return True
+        return False
+
+    def _drop(self) -> None:
+        self.pending = None
+        if self.count is not None:
+            self._finish()
+
+    def fail(self, err: Exception) -> None:
+        self.on = False
+        try:
+            for h in self.global_hooks:
+                h.remove()
+            self.global_hooks = []
+            if self.count is not None:
+                self._finish(force=True)
+        except Exception:  # noqa: BLE001
+            pass
+        _say(f"the forward hook failed ({type(err).__name__}: {err}); this process runs on unwatched by it")
+
+
+def _say(message: str) -> None:
+    try:
+        print(f"gpubench: {message}", file=sys.stderr)
+    except Exception:  # noqa: BLE001 -- a closed stderr: nothing more to do
+        pass
+
+
+def _backward(result) -> bool:
+    """Whether the counted step ran a backward: then it was training, and its count is no forward's."""
+    split = getattr(result, "split", None)
+    return bool(split and split.get("backward"))
+
+
+def _compiling(torch) -> bool:
+    # inside a trace of torch.compile the hook is folded away: nothing of it enters the graph
+    compiler = getattr(torch, "compiler", None)
+    return bool(compiler is not None and compiler.is_compiling())
+
+
+def _parameters(module) -> int:
+    try:
+        return sum(p.numel() for p in module.parameters())
+    except Exception:  # noqa: BLE001 -- a module whose parameters() raises is no model
+        return 0
+
+
+def _cache_bytes(torch, kwargs) -> int:
+    """The bytes of the KV cache a decoder's call reads (Hugging Face's `past_key_values`, `cache` in its later
+    releases: a Cache of layers with .keys and .values, one with key_cache and value_cache lists, or tuples of
+    tensors); 0 for none."""
+    if not isinstance(kwargs, dict):
+        return 0
+    cache = kwargs.get("past_key_values")
+    cache = kwargs.get("cache") if cache is None else cache
+    if cache is None or isinstance(cache, torch.Tensor):
+        return 0
+    layers = getattr(cache, "layers", None)
+    if layers is not None:
+        tensors = [t for layer in layers for t in (getattr(layer, "keys", None), getattr(layer, "values", None))]
+    elif hasattr(cache, "key_cache"):
+        tensors = [*cache.key_cache, *cache.value_cache]
+    else:
+        tensors = [t for layer in cache for t in layer] if isinstance(cache, (tuple, list)) else []
+    return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+
+
+def _shape(torch, args, kwargs) -> tuple:
+    """(key of the input's shape, tokens): from input_ids, else the first tensor among the arguments."""
+    first = kwargs.get("input_ids") if isinstance(kwargs, dict) else None
+    if not isinstance(first, torch.Tensor):
+        first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+    if first is None and isinstance(kwargs, dict):
+        first = next((v for v in kwargs.values() if isinstance(v, torch.Tensor)), None)
+    if first is None:
+        return None, None
+    tokens = first.numel() if not (first.is_floating_point() or first.is_complex()) else None
+    return (tuple(first.shape), first.dtype, first.device.type), tokens
+
+
+_forwards: Forwards | None = None
+
+
+def install(count: bool, optimizer) -> None:
+    """Start finding the model of this process, once torch.optim.optimizer (`optimizer`) has loaded; once a
+    process."""
+    global _forwards
+    if _forwards is not None:
+        return
+    try:
+        import torch
+
+        from . import autohook, markwriter
+        from .flops import counting, weight_bytes
+
+        def busy() -> bool:  # the optimizer hook's count of one step is on
+            steps = autohook._steps
+            return steps is not None and steps.count is not None and steps.count._block is not None
+
+        found = Forwards(torch, markwriter, counting if count else None, weight_bytes, busy)
+        found.start(optimizer)
+        _forwards = found
+    except Exception as err:  # noqa: BLE001
+        _say(f"the forward hook could not be installed ({type(err).__name__}: {err}); this process runs on "
+             "unwatched by it")
+
+
+def _forked() -> None:
+    """A forked child (a DataLoader's worker) starts with no step under way, and leaves a count it was copied in."""
+    found = _forwards
+    if found is None:
+        return
+    try:
+        found.pending = None
+        if found.count is not None:
+            found._finish(force=True)
+    except Exception:  # noqa: BLE001 -- in a fresh child, nothing may reach the job
+        pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
