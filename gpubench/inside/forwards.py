@@ -107,6 +107,7 @@ class Forwards:
         self.seen.clear()
         if best is not None:
             best.register_forward_pre_hook(self._call, with_kwargs=True)
+            best.register_forward_hook(self._done, always_call=True)
             self.model = weakref.ref(best)
 
     def _stepped(self, opt, args, kwargs):
@@ -123,6 +124,10 @@ class Forwards:
             return
         markwriter = self.markwriter
         try:
+            depth = getattr(self.local, "model", 0)
+            self.local.model = depth + 1
+            if depth:  # the model called inside its own forward: one step still
+                return
             now = time.monotonic()
             if markwriter.own_steps or markwriter._path is None:
                 self._drop()
@@ -137,6 +142,10 @@ class Forwards:
             self.pending = None
         except Exception as err:  # noqa: BLE001
             self.fail(err)
+
+    def _done(self, module, args, output):
+        if not _compiling(self.torch):
+            self.local.model = max(0, getattr(self.local, "model", 1) - 1)
 
     def _end_step(self, now: float) -> None:
         """The step under way ends where the next call begins: written where it was no training step."""

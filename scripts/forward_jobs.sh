@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Jobs that step no optimizer, watched with no code change, each printing its own count beside gpubench's rows,
+# and the forward hook's cost on a job of thousands of forwards a second. Run from the repository root on a GPU
+# machine where gpubench is installed (it installs nothing), naming the groups (default: all):
+#   infer    examples/unmodified/bert_inference.py, vision_inference.py, generate_kv.py (batch 1 and 32)
+#   evals    examples/unmodified/train_eval.py: training with an evaluation between its stretches
+#   cost     examples/unmodified/forward_heavy.py with the hooks on and off (--no-auto), ROUNDS rounds interleaved
+# Writes results/forward-<job>-<gpu>/ (run directories; job.log holds the job's own count) and
+# $OUT/forward-jobs.tar.gz of them, and $OUT/forward-jobs.log (everything printed).
+set -uo pipefail
+OUT=${OUT:-/tmp/gpubench-forward-out}
+ROUNDS=${ROUNDS:-3}
+mkdir -p "$OUT" results
+GPU=$(python3 -c "import torch; n = torch.cuda.get_device_name(0).lower(); print(next(k for k in ('h200', 'h100', \
+'a100', 'l4') if k in n) if any(k in n for k in ('h200', 'h100', 'a100', 'l4')) else 'gpu')")
+U=examples/unmodified
+watch() {  # name, then the command
+  local name=$1; shift
+  echo "== $name: $*"
+  python3 -m gpubench watch --out "results/forward-$name-$GPU" -- "$@" 2>&1 | tail -n 40
+}
+groups=${*:-infer evals cost}
+for g in $groups; do
+  case $g in
+    infer)
+      watch bert python3 $U/bert_inference.py --seconds 20
+      watch vision python3 $U/vision_inference.py --seconds 20
+      watch generate python3 $U/generate_kv.py --seconds 12 ;;
+    evals)
+      watch train-eval python3 $U/train_eval.py --seconds 18 ;;
+    cost)
+      for i in $(seq "$ROUNDS"); do
+        for arm in on off; do
+          flag=(); [ "$arm" = off ] && flag=(--no-auto)
+          echo "== cost round $i hooks $arm"
+          python3 -m gpubench watch "${flag[@]}" --out "results/forward-cost-$arm-$i-$GPU" -- \
+            python3 $U/forward_heavy.py --seconds 10 2>&1 | grep -E "own count|forward|optimizer|error" | head -5
+        done
+      done ;;
+  esac
+done 2>&1 | tee "$OUT/forward-jobs.log"
+tar czf "$OUT/forward-jobs.tar.gz" results/forward-*-"$GPU" 2>/dev/null

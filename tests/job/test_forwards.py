@@ -1,0 +1,163 @@
+"""Steps of what steps no optimizer (gpubench.inside.forwards), in a child Python as `gpubench watch` starts it:
+the outermost module with the most parameters is the model (nested modules, a loss module beside it, the model
+called inside itself, several threads); a forward is a step where no optimizer stepped in it; the first of each
+input shape is counted; a failure is one line and the job runs on."""
+
+import pytest
+import torch
+from test_autohook import child
+
+from gpubench.inside.flops import count_flops
+from gpubench.job import markreader
+
+MODEL = """
+import sys, threading, torch
+from torch import nn
+torch.manual_seed(0)
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 16))
+    def forward(self, x):
+        return x + self.inner(x)
+model = nn.Sequential(Block(), Block(), nn.Linear(16, 8))
+loss_fn = nn.MSELoss()
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(4, 16), torch.randn(4, 8)
+def train_step():
+    loss_fn(model(x), y).backward()
+    opt.step()
+    opt.zero_grad()
+"""
+DISCOVER = 8  # gpubench.inside.forwards.DISCOVER: calls seen before the model's own hooks
+
+
+def steps(events, origins=("forward", "forward counted")):
+    return [e for e in events if isinstance(e, markreader.Steps) and e.origin in origins]
+
+
+def forward_flops(batch=4):
+    torch.manual_seed(0)
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 16))
+
+        def forward(self, x):
+            return x + self.inner(x)
+    model = nn.Sequential(Block(), Block(), nn.Linear(16, 8))
+    return count_flops(model, torch.randn(batch, 16))
+
+
+def test_inference_calls_of_the_outermost_model_are_steps_and_each_shape_is_counted_once(tmp_path):
+    body = MODEL + """
+with torch.no_grad():
+    for _ in range(40): loss_fn(model(x), y)
+    for _ in range(10): model(torch.randn(8, 16))
+print('ran')
+"""
+    done, events, _ = child(tmp_path, body)
+    assert done.returncode == 0 and done.stdout == "ran\n" and "gpubench" not in done.stderr, done.stderr
+    got = steps(events)
+    # 50 calls of the model; while it was being found, DISCOVER outermost calls, the loss module's half of
+    # them; the last call never ended
+    assert sum(e.n for e in got) == 50 - DISCOVER // 2 - 1
+    counted = [e for e in got if e.origin == "forward counted"]
+    assert [e.n for e in counted] == [1, 1]  # one count for each of the two shapes
+    assert counted[0].flops == pytest.approx(forward_flops(4)) and counted[1].flops == pytest.approx(forward_flops(8))
+    assert all(e.counted == e.n for e in got)  # every later step of a shape carries its count
+    weights = sum(p.numel() * 4 for p in torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Linear(32, 16)).
+                  parameters()) * 2 + (16 * 8 + 8) * 4
+    assert all(e.bytes == pytest.approx(weights * e.n) for e in got) and all(e.tokens == 0 for e in got)
+
+
+def test_training_writes_no_forward_and_the_evaluation_after_it_does(tmp_path):
+    body = MODEL + """
+for _ in range(30): train_step()
+with torch.no_grad():
+    for _ in range(20): model(x)
+for _ in range(5): train_step()
+print('ran')
+"""
+    done, events, _ = child(tmp_path, body)
+    assert done.returncode == 0 and "gpubench" not in done.stderr, done.stderr
+    opt = [e for e in events if isinstance(e, markreader.Steps) and e.origin in ("optimizer", "counted")]
+    got = steps(events)
+    assert sum(e.n for e in opt) == 35
+    # the twenty evaluation forwards, the last ending where training's next forward began; none of training's
+    assert sum(e.n for e in got) == 20
+    first_eval = min(e.t_first for e in got)
+    assert all(e.t_last < first_eval for e in opt if e.t_last < first_eval) and \
+        sum(e.n for e in opt if e.t_first < first_eval) == 30
+
+
+def test_the_model_called_inside_itself_and_from_several_threads_counts_each_outer_call_once(tmp_path):
+    body = MODEL + """
+class Twice(nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        self.deep = False
+    def forward(self, x):
+        if not self.deep:
+            self.deep = True
+            try:
+                x = self(x)  # re-entrant
+            finally:
+                self.deep = False
+        return self.inner(x[:, :16])
+twice = Twice(nn.Linear(16, 16))
+def work():
+    with torch.no_grad():
+        for _ in range(30): twice(x)
+with torch.no_grad():
+    for _ in range(10): twice(x)
+threads = [threading.Thread(target=work) for _ in range(3)]
+for t in threads: t.start()
+for t in threads: t.join()
+print('ran')
+"""
+    done, events, _ = child(tmp_path, body)
+    assert done.returncode == 0 and "gpubench" not in done.stderr, done.stderr
+    # the first DISCOVER outer calls find the model (each re-entrant call inside one is no outer call)
+    assert sum(e.n for e in steps(events)) == 10 + 3 * 30 - DISCOVER - 1
+
+
+def test_a_failing_hook_is_one_line_and_the_job_runs_on(tmp_path):
+    body = MODEL + """
+import importlib
+f = importlib.import_module('_gpubench_inside.forwards')
+f._shape = lambda *a: 1 / 0
+with torch.no_grad():
+    out = [model(x).sum().item() for _ in range(30)]
+print('ran', len(out))
+"""
+    done, events, _ = child(tmp_path, body)
+    assert done.returncode == 0 and done.stdout == "ran 30\n"
+    assert done.stderr.count("gpubench: the forward hook failed (ZeroDivisionError") == 1, done.stderr
+    assert not steps(events)
+
+
+def test_steps_alone_counts_no_flops_and_the_job_own_steps_silence_the_forwards(tmp_path):
+    body = MODEL + """
+with torch.no_grad():
+    for _ in range(20): model(x)
+print('ran')
+"""
+    done, events, _ = child(tmp_path, body, steps_env={"GPUBENCH_AUTO": "steps"})
+    got = steps(events)
+    assert done.returncode == 0 and sum(e.n for e in got) == 20 - DISCOVER - 1
+    assert all(e.counted == 0 and e.origin == "forward" for e in got)
+    own = MODEL + """
+import gpubench
+with torch.no_grad():
+    for _ in range(20):
+        model(x)
+        gpubench.step()
+print('ran')
+"""
+    (tmp_path / "own").mkdir()
+    done, events, _ = child(tmp_path / "own", own)
+    assert done.returncode == 0 and not steps(events) and len(steps(events, ("step",))) > 0
