@@ -136,6 +136,7 @@ examples:
   CUDA_VISIBLE_DEVICES=1 gpubench watch -- torchrun --nproc-per-node 1 train.py
   gpubench watch --duration 60                            attach: record the GPUs for 60 s
   gpubench watch --metrics-port 9401 -- python train.py   Prometheus scrapes MFU beside DCGM's util
+  gpubench watch --price-per-gpu-hour 3.5 -- ./train.sh   the receipt at the end names the cost
 """
 
 
@@ -163,6 +164,9 @@ def add_watch_parser(sub) -> None:
     w.add_argument("--no-auto", action="store_true",
                    help="no steps or FLOPs from the command's PyTorch optimizer: only what its own "
                         "gpubench.step() calls report (the same as GPUBENCH_AUTO=0 in its environment)")
+    w.add_argument("--price-per-gpu-hour", type=non_negative, metavar="X",
+                   help="what one GPU-hour costs: the receipt at the end then gives the cost of the job's GPU-hours "
+                        "and of those that did no tensor work")
     add_recording_options(w, device_default=None, out_default="results/watch-<gpu>-<YYYYmmdd-HHMMSS>")
 
 
@@ -183,7 +187,8 @@ def recording_config(args: argparse.Namespace):
 
     peaks = args.peaks if args.command == "watch" else not args.no_peaks
     return RecordingConfig(out=args.out, device=args.device, all_gpus=args.all_gpus, interval_s=args.interval,
-                           profiling=args.profiling, smi=not args.no_smi, peaks=peaks)
+                           profiling=args.profiling, smi=not args.no_smi, peaks=peaks,
+                           price_per_gpu_hour=getattr(args, "price_per_gpu_hour", None))
 
 
 def dispatch(args: argparse.Namespace) -> int:

@@ -22,6 +22,7 @@ from gpubench import inside
 from gpubench.inside import markwriter
 from gpubench.job import child, hookenv
 from gpubench.job.watcher import MARKS_FILE, Watch, Watcher, WatchOptions
+from gpubench.read.receipt import lines as receipt_lines
 from gpubench.record import nvml
 from gpubench.record.config import RecordingConfig
 from gpubench.record.recording import Reporter
@@ -254,8 +255,8 @@ def _run_and_show(opts: WatchOptions, argv, duration_s, notes) -> int:
 
 
 def show(watch: Watch, console=None) -> None:
-    """The phases' ladder as a table, each phase's verdict, how the command ended and where the run is; every
-    word from the job (its phases, its command, the GPU's name, the paths) printed as text, never as markup."""
+    """The phases' ladder as a table, each phase's verdict, the receipt, how the command ended and where the run
+    is; every word from the job (its phases, its command, the GPU's name, the paths) printed as text, not markup."""
     from gpubench.metrics import WATCH_TABLE
     from gpubench.show.console import make_console, say, summary_table
 
@@ -269,10 +270,11 @@ def show(watch: Watch, console=None) -> None:
         if r.get("streams", 0) > 1:
             say(console, f"  steps/s per process on GPU {r['gpu']}: {r['stream_rates']} (TFLOP/s and MFU are "
                 "their sum)")
-    idle = watch.manifest.get("gpus_idle") or []
-    if idle:
+    if idle := watch.manifest.get("gpus_idle") or []:
         say(console, "idle, no process of the command used them: " + ", ".join(
             f"GPU {g['nvml_index']} ({g['name']})" for g in idle) + " (--all-gpus keeps their rows)")
+    for i, line in enumerate(receipt_lines(watch.manifest.get("receipt"))):
+        say(console, ("  " if i else "") + line)
     ended = watch.manifest.get("child") or {}
     if ended.get("signal"):
         say(console, f"the command was ended by {ended['signal']} (exit code {ended['exit_code']})")

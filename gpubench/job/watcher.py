@@ -24,6 +24,7 @@ from gpubench.install import DIST, version
 from gpubench.job import blind, child, markreader, provenance
 from gpubench.job.contexts import Contexts
 from gpubench.job.phases import FIRST_PHASE, FLOP_CONVENTION, STORY, UNITS, Summary, summarize_watch
+from gpubench.read.receipt import receipt
 from gpubench.read.summary import peak_conditions
 from gpubench.record.config import RecordingConfig
 from gpubench.record.gpus import Gpu
@@ -235,6 +236,8 @@ class Watcher:
             result = Summary([], [], [g.nvml_index for g in opts.gpus], [], "none")
         watch.summary[:] = result.summary
         write_summary(opts.out_dir, watch.summary)
+        # from the rows alone, so that summary.json gives the same receipt again
+        rec.manifest["receipt"] = receipt(watch.summary, opts.recording.price_per_gpu_hour)
         for note in result.notes:
             rec.warn(note)
         if not watch.summary and not rec.manifest.get("summary_unfinished"):  # an empty table is never unsaid

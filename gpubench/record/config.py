@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from gpubench.read.receipt import check_price
 from gpubench.record.sources.policy import DEFAULT_INTERVAL_S, PROFILING_CHOICES
 
 
@@ -43,6 +44,10 @@ class RecordingConfig:
     """Measure this GPU's sustained copy and matmul peaks before anything else runs: `run` does unless
     --no-peaks, `watch` only with --peaks."""
 
+    price_per_gpu_hour: float | None = None
+    """What one GPU-hour costs (--price-per-gpu-hour, `watch`): the receipt then prices the job's GPU-hours and
+    those that did no tensor work (gpubench.read.receipt). None: the receipt names no cost."""
+
     command: Sequence[str] | None = None
     """The command line the manifest records. None: this process's sys.argv."""
 
@@ -54,3 +59,4 @@ class RecordingConfig:
             raise ValueError(f"profiling must be one of {', '.join(PROFILING_CHOICES)}, not {self.profiling!r}")
         if not self.interval_s > 0:
             raise ValueError(f"interval_s must be positive, not {self.interval_s!r}")
+        check_price(self.price_per_gpu_hour)

@@ -166,6 +166,8 @@ MANIFEST = {
                     "ranks": Each({"rank": Needed(INDEX), "node": Needed(NAME),
                                    "gpu": Needed({"nvml_index": Needed(INDEX), "uuid": Needed(NAME)})})},
     "child": {"argv": Each(TEXT), "exit_code": Number(-1e6, 1e6, integer=True), "signal": NAME},
+    # a watch's receipt (gpubench.read.receipt): the report gives it anew from the summary, at this price
+    "receipt": {"price_per_gpu_hour": AMOUNT},
 }
 
 

@@ -1,5 +1,5 @@
-"""The report's opening: what ran (the suite, or the watched job: its command and how it ended), on which
-GPU, against which peaks, read by which sources. A fact the run did not record is left out, never
+"""The report's opening: what ran (the suite, or the watched job: its command, how it ended and its receipt),
+on which GPU, against which peaks, read by which sources. A fact the run did not record is left out, never
 written as "?" or "n/a"; every word that comes from the run is escaped for report.md."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import math
 import shlex
 
 from gpubench.metrics import fmt
+from gpubench.read.receipt import lines, receipt
 from gpubench.record.rundir import partial
 from gpubench.show import markdown as md
 from gpubench.truth.peaks import SUSTAIN_S, WARM_S
@@ -71,6 +72,15 @@ def job_line(manifest: dict) -> str | None:
     else:
         ended = "which was still running when the watch ended"
     return f"The job: {command}, {ended}."
+
+
+def receipt_blocks(manifest: dict, summary: list[dict]) -> list[tuple]:
+    """A watched job's receipt, computed anew from its summary at the price its watch was given: a line in
+    bold, then a list; none for a suite run."""
+    if not is_job(manifest):
+        return []
+    said = lines(receipt(summary, (manifest.get("receipt") or {}).get("price_per_gpu_hour")), md.text)
+    return [("p", f"**{said[0]}.**"), ("ul", said[1:])] if said else []
 
 
 def _tera(d: dict, key: str, pattern: str, scale: float = 1e12) -> str | None:
