@@ -1,4 +1,4 @@
-"""The gpubench command line: the parser of run, watch, list, doctor, plot and report, and the dispatch to
+"""The gpubench command line: the parser of run, watch, top, list, doctor, plot and report, and the dispatch to
 each command, which lives with its part. Imports are deferred to the command that needs them: `gpubench
 list` and `--help` load no GPU library."""
 
@@ -76,6 +76,7 @@ def add_recording_options(p: argparse.ArgumentParser, device_default: int | None
 def parser() -> argparse.ArgumentParser:
     from gpubench import __version__
     from gpubench.read.summary import TRIM_S
+    from gpubench.show.top.options import add_parser as add_top_parser
     from gpubench.suite.scenarios import DECODE_S, DURATION_S, GAP_S
 
     p = argparse.ArgumentParser(prog="gpubench", description=DESCRIPTION, epilog=EPILOG,
@@ -100,6 +101,7 @@ def parser() -> argparse.ArgumentParser:
                    help="straggler scenarios under torchrun: the rank that sleeps before each step (default the last)")
 
     add_watch_parser(sub)
+    add_top_parser(sub)
     sub.add_parser("list", help="list the scenarios and what each one demonstrates")
     sub.add_parser("doctor", help="show the GPUs and which metric sources work here, and why not")
     for name, what, where in (
@@ -212,6 +214,10 @@ def dispatch(args: argparse.Namespace) -> int:
 
         return cmd(recording_config(args), args.cmd, duration_s=args.duration, dtype=args.dtype,
                    metrics_port=args.metrics_port, auto=not args.no_auto)
+    if args.command == "top":
+        from gpubench.show.top.cmd import cmd as top
+
+        return top(interval_s=args.interval, once=args.once, as_json=args.json, sort=args.sort, loop=args.loop)
     if args.command == "list":
         from gpubench.suite.runcmd import list_scenarios
 
