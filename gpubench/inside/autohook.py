@@ -190,8 +190,6 @@ class Steps:
         self.next_key = 0
         self.written = 0  # steps handed to the writer: where a P line's pattern begins
         self.told = self.counts = 0  # P lines written; FLOP counts begun
-        self.known: dict = {}  # a pattern (least rotation) -> its count, for a pattern that comes back
-        self.count_of = None  # the pattern self.count counts
 
     def pre(self, opt, args, kwargs):
         try:
@@ -256,18 +254,15 @@ class Steps:
         return found is not None and found[0]() is not None
 
     def _tell(self, pattern: tuple, back: int) -> None:
-        """A P line for the pattern each step is from here on; its FLOPs are counted anew (or were before)."""
+        """A P line for the pattern each step is from here on; its FLOPs are counted anew."""
         if self.told >= MAX_NEWS:
             if self.count is not None:
                 self.count.abandon("the optimizers stepped in no steady pattern")
             _say(f"the job's optimizers changed the pattern they step in {MAX_NEWS} times: no step is one iteration")
             return
-        old = self.count
-        if old is not None:
-            if old.flops is not None and len(self.known) < MAX_COUNTS:
-                self.known[self.count_of] = old.flops
-            old.again()  # a count under way would span two patterns
-            self.count = None
+        if self.count is not None:
+            self.count.again()  # a count under way would span two patterns
+            self.count = None  # the new pattern's own is made at its first step
         names = {k: v[1] for k, v in self.optimizers.items()}
         writer, line = self.markwriter._writer(), self.markline
         with writer.lock:  # the stamper's thread writes the steps' lines under it
@@ -277,14 +272,12 @@ class Steps:
         self.told += 1
 
     def _count(self):
-        """The count of the pattern now: one taken before where it comes back; at most MAX_COUNTS begun."""
+        """The count of the pattern now: at most MAX_COUNTS begun in a process (each slows one step down)."""
         from .onestep import OneStep
 
-        self.count_of = self.rule.canon
-        known = self.known.get(self.count_of)
-        on = counting() and known is None and self.counts < MAX_COUNTS
+        on = counting() and self.counts < MAX_COUNTS
         self.counts += on
-        return OneStep(on=on, flops=known)
+        return OneStep(on=on)
 
     def _fail(self, err: Exception) -> None:
         if self.count is not None:

@@ -2,12 +2,18 @@
 gpubench.inside.markwriter writes lines only through `Line.write`, gpubench.job.markreader finds each field at
 the place this spec gives it; neither counts tabs of its own.
 
-Two kinds of line, tab-separated, each written whole by one process:
+Three kinds of line, tab-separated, each written whole by one process:
 
     M  t        rank pid uuid clock  name
     S  t_first  rank pid uuid clock  t_last n counted flops hw_flops bytes tokens bad lead_s
+    P  t        rank pid uuid clock  written back pattern
 
 The first field is the line's letter: M starts a phase; S, A, C, F, K and J gather steps (ORIGINS says whose).
+P says that the optimizer hook's steps of this process (its A and C steps) are patterns of several optimizers'
+steps from here on (gpubench.inside.steprule): the steps after its `written` first ones are each one
+`pattern` ("5 × Adam #1, 1 × Adam #2": each optimizer's steps in one pattern, by class name), and the last
+`back` of those `written` are taken back (they were parts of the pattern's first step, written before the
+second optimizer stepped). It counts steps, not time: a step stamped on the GPU may be stamped after it.
 `uuid` is SAME where it is the one of that process's previous line (a 40-character UUID on every line
 would be a third of a day's marks). Times are written to the microsecond, sums to six digits.
 """
@@ -24,6 +30,7 @@ MARK = "M"
 # calls (a job that steps no optimizer); a forward whose FLOPs were counted (the first of its input shape); a
 # JAX job's jitted step function
 ORIGINS = {"S": "step", "A": "optimizer", "C": "counted", "F": "forward", "K": "forward counted", "J": "jit"}
+PATTERN = "P"  # the optimizers' pattern from a given step of the hook's on
 BOM = b"\xef\xbb\xbf"  # an editor's byte-order mark before the first line: no part of it
 
 
@@ -82,8 +89,12 @@ MARK_LINE = Line(Field("letter", "letter"), Field("t", "time"), *WHO, Field("nam
 STEPS_LINE = Line(Field("letter", "letter"), Field("t_first", "time"), *WHO, Field("t_last", "time"),
                   Field("n", "count"), Field("counted", "count"), Field("flops", "sum"), Field("hw_flops", "sum"),
                   Field("bytes", "sum"), Field("tokens", "sum"), Field("bad", "count"), Field("lead_s", "seconds"))
+PATTERN_LINE = Line(Field("letter", "letter"), Field("t", "time"), *WHO, Field("written", "count"),
+                    Field("back", "count"), Field("pattern", "text"))
 
 
 def line_of(letter: str) -> Line | None:
     """The spec of a line that starts with letter; None for none."""
+    if letter == PATTERN:
+        return PATTERN_LINE
     return MARK_LINE if letter == MARK else STEPS_LINE if letter in ORIGINS else None

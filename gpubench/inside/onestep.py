@@ -1,11 +1,15 @@
-"""FLOPs of a job nobody changed: one whole optimizer step counted once, as gpubench.count_flops counts.
+"""FLOPs of a job nobody changed: one whole step counted once, as gpubench.count_flops counts.
 
-After COUNT_AFTER steps (allocation, kernel selection and torch.compile are behind by then), the optimizer
-hook (gpubench.inside.autohook) enters gpubench.inside.flops.counting() at the end of one step and leaves it at
-the end of the next: what ran between is one whole step (data, forward, backward, the optimizer; a
-Lightning closure runs inside the step and is counted too), by PaLM's convention and as it ran. That step is
-written as a C line; the steps after it carry its count, and the summary gives it to the steps before
-(gpubench.job.provenance) and leaves its time out of every rate, since counting slows it down.
+A step is one pattern of the job's optimizer steps (gpubench.inside.steprule: one optimizer step where one
+optimizer steps; five critic steps and one generator step in a WGAN that steps so). After COUNT_AFTER steps
+(allocation, kernel selection and torch.compile are behind by then), the optimizer hook
+(gpubench.inside.autohook) enters gpubench.inside.flops.counting() at the end of one step and leaves it at
+the end of the next: what ran between is one whole step, every optimizer step of its pattern (data, forward,
+backward, the optimizers; a Lightning closure runs inside the step and is counted too), by PaLM's convention
+and as it ran. That step is written as a C line; the steps after it carry its count, and the summary gives it
+to the steps of the same pattern before it (gpubench.job.provenance) and leaves its time out of every rate,
+since counting slows it down. A count under way when the pattern breaks begins again later (again()): its
+window would not be one whole pattern.
 
 The count falls back to nothing (the counters alone bound the work) where anything goes wrong: a FLOP
 formula that fails, a step that takes longer than LIMIT_S or than SLOWER times the steps before it (it held
@@ -43,8 +47,9 @@ class OneStep:
         self._failed: list = []
         self._t0 = self._limit = 0.0
 
-    def at_step(self):
-        """Called by the hook at the end of each optimizer step that counts: (FLOPs to report, line letter)."""
+    def at_step(self, start: bool = True):
+        """Called by the hook at the end of each step: (FLOPs to report, line letter). start: a count may begin
+        here (not while the pattern is learnt again: the next step might not be one whole pattern)."""
         now = time.monotonic()
         if self.last_t is not None and not self.started and self.on:  # none kept where nothing is counted
             self.gaps.append(now - self.last_t)
@@ -61,9 +66,21 @@ class OneStep:
             return self.flops, "C"
         if self._block is not None:
             self._leave()  # a count that could not be left when its step ended: again now
-        if not self.started and self.on and self.steps >= self.after:
+        if not self.started and self.on and self.steps >= self.after and start:
             self._start(now)
         return self.flops, "A"
+
+    def again(self) -> None:
+        """The pattern broke while its step was counted: no C line for it, and another count `after` steps on.
+        Where the counting modes cannot be left here, the count ends at their first chance (as one whose step
+        ended on another thread) and keeps a problem."""
+        if not self.started or self.closed:
+            return
+        if self._block is not None and not self._leave():
+            self.closed = True
+            self.problem = self.problem or "the optimizers' pattern broke while a step was counted"
+            return
+        self.started, self.steps, self.last_t, self.gaps, self.problem, self._failed = False, 0, None, [], None, []
 
     def abandon(self, why: str = "the optimizer hook failed") -> None:
         """Stop counting now and keep no count (the hook failed, or the limit passed with no step)."""

@@ -13,7 +13,9 @@ before the GPU reached it. Times are time.monotonic() seconds; `clock` says whet
 the process ran on ("" where unknown), and SAME ("=") says it is the one of that process's previous line.
 A stream of steps is one process: (rank, pid). A and C lines are S lines of steps that the job did not
 report itself: its optimizer's steps, seen by gpubench's hook (gpubench.inside.autohook); a C line is the one
-step whose FLOPs gpubench counted.
+step whose FLOPs gpubench counted. A P line (a Pattern) says that the process's A and C steps after its first
+`written` are each one pattern of several optimizers' steps, and takes back the last `back` of those first
+(gpubench.inside.markline; gpubench.job.provenance.resolve applies it).
 
 Lines of the earlier one-line-per-call format (t, rank, pid, "mark"|"step", name or FLOPs) are read too,
 each step as a one-step S.
@@ -31,7 +33,7 @@ import math
 import os
 from dataclasses import dataclass
 
-from gpubench.inside.markline import BOM, MARK, MARK_LINE, ORIGINS, SAME, SEP, STEPS_LINE
+from gpubench.inside.markline import BOM, MARK, MARK_LINE, ORIGINS, PATTERN, PATTERN_LINE, SAME, SEP, STEPS_LINE
 from gpubench.inside.markwriter import clean_name
 from gpubench.record.schema import LONGEST_TIME_S
 from gpubench.usage import visible
@@ -78,11 +80,27 @@ class Steps:
     bad: int
     lead_s: float
     origin: str = "step"  # who reported them: ORIGINS
+    pattern: str = ""  # the optimizers' pattern each step is one of, where a P line said it (provenance.resolve)
     kind = "steps"
 
     @property
     def t(self) -> float:
         return self.t_first
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """A P line: the hook's steps of `stream` after its first `written` are each one `name` (a pattern of
+    optimizer steps), and the last `back` of those are taken back."""
+
+    t: float
+    stream: Stream
+    uuid: str
+    clock: str
+    written: int
+    back: int
+    name: str
+    kind = "pattern"
 
 
 def _rank(text: str) -> int | None:
@@ -118,7 +136,7 @@ def _uuid(stream: Stream, text: str, uuids: dict) -> str:
     return text
 
 
-M, S = MARK_LINE.at, STEPS_LINE.at  # each field's place in its line
+M, S, P = MARK_LINE.at, STEPS_LINE.at, PATTERN_LINE.at  # each field's place in its line
 
 
 def _parse_new(p: list[str], uuids: dict):
@@ -141,6 +159,12 @@ def _parse_new(p: list[str], uuids: dict):
         stream = _stream(p[S.rank], p[S.pid])
         return Steps(t_first, stream, _uuid(stream, p[S.uuid], uuids), p[S.clock], t_last, n, counted, flops, hw_flops,
                      nbytes, tokens, bad, lead_s, ORIGINS[p[0]])
+    if p[0] == PATTERN and len(p) == PATTERN_LINE.width:
+        t, written, back = _time(p[P.t]), int(p[P.written]), int(p[P.back])
+        if not 0 <= back <= written:
+            return None
+        stream = _stream(p[P.rank], p[P.pid])
+        return Pattern(t, stream, _uuid(stream, p[P.uuid], uuids), p[P.clock], written, back, clean_name(p[P.pattern]))
     return None
 
 
@@ -162,7 +186,7 @@ def parse(line: str, uuids: dict | None = None, why: list | None = None):
     to (kept by the caller from line to line)."""
     p = line.rstrip("\n").split(SEP)
     try:
-        if p[0] == MARK or p[0] in ORIGINS:
+        if p[0] == MARK or p[0] in ORIGINS or p[0] == PATTERN:
             found = _parse_new(p, {} if uuids is None else uuids)
         elif len(p) == 5 and p[3] in ("mark", "step"):
             found = _parse_old(p)
