@@ -3,17 +3,18 @@ trained with plain SGD under jax.jit, on synthetic data.
 
     gpubench watch -- python examples/unmodified/jax_mlp.py --seconds 10
 
-Watched, it has no optimizer step for gpubench to count: its phases come from what its GPU did, and only
-the tensor pipes' activity bounds its work. It prints its own count for comparison: the FLOPs of its
-matrix products in one step (step_flops), at its steady rate on the host clock (the last half of its
-steps, each waited for), and XLA's cost analysis of the compiled step beside it. On a CPU the two agree
-(the analysis adds the elementwise work: 2.61e7 against 2.31e7 with --tiny); on a GPU the analysis leaves
-the matrix products out (they run as library calls): on an H200 it gave 6.98e9 FLOPs a step, 0.06% of the
-1.21e13 its products do.
+Watched, each call of its jitted step is a step and carries the FLOPs of XLA's cost analysis of that
+function, found with no help from it (docs/watch.md, "A JAX job"). It runs as training loops do: it never
+waits for a step it dispatched but every --sync-every steps, as a loop that logs its loss waits for the
+loss. It prints its own count for comparison: the FLOPs of its matrix products in one step (step_flops),
+every call of its step (the first, which compiles, included), and its rate from one wait for the device to
+another over the last half of its run, on the host clock. Beside them it prints XLA's cost analysis of the
+compiled executable: on a CPU it adds the elementwise work to the products (2.61e7 against 2.31e7 with
+--tiny); on a GPU it leaves the products out (they run as cuBLAS calls): on an H200, 6.98e9 FLOPs a step,
+0.06% of the 1.21e13 its products do.
 """
 
 import argparse
-import statistics
 import time
 
 
@@ -23,6 +24,7 @@ def parse(argv=None):
     p.add_argument("--width", type=int, default=8192)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--batch", type=int, default=8192)
+    p.add_argument("--sync-every", type=int, default=10, help="steps between two waits for the device")
     p.add_argument("--tiny", action="store_true", help="small enough for a CPU (a smoke test)")
     return p.parse_args(argv)
 
@@ -60,20 +62,25 @@ def main(argv=None):
         grads = jax.grad(loss)(params, x)
         return [w - 1e-3 * g for w, g in zip(params, grads)]
 
-    compiled = step.lower(params, x).compile()
-    cost = compiled.cost_analysis()
+    params = step(params, x)  # the first call compiles
+    calls = 1
+    jax.block_until_ready(params)
+    waits, t0 = [], time.perf_counter()
+    while time.perf_counter() - t0 < args.seconds:
+        params = step(params, x)
+        calls += 1
+        if calls % args.sync_every == 0:
+            jax.block_until_ready(params)  # as a loop that logs its loss waits for it, now and then
+            waits.append((time.perf_counter(), calls))
+    jax.block_until_ready(params)
+    half = waits[len(waits) // 2:]
+    rate = (half[-1][1] - half[0][1]) / (half[-1][0] - half[0][0]) if len(half) > 1 else float("nan")
+    cost = step.lower(params, x).compile().cost_analysis()  # jax's caches answer: nothing is compiled again
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
     xla = float((cost or {}).get("flops", float("nan")))
-    ends, t0 = [], time.perf_counter()
-    while time.perf_counter() - t0 < args.seconds:
-        params = compiled(params, x)
-        jax.block_until_ready(params)
-        ends.append(time.perf_counter())
-    half = ends[len(ends) // 2:]
-    rate = 1.0 / statistics.median(b - a for a, b in zip(half, half[1:])) if len(half) > 2 else float("nan")
-    print(f"own count: {step_flops(args):.6g} FLOPs a step in its matrix products (XLA's cost analysis: {xla:.6g}); "
-          f"{rate:.6g} steps/s on the host clock over the last half of its {len(ends)} steps", flush=True)
-
+    print(f"own count: {step_flops(args):.6g} FLOPs a step in its matrix products (XLA's cost analysis of the "
+          f"compiled step: {xla:.6g}); {rate:.6g} steps/s on the host clock between waits for the device over the "
+          f"last half of its {calls} steps", flush=True)
 
 if __name__ == "__main__":
     main()

@@ -1,6 +1,7 @@
 """Imported by Python at start-up in every process of a command that `gpubench watch` runs (this directory is
 first on its PYTHONPATH): installs gpubench's optimizer hook (gpubench.inside.autohook), which acts only once
-the process imports torch, then runs the sitecustomize the process would have run without this one.
+the process imports torch, and its JAX hook (gpubench.inside.jaxhook), which acts only once it imports jax, then
+runs the sitecustomize the process would have run without this one.
 
 Written for any Python 3 the command may run: whatever fails is one line on stderr and the process runs on
 as if unwatched. The code loaded is the room around this directory (gpubench/inside), from the gpubench that
@@ -47,6 +48,17 @@ def _install():
         try:
             sys.stderr.write("gpubench: the optimizer hook was not installed (%s: %s); this process runs on "
                              "unwatched by it\n" % (type(err).__name__, err))
+        except Exception:  # noqa: BLE001
+            pass
+    try:  # a JAX job's jitted step (gpubench.inside.jaxhook), in a try of its own: either hook goes in alone
+        if sys.modules.get(PRIVATE) is not None:  # a room that did not load was said above
+            import importlib
+
+            importlib.import_module(PRIVATE + ".jaxhook").install()
+    except Exception as err:  # noqa: BLE001
+        try:
+            sys.stderr.write("gpubench: the JAX hook was not installed (%s: %s); this process runs on unwatched "
+                             "by the JAX hook\n" % (type(err).__name__, err))
         except Exception:  # noqa: BLE001
             pass
 
