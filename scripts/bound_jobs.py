@@ -47,7 +47,9 @@ from gpubench.record.rundir import load_run  # noqa: E402
 
 JOBS = ROOT / "examples" / "unmodified"
 PY = sys.executable
-LEFT_OUT = {"jax_mlp": "no optimizer: no steps, so no HFU to hold"}
+FORWARDS = "no optimizer: its steps are its model's forwards, watched by scripts/forward_jobs.sh"
+LEFT_OUT = {"jax_mlp": "no optimizer: no steps, so no HFU to hold", "bert_inference": FORWARDS,
+            "vision_inference": FORWARDS, "generate_kv": FORWARDS, "forward_heavy": FORWARDS}
 ORDER = ["convnext_timm", "gpt2_accelerate", "grad_accum", "gan_two_optimizers", "vit_fp16_scaler", "long_context",
          "train_eval", "llama_compiled", "hf_trainer", "lightning_gpt", "resnet50"]  # those measured before last
 SECONDS = {"train_eval": 18,  # three turns of training and evaluation; the others 10 s of training

@@ -2,9 +2,12 @@
 # Jobs that step no optimizer, watched with no code change, each printing its own count beside gpubench's rows,
 # and the forward hook's cost on a job of thousands of forwards a second. Run from the repository root on a GPU
 # machine where gpubench is installed (it installs nothing), naming the groups (default: all):
-#   infer    examples/unmodified/bert_inference.py, vision_inference.py, generate_kv.py (batch 1 and 32)
+#   infer    examples/unmodified/bert_inference.py, vision_inference.py, generate_kv.py (batch 1, then 32)
 #   evals    examples/unmodified/train_eval.py: training with an evaluation between its stretches
+#   wgan     examples/unmodified/wgan_critic.py: five critic steps a generator step
+#   jax      examples/unmodified/jax_mlp.py: a JAX training loop
 #   cost     examples/unmodified/forward_heavy.py with the hooks on and off (--no-auto), ROUNDS rounds interleaved
+#   top      `gpubench top --once` (text and JSON) beside a watched job and beside a one-block spin
 # Writes results/forward-<job>-<gpu>/ (run directories; job.log holds the job's own count) and
 # $OUT/forward-jobs.tar.gz of them, and $OUT/forward-jobs.log (everything printed).
 set -uo pipefail
@@ -19,15 +22,35 @@ watch() {  # name, then the command
   echo "== $name: $*"
   python3 -m gpubench watch --out "results/forward-$name-$GPU" -- "$@" 2>&1 | tail -n 40
 }
-groups=${*:-infer evals cost}
+groups=${*:-infer evals wgan jax cost top}
 for g in $groups; do
   case $g in
     infer)
       watch bert python3 $U/bert_inference.py --seconds 20
       watch vision python3 $U/vision_inference.py --seconds 20
-      watch generate python3 $U/generate_kv.py --seconds 12 ;;
+      watch generate-b1 python3 $U/generate_kv.py --batches 1 --new 128 --seconds 15
+      watch generate-b32 python3 $U/generate_kv.py --batches 32 --new 128 --seconds 15 ;;
     evals)
       watch train-eval python3 $U/train_eval.py --seconds 18 ;;
+    wgan)
+      watch wgan python3 $U/wgan_critic.py --seconds 20 ;;
+    jax)
+      watch jax python3 $U/jax_mlp.py --seconds 20 ;;
+    top)
+      python3 -m gpubench watch --out "results/forward-top-bert-$GPU" -- python3 $U/bert_inference.py --seconds 25 \
+        > "$OUT/top-bert-watch.log" 2>&1 &
+      sleep 15
+      echo "== top beside a watched BERT inference job"
+      python3 -m gpubench top --once
+      python3 -m gpubench top --once --json > "$OUT/top-bert.json"
+      wait
+      tail -n 25 "$OUT/top-bert-watch.log"
+      python3 -m gpubench run --out "results/forward-top-spin-$GPU" --duration 20 spin-1block > "$OUT/top-spin-run.log" 2>&1 &
+      sleep 12
+      echo "== top beside a one-block spin"
+      python3 -m gpubench top --once
+      python3 -m gpubench top --once --json > "$OUT/top-spin.json"
+      wait ;;
     cost)
       for i in $(seq "$ROUNDS"); do
         for arm in on off; do

@@ -54,9 +54,11 @@ def test_each_job_takes_seconds_and_tiny_and_prints_its_own_count(path):
     tree = ast.parse(text)
     assert {"--seconds", "--tiny"} <= options(tree)
     assert "gpubench" not in imported(tree)  # written as its user writes it
-    # as the harness reads it: "own count: F FLOPs a step <how>; R steps/s ..."
-    assert any(t.startswith("own count: ") and " FLOPs a step " in t and " steps/s on the host clock" in t
-               for t in printed(tree))
+    if path.stem in script().LEFT_OUT:  # a job of another harness: its own count, in its own words
+        assert any(t.startswith("own count") for t in printed(tree))
+    else:  # as the harness reads it: "own count: F FLOPs a step <how>; R steps/s ..."
+        assert any(t.startswith("own count: ") and " FLOPs a step " in t and " steps/s on the host clock" in t
+                   for t in printed(tree))
     assert len(text.splitlines()) <= 150 and max(map(len, text.splitlines())) <= 120
 
 

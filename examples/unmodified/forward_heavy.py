@@ -18,6 +18,7 @@ from torch import nn
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--tiny", action="store_true", help="as small on a CPU as it is (a smoke test)")
     args = p.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(0)

@@ -5,10 +5,11 @@ run, one after the other, knowing nothing of gpubench.
     gpubench watch -- python examples/unmodified/generate_kv.py --seconds 20
 
 Watched, its steps are the calls of its model inside generate: a prefill, then one decode step per new token,
-each decode step counted once (gpubench.inside.forwards). It prints its own count for each batch: decode steps
-per second timed with CUDA events (the prefill left out), tokens per second, and the bytes a decode step reads
-at the middle of its run: the weights once and the KV cache (2 x layers x KV heads x head width x the positions
-so far x batch x 2 bytes).
+each decode step counted once (gpubench.inside.forwards); run one batch size a watch for a row of each. It prints
+its own count for each batch: the model's forwards per second over whole calls of generate, timed with CUDA
+events; decode steps per second (the prefill left out); tokens per second; and the bytes a decode step reads at
+the middle of its run: the weights once (of the input embedding table, a row a sequence) and the KV cache
+(2 x layers x KV heads x head width x the positions so far x batch x 2 bytes).
 """
 
 import argparse
@@ -51,7 +52,9 @@ def main():
     config = LlamaConfig(max_position_embeddings=4096, **size)
     torch.manual_seed(0)
     model = LlamaForCausalLM(config).to(device, torch.bfloat16).eval()
-    weights = sum(t.numel() * t.element_size() for t in model.parameters())
+    # a decode step reads every weight once but the input embedding table, of which it looks up a row a sequence
+    table = model.get_input_embeddings().weight
+    weights = sum(t.numel() * t.element_size() for t in model.parameters()) - table.numel() * table.element_size()
     head = config.hidden_size // config.num_attention_heads
     for batch in (int(b) for b in args.batches.split(",")):
         prompt = torch.randint(config.vocab_size, (batch, args.prompt), device=device)
@@ -65,13 +68,16 @@ def main():
         prefill = []
         with torch.no_grad(), timed(prefill):  # the prefill's share, from one prefill alone
             model(prompt)
-        decode_s = sum(times) / len(times) - prefill[0]
+        call_s = sum(times) / len(times)
+        decode_s = call_s - prefill[0]
         steps = args.new - 1  # the first new token comes from the prefill
+        rows = batch * table.shape[1] * table.element_size()
         positions = args.prompt + args.new // 2
         kv = 2 * config.num_hidden_layers * config.num_key_value_heads * head * positions * batch * 2
-        print(f"own count at batch {batch}: {steps / decode_s:.6g} decode steps/s on the GPU clock over {len(times)} "
-              f"calls of generate; {batch * steps / decode_s:.6g} tokens/s; {weights + kv:.6g} bytes a decode step "
-              f"({weights:.6g} of weights, {kv:.6g} of KV cache at its middle)", flush=True)
+        print(f"own count at batch {batch}: {args.new / call_s:.6g} forwards/s (a prefill and {steps} decode steps a "
+              f"call) on the GPU clock over {len(times)} calls of generate; {steps / decode_s:.6g} decode steps/s; "
+              f"{batch * args.new / call_s:.6g} tokens/s; {weights + rows + kv:.6g} bytes a decode step ({weights:.6g} "
+              f"of weights, {rows:.6g} of embedding rows, {kv:.6g} of KV cache at its middle)", flush=True)
 
 
 if __name__ == "__main__":

@@ -42,15 +42,22 @@ def main():
     ids = torch.randint(config.vocab_size, (16, batch, seq), device=device)
     labels = torch.randint(config.num_labels, (16, batch), device=device)
 
+    eval_ms = []  # the time between one evaluation forward's end and the next's, on the GPU clock
+
     def evaluate():
         model.eval()
-        correct = 0
+        correct, ends = 0, []
         with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16):
             for i in range(eval_batches):
                 logits = model(input_ids=ids[i % 16]).logits
                 correct += (logits.argmax(-1) == labels[i % 16]).sum()
+                if device == "cuda":
+                    ends.append(torch.cuda.Event(enable_timing=True))
+                    ends[-1].record()
         model.train()
-        return correct.item() / (eval_batches * batch)
+        accuracy = correct.item() / (eval_batches * batch)
+        eval_ms.extend(a.elapsed_time(b) for a, b in zip(ends, ends[1:]))
+        return accuracy
 
     train_ends, eval_s, step = [], [], 0
     t0 = time.perf_counter()
@@ -77,7 +84,9 @@ def main():
     per_token = 6 * matrices + 12 * config.num_hidden_layers * config.hidden_size * seq
     print(f"own count: {per_token * batch * seq:.6g} FLOPs a step by PaLM's formula; {rate:.6g} steps/s on the "
           f"host clock over the last half of its {len(train_ends)} training steps; evaluation "
-          f"{eval_batches / statistics.median(eval_s):.4g} batches/s over {len(eval_s)} passes", flush=True)
+          f"{eval_batches / statistics.median(eval_s):.4g} batches/s over {len(eval_s)} passes on the host clock, "
+          f"{1e3 / statistics.median(eval_ms) if eval_ms else float('nan'):.4g} forwards/s on the GPU clock "
+          f"(the median time between two)", flush=True)
 
 
 if __name__ == "__main__":

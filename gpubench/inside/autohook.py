@@ -128,9 +128,15 @@ def _register(module) -> None:
         _steps = steps
         from . import forwards  # the steps of what steps no optimizer: inference, evaluation
 
-        forwards.install(counting(), module)
+        forwards.install(counting(), module, _counting_now)
     except Exception as err:  # noqa: BLE001
         _say(f"PyTorch's optimizer hooks could not be registered ({type(err).__name__}: {err})")
+
+
+def _counting_now() -> bool:
+    """Whether this process's count of one optimizer step is on (the forward hook counts nothing inside it)."""
+    steps = _steps
+    return steps is not None and steps.count is not None and steps.count._block is not None
 
 
 def _on_stack(frame, start) -> bool:

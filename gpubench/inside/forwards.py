@@ -24,6 +24,9 @@ called so inside a GAN's step is not evaluation, but its step holds an optimizer
 - tokens: the elements of `input_ids`, or of the first integer tensor given (a batch of token ids); none for
   other inputs (images).
 
+Steps of one shape that end within STAMP_S of the last written are written together, stamped where the last of
+them ended: a job of thousands of forwards a second gets a few hundred stamps a second, not a GPU event each.
+
 Nothing here may reach the job: every hook catches everything, says it once on stderr and turns itself off.
 """
 
@@ -38,6 +41,7 @@ import weakref
 DISCOVER = 8  # outermost calls seen through the global hooks before the model's own hooks take over
 MAX_SHAPES = 16  # input shapes counted in one process at most
 LIMIT_S = 60.0  # a counted step still open this long is given up at the model's next call
+STAMP_S = 0.005  # steps of one shape ending this close together are written as one, stamped once
 
 
 class Forwards:
@@ -49,6 +53,7 @@ class Forwards:
         # counting: gpubench.inside.flops.counting, or None where nothing is counted (GPUBENCH_AUTO=steps)
         self.on = True
         self.local = threading.local()  # outermost-call depth, per thread, while finding the model
+        self.lock = threading.Lock()
         self.seen: dict[int, list] = {}  # id(module) -> [weak reference, outermost calls] while finding it
         self.found = 0
         self.global_hooks: list = []
@@ -57,6 +62,8 @@ class Forwards:
         self.pending = None  # the step under way: (t, shape key, tokens, written) from its call's start
         self.shapes: dict = {}  # shape key -> (FlopCount or None, bytes)
         self.count = None  # a step being counted: (block, result, key, thread, top mode, t0, stepped_t)
+        self.group = None  # steps not yet written: [FLOPs, n, bytes, tokens, bytes known, tokens known]
+        self.written_t = 0.0
 
     # --- finding the model
     def start(self, optimizer) -> None:
@@ -128,16 +135,18 @@ class Forwards:
             self.local.model = depth + 1
             if depth:  # the model called inside its own forward: one step still
                 return
-            now = time.monotonic()
-            if markwriter.own_steps or markwriter._path is None:
-                self._drop()
-                return
-            self._end_step(now)
-            key, tokens = _shape(self.torch, args, kwargs or {})
+            key, tokens = _shape(self.torch, args, kwargs)
             maybe = self.stepped_t is None or not self.torch.is_grad_enabled()
-            self.pending = (self.stepped_t, key, tokens, maybe, _cache_bytes(self.torch, kwargs) if maybe else 0)
-            if maybe and key is not None and key not in self.shapes and len(self.shapes) < MAX_SHAPES:
-                self._begin(module, key, tokens, now)
+            cache = _cache_bytes(self.torch, kwargs) if maybe and kwargs else 0
+            with self.lock:  # threads serving one model: each call ends the step before it, whichever thread's
+                now = time.monotonic()
+                if markwriter.own_steps or markwriter._path is None:
+                    self._drop()
+                    return
+                self._end_step(now)
+                self.pending = (self.stepped_t, key, tokens, maybe, cache)
+                if maybe and key is not None and key not in self.shapes and len(self.shapes) < MAX_SHAPES:
+                    self._begin(module, key, tokens, now)
         except markwriter._Off:
             self.pending = None
         except Exception as err:  # noqa: BLE001
@@ -152,11 +161,36 @@ class Forwards:
         pending, self.pending = self.pending, None
         counted = self.count is not None and self._finish() and pending is not None
         if pending is None or not pending[3] or pending[0] != self.stepped_t:  # an optimizer stepped in it
+            self._flush(now)
             return
         _, key, tokens, _, cache = pending
         flops, nbytes = self.shapes.get(key, (None, None))
         nbytes = nbytes + cache if nbytes is not None else None
-        self.markwriter._writer().step(flops, nbytes, tokens, "K" if counted else "F")
+        g = self.group
+        if counted or (g is not None and g[0] is not flops):
+            self._flush(now)
+            g = None
+        if counted:  # a line of its own: its time, slowed by counting, is in no rate
+            self.markwriter._writer().step(flops, nbytes, tokens, "K")
+            self.written_t = now
+            return
+        if g is None:
+            g = self.group = [flops, 0, 0, 0, nbytes is not None, tokens is not None]
+        g[1] += 1
+        g[2] += nbytes or 0
+        g[3] += tokens or 0
+        if now - self.written_t >= STAMP_S:
+            self._flush(now)
+
+    def _flush(self, now: float) -> None:
+        """Write the steps gathered, all stamped now (where the last of them ended)."""
+        g, self.group = self.group, None
+        if g is None:
+            return
+        flops, n, nbytes, tokens, has_bytes, has_tokens = g
+        self.markwriter._writer().step(flops, nbytes / n if has_bytes else None, tokens / n if has_tokens else None,
+                                       "F", n)
+        self.written_t = now
 
     def _begin(self, module, key, tokens, now: float) -> None:
         if self.count is not None or self.counting is None or self.busy():
@@ -256,36 +290,40 @@ def _cache_bytes(torch, kwargs) -> int:
 
 
 def _shape(torch, args, kwargs) -> tuple:
-    """(key of the input's shape, tokens): from input_ids, else the first tensor among the arguments."""
-    first = kwargs.get("input_ids") if isinstance(kwargs, dict) else None
-    if not isinstance(first, torch.Tensor):
-        first = next((a for a in args if isinstance(a, torch.Tensor)), None)
-    if first is None and isinstance(kwargs, dict):
-        first = next((v for v in kwargs.values() if isinstance(v, torch.Tensor)), None)
+    """(key of the input's shape, tokens): from input_ids, else the first tensor among the arguments. Run at every
+    forward: the common cases first, no tuple made (a torch.Size is a key as it is)."""
+    tensor = torch.Tensor
+    first = kwargs.get("input_ids") if kwargs else None
+    if first is None or not isinstance(first, tensor):
+        first = None
+        for a in args:
+            if isinstance(a, tensor):
+                first = a
+                break
+        else:
+            for v in (kwargs.values() if kwargs else ()):
+                if isinstance(v, tensor):
+                    first = v
+                    break
     if first is None:
         return None, None
-    tokens = first.numel() if not (first.is_floating_point() or first.is_complex()) else None
-    return (tuple(first.shape), first.dtype, first.device.type), tokens
+    return (first.shape, first.dtype), (None if first.is_floating_point() else first.numel())
 
 
 _forwards: Forwards | None = None
 
 
-def install(count: bool, optimizer) -> None:
+def install(count: bool, optimizer, busy) -> None:
     """Start finding the model of this process, once torch.optim.optimizer (`optimizer`) has loaded; once a
-    process."""
+    process. busy(): whether the optimizer hook is counting a step now."""
     global _forwards
     if _forwards is not None:
         return
     try:
         import torch
 
-        from . import autohook, markwriter
+        from . import markwriter
         from .flops import counting, weight_bytes
-
-        def busy() -> bool:  # the optimizer hook's count of one step is on
-            steps = autohook._steps
-            return steps is not None and steps.count is not None and steps.count._block is not None
 
         found = Forwards(torch, markwriter, counting if count else None, weight_bytes, busy)
         found.start(optimizer)
@@ -301,7 +339,7 @@ def _forked() -> None:
     if found is None:
         return
     try:
-        found.pending = None
+        found.pending = found.group = None
         if found.count is not None:
             found._finish(force=True)
     except Exception:  # noqa: BLE001 -- in a fresh child, nothing may reach the job

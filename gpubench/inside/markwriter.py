@@ -138,21 +138,24 @@ class _Writer:
             with self.lock:
                 self.on_mark(now, name)
 
-    def step(self, flops, nbytes, tokens, origin: str = "S") -> None:
+    def step(self, flops, nbytes, tokens, origin: str = "S", n: int = 1) -> None:
+        """n steps that end now, each with these values (the forward hook gathers fast forwards: one event for
+        several spares the GPU's stamping thread thousands of wake-ups a second)."""
         now = time.monotonic()
         # the hook's steps carry one count (an int that never changes) or none: read once; the job's own values
         # are read at every step (an object of its may change in place)
-        hook = origin in ("A", "C")  # a forward's values change with its input's shape: read at every step
+        hook = origin in ("A", "C", "J")  # a forward's values change with its input's shape: read at every step
         if hook and flops is self.last_flops:
-            values = (*self.last_values, origin)
+            values = (*self.last_values, origin, n)
         else:
-            values = (*self._values(flops, nbytes, tokens), origin)
+            values = (*self._values(flops, nbytes, tokens), origin, n)
             if hook:
                 self.last_flops, self.last_values = flops, values[:5]
         if self.stamper is None and now >= self.gpu_next:
             self.gpu_next = now + GPU_EVERY_S
             self._gpu()
-        if self.stamper is None or not self.stamper.put(("step", values, now)):
+        # a JAX step is stamped where it was dispatched: torch's stream, where an event would go, is not JAX's
+        if origin == "J" or self.stamper is None or not self.stamper.put(("step", values, now)):
             with self.lock:
                 self.on_step(now, *values, lead_s=0.0)
 
@@ -179,7 +182,8 @@ class _Writer:
         self.fine_until = t + FINE_S
         self._write(MARK_LINE.write(letter=MARK, t=t, **self._who(), name=name))
 
-    def on_step(self, t: float, flops, hw_flops, nbytes, tokens, bad, origin: str = "S", lead_s: float = 0.0) -> None:
+    def on_step(self, t: float, flops, hw_flops, nbytes, tokens, bad, origin: str = "S", n: int = 1,
+                lead_s: float = 0.0) -> None:
         b = self.bucket
         width = OPEN_S if t < self.fine_until else SETTLED_S
         if b is not None and (t - b.t_first >= width or b.origin != origin):
@@ -187,7 +191,7 @@ class _Writer:
             b = None
         if b is None:
             b = self.bucket = Bucket(t, origin)
-        b.add(t, flops, hw_flops, nbytes, tokens, bad, lead_s)
+        b.add(t, flops, hw_flops, nbytes, tokens, bad, lead_s, n)
         if origin in ("C", "K"):  # the step whose FLOPs were counted: a line of its own
             self._close_bucket()
 

@@ -31,17 +31,18 @@ class Bucket:
         self.flops = self.hw_flops = self.bytes = self.tokens = self.lead_s = 0.0
         self.counted = self.bad = 0  # steps that gave usable FLOPs; steps whose values were not usable
 
-    def add(self, t: float, flops, hw_flops, nbytes, tokens, bad: bool, lead_s: float) -> None:
-        self.n += 1
+    def add(self, t: float, flops, hw_flops, nbytes, tokens, bad: bool, lead_s: float, n: int = 1) -> None:
+        """n steps ending at t, each with these values."""
+        self.n += n
         self.t_last = t
         if flops is not None:
-            self.counted += 1
-            self.flops += flops
-            self.hw_flops += hw_flops if hw_flops is not None else flops
-        self.bytes += nbytes or 0.0
-        self.tokens += tokens or 0.0
-        self.bad += bad
-        self.lead_s += lead_s
+            self.counted += n
+            self.flops += flops * n
+            self.hw_flops += (hw_flops if hw_flops is not None else flops) * n
+        self.bytes += (nbytes or 0.0) * n
+        self.tokens += (tokens or 0.0) * n
+        self.bad += bad * n
+        self.lead_s += lead_s * n
 
 
 def shown(value) -> str:
