@@ -32,6 +32,7 @@ IDLE_S = 3.0  # idle this long between busy seconds is a phase of its own
 PAUSE_S = 1.0  # the optimizer quiet this long (and five steps' time) pauses a run of steps
 EDGE_SHARE = 1 / 3  # a start-up or teardown busy this share of its time is work, not waiting
 TRIM_S = 0.5  # what a row's window leaves out after a span begins (gpubench.read.summary.TRIM_S)
+SETTLED = 0.99  # of inference's steady rate: its warm-up ends where the rest of its steps come this fast
 SIGNATURE = ("sm_active_pct", "tensor_active_pct", "dram_active_pct")
 WARMUP, TRAIN, IDLE = "warmup", "train", "idle"
 EVAL, INFERENCE = "eval", "inference"  # forwards alone (gpubench.inside.forwards): in a job that trains, or not
@@ -191,8 +192,8 @@ def _segments(busy, sig, t0, begun, end, runs, gaps, warmup_steps, fruns=()) -> 
     out: list[list] = []
     cursor = begun
     split = _warmup_end([e for run in runs for e in run], gaps, warmup_steps)
-    if not runs:
-        split = _warmup_end([e for run in fruns for e in run], [], warmup_steps)
+    if not runs and fruns:
+        split = _settled(fruns[0], _warmup_end([e for run in fruns for e in run], [], warmup_steps))
     kind = EVAL if runs else INFERENCE
     named = sorted([(TRAIN, r) for r in runs] + [(kind, r) for r in fruns], key=lambda nr: nr[1][0].t_first)
     for k, (name, run) in enumerate(named):
@@ -232,6 +233,28 @@ def _warmup_end(steps: list, gaps: list, warmup_steps: int) -> float | None:
             return e.t_first + (e.t_last - e.t_first) * (warmup_steps - seen - 1) / max(1, e.n - 1) if more else None
         seen += e.n
     return None
+
+
+def _settled(run: list, split: float | None) -> float | None:
+    """Inference's warm-up goes on, past its first steps, until its rate has settled: to the first stamp from
+    which the steps to the run's end come at least SETTLED of its steady rate (its rate over the run's second
+    half), and no further than a third of the run. A decoder's first call of generate
+    meets each length of its KV cache for the first time and runs at half its later rate, for seconds."""
+    if split is None or len(run) < 3:
+        return split
+    end, start = run[-1].t_last, run[0].t_first
+    half = [e for e in run if e.t_first >= (start + end) / 2]
+    if sum(e.n for e in half) < 2 or half[-1].t_last <= half[0].t_first:
+        return split
+    steady = (sum(e.n for e in half) - 1) / (half[-1].t_last - half[0].t_first)
+    left = sum(e.n for e in run)
+    for e in run:
+        if e.t_first >= split and end > e.t_first and (left - 1) / (end - e.t_first) >= SETTLED * steady:
+            return e.t_first
+        left -= e.n
+        if e.t_first - start > (end - start) / 3:
+            break
+    return max(split, min(end, start + (end - start) / 3))
 
 
 def _between(busy, t0, a, b) -> list[list]:
