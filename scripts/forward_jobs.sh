@@ -45,8 +45,9 @@ for g in $groups; do
       python3 -m gpubench top --once --json > "$OUT/top-bert.json"
       wait
       tail -n 25 "$OUT/top-bert-watch.log"
-      python3 -m gpubench run --out "results/forward-top-spin-$GPU" --duration 20 spin-1block > "$OUT/top-spin-run.log" 2>&1 &
-      sleep 12
+      python3 -m gpubench run --no-peaks --out "results/forward-top-spin-$GPU" --duration 30 spin-1block \
+        > "$OUT/top-spin-run.log" 2>&1 &
+      sleep 20  # past the run's set-up, into the spin's 30 s
       echo "== top beside a one-block spin"
       python3 -m gpubench top --once
       python3 -m gpubench top --once --json > "$OUT/top-spin.json"
