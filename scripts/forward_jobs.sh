@@ -6,7 +6,8 @@
 #   evals    examples/unmodified/train_eval.py: training with an evaluation between its stretches
 #   wgan     examples/unmodified/wgan_critic.py: five critic steps a generator step
 #   jax      examples/unmodified/jax_mlp.py: a JAX training loop
-#   cost     examples/unmodified/forward_heavy.py with the hooks on and off (--no-auto), ROUNDS rounds interleaved
+#   cost     examples/unmodified/forward_heavy.py with the hooks on and off (--no-auto), ROUNDS rounds interleaved,
+#            at about 9,000 forwards/s (width 1024, batch 32) and 1,500 (width 4096, batch 512)
 #   top      `gpubench top --once` (text and JSON) beside a watched job and beside a one-block spin
 # Writes results/forward-<job>-<gpu>/ (run directories; job.log holds the job's own count) and
 # $OUT/forward-jobs.tar.gz of them, and $OUT/forward-jobs.log (everything printed).
@@ -52,13 +53,17 @@ for g in $groups; do
       python3 -m gpubench top --once
       python3 -m gpubench top --once --json > "$OUT/top-spin.json"
       wait ;;
-    cost)
-      for i in $(seq "$ROUNDS"); do
-        for arm in on off; do
-          flag=(); [ "$arm" = off ] && flag=(--no-auto)
-          echo "== cost round $i hooks $arm"
-          python3 -m gpubench watch "${flag[@]}" --out "results/forward-cost-$arm-$i-$GPU" -- \
-            python3 $U/forward_heavy.py --seconds 10 2>&1 | grep -E "own count|forward|optimizer|error" | head -5
+    cost)  # the arms in the order on, off, off, on, ...: a drift of the machine falls on both alike
+      for size in "1024 32" "4096 512"; do
+        set -- $size
+        for i in $(seq "$ROUNDS"); do
+          arms="on off"; [ $((i % 2)) = 0 ] && arms="off on"
+          for arm in $arms; do
+            flag=(); [ "$arm" = off ] && flag=(--no-auto)
+            echo "== cost width $1 batch $2 round $i hooks $arm"
+            python3 -m gpubench watch "${flag[@]}" --out "results/forward-cost-w$1-$arm-$i-$GPU" -- \
+              python3 $U/forward_heavy.py --seconds 12 --width "$1" --batch "$2" 2>&1 | grep "own count"
+          done
         done
       done ;;
   esac

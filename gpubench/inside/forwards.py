@@ -8,7 +8,8 @@ so whatever the job does between its forwards (a head called apart, a sampler, a
 
 Finding the model costs a little, keeping it nothing: PyTorch's global module hooks, which slow every module
 call while they are on, are on only until DISCOVER outermost calls were seen or the process first steps an
-optimizer; the model then gets hooks of its own, which cost one Python call per forward.
+optimizer; the model then gets a hook of its own, one Python call per forward (a model that calls itself
+inside its own forward makes a step of each call).
 
 A forward is a step where it is not training: no optimizer stepped between its start and the next call's, and
 either the process never stepped one or autograd was off (torch.no_grad, torch.inference_mode: the generator
@@ -54,6 +55,7 @@ class Forwards:
         self.on = True
         self.local = threading.local()  # outermost-call depth, per thread, while finding the model
         self.lock = threading.Lock()
+        self.compiling = self._compiling  # torch.compiler.is_compiling once torch has loaded whole
         self.seen: dict[int, list] = {}  # id(module) -> [weak reference, outermost calls] while finding it
         self.found = 0
         self.global_hooks: list = []
@@ -113,8 +115,8 @@ class Forwards:
                 best, most = m, n
         self.seen.clear()
         if best is not None:
-            best.register_forward_pre_hook(self._call, with_kwargs=True)
-            best.register_forward_hook(self._done, always_call=True)
+            best.register_forward_pre_hook(self._call, with_kwargs=True)  # one hook: a forward hook would cost
+            # as much again at every call, to see the rare model that calls itself
             self.model = weakref.ref(best)
 
     def _stepped(self, opt, args, kwargs):
@@ -125,16 +127,18 @@ class Forwards:
         except Exception as err:  # noqa: BLE001
             self.fail(err)
 
+    def _compiling(self) -> bool:
+        """Inside a trace of torch.compile the hook folds away; torch.compiler, read at the first call."""
+        compiler = getattr(self.torch, "compiler", None)
+        self.compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
+        return self.compiling()
+
     # --- its steps
     def _call(self, module, args, kwargs=None):
-        if not self.on or _compiling(self.torch):
+        if not self.on or self.compiling():
             return
         markwriter = self.markwriter
         try:
-            depth = getattr(self.local, "model", 0)
-            self.local.model = depth + 1
-            if depth:  # the model called inside its own forward: one step still
-                return
             key, tokens = _shape(self.torch, args, kwargs)
             maybe = self.stepped_t is None or not self.torch.is_grad_enabled()
             cache = _cache_bytes(self.torch, kwargs) if maybe and kwargs else 0
@@ -151,10 +155,6 @@ class Forwards:
             self.pending = None
         except Exception as err:  # noqa: BLE001
             self.fail(err)
-
-    def _done(self, module, args, output):
-        if not _compiling(self.torch):
-            self.local.model = max(0, getattr(self.local, "model", 1) - 1)
 
     def _end_step(self, now: float) -> None:
         """The step under way ends where the next call begins: written where it was no training step."""
