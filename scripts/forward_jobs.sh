@@ -4,6 +4,7 @@
 # machine where gpubench is installed (it installs nothing), naming the groups (default: all):
 #   infer    examples/unmodified/bert_inference.py, vision_inference.py, generate_kv.py (batch 1, then 32)
 #   evals    examples/unmodified/train_eval.py: training with an evaluation between its stretches
+#   compiled examples/unmodified/llama_compiled.py: a compiled training job, to compare with its bound-jobs run
 #   wgan     examples/unmodified/wgan_critic.py: five critic steps a generator step
 #   jax      examples/unmodified/jax_mlp.py: a JAX training loop
 #   cost     examples/unmodified/forward_heavy.py with the hooks on and off (--no-auto), ROUNDS rounds interleaved,
@@ -31,8 +32,13 @@ for g in $groups; do
       watch vision python3 $U/vision_inference.py --seconds 20
       watch generate-b1 python3 $U/generate_kv.py --batches 1 --new 128 --seconds 15
       watch generate-b32 python3 $U/generate_kv.py --batches 32 --new 128 --seconds 15 ;;
+    generate)
+      watch generate-b1 python3 $U/generate_kv.py --batches 1 --new 128 --seconds 15
+      watch generate-b32 python3 $U/generate_kv.py --batches 32 --new 128 --seconds 15 ;;
     evals)
       watch train-eval python3 $U/train_eval.py --seconds 18 ;;
+    compiled)  # the hook's discovery beside torch.compile: steps/s against results/bound-llama_compiled-<gpu>
+      watch llama-compiled python3 $U/llama_compiled.py --seconds 10 ;;
     wgan)
       watch wgan python3 $U/wgan_critic.py --seconds 20 ;;
     jax)
