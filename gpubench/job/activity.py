@@ -32,7 +32,8 @@ IDLE_S = 3.0  # idle this long between busy seconds is a phase of its own
 PAUSE_S = 1.0  # the optimizer quiet this long (and five steps' time) pauses a run of steps
 EDGE_SHARE = 1 / 3  # a start-up or teardown busy this share of its time is work, not waiting
 TRIM_S = 0.5  # what a row's window leaves out after a span begins (gpubench.read.summary.TRIM_S)
-SETTLED = 0.99  # of inference's steady rate: its warm-up ends where the rest of its steps come this fast
+SETTLED = 0.75  # of inference's typical rate: its warm-up lasts while its steps come slower than this ...
+SETTLE_S = 1.0  # ... over the next second (a line of one step, 50 ms long, is too short to tell)
 SIGNATURE = ("sm_active_pct", "tensor_active_pct", "dram_active_pct")
 WARMUP, TRAIN, IDLE = "warmup", "train", "idle"
 EVAL, INFERENCE = "eval", "inference"  # forwards alone (gpubench.inside.forwards): in a job that trains, or not
@@ -236,25 +237,38 @@ def _warmup_end(steps: list, gaps: list, warmup_steps: int) -> float | None:
 
 
 def _settled(run: list, split: float | None) -> float | None:
-    """Inference's warm-up goes on, past its first steps, until its rate has settled: to the first stamp from
-    which the steps to the run's end come at least SETTLED of its steady rate (its rate over the run's second
-    half), and no further than a third of the run. A decoder's first call of generate
-    meets each length of its KV cache for the first time and runs at half its later rate, for seconds."""
+    """Inference's warm-up goes on, past its first steps, while its steps come at less than SETTLED of the run's
+    typical rate (the median over its time of each line's rate, from the stamp before it to its own) over the
+    next SETTLE_S: to the first stamp from which they come as fast as that, and no further than a third of the
+    run. A decoder's first call of
+    generate meets each length of its KV cache for the first time and runs at a third of its later rate, for
+    seconds; a rate that drifts later (a cache that grows) is the work's, not warm-up."""
     if split is None or len(run) < 3:
         return split
-    end, start = run[-1].t_last, run[0].t_first
-    half = [e for e in run if e.t_first >= (start + end) / 2]
-    if sum(e.n for e in half) < 2 or half[-1].t_last <= half[0].t_first:
+    start, end = run[0].t_first, run[-1].t_last
+    lines = [(b.t_last - a.t_last, b.n) for a, b in zip(run, run[1:]) if b.t_last > a.t_last]
+    if not lines:
         return split
-    steady = (sum(e.n for e in half) - 1) / (half[-1].t_last - half[0].t_first)
-    left = sum(e.n for e in run)
-    for e in run:
-        if e.t_first >= split and end > e.t_first and (left - 1) / (end - e.t_first) >= SETTLED * steady:
-            return e.t_first
-        left -= e.n
-        if e.t_first - start > (end - start) / 3:
+    by_rate = sorted(lines, key=lambda dn: dn[1] / dn[0])
+    half, seen = sum(d for d, _ in lines) / 2, 0.0
+    for d, n in by_rate:
+        seen += d
+        if seen >= half:
+            typical = n / d
             break
-    return max(split, min(end, start + (end - start) / 3))
+    j, steps = 0, 0  # the lines after line i up to j, and their steps: at least SETTLE_S of them
+    for i, a in enumerate(run):
+        if a.t_last - start > (end - start) / 3:
+            return max(split, start + (end - start) / 3)
+        if j <= i:
+            j, steps = i, 0
+        while j + 1 < len(run) and run[j].t_last - a.t_last < SETTLE_S:
+            j += 1
+            steps += run[j].n
+        if a.t_last >= split and run[j].t_last > a.t_last and steps / (run[j].t_last - a.t_last) >= SETTLED * typical:
+            return a.t_last
+        steps -= run[i + 1].n if i + 1 <= j else 0
+    return split
 
 
 def _between(busy, t0, a, b) -> list[list]:
