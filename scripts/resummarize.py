@@ -101,8 +101,9 @@ def main(runs: list[str]) -> int:
             result = resummarize(run)
             write_summary(run, result.summary)
             sampled = manifest.get("gpus_sampled") or []
-            manifest.update(gpus_used=result.used,
-                            gpus_idle=[g for g in sampled if g["nvml_index"] not in result.used])
+            manifest.update(gpus_used=result.used,  # and the phases, as the summary cut them now
+                            gpus_idle=[g for g in sampled if g["nvml_index"] not in result.used],
+                            phases=[{"name": p.name, "spans": p.spans} for p in result.phases])
             manifest.setdefault("families", {})["watch"] = {"story": STORY}  # the report tells each row this way
             write_json(path, manifest)
             print(f"{run}: {len(result.summary)} rows")
