@@ -139,12 +139,14 @@ examples:
   gpubench watch --duration 60                            attach: record the GPUs for 60 s
   gpubench watch --metrics-port 9401 -- python train.py   Prometheus scrapes MFU beside DCGM's util
   gpubench watch --price-per-gpu-hour 3.5 -- ./train.sh   the receipt at the end names the cost
+  gpubench watch --every 30 -- ./train.sh >log 2>&1      a live line in the log every 30 s
 """
 
 
 def add_watch_parser(sub) -> None:
     from gpubench.job.live import WINDOW_S
     from gpubench.job.phases import UNITS
+    from gpubench.job.speak import add_options
 
     w = sub.add_parser("watch", help="run your own command and record the metric ladder per phase, with a verdict",
                        usage="gpubench watch [options] -- CMD [ARG ...]\n       gpubench watch [options] --duration S",
@@ -169,6 +171,7 @@ def add_watch_parser(sub) -> None:
     w.add_argument("--price-per-gpu-hour", type=non_negative, metavar="X",
                    help="what one GPU-hour costs: the receipt at the end then gives the cost of the job's GPU-hours "
                         "and of those that did no tensor work")
+    add_options(w)  # --every, --quiet: the live rows while the command runs
     add_recording_options(w, device_default=None, out_default="results/watch-<gpu>-<YYYYmmdd-HHMMSS>")
 
 
@@ -213,7 +216,7 @@ def dispatch(args: argparse.Namespace) -> int:
         from gpubench.job.watchcmd import cmd
 
         return cmd(recording_config(args), args.cmd, duration_s=args.duration, dtype=args.dtype,
-                   metrics_port=args.metrics_port, auto=not args.no_auto)
+                   metrics_port=args.metrics_port, auto=not args.no_auto, every_s=args.every, quiet=args.quiet)
     if args.command == "top":
         from gpubench.show.top.cmd import cmd as top
 

@@ -20,9 +20,9 @@ from pathlib import Path
 
 from gpubench import inside
 from gpubench.inside import markwriter
-from gpubench.job import child, hookenv
+from gpubench.job import child, hookenv, speak
 from gpubench.job.watcher import MARKS_FILE, Watch, Watcher, WatchOptions
-from gpubench.read.receipt import lines as receipt_lines
+from gpubench.job.watchshow import show  # the table at the end: watchcmd.show as before
 from gpubench.record import nvml
 from gpubench.record.config import RecordingConfig
 from gpubench.record.recording import Reporter
@@ -136,8 +136,9 @@ def resolve_gpus(device: int | None, all_gpus: bool, env: dict) -> tuple[list, s
 
 
 def cmd(config: RecordingConfig, cmd: list[str], duration_s: float | None = None, dtype: str = "bf16",
-        metrics_port: int | None = None, auto: bool = True) -> int:
-    """`gpubench watch`: the command after `--` (or none, with duration_s), recorded as `config` says."""
+        metrics_port: int | None = None, auto: bool = True, every_s: float = 60.0, quiet: bool = False) -> int:
+    """`gpubench watch`: the command after `--` (or none, with duration_s), recorded as `config` says; the live
+    rows said as it runs (gpubench.job.speak) unless quiet."""
     from gpubench.read.summary import TRIM_S
     from gpubench.record.preflight import check_out
     from gpubench.usage import UsageError
@@ -161,7 +162,8 @@ def cmd(config: RecordingConfig, cmd: list[str], duration_s: float | None = None
     check_out(config.out)
     endpoint = serve_metrics(metrics_port, UsageError)  # a port in use is said before anything runs
     try:
-        return _prepare_and_run(config, argv, env, endpoint, duration_s, dtype, auto)
+        voice = dict(speak=speak.choose(quiet, env), every_s=every_s)
+        return _prepare_and_run(config, argv, env, endpoint, duration_s, dtype, auto, voice)
     finally:
         if endpoint is not None:
             endpoint.close()
@@ -193,7 +195,7 @@ def serve_metrics(port: int | None, error=ValueError):
         raise error(str(err)) from None
 
 
-def _prepare_and_run(config: RecordingConfig, argv, env, endpoint, duration_s, dtype, auto) -> int:
+def _prepare_and_run(config: RecordingConfig, argv, env, endpoint, duration_s, dtype, auto, voice) -> int:
     from gpubench.record.preflight import check_out, require_gpu
     from gpubench.record.rundir import default_run_dir
     from gpubench.usage import UsageError
@@ -214,7 +216,8 @@ def _prepare_and_run(config: RecordingConfig, argv, env, endpoint, duration_s, d
     if config.out is None:
         check_out(out)
     attach_marks = Path(env[markwriter.ENV]) if not argv and env.get(markwriter.ENV) else None
-    opts = WatchOptions(out, gpus, info, config, dtype=dtype, marks_path=attach_marks, metrics=endpoint, auto=auto)
+    opts = WatchOptions(out, gpus, info, config, dtype=dtype, marks_path=attach_marks, metrics=endpoint, auto=auto,
+                        **voice)
     return _run_and_show(opts, argv, duration_s, [note] if note else [])
 
 
@@ -252,45 +255,6 @@ def _run_and_show(opts: WatchOptions, argv, duration_s, notes) -> int:
         return err.code
     show(watch, reporter.console)
     return code
-
-
-def show(watch: Watch, console=None) -> None:
-    """The phases' ladder as a table, each phase's verdict, the receipt, how the command ended and where the run
-    is; every word from the job (its phases, its command, the GPU's name, the paths) printed as text, not markup."""
-    from gpubench.metrics import WATCH_TABLE
-    from gpubench.show.console import make_console, say, summary_table
-
-    console = console or make_console()
-    console.print(summary_table(watch.summary, f"{watch.manifest.get('gpu', {}).get('name', 'GPU')} — medians over "
-                                "each phase", columns=WATCH_TABLE, header="phase"))
-    for r in watch.summary:
-        say(console, (str(r["scenario"]), "bold"), f": {r['verdict']}")
-        if r.get("provenance"):
-            say(console, f"  {r['provenance']}")
-        if r.get("streams", 0) > 1:
-            say(console, f"  steps/s per process on GPU {r['gpu']}: {r['stream_rates']} (TFLOP/s and MFU are "
-                "their sum)")
-    if idle := watch.manifest.get("gpus_idle") or []:
-        say(console, "idle, no process of the command used them: " + ", ".join(
-            f"GPU {g['nvml_index']} ({g['name']})" for g in idle) + " (--all-gpus keeps their rows)")
-    for i, line in enumerate(receipt_lines(watch.manifest.get("receipt"))):
-        say(console, ("  " if i else "") + line)
-    ended = watch.manifest.get("child") or {}
-    if ended.get("signal"):
-        say(console, f"the command was ended by {ended['signal']} (exit code {ended['exit_code']})")
-    elif ended and ended.get("pid") is None:
-        say(console, "the command was not started")
-    elif ended.get("still_running"):
-        say(console, f"the command (pid {ended['pid']}) is still running; gpubench stopped watching it")
-    elif ended:
-        say(console, f"the command exited with code {ended['exit_code']}")
-    status = "" if watch.manifest.get("completed") else f" ({watch.manifest.get('status')})"
-    say(console, f"run directory{status}: {watch.out_dir}")
-    if watch.samples:  # plot and report refuse a run with no sample: the hint names only what will work
-        run_dir = shlex.quote(str(watch.out_dir))
-        say(console, f"next: gpubench plot {run_dir} && gpubench report {run_dir}")
-    else:
-        say(console, "nothing to plot or report: no sample was recorded while the command ran")
 
 
 @contextmanager

@@ -28,6 +28,7 @@ from gpubench.read.receipt import receipt
 from gpubench.read.summary import peak_conditions
 from gpubench.record.config import RecordingConfig
 from gpubench.record.gpus import Gpu
+from gpubench.record.liveness import watcher_facts
 from gpubench.record.recording import Recording, Reporter
 from gpubench.record.rundir import write_summary
 from gpubench.inside.flops import FLOP_COUNT_VERSION, hardware_known
@@ -50,6 +51,8 @@ class WatchOptions:
     # watched command's is followed from when it starts (Watcher.track); None and no command: every GPU is the job's
     metrics: object = None  # an open gpubench.job.exporter.Endpoint: serves the live window; closed at the end
     auto: bool = True  # steps and FLOPs from the command's optimizer (gpubench.inside.autohook); False: --no-auto
+    speak: str | None = None  # the live rows while the job runs (gpubench.job.speak): "area", "lines", None
+    every_s: float = 60.0  # a live line's interval, where speak is "lines"
 
 
 @dataclass
@@ -142,6 +145,7 @@ class Watcher:
         self.windows: dict = {}  # where the peaks were measured
         self.contexts: Contexts | None = None
         self.live = None
+        self.voice = None
         self.tail: Tail | None = None
 
     def __enter__(self) -> "Watcher":
@@ -167,10 +171,12 @@ class Watcher:
                     self.windows.update(measured_in)
                 rec.write_manifest()
             rec.set_phase(FIRST_PHASE)
-            if opts.metrics is not None:
+            if opts.metrics is not None or opts.speak is not None:
+                from gpubench.job import speak
                 from gpubench.job.live import Live
 
-                self.live = Live(opts.gpus, rec.sampler.columns, self.peaks, opts.dtype, rec.clock, self._held)
+                self.live = Live(opts.gpus, rec.sampler.columns, self.peaks, opts.dtype, rec.clock, self._held,
+                                 longest_s=speak.window_for(opts.every_s) if opts.speak == "lines" else 0.0)
                 rec.sampler.sink = self.live.after(rec.sampler.sink)  # each row to samples.arrows first, then here
             self.tail = Tail(watch.marks_path, rec.set_phase, self.live.take_events if self.live is not None else None)
             self.tail.start()
@@ -179,8 +185,15 @@ class Watcher:
             watch.t_start = rec.clock()
             if self.live is not None:
                 self.live.t_start = watch.t_start
+            if opts.metrics is not None:
                 opts.metrics.serve(self.live, opts.gpus)
                 rec.manifest["metrics"] = opts.metrics.facts()  # the port, for whom asked for any free one
+            if opts.speak is not None:
+                self.voice = speak.Voice(self.live, len(opts.gpus), opts.every_s, opts.speak, watch.t_start, rec.clock)
+                self.voice.start()
+            rec.manifest["watcher"] = watcher_facts(watch.t_start, str(watch.marks_path) if opts.marks_path else
+                                                    watch.marks_path.name)
+            rec.write_manifest()  # what report reads of a watch still running: its GPU, peaks, dtype, watcher
         except BaseException:
             self.finish(*sys.exc_info())
             raise
@@ -192,12 +205,18 @@ class Watcher:
         if self.contexts is None:
             self.contexts = Contexts(self.opts.gpus, pid)
             self.contexts.start()
+        self.rec.write_manifest()  # the command's pid, for a report of the watch while it runs
 
     def finish(self, exc_type=None, exc=None, tb=None) -> bool:
         """Stop what ran beside the job and the Recording, which summarizes (an exception is recorded as the
         way the job ended, and is not swallowed)."""
         try:
             self.watch.t_end = self.rec.clock()
+            if self.voice is not None:  # first: the terminal is the user's again before anything more is said
+                self.voice.stop()
+                self.rec.manifest["live"] = said = self.voice.facts()
+                for error in said["errors"]:
+                    self.rec.warn(f"the live lines stopped: {error}")
             if self.opts.metrics is not None:
                 self.opts.metrics.close()
             if self.tail is not None:

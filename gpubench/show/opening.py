@@ -33,11 +33,28 @@ def status_line(manifest: dict) -> str:
     why = partial(manifest)
     lacking = manifest.get("summary_lacking") if manifest.get("completed") is True else None
     status = (f"completed, but **{md.text(lacking)}**, so no {'phase' if is_job(manifest) else 'scenario'} is "
-              "summarized here" if lacking else
+              "summarized here" if lacking else unfinished(manifest) if is_job(manifest) and manifest.get(
+                  "status") == "running" else
               f"**a partial run**: it {why}, so it holds only what was recorded until then" if why else "completed")
     start = manifest.get("start_wall")
     what = "Watch" if is_job(manifest) else "Run"
     return f"{what} of {md.text(start)}, {status}." if known(start) else f"{what} {status}."
+
+
+def unfinished(manifest: dict) -> str:
+    """A watch whose manifest still says running: whether its watcher still runs (gpubench.record.liveness)."""
+    from gpubench.record.liveness import still_running
+
+    pid = (manifest.get("watcher") or {}).get("pid")
+    alive = still_running(manifest)
+    who = f"process {pid}" if known(pid) and isinstance(pid, int) else "its process"
+    said = (f"the watch still runs ({who} on this machine), so this report holds what it had recorded by now"
+            if alive else f"its watch ({who}) is gone, killed before it finished, so this report holds what it "
+            "recorded until then" if alive is False else "its manifest still says running (the watch was killed, or "
+            "still runs elsewhere), so this report holds what it had recorded by then")
+    so_far = ("; its phases are summarized from the samples and marks written so far (samples reach the disk a "
+              "minute at a time)" if manifest.get("summary_so_far") else "; its phases are summarized when it ends")
+    return f"**unfinished**: {said}{so_far}"
 
 
 def machine_line(manifest: dict) -> str | None:
@@ -69,6 +86,8 @@ def job_line(manifest: dict) -> str | None:
         ended = f"which {md.text(signal)} ended" + (f" (exit code {code})" if known(code) else "")
     elif known(code):
         ended = f"which exited with code {code}"
+    elif manifest.get("status") == "running":  # the watch has not ended: neither has the job, as far as it knows
+        ended = "whose end the watch had not seen"
     else:
         ended = "which was still running when the watch ended"
     return f"The job: {command}, {ended}."

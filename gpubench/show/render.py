@@ -8,10 +8,11 @@ from pathlib import Path
 from gpubench.usage import UsageError
 
 
-def _load(run_dir: Path):
+def _load(run_dir: Path, summarize=None):
     """The run directory's files, read and checked; UsageError where they cannot be, or hold no sample (a
-    run that recorded nothing is never reported as one that completed)."""
-    from gpubench.record.rundir import RunDirError, load_run, partial, samples_path
+    run that recorded nothing is never reported as one that completed). summarize(run_dir, manifest, samples):
+    the summary so far of a watch that has not written its own (gpubench.job.running.so_far), where given."""
+    from gpubench.record.rundir import SUMMARY_MISSING, RunDirError, load_run, partial, samples_path
 
     try:
         manifest, samples, summary = load_run(run_dir)
@@ -19,11 +20,20 @@ def _load(run_dir: Path):
         raise UsageError(str(err)) from None
     except OSError as err:  # unreadable: permissions, a file vanished mid-read
         raise UsageError(f"cannot read {err.filename or run_dir}: {err.strerror or err}") from None
+    running = manifest.get("kind") == "watch" and manifest.get("status") == "running"
+    if not len(samples) and running:  # a watch writes its samples a batch at a time (gpubench.record.arrowfile)
+        raise UsageError(f"{run_dir} is a watch that has not finished (its manifest says running), and none of its "
+                         "samples is on disk yet: a watch writes them a minute at a time, so try again a minute after "
+                         "it started")
     if not len(samples):
         why = partial(manifest)
         raise UsageError(f"{run_dir} holds no samples, so there is nothing to plot or report: "
                          f"{samples_path(run_dir).name} has no rows" +
                          (f" (the run {why})" if why else ", though its manifest says the run completed"))
+    if running and not summary and summarize is not None:  # unfinished: its phases so far, by the summary's code
+        summary = summarize(run_dir, manifest, samples)
+        manifest["summary_so_far"] = True
+        manifest["read_notes"] = [n for n in manifest.get("read_notes", []) if n != SUMMARY_MISSING]
     return manifest, samples, summary
 
 
@@ -99,19 +109,19 @@ def _written(elsewhere: bool, write) -> int:
     return 0
 
 
-def plot(run_dir: Path, out: Path | None = None) -> int:
+def plot(run_dir: Path, out: Path | None = None, summarize=None) -> int:
     """`gpubench plot RUN_DIR [--out DIR]`: the run's figures, into DIR or the run's figures/."""
     from gpubench.show.figures import figure_files, plot_run
 
-    manifest, samples, summary = _load(run_dir)
+    manifest, samples, summary = _load(run_dir, summarize)
     where = output_dir(run_dir, out, run_dir / "figures", figure_files(manifest))
     return _written(where != run_dir / "figures", lambda: plot_run(run_dir, manifest, samples, summary, where))
 
 
-def report(run_dir: Path, out: Path | None = None) -> int:
+def report(run_dir: Path, out: Path | None = None, summarize=None) -> int:
     """`gpubench report RUN_DIR [--out DIR]`: report.md, report.html and figures/, into DIR or the run."""
     from gpubench.show.report import report_files, write_report
 
-    manifest, samples, summary = _load(run_dir)
+    manifest, samples, summary = _load(run_dir, summarize)
     where = output_dir(run_dir, out, run_dir, report_files(manifest))
     return _written(where != run_dir, lambda: write_report(run_dir, manifest, samples, summary, where))

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from gpubench.metrics import BY_COLUMN, GPU_UTIL_MEANING, TABLE, WATCH_TABLE, finite, fmt_value, pct
 from gpubench.read.summary import TRIM_S, batch_at, ridge_flop_per_byte, row_label
+from gpubench.record.rundir import SUMMARY_MISSING
 from gpubench.show import markdown as md
 from gpubench.show import opening
 from gpubench.show.figures import FIGURES, draw_all, figure_files, own_files
@@ -48,8 +49,10 @@ def blocks(manifest, summary, figures_present, figures_empty: dict | None = None
     for figure in figures[:1] if figures and figures[0].name == "headline" else ():
         out.append(("img", f"figures/{figure.name}.png", (job and figure.job_caption) or figure.caption, "first"))
     out += points(summary, job)
+    unfinished = job and manifest.get("status") == "running"  # its first line says why it has no summary.csv
     for w in manifest.get("warnings", []) + manifest.get("errors", []) + manifest.get("read_notes", []):
-        out.append(("p", f"Note: {md.text(w)}"))
+        if not (unfinished and w == SUMMARY_MISSING):
+            out.append(("p", f"Note: {md.text(w)}"))
     out += _summary_blocks(manifest, summary, job)
     out.append(("h2", "Figures"))
     for figure in figures:
