@@ -7,9 +7,10 @@ called beside the model has none). One step runs from the start of one such call
 so whatever the job does between its forwards (a head called apart, a sampler, a copy back) is in its step.
 
 Finding the model costs a little, keeping it nothing: PyTorch's global module hooks, which slow every module
-call while they are on, are on only until DISCOVER outermost calls were seen or the process first steps an
-optimizer; the model then gets a hook of its own, one Python call per forward (a model that calls itself
-inside its own forward makes a step of each call).
+call while they are on, are on only until DISCOVER outermost calls were seen, the process first steps an
+optimizer, or a module compiled by torch.compile is called (before it compiles: torch.compile guards on the
+global hooks, and their leaving later would make it compile again); the model then gets a hook of its own,
+one Python call per forward (a model that calls itself inside its own forward makes a step of each call).
 
 A forward is a step where it is not training: no optimizer stepped between its start and the next call's, and
 either the process never stepped one or autograd was off (torch.no_grad, torch.inference_mode: the generator
@@ -89,6 +90,8 @@ class Forwards:
                 entry = self.seen[id(module)] = [weakref.ref(module), 0]
             entry[1] += 1
             self.found += 1
+            if type(module).__name__ == "OptimizedModule":  # torch.compile(model), about to compile: the global
+                self._settle()  # hooks off first, or their leaving would make it compile again
         except Exception as err:  # noqa: BLE001
             self.fail(err)
 
