@@ -227,11 +227,11 @@ def dispatch(args: argparse.Namespace) -> int:
         return list_scenarios()
     if args.command == "doctor":
         from gpubench.record.doctor import cmd
-
         return cmd()
+    from gpubench.job.running import so_far  # a watch still running: its phases so far
     from gpubench.show import render
 
-    return getattr(render, args.command)(args.run_dir, args.out)  # plot, report
+    return getattr(render, args.command)(args.run_dir, args.out, summarize=so_far)  # plot, report
 
 
 def main(argv: list[str] | None = None) -> int:

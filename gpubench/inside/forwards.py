@@ -148,7 +148,9 @@ class Forwards:
             with self.lock:  # threads serving one model: each call ends the step before it, whichever thread's
                 now = time.monotonic()
                 if markwriter.own_steps or markwriter._path is None:
-                    self._drop()
+                    self.pending = None  # the job steps itself, or marks are off: nothing of ours
+                    if self.count is not None:
+                        self._finish()
                     return
                 self._end_step(now)
                 self.pending = (self.stepped_t, key, tokens, maybe, cache)
@@ -228,11 +230,6 @@ class Forwards:
             return True
         return False
 
-    def _drop(self) -> None:
-        self.pending = None
-        if self.count is not None:
-            self._finish()
-
     def fail(self, err: Exception) -> None:
         self.on = False
         try:
@@ -253,14 +250,12 @@ def _say(message: str) -> None:
         pass
 
 
-def _backward(result) -> bool:
-    """Whether the counted step ran a backward: then it was training, and its count is no forward's."""
+def _backward(result) -> bool:  # the counted step ran a backward: it was training, its count no forward's
     split = getattr(result, "split", None)
     return bool(split and split.get("backward"))
 
 
-def _compiling(torch) -> bool:
-    # inside a trace of torch.compile the hook is folded away: nothing of it enters the graph
+def _compiling(torch) -> bool:  # inside a trace of torch.compile the hook folds away: nothing of it enters the graph
     compiler = getattr(torch, "compiler", None)
     return bool(compiler is not None and compiler.is_compiling())
 
