@@ -45,6 +45,7 @@ def pytest_collection_modifyitems(config, items):
         mark = item.get_closest_marker("benchmark")
         options = {**(mark.kwargs if mark else {}), "timer": CLOCK}
         item.add_marker(pytest.mark.benchmark(**options), append=False)
+    configure.deselect_settled(config, items)
 
 
 @pytest.fixture(scope="session")
@@ -62,7 +63,8 @@ def gpu_device(pytestconfig):
 def gpu_benchmark(benchmark, gpu_device, pytestconfig):
     """gpu_benchmark(fn, *args, flops=None, bytes=None, unit=None, graph=None, **kwargs): time
     fn(*args, **kwargs) in GPU time per call (CUDA events, after a warm-up and settling the clocks) through
-    pytest-benchmark, and return its result.
+    pytest-benchmark, and return its result. Its rounds stop once the intervals of their median and quartiles
+    are within a quarter of the floor they will be held against (--gpu-min-time to --gpu-max-time of them).
 
     flops, bytes: the work of one call (bytes: each input read once, each output written once); they add
     TFLOP/s, GB/s, and MFU (unit: the peak it runs on, bf16_tensor, fp16_tensor or fp32) and MBU against
@@ -75,11 +77,15 @@ def gpu_benchmark(benchmark, gpu_device, pytestconfig):
     cuda_graph_calls says which, cuda_graph_refused why a call could not be captured). extra_info gets the
     timing plan, the SM clock and clock-event reasons of every round, the metrics sampled meanwhile
     (median gpu_util_pct, sm_active_pct, tensor_active_pct, dram_active_pct, sm_clock_mhz, power_w ...)
-    and the GPU's fingerprint. Once per test, like `benchmark`; skips without a GPU."""
+    and its counter fingerprint (counters), and the GPU's fingerprint. Once per test, like `benchmark`;
+    skips without a GPU."""
+    target, counters = configure.effort_for(pytestconfig, benchmark.name, benchmark.fullname)
     bench = GpuBenchmark(benchmark, gpu_device, min_time_s=pytestconfig.getoption("gpu_min_time"),
+                         max_time_s=pytestconfig.getoption("gpu_max_time"),
                          flush_l2=not pytestconfig.getoption("gpu_no_flush_l2"),
                          settle_s=pytestconfig.getoption("gpu_settle"),
-                         graph_before=configure.graph_in_baseline(pytestconfig, benchmark.fullname))
+                         graph_before=configure.graph_in_baseline(pytestconfig, benchmark.fullname),
+                         target=target, counters=counters)
     yield bench
     decisions(pytestconfig).keep_run(benchmark, bench.rounds_s)
 

@@ -88,6 +88,10 @@ class FakeDevice:
         self.sm_clock_mhz, self.clock_events = 1980.0, 0
         self.refuse_graph = None  # why a capture fails, as the real device says it, or None
         self.calls, self.stall_every, self.stall_ms = 0, 0, 0.0
+        # what the sampler reads: NVML's alone by default (no profiling source, as on a GPU without GPM), so the
+        # counters say nothing; a test gives the ladder's rungs here to read them
+        self.ladder = {}
+        self.windows = 0  # counter windows read
 
     def kernel(self, ms):
         self.calls += 1
@@ -130,7 +134,7 @@ class FakeDevice:
         t = self.clock.gpu
         while self.clock.gpu - t < settle_s * 1e3:
             run()
-        self.settled_ms = self.clock.gpu - t
+        self.settled_ms += self.clock.gpu - t
 
     def round_state(self):
         return self.sm_clock_mhz, self.clock_events
@@ -145,10 +149,13 @@ class FakeDevice:
         return 0.1
 
     def back_to_back(self, run, call_ms, duration_s):
-        return 10.0, 20.0
+        self.windows += 1
+        return 10.0, 20.0, call_ms
 
     def metrics(self, t_start, t_end):
-        return {"gpu_util_pct": 100.0, "sm_active_pct": 0.8, "tensor_active_pct": float("nan"), "n_samples": 7}
+        nan = float("nan")
+        return {"gpu_util_pct": 100.0, "sm_clock_mhz": self.sm_clock_mhz, "power_w": nan, "sm_active_pct": nan,
+                "tensor_active_pct": nan, **self.ladder, "n_samples": 7}
 
     def close(self):
         self.closed = True

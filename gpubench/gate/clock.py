@@ -21,6 +21,10 @@ the OS), so `late` marks that round (gpubench.gate.rounds leaves such rounds out
 
 A round whose target raised never makes its second call: reset() before each benchmark drops that
 stale start, and a round of zero or negative GPU time is an error, never a result.
+
+The fixture runs its rounds itself, so that they stop once their interval is narrow enough (gate.effort), and
+then hands them to pytest-benchmark's pedantic mode, which keeps its statistics and its JSON: replay() makes
+the clock give back those rounds' times, one per pair of calls, while pedantic runs a target that does nothing.
 """
 
 from __future__ import annotations
@@ -47,11 +51,18 @@ class CudaEventClock:
         self.event = None  # makes a timing event; None: torch.cuda.Event (a seam for tests without a GPU)
         self.host_time = time.perf_counter  # the host's clock in seconds (a seam for tests)
         self._host_start = 0.0
+        self._replay = None  # round times to give back instead of timing (replay())
 
     def reset(self) -> None:
         self._start = None
         self.rounds = []
         self.late = []
+
+    def replay(self, durations) -> None:
+        """Give back these round times (what the second call of each pair advances the clock by), timing
+        nothing; None: time again."""
+        self._replay = iter(list(durations)) if durations is not None else None
+        self._start = None
 
     def attach(self, lead=None, on_round=None, calls: int = 1, lead_us: float = 0.0) -> None:
         """Set the hooks of the next benchmark and forget the last one's rounds."""
@@ -76,6 +87,13 @@ class CudaEventClock:
         return torch.cuda.Event(enable_timing=True)
 
     def __call__(self) -> float:
+        if self._replay is not None:
+            if self._start is None:
+                self._start = "replayed"
+                return self.total_s
+            self._start = None
+            self.total_s += next(self._replay)
+            return self.total_s
         if self._start is None:
             self._host_start = self.host_time()
             if self.lead is not None:

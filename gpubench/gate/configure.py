@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from gpubench.gate import against_baseline, effort, processes
 from gpubench.gate import compare as benchcompare
+from gpubench.gate import floor as benchfloor
 from gpubench.gate.decisions import KEY, Decisions, decisions
 
 
@@ -111,8 +113,10 @@ def configure(config) -> None:
         config.option.benchmark_json = benchmark_json_option(partial)
         known.save = (partial, final)
         known.floor_runs = runs = config.getoption("gpu_baseline_runs")
-        known.notes.append(f"gpu baseline: measured in {runs} process{'es' * (runs != 1)}, this one first"
-                           + (" (the others when it ends)" if runs > 1 else ""))
+        known.notes.append(f"gpu baseline: measured in {'up to ' * (runs > 1)}{runs} process{'es' * (runs != 1)}, "
+                           "this one first" + (f" (the others when it ends, each benchmark in as few as its floor "
+                                               f"needs, at least {min(runs, processes.MIN_PROCESSES)})"
+                                               if runs > 1 else ""))
 
 
 def check_baseline(config, compared_benchmark: dict) -> None:
@@ -147,6 +151,52 @@ def graph_in_baseline(config, fullname: str) -> bool | None:
     graph; None without a baseline or without the benchmark in it."""
     saved = decisions(config).baseline
     return benchcompare.graph_in(saved[1] if saved else None, fullname)
+
+
+def _saved(config, fullname: str) -> dict | None:
+    """The GPU baseline this session compares with, where it holds this benchmark."""
+    known = decisions(config)
+    data = known.baseline[1] if known.baseline else None
+    if not (isinstance(data, dict) and (data.get("machine_info") or {}).get("gpu")):
+        return None
+    return data if any(b.get("fullname") == fullname for b in data.get("benchmarks") or []) else None
+
+
+def effort_for(config, name: str, fullname: str):
+    """What one benchmark's rounds are held to (gate.effort.Target), and whether it reads its counters after them:
+    yes, no (a run that measures a floor), or, against a baseline, where its verdict may not be `same`."""
+    least = config.getoption("gpu_noise_floor")
+    saved = _saved(config, fullname)
+    if config.getoption("gpu_measure_floor"):
+        fs = benchfloor.floors(saved, fullname, least) if saved else None
+        return (effort.spread_target(fs, least) if fs and fs["median"].processes >= 3
+                else effort.least_target(least)), False
+    if saved is None:
+        return effort.least_target(least), True
+
+    def open_verdict(rounds: list[float], info: dict) -> bool:
+        c = against_baseline.compare_one(saved, fullname, {"name": name, "rounds": rounds, "extra_info": info},
+                                         least)
+        decisions(config).early[fullname] = c  # the session's verdict, reached while its tensors live
+        return c.verdict is None or c.verdict.word != "same"
+
+    return effort.floor_target(benchfloor.floors(saved, fullname, least), least), open_verdict
+
+
+def deselect_settled(config, items) -> None:
+    """A run that measures a floor leaves out the GPU benchmarks whose floors are settled (gate.processes), so that
+    each process is spent on the benchmarks whose floors still need one."""
+    known = decisions(config)
+    if not config.getoption("gpu_measure_floor") or not known.baseline:
+        return
+    data, least = known.baseline[1], config.getoption("gpu_noise_floor")
+    settled = {n for n in processes.names(data) if processes.status(data, n, least)[0]}
+    drop = [i for i in items if i.nodeid in settled and "gpu_benchmark" in getattr(i, "fixturenames", ())]
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = [i for i in items if i not in drop]
+        known.ending.append((f"gpu baseline floor: {len(drop)} benchmark{'s' * (len(drop) != 1)} left out, "
+                             "their floors settled", False))
 
 
 def check_compare_file(value) -> None:

@@ -34,14 +34,17 @@ class Decisions:
     """fullname -> this run's rounds, name and extra_info, for each gpu_benchmark that timed something."""
     compared: list = field(default_factory=list)
     """gate.against_baseline.Compared, one per benchmark of this run."""
+    early: dict = field(default_factory=dict)
+    """fullname -> the Compared a benchmark reached while it ran (to decide on its counters), kept for the end."""
     ending: list[tuple[str, bool]] = field(default_factory=list)
     """(line, red) for the end of the report."""
 
     def keep_run(self, benchmark, rounds_s: list[float]) -> None:
         """What one gpu_benchmark timed (pytest-benchmark's `benchmark` fixture), for the verdicts."""
+        early = self.early.pop(benchmark.fullname, None)
         if rounds_s:
             self.runs[benchmark.fullname] = {"name": benchmark.name, "rounds": rounds_s,
-                                             "extra_info": dict(benchmark.extra_info)}
+                                             "extra_info": dict(benchmark.extra_info), "compared": early}
 
 
 KEY = pytest.StashKey[Decisions]()

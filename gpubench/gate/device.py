@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 
 from gpubench.gate.compare import fingerprint
-from gpubench.gate.fixture import flush_bytes
-from gpubench.read.summary import metric_stats, steady_rows
+from gpubench.gate.plan import flush_bytes
+from gpubench.read.summary import aligned_stats, steady_rows
 from gpubench.record import gpus, nvml
 from gpubench.record.sampler import Sampler
 from gpubench.record.sources.policy import open_sources
@@ -123,17 +123,20 @@ class CudaDevice:
             self._flush_ms = warm_up(self.flush_l2)
         return self._flush_ms
 
-    def back_to_back(self, run, call_ms: float, duration_s: float) -> tuple[float, float]:
-        """Calls back to back for duration_s (a window for the metrics); its start and end on the monotonic clock."""
+    def back_to_back(self, run, call_ms: float, duration_s: float) -> tuple[float, float, float]:
+        """Calls back to back for duration_s (a window for the metrics): its start and end on the monotonic clock,
+        and the median GPU time of one call of run in it (ms)."""
         t0 = time.monotonic()
-        time_loop(run, calls_per_timing=calls_for(call_ms), duration_s=duration_s)
-        return t0, time.monotonic()
+        timings = time_loop(run, calls_per_timing=calls_for(call_ms), duration_s=duration_s)
+        return t0, time.monotonic(), timings.median_ms
 
     def metrics(self, t_start: float, t_end: float) -> dict:
-        """Medians of every sampled metric over the window's steady rows, and how many rows there were."""
-        rows = steady_rows(self.sampler.rows_snapshot(), self.gpu.nvml_index, t_start, t_end)
+        """Medians of every sampled metric over the window's rows whose value covers only time inside it (a GPM
+        value reaches 0.2 s back before its row, NVML's utilization 0.4 s, its power a second:
+        gpubench.read.summary.TRAIL_S), and how many rows the window holds."""
+        rows = steady_rows(self.sampler.rows_snapshot(), self.gpu.nvml_index, t_start, t_end, trim_s=0.0)
         columns = [c for c in self.sampler.columns if c not in NOT_MEDIANS]
-        stats = metric_stats(rows, columns)
+        stats = aligned_stats(rows, t_start, columns)
         return {**{c: stats[c] for c in columns}, "n_samples": len(rows)}
 
     def close(self) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpubench.gate import against_baseline
+from gpubench.gate import against_baseline, processes
 from gpubench.gate import floor as benchfloor
 from gpubench.gate import runs as benchruns
 from gpubench.gate.decisions import decisions
@@ -28,6 +28,7 @@ def finish(session) -> None:
         if partial.is_file() and partial.stat().st_size:
             partial.replace(final)
             known.saved = str(final)
+            started(final, known.floor_runs)
         else:
             partial.unlink(missing_ok=True)  # no benchmark ran: nothing to save
     if known.baseline is not None and known.runs:
@@ -42,6 +43,17 @@ def finish(session) -> None:
         if failed:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
             known.ending.append((failed, True))
+
+
+def started(path: Path, most: int) -> None:
+    """The baseline just saved says the most processes its command allows (the floors of benchmarks measured in
+    fewer are the stricter bound: gate.floor). A file pytest-benchmark did not write whole is left as it is."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(data, dict):
+        benchfloor.write(path, benchfloor.started(data, most))
 
 
 def add_rerun(session, baseline: dict) -> None:
@@ -98,12 +110,30 @@ def measure_floor(config) -> None:
     session = known.session
     if known.floor_runs < 2 or known.saved is None or session is None or session.exitstatus != pytest.ExitCode.OK:
         return
-    say = benchruns.sayer(config.pluginmanager.get_plugin("terminalreporter"))
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    say = benchruns.sayer(tr)
     params = config.invocation_params
+    least = config.getoption("gpu_noise_floor")
+
+    def needed() -> list[str]:
+        try:
+            return processes.unsettled(json.loads(Path(known.saved).read_text()), least)
+        except (OSError, ValueError):
+            return ["?"]  # a file that cannot be read settles nothing: the run says what is wrong with it
+
     rc, done = benchruns.measure_floor(list(params.args), str(params.dir), config.getoption("gpu_save_baseline"),
-                                       known.floor_runs, say)
+                                       known.floor_runs, say, needed=needed)
     if rc == 0:
-        say(f"gpu baseline: {done} processes measured {known.saved}", False)
+        say(f"gpu baseline: {done} process{'es' * (done != 1)} measured {known.saved}", False)
+        try:
+            lines = processes.summary(json.loads(Path(known.saved).read_text()), least)
+        except (OSError, ValueError):
+            lines = []
+        for line in lines:
+            if tr is not None:
+                tr.write_line(line)
+            else:
+                print(line)
     session.exitstatus = rc
 
 

@@ -13,6 +13,12 @@ FALSE_ALARM two-sided: an unchanged process lands beyond it one time in a thousa
 in s from few processes included (few processes, a wide floor: 4 give 14.4 s, 8 give 5.7 s, endless ones
 3.3 s). It is never below the least floor (--gpu-noise-floor), and a baseline of one process has that alone.
 
+A benchmark measured in fewer processes than its baseline allows (processes_max: gate.processes stops measuring
+a floor once it is as narrow as the benchmark needs) gets the bound at FALSE_ALARM_EARLY instead: stopping when
+the spread happened to come out small would otherwise let an unchanged process past the floor up to 2.2 times as
+often (simulated in tests/gate/test_gate_processes.py); at the stricter level, 1.1 times in a thousand at most,
+as for a fixed count.
+
 `--gpu-measure-floor DIR` adds a rerun to DIR/<gpu>.json under the key "gpubench": for each benchmark and
 statistic, the change from the first process and its interval. A baseline saved anew starts with no reruns.
 """
@@ -36,19 +42,26 @@ T_QUANTILE = (636.6192, 31.5991, 12.924, 8.6103, 6.8688, 5.9588, 5.4079, 5.0413,
               4.2208, 4.1405, 4.0728, 4.015, 3.9651, 3.9216, 3.8834, 3.8495, 3.8193, 3.7921, 3.7676, 3.7454,
               3.7251, 3.7066, 3.6896, 3.6739, 3.6594, 3.646)
 Z = 3.2905267  # the normal quantile at 1 - FALSE_ALARM / 2
+FALSE_ALARM_EARLY = 0.0001  # a floor from fewer processes than the baseline allows (gate.processes)
+T_QUANTILE_EARLY = (6366.1977, 99.9925, 28.0001, 15.5441, 11.1777, 9.0823, 7.8846, 7.12, 6.5937, 6.2111, 5.9212,
+                    5.6945, 5.5125, 5.3634, 5.2391, 5.1339, 5.0438, 4.9657, 4.8975, 4.8373, 4.7839, 4.7361, 4.6932,
+                    4.6544, 4.6191, 4.587, 4.5575, 4.5305, 4.5055, 4.4824)
+Z_EARLY = 3.8905919
 
 
-def t_quantile(df: int) -> float:
+def t_quantile(df: int, early: bool = False) -> float:
+    """Student's t at 1 - FALSE_ALARM / 2 (early: at FALSE_ALARM_EARLY) for df degrees of freedom."""
     if df < 1:
         raise ValueError("a t quantile needs one degree of freedom or more")
-    if df <= len(T_QUANTILE):
-        return T_QUANTILE[df - 1]
-    return Z + (Z**3 + Z) / (4 * df) + (5 * Z**5 + 16 * Z**3 + 3 * Z) / (96 * df**2)
+    table, z = (T_QUANTILE_EARLY, Z_EARLY) if early else (T_QUANTILE, Z)
+    if df <= len(table):
+        return table[df - 1]
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 
 
-def multiplier(processes: int) -> float:
+def multiplier(processes: int, early: bool = False) -> float:
     """How many spreads of k processes' values a next process may land from their mean: t(k-1) sqrt(1 + 1/k)."""
-    return t_quantile(processes - 1) * math.sqrt(1 + 1 / processes)
+    return t_quantile(processes - 1, early) * math.sqrt(1 + 1 / processes)
 
 
 @dataclass(frozen=True)
@@ -60,17 +73,18 @@ class Floor:
     center: float = 0.0
     processes: int = 1
     spread: float | None = None
+    early: bool = False  # fewer processes than the baseline allows: the bound at FALSE_ALARM_EARLY
 
 
-def floor_of(points: list[float], least_pct: float) -> Floor:
+def floor_of(points: list[float], least_pct: float, early: bool = False) -> Floor:
     """The floor of one statistic from its value in each process, as percent changes from the first process."""
     logs = [math.log1p(p / 100) for p in points]
     k = len(logs)
     if k < 2:
-        return Floor(least_pct, 0.0, max(k, 1), None)
+        return Floor(least_pct, 0.0, max(k, 1), None, early)
     mean = sum(logs) / k
     spread = 100 * math.sqrt(sum((x - mean) ** 2 for x in logs) / (k - 1))
-    return Floor(max(least_pct, multiplier(k) * spread), 100 * math.expm1(mean), k, spread)
+    return Floor(max(least_pct, multiplier(k, early) * spread), 100 * math.expm1(mean), k, spread, early)
 
 
 def recenter(pct: float, center: float) -> float:
@@ -80,6 +94,17 @@ def recenter(pct: float, center: float) -> float:
 
 def reruns(baseline: dict) -> list[dict]:
     return list((baseline.get(KEY) or {}).get("reruns") or [])
+
+
+def processes_max(baseline: dict) -> int | None:
+    """The most processes the baseline's command allowed (--gpu-baseline-runs), where it says."""
+    most = (baseline.get(KEY) or {}).get("processes_max")
+    return most if isinstance(most, int) and not isinstance(most, bool) and most > 0 else None
+
+
+def started(baseline: dict, most: int) -> dict:
+    """A baseline just saved, with the most processes its command allows and no reruns yet."""
+    return {**baseline, KEY: {"processes_max": most, "reruns": []}}
 
 
 def measured(baseline: dict, fullname: str) -> list[dict]:
@@ -98,10 +123,11 @@ def _point(change: dict, stat: str) -> float | None:
 def floors(baseline: dict, fullname: str, least_pct: float) -> dict[str, Floor]:
     """Each statistic's floor for one benchmark, from the baseline's first process and its reruns."""
     runs = measured(baseline, fullname)
+    most = processes_max(baseline)
     out = {}
     for stat in STATISTICS:
         points = [0.0] + [p for p in (_point(r, stat) for r in runs) if p is not None and p > -100]
-        out[stat] = floor_of(points, least_pct)
+        out[stat] = floor_of(points, least_pct, early=most is not None and len(points) < most)
     return out
 
 
@@ -119,6 +145,7 @@ def with_rerun(baseline: dict, changes: dict[str, dict[str, Interval]], when: st
     measured_floors = {n: floors(out, n, 0.0) for n in names}
     section["floor_pct"] = {n: {s: f.width for s, f in fs.items()} for n, fs in measured_floors.items()}
     section["floor_center_pct"] = {n: {s: f.center for s, f in fs.items()} for n, fs in measured_floors.items()}
+    section["floor_processes"] = {n: fs["median"].processes for n, fs in measured_floors.items()}
     section["processes"] = len(runs) + 1
     moved = sorted(n for n, i in changes.items() if abs(i["median"].pct) > MOVED_PCT)
     return out, moved

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from gpubench.gate.fixture import MIN_TIME_S, SETTLE_S
+from gpubench.gate.fixture import MAX_TIME_S, MIN_TIME_S, SETTLE_MIN_S, SETTLE_S
 from gpubench.gate.judgement import LEAST_FLOOR_PCT
 from gpubench.gate.runs import RUNS
 from gpubench.usage import non_negative, positive
@@ -25,10 +25,16 @@ def count(text: str) -> int:
 def add_options(parser) -> None:
     group = parser.getgroup("gpu-benchmark", "gpu_benchmark (GPU time per call with CUDA events; gpubench)")
     group.addoption("--gpu-min-time", metavar="S", type=positive, default=MIN_TIME_S,
-                    help=f"GPU time each gpu_benchmark runs for, in seconds (default {MIN_TIME_S:g})")
+                    help=f"the least GPU time of each gpu_benchmark's rounds, in seconds (default {MIN_TIME_S:g}); "
+                         "they go on until the intervals of their median and quartiles are within a quarter of the "
+                         "floor they are held against, or --gpu-max-time")
+    group.addoption("--gpu-max-time", metavar="S", type=positive, default=MAX_TIME_S,
+                    help=f"the most GPU time of each gpu_benchmark's rounds, in seconds (default {MAX_TIME_S:g}; "
+                         "4 times both while a power or thermal limit sways the clock)")
     group.addoption("--gpu-settle", metavar="S", type=non_negative, default=SETTLE_S,
-                    help="run each benchmark back to back for S seconds before its timed rounds, so they start at "
-                         f"the clock the GPU sustains (default {SETTLE_S:g})")
+                    help=f"run each benchmark back to back before its timed rounds: {SETTLE_MIN_S:g} s, and on to S "
+                         "seconds where a power or thermal limit holds by then, so the rounds start at the clock the "
+                         f"GPU sustains (default {SETTLE_S:g})")
     group.addoption("--gpu-no-flush-l2", action="store_true",
                     help="never flush L2 between rounds: time back-to-back calls even when the working set fits "
                          "in L2 (by default such calls are timed one per round after an L2 flush)")
@@ -41,11 +47,12 @@ def add_options(parser) -> None:
                          "when the run has written it in full), then run the same command again in fresh processes "
                          "until --gpu-baseline-runs processes have measured its between-run floor")
     group.addoption("--gpu-baseline-runs", metavar="N", type=count, default=RUNS,
-                    help="processes that measure a saved baseline, one after another, this one first (default "
-                         f"{RUNS}): a process moves a small call's time in ways its own rounds cannot show "
+                    help="the most processes that measure a saved baseline, one after another, this one first "
+                         f"(default {RUNS}): a process moves a small call's time in ways its own rounds cannot show "
                          "(where its buffers land, its launches), and the floor is the bound on the next process "
                          "that N of them give, t(N-1) x their spread x sqrt(1 + 1/N): 14 spreads from 4 runs, 5.7 "
-                         "from 8, 5.0 from 10")
+                         "from 8, 5.0 from 10; a benchmark whose floor is as narrow as it needs is left out of "
+                         "the processes that follow, and the command stops once none is left")
     group.addoption("--gpu-measure-floor", metavar="DIR",
                     help="rerun the benchmarks unchanged against DIR/<gpu>.json and add the rerun to that file's "
                          "between-run floor (what --gpu-save-baseline's runs do, by hand)")

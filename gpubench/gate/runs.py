@@ -81,14 +81,21 @@ def sayer(tr):
     return say
 
 
-def measure_floor(args: list[str], cwd: str, save_dir: str, runs: int, say, run=None) -> tuple[int, int]:
+def measure_floor(args: list[str], cwd: str, save_dir: str, runs: int, say, run=None,
+                  needed=None) -> tuple[int, int]:
     """Runs 2..runs of a baseline's command, one after another, each in a fresh process (run: how a session is
-    run, run_pytest unless given). Stops at the first that fails. (the exit status to end with, how many runs
-    measured the baseline)."""
+    run, run_pytest unless given), while needed() (the benchmarks whose floors still need a process) names any;
+    each run leaves out the others itself (gate.configure.deselect_settled). Stops at the first that fails.
+    (the exit status to end with, how many runs measured the baseline)."""
     run = run or run_pytest
     free_gpu_memory()
     for n in range(2, runs + 1):
-        say(f"gpu baseline: run {n} of {runs}, a fresh process measuring its floor", False)
+        left = needed() if needed is not None else None
+        if left is not None and not left:
+            say(f"gpu baseline: every benchmark's floor is settled after {n - 1} processes", False)
+            return 0, n - 1
+        which = f" for {len(left)} benchmark{'s' * (len(left) != 1)} whose floors need it" if left else ""
+        say(f"gpu baseline: run {n} of at most {runs}, a fresh process measuring its floor{which}", False)
         try:
             rc = run(rerun_args(args, save_dir, n), cwd)
         except KeyboardInterrupt:

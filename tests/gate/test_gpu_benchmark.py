@@ -1,18 +1,14 @@
 """What gpu_benchmark decides without a GPU: the L2 flush, the rounds and the blocking kernel ahead of them,
-the clocks of the rounds, the work it reports, and which baseline a run may be compared with (the file for
-this GPU model, the refusal across models, parts, MIG modes and speed settings). The verdict itself is in
-test_gate_verdict.py."""
+the clocks of the rounds, the work it reports, and that a baseline file is checked whole (the rest of the
+baselines per GPU model: test_gate_device.py). The verdict itself is in test_gate_verdict.py."""
 
 import json
 import math
 from types import SimpleNamespace
-from unittest import mock
 
-import pynvml
 import pytest
 
 from gpubench.gate import compare as bc
-from gpubench.gate import device as benchdevice
 from gpubench.gate.clock import CudaEventClock
 from gpubench.gate.fixture import (
     FLUSH_MIN_BYTES,
@@ -33,7 +29,6 @@ from gpubench.gate.fixture import (
 )
 from gpubench.gate.graph import GRAPH_BELOW_US, GRAPH_CALLS, GRAPH_PROBE_MS, GraphRefused, graph_or_not
 from gpubench.gate.against_baseline import compare_run
-from gpubench.record import gpus, nvml
 from gpubench.record.rundir import json_safe
 from gpubench.truth.peaks import datasheet_for
 
@@ -319,44 +314,6 @@ def test_json_has_no_nan():
 
 # --- baselines per GPU model -----------------------------------------------------------------------
 
-def test_a_baseline_file_is_named_for_the_gpu_model(tmp_path):
-    assert bc.baseline_path(tmp_path, H100["name"]) == tmp_path / "h100-80gb-hbm3.json"
-
-
-def test_a_missing_baseline_says_what_is_there_and_how_to_save_one(tmp_path):
-    (tmp_path / "h200.json").write_text("{}")
-    msg = bc.missing_baseline(tmp_path, H100["name"])
-    assert "h100-80gb-hbm3.json is missing" in msg and "h200.json" in msg and "--gpu-save-baseline" in msg
-    assert msg.count(". ") == 0  # one sentence
-
-
-def test_another_gpu_model_is_refused_in_one_sentence():
-    assert bc.model_mismatch(H100, {**H100, "uuid": "GPU-other", "driver": "590.1"}) is None
-    msg = bc.model_mismatch(H200, H100, "the baseline h200.json")
-    assert msg.startswith("the baseline h200.json was measured on NVIDIA H200 but this GPU is NVIDIA H100 80GB HBM3")
-    assert "h100-80gb-hbm3.json" in msg and msg.count(". ") == 0
-
-
-def test_the_same_model_with_another_driver_is_noted_and_other_speed_settings_are_named():
-    other = {**H100, "driver": "590.1", "power_limit_w": 650.0, "app_sm_clock_mhz": 1500, "ecc": False}
-    assert bc.differences(H100, other) == ["driver 580.65 -> 590.1"]
-    assert bc.limits_changed({**H100, "app_sm_clock_mhz": 1980, "ecc": True}, other) == [
-        "power limit (W) 700.0 -> 650.0", "application SM clock (MHz) 1980 -> 1500", "ECC True -> False"]
-    # a baseline saved before the settings were fingerprinted is compared on what it has
-    assert bc.limits_changed(H100, {**H100, "app_sm_clock_mhz": 1980, "ecc": True}) == []
-    msg = bc.limits_refusal(["power limit (W) 700.0 -> 650.0"], "the baseline h100-80gb-hbm3.json")
-    assert "--gpu-allow-different-limits" in msg and msg.count(". ") == 0
-
-
-def test_another_memory_size_or_mig_mode_is_refused_in_one_sentence():
-    gh200 = {**H100, "name": "NVIDIA GH200 480GB", "memory_mib": 97871.0}
-    msg = bc.part_mismatch(gh200, {**gh200, "memory_mib": 146944.0})
-    assert "with 97871 MiB of memory but this one has 146944 MiB" in msg and msg.count(". ") == 0
-    assert bc.part_mismatch(H100, {**H100, "memory_mib": 81559.0 + 300}) is None  # a driver's reserve
-    assert "MIG on but MIG is off" in bc.part_mismatch({**H100, "mig_mode": True}, H100)
-    assert bc.part_mismatch({**H100, "mig_mode": None}, H100) is None
-
-
 def test_a_baseline_file_is_checked_whole_before_use(tmp_path):
     path = tmp_path / "b.json"
     good = {"machine_info": {}, "benchmarks": [{"fullname": "t", "stats": {"median": 1e-3, "data": [1e-3]}}]}
@@ -375,61 +332,3 @@ def test_a_baseline_file_is_checked_whole_before_use(tmp_path):
     path.write_bytes(b"\xff\xfe")
     with pytest.raises(bc.BaselineError, match="cannot be read"):
         bc.load_baseline(path)
-
-
-# --- the device's own pieces that need no GPU -------------------------------------------------------
-
-def test_no_cuda_driver_is_one_sentence_not_a_traceback(monkeypatch):
-    def no_driver(index):
-        raise gpus.CudaUnavailable("the CUDA driver library libcuda.so.1 could not be loaded")
-
-    monkeypatch.setattr(benchdevice.gpus, "by_cuda_index", no_driver)
-    with pytest.raises(benchdevice.NoGpu, match="libcuda.so.1 could not be loaded"):
-        benchdevice.identify()
-
-
-def test_a_window_gets_the_medians_of_its_steady_rows_of_its_gpu():
-    device = object.__new__(benchdevice.CudaDevice)  # no GPU: only the sampler's rows matter here
-    rows = [{"gpu": g, "t_start_s": t, "t_end_s": t + 0.1, "gpu_util_pct": 100.0 if g == 3 else 0.0,
-             "sm_active_pct": float(t), "energy_j": 1000.0 + t} for g in (3, 4) for t in range(10)]
-    device.gpu = gpus.Gpu(nvml_index=3, uuid="GPU-3", name="NVIDIA H100 80GB HBM3", cuda_index=0)
-    device.sampler = SimpleNamespace(columns=("gpu_util_pct", "sm_active_pct", "energy_j"),
-                                     rows_snapshot=lambda: rows)
-    # rows starting in the first half second are NVML's trailing average of what ran before
-    assert device.metrics(2.0, 6.5) == {"gpu_util_pct": 100.0, "sm_active_pct": 4.5, "n_samples": 4}
-
-
-# --- what the gate asks of NVML ---------------------------------------------------------------------
-
-@pytest.fixture
-def fake_nvml():
-    nvml.reset_for_tests()  # a real NVML may already be initialised (GPU machines): start from scratch
-    with mock.patch("gpubench.record.nvml.pynvml", autospec=True) as m:
-        m.NVML_CLOCK_SM, m.NVML_CLOCK_MEM = pynvml.NVML_CLOCK_SM, pynvml.NVML_CLOCK_MEM
-        m.nvmlDeviceGetHandleByIndex.side_effect = lambda i: f"h{i}"
-        yield m
-    nvml.reset_for_tests()
-
-
-def test_a_rounds_clock_and_reasons_come_from_nvml_and_what_it_cannot_give_stays_missing(fake_nvml):
-    fake_nvml.nvmlDeviceGetClockInfo.return_value = 1755
-    fake_nvml.nvmlDeviceGetCurrentClocksEventReasons.return_value = 4 | 1
-    assert nvml.clock_now("h0") == (1755.0, 5)
-    assert nvml.clock_event_names(5) == ["idle", "power cap"] and nvml.clock_event_names(None) == []
-    del fake_nvml.nvmlDeviceGetCurrentClocksEventReasons  # an nvidia-ml-py from before the rename
-    fake_nvml.nvmlDeviceGetCurrentClocksThrottleReasons.return_value = 64
-    assert nvml.clock_now("h0") == (1755.0, 64)
-    fake_nvml.nvmlDeviceGetClockInfo.side_effect = pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
-    fake_nvml.nvmlDeviceGetCurrentClocksThrottleReasons.side_effect = pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
-    clock, mask = nvml.clock_now("h0")
-    assert math.isnan(clock) and mask is None
-
-
-def test_the_speed_settings_are_the_application_clocks_and_ecc(fake_nvml):
-    sm, mem = pynvml.NVML_CLOCK_SM, pynvml.NVML_CLOCK_MEM
-    fake_nvml.nvmlDeviceGetApplicationsClock.side_effect = lambda h, clock: {sm: 1980, mem: 2619}[clock]
-    fake_nvml.nvmlDeviceGetEccMode.return_value = [1, 1]
-    assert nvml.speed_settings(0) == {"app_sm_clock_mhz": 1980, "app_mem_clock_mhz": 2619, "ecc": True}
-    fake_nvml.nvmlDeviceGetApplicationsClock.side_effect = pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
-    fake_nvml.nvmlDeviceGetEccMode.side_effect = pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
-    assert nvml.speed_settings(0) == {"app_sm_clock_mhz": None, "app_mem_clock_mhz": None, "ecc": None}

@@ -6,6 +6,7 @@ and the baseline's runs are in test_gate_session.py."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -153,7 +154,7 @@ def test_without_the_flush_rounds_are_calls_back_to_back_behind_a_blocking_kerne
     r.assert_outcomes(passed=1)
     info = json.loads((tmp_path / "run.json").read_text())["benchmarks"][0]["extra_info"]
     assert info["l2_flush"] is False and info["calls_per_round"] > 1 and fake_gpu.flushes == 0
-    assert info["metrics_window"] == "the timed rounds"
+    assert info["metrics_window"].startswith("calls back to back")  # rounds of 0.05 s: too short for the sampler
     # the fake host launches in no time
     assert info["round_start"] == (f"behind a blocking kernel of 200 µs, {info['calls_per_round']} calls launched "
                                    "by the host")
@@ -191,7 +192,6 @@ def test_a_call_shorter_than_its_launch_is_timed_in_a_cuda_graph_at_its_gpu_time
     assert info["launch_us"] == pytest.approx(7.0) and info["calls_per_round"] == info["cuda_graph_calls"] == 1000
     assert info["round_start"] == "one replay of a CUDA graph of 1000 calls, behind a blocking kernel of 214 µs"
     assert "cuda_graph_refused" not in info
-    assert info["metrics_window"] == "the timed rounds"  # 0.2 ms of lead ahead of 2.6 ms of calls
 
 
 def test_launched_one_by_one_a_call_shorter_than_its_launch_is_timed_behind_a_blocking_kernel(tiny, tmp_path,
@@ -204,7 +204,6 @@ def test_launched_one_by_one_a_call_shorter_than_its_launch_is_timed_behind_a_bl
     assert info["calls_per_round"] == 256 and info["cuda_graph_calls"] == 0
     # 2 x 256 launches of 7 us, + 200 us
     assert info["round_start"] == "behind a blocking kernel of 3784 µs, 256 calls launched by the host"
-    assert info["metrics_window"].startswith("calls back to back")  # the rounds mostly wait behind the lead
 
 
 def test_a_call_that_cannot_be_captured_is_launched_one_by_one_and_says_why(tiny, fake_gpu, tmp_path, monkeypatch):
@@ -332,39 +331,9 @@ def test_other_limits_are_compared_when_allowed_and_said_in_every_verdict(suite,
     r = suite(f"--gpu-baseline={tmp_path}", "--gpu-allow-different-limits")
     r.assert_outcomes(passed=1)
     assert "other speed settings, compared as allowed: power limit (W) 400.0 -> 700.0" in r.stdout.str()
-    assert verdict_line(r).endswith("; power limit (W) 400.0 -> 700.0 (--gpu-allow-different-limits)  "
-                                    "(vs h100-80gb-hbm3.json)")
-
-
-# --- clocks round by round -------------------------------------------------------------------------
-
-def test_each_round_records_the_sm_clock_and_clock_events_and_a_verdict_says_when_they_differ(suite, saved,
-                                                                                                fake_gpu, tmp_path):
-    fake_gpu.sm_clock_mhz, fake_gpu.clock_events = 1755.0, 4 | 1  # power cap (idle is the GPU after a round)
-    out = tmp_path / "v.json"
-    r = suite(f"--gpu-baseline={saved}", f"--gpu-verdict-json={out}", kernel_ms=1.0)
-    info = json.loads(out.read_text())["runs"]["test_k.py::test_kernel"]["extra_info"]
-    assert info["sm_clock_mhz_rounds"] == 1755.0 and info["clock_events_rounds"] == {"power cap": 1.0}
-    assert verdict_line(r).endswith("; clocks differ: median SM clock 1980 -> 1755 MHz, power cap in 0% -> 100% "
-                                    "of rounds  (vs h100-80gb-hbm3.json)")
-    saved_info = json.loads((saved / "h100-80gb-hbm3.json").read_text())["benchmarks"][0]["extra_info"]
-    assert saved_info["rounds_sm_clock_mhz"] == [1980.0] * saved_info["rounds"]  # one per timed round
-    assert saved_info["rounds_clock_events"] == [0] * saved_info["rounds"]
-
-
-def test_a_gpu_held_by_its_power_limit_after_settling_gets_four_times_the_rounds(suite, fake_gpu, tmp_path):
-    suite(f"--benchmark-json={tmp_path / 'free.json'}").assert_outcomes(passed=1)
-    free = json.loads((tmp_path / "free.json").read_text())["benchmarks"][0]
-    fake_gpu.clock_events = 4 | 1  # power cap; idle (after a round) keeps nothing swaying
-    suite(f"--benchmark-json={tmp_path / 'capped.json'}").assert_outcomes(passed=1)
-    capped = json.loads((tmp_path / "capped.json").read_text())["benchmarks"][0]
-    assert "min_time_why" not in free["extra_info"] and free["extra_info"]["min_time_s"] == 0.05
-    assert capped["extra_info"]["min_time_s"] == 0.2
-    assert capped["extra_info"]["min_time_why"] == "power cap after settling: 4x --gpu-min-time"
-    assert capped["stats"]["rounds"] == pytest.approx(4 * free["stats"]["rounds"], rel=0.05)
-    fake_gpu.clock_events = 1  # idle alone is no limit
-    suite(f"--benchmark-json={tmp_path / 'idle.json'}").assert_outcomes(passed=1)
-    assert json.loads((tmp_path / "idle.json").read_text())["benchmarks"][0]["extra_info"]["min_time_s"] == 0.05
+    # said first, right after the verdict's word
+    assert re.search(r" ms  \w+ +power limit \(W\) 400.0 -> 700.0 \(--gpu-allow-different-limits\); median ",
+                     verdict_line(r))
 
 
 # --- a gate never silently off (issue 27) ----------------------------------------------------------
