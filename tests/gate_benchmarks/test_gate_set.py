@@ -1,10 +1,9 @@
 """The gate's own benchmarks: nine calls from about 5 us to about 50 ms, in torch, Triton and CuPy, that
-scripts/bench_baseline.sh runs unchanged again and again (no run may read `slower` or `faster`) and with
-more work (every call of 100 us or more must read `slower` at 5%). Without a GPU they skip.
+scripts/gate_effort.py (and scripts/bench_baseline.sh) runs unchanged again and again (no run may read `slower`
+or `faster`) and with more work (every call of 100 us or more must read `slower` at 5%). Without a GPU they skip.
 
-    pytest tests/gate_benchmarks --gpu-save-baseline=results/benchmarks/gate --gpu-min-time=0.1 --gpu-settle=0.1
-    pytest tests/gate_benchmarks --gpu-baseline=results/benchmarks/gate --gpu-fail-slower --gpu-min-time=0.1 \
-        --gpu-settle=0.1
+    pytest tests/gate_benchmarks --gpu-save-baseline=results/benchmarks/gate
+    pytest tests/gate_benchmarks --gpu-baseline=results/benchmarks/gate --gpu-fail-slower
 
 | benchmark | what | about | timed |
 | --- | --- | --- | --- |
@@ -20,6 +19,8 @@ more work (every call of 100 us or more must read `slower` at 5%). Without a GPU
 
 --more-work=PCT (tests/conftest.py) makes every call do PCT% more work, its size grown by as much; with
 --slow-share=F only a share F of the calls does, in bursts of BURST calls (a slow path taken part of the time).
+--slowdown=fp32 runs the bf16 matmuls in fp32 (off the tensor cores), --slowdown=grid the 1 ms FMA chains on
+half the blocks, each twice as long (conftest.py): the same work done worse, for the counters to name.
 """
 
 import functools
@@ -71,6 +72,11 @@ def bursts(base, more, share: float):
     return call
 
 
+def slowdown(request) -> str | None:
+    """--slowdown's kind, where this folder's conftest added the option."""
+    return request.config.getoption("--slowdown", None)
+
+
 def measure(gpu_benchmark, request, make, **kwargs):
     """Check the call once, then time it: as it is, or with --more-work on every call or on --slow-share of them."""
     pct, share = request.config.getoption("--more-work"), request.config.getoption("--slow-share")
@@ -88,12 +94,33 @@ def measure(gpu_benchmark, request, make, **kwargs):
 
 # --- torch -----------------------------------------------------------------------------------------------
 
-def matmul(n: int, pct: float) -> Call:
+def matmul(n: int, pct: float, fp32: bool = False) -> Call:
     from gpubench.kernels import gemm
 
     m = grown(n, pct, 16)  # more rows: more work in proportion, on sizes the tiles take
+    if fp32:
+        return matmul_fp32(m, n)
     p = gemm.prepare("torch", m=m, n=n, k=n, dtype="bfloat16")
     return Call(p.run, p.check, p.work.flops, p.work.bytes, p.unit, p.bound, size=f"{m}x{n}x{n} bf16")
+
+
+def matmul_fp32(m: int, n: int) -> Call:
+    """The same product in fp32, TF32 off: cuBLAS runs it on the FP32 pipes, not the tensor cores."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a, b = torch.randn(m, n, device="cuda", generator=g), torch.randn(n, n, device="cuda", generator=g)
+    c = torch.full((m, n), float("nan"), device="cuda")
+    run = lambda: torch.matmul(a, b, out=c)  # noqa: E731
+
+    def check():
+        c.fill_(float("nan"))
+        run()
+        close("fp32 matmul", c, a.double() @ b.double(), 1e-4)
+
+    return Call(run, check, 2.0 * m * n * n, 4.0 * (m * n + n * n + m * n), "fp32", "compute",
+                size=f"{m}x{n}x{n} fp32")
 
 
 def torch_sum(n: int, pct: float) -> Call:
@@ -115,7 +142,7 @@ def torch_sum(n: int, pct: float) -> Call:
 
 
 def test_matmul_tiny(gpu_benchmark, request):
-    measure(gpu_benchmark, request, lambda pct: matmul(512, pct))
+    measure(gpu_benchmark, request, lambda pct: matmul(512, pct, slowdown(request) == "fp32"))
 
 
 def test_sum_small(gpu_benchmark, request):
@@ -123,7 +150,7 @@ def test_sum_small(gpu_benchmark, request):
 
 
 def test_matmul_2048(gpu_benchmark, request):
-    measure(gpu_benchmark, request, lambda pct: matmul(2048, pct))
+    measure(gpu_benchmark, request, lambda pct: matmul(2048, pct, slowdown(request) == "fp32"))
 
 
 # --- CuPy ------------------------------------------------------------------------------------------------
@@ -293,7 +320,12 @@ def fma(impl: str, iters: int, pct: float, blocks: int | None = None, block: int
 
 
 def test_fma_1ms(gpu_benchmark, request):
-    measure(gpu_benchmark, request, lambda pct: fma("triton", FMA_1MS_ITERS, pct))
+    from gpubench.kernels.common import sm_count
+
+    # --slowdown=grid: the same FMAs on half the blocks (a quarter of the SMs busy), each thread twice the steps
+    smaller = slowdown(request) == "grid"
+    blocks = max(1, sm_count() // 2 // (2 if smaller else 1))
+    measure(gpu_benchmark, request, lambda pct: fma("triton", FMA_1MS_ITERS * (2 if smaller else 1), pct, blocks))
 
 
 def test_fma_50ms(gpu_benchmark, request):
