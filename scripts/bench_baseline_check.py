@@ -117,6 +117,14 @@ def unchanged_spread(c: Checks, runs: list[str], names: list[str]) -> dict:
     return out
 
 
+def unsettled(baseline: dict) -> list[str]:
+    """The benchmarks whose floors still needed processes when the baseline's command stopped."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from gpubench.gate import processes
+
+    return processes.unsettled(baseline, 1.0)
+
+
 def check(work: Path, baseline_path: Path) -> tuple[Checks, dict]:
     c, numbers = Checks(work), {"version": SUMMARY_VERSION}
     runs_asked, reruns_asked = int(os.environ.get("BASELINE_RUNS", 8)), int(os.environ.get("RERUNS", 20))
@@ -136,9 +144,16 @@ def check(work: Path, baseline_path: Path) -> tuple[Checks, dict]:
     c.exit("1-baseline", (0,))
     section = baseline.get("gpubench") or {}
     processes = section.get("processes", 1 + len(section.get("reruns") or []))
-    c.add("1-baseline", "the baseline's processes", f"{runs_asked}, each measuring all {len(names)} benchmarks",
-          f"{processes} processes, {len(section.get('floor_pct') or {})} benchmarks measured",
-          processes == runs_asked and len(section.get("floor_pct") or {}) == len(names) > 0)
+    if section.get("processes_max"):  # each benchmark measured by as few processes as its floor needs
+        counts = section.get("floor_processes") or {}
+        c.add("1-baseline", "the baseline's processes", f"at most {runs_asked}, each benchmark's floor settled",
+              f"{processes} processes; per benchmark " + ", ".join(f"{n.rsplit('::', 1)[-1]} {k}"
+                                                                for n, k in counts.items()),
+              processes <= runs_asked and len(counts) == len(names) > 0 and not unsettled(baseline))
+    else:
+        c.add("1-baseline", "the baseline's processes", f"{runs_asked}, each measuring all {len(names)} benchmarks",
+              f"{processes} processes, {len(section.get('floor_pct') or {})} benchmarks measured",
+              processes == runs_asked and len(section.get("floor_pct") or {}) == len(names) > 0)
     numbers["baseline"] = {"processes": processes, "benchmarks": facts}
 
     # c. unchanged runs: no slower, no faster, none fails
