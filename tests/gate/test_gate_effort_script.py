@@ -58,14 +58,15 @@ def test_the_real_path_runs_every_step_in_order_and_skips_what_the_budget_cannot
     with tarfile.open(tmp_path / "out" / "steps.tar.gz") as tar:
         exits = [line.split("\t") for line in tar.extractfile("./exits.tsv").read().decode().splitlines()]
         other = json.load(tar.extractfile("./other/h200.json"))
-    assert [e[0] for e in exits] == ["1-baseline", "c-rerun-1", "c-rerun-2", "a-more-work-5pct", "a-more-work-10pct",
-                                     "s-fp32", "s-grid", "b-part-of-calls", "c-rerun-3", "c-rerun-4", "e-no-gpu",
-                                     "e-another-model"]
+    assert [e[0] for e in exits] == ["e-no-gpu", "e-another-model", "1-baseline", "c-rerun-1", "c-rerun-2",
+                                     "a-more-work-5pct", "a-more-work-10pct", "s-fp32", "s-grid", "b-part-of-calls",
+                                     "c-rerun-3", "c-rerun-4"]
     assert other["machine_info"]["gpu"]["name"] == "NVIDIA H100 80GB HBM3"
-    baseline_argv = sessions[0][0]
-    assert baseline_argv[-3:-1] == ["tests/gate_benchmarks", baseline_argv[-2]] and not any(
-        a.startswith(("--gpu-min-time", "--gpu-max-time", "--gpu-settle")) for a in baseline_argv)  # the recipe
-    assert "--slowdown=fp32" in sessions[5][0] and "--slowdown=grid" in sessions[6][0]
+    baseline_argv = sessions[2][0]
+    assert "tests/gate_benchmarks" in baseline_argv and any(a.startswith("--gpu-save-baseline=") for a in baseline_argv)
+    assert not any(a.startswith(("--gpu-min-time", "--gpu-max-time", "--gpu-settle", "--gpu-baseline-runs"))
+                   for a in baseline_argv)  # the recipe as it stands
+    assert "--slowdown=fp32" in sessions[7][0] and "--slowdown=grid" in sessions[8][0]
     log = (tmp_path / "out" / "gate-effort.log").read_text()
     assert "checks failed" in log and (tmp_path / "out" / "gate-effort-checks.json").is_file()
 
@@ -73,7 +74,9 @@ def test_the_real_path_runs_every_step_in_order_and_skips_what_the_budget_cannot
     rc = effort_script.main(["--out", str(tmp_path / "short"), "--reruns", "4", "--budget", "100"], run=run)
     with tarfile.open(tmp_path / "short" / "steps.tar.gz") as tar:
         exits = [line.split("\t") for line in tar.extractfile("./exits.tsv").read().decode().splitlines()]
-    assert exits[0][:2] == ["1-baseline", "skipped"] and rc == 1  # 100 s cannot hold six sessions' worth
+    # the refusals run; 100 s cannot hold the baseline's six sessions' worth
+    assert [e[:2] for e in exits[:3]] == [["e-no-gpu", "4"], ["e-another-model", "0"], ["1-baseline", "skipped"]]
+    assert rc == 1
 
 
 # --- the checker ----------------------------------------------------------------------------------------------
