@@ -113,14 +113,16 @@ class Stopped:
 def run_rounds(one_round: Callable[[], float], target: Target, bounds: Callable[[], tuple[int, int]],
                late: Callable[[], list[bool]] = lambda: []) -> Stopped:
     """Rounds of one_round (each returns a round's time per call) until the judged statistics' intervals are
-    within the target, at least the first number of bounds() and at most the second (read again at every
-    check: a limit seen in the rounds raises both). late: per round, whether the host was late for it
-    (such rounds are left out while few, as the verdict leaves them)."""
+    within the target, at least the first number of bounds() and at most the second (read again at each
+    check, never per round: a limit seen in the rounds raises both). late: per round, whether the host was
+    late for it (such rounds are left out while few, as the verdict leaves them)."""
     rounds: list[float] = []
     check = 0
+    least, most = bounds()
     while True:
-        least, most = bounds()
-        most = max(most, least)
+        if len(rounds) >= min(max(check, least), max(most, least)):
+            least, most = bounds()  # read at checks only: a limit seen in the rounds raises both
+            most = max(most, least)
         if len(rounds) >= min(max(check, least), most):
             flags = late()
             kept = usable(rounds, {"rounds_host_late": [i for i, x in enumerate(flags) if x]})

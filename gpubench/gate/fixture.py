@@ -140,10 +140,13 @@ class Rounds:
 
     def __init__(self, plans: dict, swaying: bool, event_names):
         self.plans, self.swaying, self.event_names = plans, swaying, event_names
+        self.read = WARMUP_ROUNDS  # the clock's rounds already looked at
 
     def bounds(self) -> tuple[int, int]:
         if not self.swaying:
-            self.swaying = any(limits_swaying(m, self.event_names) for _, m in CLOCK.rounds[WARMUP_ROUNDS:])
+            states = CLOCK.rounds[self.read:]
+            self.read += len(states)
+            self.swaying = any(limits_swaying(m, self.event_names) for _, m in states)
         least, most = self.plans[self.swaying]
         return least.rounds, most.rounds
 
@@ -274,6 +277,9 @@ class GpuBenchmark:
             del diffs[:]
             stopped = effort.run_rounds(one_round, self.target, rounds.bounds,
                                         late=lambda: CLOCK.late[WARMUP_ROUNDS:])
+        except BaseException:
+            CLOCK.detach()  # a call that raised leaves no hooks behind for the next benchmark
+            raise
         finally:
             if collecting:
                 gc.enable()
