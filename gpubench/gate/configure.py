@@ -169,8 +169,10 @@ def effort_for(config, name: str, fullname: str):
     saved = _saved(config, fullname)
     if config.getoption("gpu_measure_floor"):
         fs = benchfloor.floors(saved, fullname, least) if saved else None
-        return (effort.spread_target(fs, least) if fs and fs["median"].processes >= 3
-                else effort.least_target(least)), False
+        if not fs or fs["median"].processes < 3:
+            return effort.least_target(least), False
+        median = next(b["stats"]["median"] for b in saved["benchmarks"] if b.get("fullname") == fullname)
+        return effort.spread_target(fs, least, effort.FLOOR_SHARE * processes.duty(median)[0]), False
     if saved is None:
         return effort.least_target(least), True
 

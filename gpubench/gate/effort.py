@@ -57,9 +57,11 @@ def floor_target(floors: dict, least_pct: float) -> Target:
     return Target(pct, f"a quarter of its floor ({floors['median'].width:.2g}% for the median)")
 
 
-def spread_target(floors: dict, least_pct: float) -> Target:
-    """Measuring a floor: the spread of the benchmark's processes so far (gate.floor.Floor.spread)."""
-    pct = {s: max(FLOOR_SHARE * least_pct, floors[s].spread or 0.0) for s, _ in JUDGED}
+def spread_target(floors: dict, least_pct: float, most_pct: float = math.inf) -> Target:
+    """Measuring a floor: the spread of the benchmark's processes so far (gate.floor.Floor.spread), at most
+    most_pct (a quarter of the floor the benchmark needs: a spread that came out wide from a few processes
+    must not let the rounds' own noise widen the next ones)."""
+    pct = {s: max(FLOOR_SHARE * least_pct, min(floors[s].spread or 0.0, most_pct)) for s, _ in JUDGED}
     return Target(pct, f"the spread of its {floors['median'].processes} processes so far "
                        f"({pct['median']:.2g}% for the median)")
 

@@ -99,6 +99,9 @@ def test_the_target_is_a_quarter_of_the_floor_against_a_baseline_and_the_spread_
     assert effort.spread_target(fs, LEAST).pct["median"] == 0.3
     quiet = {s: floor.Floor(width=1.0, processes=5, spread=0.01) for s in fs}
     assert effort.spread_target(quiet, LEAST).pct["median"] == 0.25  # never below a quarter of the least floor
+    assert effort.spread_target(fs, LEAST, 0.2).pct["median"] == 0.25  # a cap below that gives way to it
+    wide = {s: floor.Floor(width=40.0, processes=3, spread=2.0) for s in fs}
+    assert effort.spread_target(wide, LEAST, 0.75).pct["median"] == 0.75
     assert effort.least_target(LEAST).pct == {"median": 0.25, "q1": 0.25, "q3": 0.25}
 
 

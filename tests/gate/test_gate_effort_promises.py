@@ -99,7 +99,8 @@ def baseline(call: Call, rng) -> dict:
     before = usable(first, info)
     while not processes.status(data, FULL, LEAST)[0]:
         fs = floor.floors(data, FULL, LEAST)
-        target = effort.spread_target(fs, LEAST) if fs["median"].processes >= 3 else effort.least_target(LEAST)
+        most = effort.FLOOR_SHARE * processes.duty(median)[0]
+        target = effort.spread_target(fs, LEAST, most) if fs["median"].processes >= 3 else effort.least_target(LEAST)
         rounds, now = Process(call, rng).run(target)
         # a rerun keeps its changes' points (the floor reads nothing else); few resamples give the same points
         raw = change_intervals(before, usable(rounds, now), level=LEVEL, reps=10)
