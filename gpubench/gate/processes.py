@@ -106,9 +106,9 @@ def summary(baseline: dict, least_pct: float) -> list[str]:
     for fullname in names(baseline):
         f = benchfloor.floors(baseline, fullname, least_pct)["median"]
         sure = sure_range(f)
-        said = (f"; 90% sure endless processes would give {max(least_pct, sure[0]):.2g}-"
-                f"{max(least_pct, sure[1]):.2g}%") if sure else ""
-        level = f", the bound at {benchfloor.FALSE_ALARM_EARLY:g}" if f.early else ""
+        lo, hi = (f"{max(least_pct, x):.2g}" for x in sure) if sure else ("", "")
+        said = f"; 90% sure endless processes would give {lo if lo == hi else f'{lo}-{hi}'}%" if sure else ""
+        level = f" (bound at 1 in {1 / benchfloor.FALSE_ALARM_EARLY:,.0f})" if f.early else ""
         out.append(f"  {fullname.rsplit('::', 1)[-1]}: floor {f.width:.2f}% from {f.processes} process"
                    f"{'es' * (f.processes != 1)}{level}{said}; {status(baseline, fullname, least_pct)[1]}")
     return out

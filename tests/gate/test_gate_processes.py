@@ -110,7 +110,7 @@ def test_how_sure_a_floor_is_the_range_of_the_floor_of_endless_processes():
 def test_the_summary_says_each_floor_with_its_processes_and_how_sure(tmp_path):
     data = baseline([0.3, -0.3, 0.2, -0.2])
     (line,) = processes.summary(data, 1.0)
-    assert line.startswith("  t: floor ") and "from 5 processes, the bound at 0.0001; 90% sure endless " in line
+    assert line.startswith("  t: floor ") and "from 5 processes (bound at 1 in 10,000); 90% sure endless " in line
     assert line.endswith("wider than the 3% it needs (5% more work must read slower)")
 
 
@@ -153,7 +153,8 @@ def test_later_processes_leave_out_the_settled_benchmarks_and_the_command_stops_
     assert counts == {"test_two.py::test_quiet": 4, "test_two.py::test_noisy": 6}
     text = r.stdout.str()
     assert "run 5 of at most 6, a fresh process measuring its floor for 1 benchmark whose floors need it" in text
-    assert "  test_quiet: floor 1.00% from 4 processes, the bound at 0.0001; 90% sure" in text
+    assert "  test_quiet: floor 1.00% from 4 processes (bound at 1 in 10,000); 90% sure endless processes would " \
+           "give 1%;" in text
     assert "test_noisy: floor" in text and "measured by the most processes, 6" in text
     assert math.isfinite(floor.floors(data, "test_two.py::test_noisy", 1.0)["median"].width)
 
