@@ -187,21 +187,7 @@ def cost_table() -> str:
             f"{extra[0]:.1f} µs longer with the hook: its host launches every forward and the GPU waits on it, so "
             f"what the hook does at each call adds to every step. At width {max(rounds)[0]} the GPU sets the pace and "
             f"the host's extra work hides behind it ({extra[1]:.1f} µs a forward)."]
-    out += ["", compiled_line()]
     return "\n".join(out) + "\n"
-
-
-def compiled_line() -> str:
-    """The compiled training job with the forward hook looking for a model beside torch.compile, against its
-    run before the hook (results/bound-llama_compiled-<gpu>): gpubench's steps/s and the job's own, each run."""
-    now, before = run_dir("llama-compiled"), ROOT / "results" / f"bound-llama_compiled-{GPU}"
-    own_now = own_count("llama-compiled", r"; (\S+) steps/s", COST, 1.0)["rate"]
-    own_before = float(re.search(r"own count: .*?; (\S+) steps/s", (before / "job.log").read_text())[1])
-    rate_now, rate_before = (row_of(r, "train").get("steps_per_s") for r in (now, before))
-    return (f"A compiled training job (`{U}/llama_compiled.py`) with the forward hook present: {rate_now:.3g} steps/s "
-            f"with no code change (its own count {own_now:.3g}), against {rate_before:.3g} (its own "
-            f"{own_before:.3g}) in `results/bound-llama_compiled-{GPU}/`, before the hook: an optimizer step makes "
-            f"the job training, and the global hooks that find a model are off before torch.compile first compiles.")
 
 
 def brief() -> str:
