@@ -40,9 +40,12 @@ import threading
 import time
 import weakref
 
+from .inputs import _backward, _cache_bytes, _compiling, _parameters, _shape
+
 DISCOVER = 8  # outermost calls seen through the global hooks before the model's own hooks take over
 MAX_SHAPES = 16  # input shapes counted in one process at most
 LIMIT_S = 60.0  # a counted step still open this long is given up at the model's next call
+TRIES = 3  # rounds of DISCOVER outermost calls without a module with parameters before looking stops
 STAMP_S = 0.005  # steps of one shape ending this close together are written as one, stamped once
 
 
@@ -60,6 +63,7 @@ class Forwards:
         self.seen: dict[int, list] = {}  # id(module) -> [weak reference, outermost calls] while finding it
         self.found = 0
         self.global_hooks: list = []
+        self.tries = 0  # rounds of DISCOVER calls that found no module with parameters
         self.model = None  # weak reference to the model, once found
         self.stepped_t: float | None = None  # the process's last optimizer step
         self.pending = None  # the step under way: (t, shape key, tokens, written) from its call's start
@@ -71,11 +75,25 @@ class Forwards:
     # --- finding the model
     def start(self, optimizer) -> None:
         """Hooks on: torch may still be loading (its optimizers load with it), so its modules are named whole."""
+        self._look()
+        optimizer.register_optimizer_step_post_hook(self._stepped)
+
+    def _look(self) -> None:
         import torch.nn.modules.module as module
 
+        self.found = 0
         self.global_hooks = [module.register_module_forward_pre_hook(self._enter),
                              module.register_module_forward_hook(self._leave, always_call=True)]
-        optimizer.register_optimizer_step_post_hook(self._stepped)
+
+    def _lost(self, ref) -> None:
+        """The model was let go (a job that scores checkpoint after checkpoint): look for the next one."""
+        try:
+            if self.on and self.model is ref and not self.global_hooks:
+                self.model, self.pending, self.tries, self.group = None, None, 0, None
+                self.shapes = {}  # the next model's counts are its own
+                self._look()
+        except Exception:  # noqa: BLE001 -- a collection runs anywhere in the job, at exit too: nothing of ours
+            pass
 
     def _enter(self, module, args):
         if _compiling(self.torch):
@@ -117,10 +135,14 @@ class Forwards:
             if n > most:
                 best, most = m, n
         self.seen.clear()
+        if best is None and self.stepped_t is None and self.tries < TRIES:  # only modules with no parameters
+            self.tries += 1  # so far (a preprocessing module): look on, a few times
+            self._look()
+            return
         if best is not None:
             best.register_forward_pre_hook(self._call, with_kwargs=True)  # one hook: a forward hook would cost
             # as much again at every call, to see the rare model that calls itself
-            self.model = weakref.ref(best)
+            self.model = weakref.ref(best, self._lost)
 
     def _stepped(self, opt, args, kwargs):
         try:
@@ -248,64 +270,6 @@ def _say(message: str) -> None:
         print(f"gpubench: {message}", file=sys.stderr)
     except Exception:  # noqa: BLE001 -- a closed stderr: nothing more to do
         pass
-
-
-def _backward(result) -> bool:  # the counted step ran a backward: it was training, its count no forward's
-    split = getattr(result, "split", None)
-    return bool(split and split.get("backward"))
-
-
-def _compiling(torch) -> bool:  # inside a trace of torch.compile the hook folds away: nothing of it enters the graph
-    compiler = getattr(torch, "compiler", None)
-    return bool(compiler is not None and compiler.is_compiling())
-
-
-def _parameters(module) -> int:
-    try:
-        return sum(p.numel() for p in module.parameters())
-    except Exception:  # noqa: BLE001 -- a module whose parameters() raises is no model
-        return 0
-
-
-def _cache_bytes(torch, kwargs) -> int:
-    """The bytes of the KV cache a decoder's call reads (Hugging Face's `past_key_values`, `cache` in its later
-    releases: a Cache of layers with .keys and .values, one with key_cache and value_cache lists, or tuples of
-    tensors); 0 for none."""
-    if not isinstance(kwargs, dict):
-        return 0
-    cache = kwargs.get("past_key_values")
-    cache = kwargs.get("cache") if cache is None else cache
-    if cache is None or isinstance(cache, torch.Tensor):
-        return 0
-    layers = getattr(cache, "layers", None)
-    if layers is not None:
-        tensors = [t for layer in layers for t in (getattr(layer, "keys", None), getattr(layer, "values", None))]
-    elif hasattr(cache, "key_cache"):
-        tensors = [*cache.key_cache, *cache.value_cache]
-    else:
-        tensors = [t for layer in cache for t in layer] if isinstance(cache, (tuple, list)) else []
-    return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
-
-
-def _shape(torch, args, kwargs) -> tuple:
-    """(key of the input's shape, tokens): from input_ids, else the first tensor among the arguments. Run at every
-    forward: the common cases first, no tuple made (a torch.Size is a key as it is)."""
-    tensor = torch.Tensor
-    first = kwargs.get("input_ids") if kwargs else None
-    if first is None or not isinstance(first, tensor):
-        first = None
-        for a in args:
-            if isinstance(a, tensor):
-                first = a
-                break
-        else:
-            for v in (kwargs.values() if kwargs else ()):
-                if isinstance(v, tensor):
-                    first = v
-                    break
-    if first is None:
-        return None, None
-    return (first.shape, first.dtype), (None if first.is_floating_point() else first.numel())
 
 
 _forwards: Forwards | None = None

@@ -152,3 +152,29 @@ print('ran')
     (tmp_path / "own").mkdir()
     done, events, _ = child(tmp_path / "own", own)
     assert done.returncode == 0 and not steps(events) and len(steps(events, ("step",))) > 0
+
+
+def test_a_model_let_go_is_followed_by_the_next_and_modules_without_parameters_are_passed_over(tmp_path):
+    """Scoring one checkpoint after another: the next model is found once the last is let go; a module with
+    no parameters called first (a preprocessing step) is no model, and looking goes on past it."""
+    body = MODEL + """
+import gc, time
+prep = nn.Identity()
+with torch.no_grad():
+    for _ in range(DISCOVER): prep(x)  # a whole round of outermost calls, none with parameters
+    for _ in range(20): model(x)
+del model, opt
+gc.collect()
+second = nn.Sequential(nn.Linear(16, 4))
+with torch.no_grad():
+    for _ in range(20): second(x)
+    time.sleep(0.05)
+    second(x)
+print('ran')
+""".replace("DISCOVER", str(DISCOVER))
+    done, events, _ = child(tmp_path, body)
+    assert done.returncode == 0 and "gpubench" not in done.stderr, done.stderr
+    got = steps(events)
+    first = [e for e in got if e.bytes / e.n > 4000]  # MODEL's weights: 9,120 bytes ...
+    second = [e for e in got if e.bytes / e.n < 400]  # ... against the second model's 272
+    assert sum(e.n for e in second) == 21 - DISCOVER - 1 and sum(e.n for e in first) > 0
