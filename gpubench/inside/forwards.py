@@ -17,10 +17,12 @@ either the process never stepped one or autograd was off (torch.no_grad, torch.i
 called so inside a GAN's step is not evaluation, but its step holds an optimizer's). Its values:
 - FLOPs: the first step of each input shape (the shape of `input_ids`, or of the first tensor given; a decode
   step's shape stays the same as its cache grows, so it is counted once) is counted through
-  gpubench.inside.flops.counting(), by PaLM's convention: a forward's FLOPs. That step is written as a K line
-  (its time, slowed by counting, is in no rate) and its count goes with every later step of its shape. At most
-  MAX_SHAPES shapes are counted in a process; a step that ran a backward or an optimizer step is no forward and
-  keeps no count.
+  gpubench.inside.flops.counting(), by PaLM's convention: a forward's FLOPs. The count covers the model's call
+  alone (a hook of that one call ends it as the call returns: whatever the job runs after its last forward runs
+  uncounted, at full speed). That step is written as a K line (its time, slowed by counting, is in no rate) and
+  its count goes with every later step of its shape. At most MAX_SHAPES shapes are counted in a process; a
+  forward through which a backward ran, in a process that never stepped an optimizer, was training by hand: its
+  shape keeps no count.
 - bytes: the module's weights, each read once a step (gpubench.inside.flops.weight_bytes; an embedding table
   a row a token), and the KV cache a decoder's call is given (Hugging Face's), for MBU.
 - tokens: the elements of `input_ids`, or of the first integer tensor given (a batch of token ids); none for
@@ -40,7 +42,7 @@ import threading
 import time
 import weakref
 
-from .inputs import _backward, _cache_bytes, _compiling, _parameters, _shape
+from .inputs import _backward, _cache_bytes, _compiling, _grad_nodes, _parameters, _shape
 
 DISCOVER = 8  # outermost calls seen through the global hooks before the model's own hooks take over
 MAX_SHAPES = 16  # input shapes counted in one process at most
@@ -69,6 +71,8 @@ class Forwards:
         self.pending = None  # the step under way: (t, shape key, tokens, written) from its call's start
         self.shapes: dict = {}  # shape key -> (FlopCount or None, bytes)
         self.count = None  # a step being counted: (block, result, key, thread, top mode, t0, stepped_t)
+        self.count_hook = None  # the hook that ends the count as the counted call returns
+        self.done = None  # a count kept, until its step is written: [shape key, a backward ran through it]
         self.group = None  # steps not yet written: [FLOPs, n, bytes, tokens, bytes known, tokens known]
         self.written_t = 0.0
 
@@ -186,7 +190,14 @@ class Forwards:
     def _end_step(self, now: float) -> None:
         """The step under way ends where the next call begins: written where it was no training step."""
         pending, self.pending = self.pending, None
-        counted = self.count is not None and self._finish() and pending is not None
+        if self.count is not None:
+            self._finish()
+        done, self.done = self.done, None
+        counted = done is not None and pending is not None and done[0] == pending[1]
+        if done is not None and done[1]:  # a backward ran through the counted call: no forward step's count
+            counted = False
+            if self.stepped_t is None:  # training by hand: its steps are no forwards, their shape has no count
+                self.shapes[done[0]] = (None, self.shapes[done[0]][1])
         if pending is None or not pending[3] or pending[0] != self.stepped_t:  # an optimizer stepped in it
             self._flush(now)
             return
@@ -229,6 +240,29 @@ class Forwards:
         block = self.counting()
         result = block.__enter__()
         self.count = (block, result, key, threading.get_ident(), _get_current_dispatch_mode(), now, self.stepped_t)
+        self.count_hook = module.register_forward_hook(self._counted, always_call=True)
+
+    def _counted(self, module, args, output):
+        """The counted call returned: its count ends here, whatever the job runs before its next call."""
+        try:
+            with self.lock:
+                count = self.count
+                if count is not None and count[3] != threading.get_ident():
+                    return  # another thread's call of the model: the counted call returns on its own thread
+                hook, self.count_hook = self.count_hook, None
+                if hook is not None:
+                    hook.remove()
+                if count is None or not self._finish() or not self.torch.is_grad_enabled():
+                    return
+                done = self.done
+
+                def ran(grad_outputs):  # a backward through the counted call: it was training
+                    done[1] = True
+
+                for node in _grad_nodes(self.torch, output):
+                    node.register_prehook(ran)
+        except Exception as err:  # noqa: BLE001
+            self.fail(err)
 
     def _finish(self, force: bool = False) -> bool:
         """Leave the count of the step that just ended; True where its FLOPs are kept. Where it cannot be left
@@ -249,6 +283,7 @@ class Forwards:
         found = result()
         if found > 0 and not _backward(result) and self.stepped_t == stepped_t:
             self.shapes[key] = (found, self.shapes[key][1])
+            self.done = [key, False]
             return True
         return False
 
@@ -258,6 +293,9 @@ class Forwards:
             for h in self.global_hooks:
                 h.remove()
             self.global_hooks = []
+            if self.count_hook is not None:
+                self.count_hook.remove()
+                self.count_hook = None
             if self.count is not None:
                 self._finish(force=True)
         except Exception:  # noqa: BLE001

@@ -10,6 +10,20 @@ def _backward(result) -> bool:  # the counted step ran a backward: it was traini
     return bool(split and split.get("backward"))
 
 
+def _grad_nodes(torch, output) -> list:
+    """The autograd nodes of the tensors a call returned (a tensor, or those in a tuple, list or mapping such as
+    Hugging Face's outputs, two levels down): a backward through the call passes one of them."""
+    found, todo = [], [(output, 0)]
+    while todo and len(found) < 16:
+        value, depth = todo.pop()
+        if isinstance(value, torch.Tensor):
+            if value.grad_fn is not None:
+                found.append(value.grad_fn)
+        elif depth < 2 and isinstance(value, (tuple, list, dict)):
+            todo.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return found
+
+
 def _compiling(torch) -> bool:  # inside a trace of torch.compile the hook folds away: nothing of it enters the graph
     compiler = getattr(torch, "compiler", None)
     return bool(compiler is not None and compiler.is_compiling())

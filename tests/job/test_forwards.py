@@ -178,3 +178,42 @@ print('ran')
     first = [e for e in got if e.bytes / e.n > 4000]  # MODEL's weights: 9,120 bytes ...
     second = [e for e in got if e.bytes / e.n < 400]  # ... against the second model's 272
     assert sum(e.n for e in second) == 21 - DISCOVER - 1 and sum(e.n for e in first) > 0
+
+
+def test_a_count_ends_as_the_counted_call_returns_and_nothing_after_it_is_counted(tmp_path):
+    """A last batch of a new shape, then the job's own work: the FLOP counter is gone as the model returns, so
+    what the job runs after its last forward (post-processing, many small ops) runs at full speed."""
+    body = MODEL + """
+from torch.utils._python_dispatch import _get_current_dispatch_mode
+with torch.no_grad():
+    for _ in range(20): model(x)
+    out = model(torch.randn(3, 16))  # a short last batch: a shape never seen before, counted
+    inside = [_get_current_dispatch_mode() for _ in range(3) if (out * 2).sum() is not None]
+print('ran', inside)
+"""
+    done, events, _ = child(tmp_path, body)
+    assert done.returncode == 0 and done.stdout == "ran [None, None, None]\n", (done.stdout, done.stderr)
+    assert "gpubench" not in done.stderr, done.stderr
+
+
+def test_a_model_trained_by_hand_gives_its_forward_steps_no_count(tmp_path):
+    """No optimizer, a backward and an update by hand: its calls are steps, but no forward's count is theirs
+    (each ran a backward too); a call under no_grad of another shape is still counted."""
+    body = MODEL + """
+for _ in range(30):
+    loss_fn(model(x), y).backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            p -= 0.01 * p.grad
+            p.grad = None
+with torch.no_grad():
+    for _ in range(5): model(torch.randn(8, 16))
+""" + LAST + """print('ran')
+"""
+    done, events, _ = child(tmp_path, body)
+    assert done.returncode == 0 and "gpubench" not in done.stderr, done.stderr
+    got = steps(events)
+    by_hand = [e for e in got if e.bytes and e.t_first < min(g.t_first for g in got if g.origin == "forward counted")]
+    assert sum(e.n for e in by_hand) > 10 and all(e.counted == 0 for e in by_hand)
+    counted = [e for e in got if e.origin == "forward counted"]
+    assert len(counted) == 1 and counted[0].flops == pytest.approx(forward_flops(8))
