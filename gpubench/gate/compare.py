@@ -69,6 +69,8 @@ def _damage(data) -> str | None:
             return f"has a benchmark (number {i + 1}) without a name or statistics"
         if not _positive(stats.get("median")):
             return f"has no positive median for {bench['fullname']}"
+        if not (_positive(stats.get("mean")) or _positive(stats.get("ops"))):  # pytest-benchmark skips such a file
+            return f"has no positive mean for {bench['fullname']}"  # with a warning: nothing would be compared
         rounds = stats.get("data")
         if rounds is not None and not (isinstance(rounds, list) and all(_positive(x) for x in rounds)):
             return f"has round times for {bench['fullname']} that are not positive numbers"

@@ -316,7 +316,8 @@ def test_json_has_no_nan():
 
 def test_a_baseline_file_is_checked_whole_before_use(tmp_path):
     path = tmp_path / "b.json"
-    good = {"machine_info": {}, "benchmarks": [{"fullname": "t", "stats": {"median": 1e-3, "data": [1e-3]}}]}
+    good = {"machine_info": {}, "benchmarks": [{"fullname": "t", "stats": {"median": 1e-3, "mean": 1e-3,
+                                                                            "data": [1e-3]}}]}
     path.write_text(json.dumps(good))
     assert bc.load_baseline(path) == good
     for text, said in [("", "is empty"), ("{", "is not valid JSON"), ("[" * 100_000, "is not valid JSON"),
@@ -325,6 +326,8 @@ def test_a_baseline_file_is_checked_whole_before_use(tmp_path):
                        ('{"machine_info": {}, "benchmarks": [1]}', "without a name or statistics"),
                        ('{"machine_info": {}, "benchmarks": [{"fullname": "t", "stats": {"median": 0}}]}',
                         "has no positive median for t"),
+                       ('{"machine_info": {}, "benchmarks": [{"fullname": "t", "stats": {"median": 1}}]}',
+                        "has no positive mean for t"),  # pytest-benchmark would skip the file, comparing nothing
                        (json.dumps({**good, "gpubench": []}), "damaged gpubench section")]:
         path.write_text(text)
         with pytest.raises(bc.BaselineError, match=said):
