@@ -6,22 +6,19 @@ or N/A where this machine cannot tell), a table of every benchmark over the unch
 WORK_DIR holds what the script left: exits.tsv (step, exit status or "skipped", seconds) and, per step, the
 verdicts with each run's round times and counters (--gpu-verdict-json) and its output. RERUNS (environment) says
 how many unchanged runs the script asked for (20). Exits 1 when any check failed. The checks of the steps it
-shares with scripts/bench_baseline.sh are read as that script's checker reads them (bench_baseline_check).
+shares with scripts/bench_baseline.sh are read as that script's checker reads them (scripts/gate_checks.py).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import statistics
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import bench_baseline_check as bbc  # noqa: E402 - the checker of the steps both scripts run
+import gate_checks as shared  # noqa: E402 - the checks of the steps both scripts run
 
 from gpubench.gate import counters, floor, processes  # noqa: E402
 
@@ -37,7 +34,7 @@ def moved(v: dict | None) -> str:
     return (v or {}).get("moved") or "nothing said"
 
 
-def check_baseline(c: bbc.Checks, baseline: dict, facts: dict) -> dict:
+def check_baseline(c: shared.Checks, baseline: dict, facts: dict) -> dict:
     """The README's recipe: its wall time, each floor settled from as few processes as it needs, and how sure."""
     c.exit("1-baseline", (0,))
     wall = c.seconds.get("1-baseline")
@@ -63,46 +60,23 @@ def check_baseline(c: bbc.Checks, baseline: dict, facts: dict) -> dict:
             "benchmarks": rows}
 
 
-def check_unchanged(c: bbc.Checks, names: list[str], asked: int) -> tuple[list[str], dict]:
-    reruns = c.ran("c-rerun-")
-    c.add("c", "unchanged runs", f"{asked} or more", f"{len(reruns)} ran", len(reruns) >= asked)
-    for step in reruns:
-        c.exit(step, (0,))
-        got = c.verdicts(step)
-        odd = [f"{n} {bbc.said(v)}" for n, v in got.items() if v.get("word") not in ("same", "unsure")]
-        c.add(step, "every benchmark", f"same or unsure for all {len(names)}",
-              f"{len(got)} verdicts" + (f"; {'; '.join(odd)}" if odd else ""), len(got) == len(names) and not odd)
-    spread = bbc.unchanged_spread(c, reruns, names)
-    words = [w for s in spread.values() for w in s["words"]]
-    summary = {"runs": len(reruns), **{w: words.count(w) for w in ("same", "unsure", "slower", "faster")},
-               "failed": sum(c.exits.get(s) != "0" for s in reruns)}
-    return reruns, {"spread": spread, "summary": summary}
-
-
-def check_more_work(c: bbc.Checks, facts: dict, readable: bool) -> dict:
+def check_more_work(c: shared.Checks, facts: dict, readable: bool) -> dict:
     """5% and 10% more work in every call, and what the memory-bound calls' lines say moved."""
     more = {}
-    for pct, least_us in bbc.SLOWER_FROM_US.items():
+    for pct, least_us in shared.SLOWER_FROM_US.items():
         step = f"a-more-work-{pct}pct"
-        got = c.verdicts(step)
-        c.exit(step, (1,))
-        allowed = ("slower",) if pct == 5 else ("slower", "unsure")
-        for name, f in facts.items():
-            v = got.get(name)
-            if f["median_us"] >= least_us:
-                c.add(step, name, " or ".join(allowed) + f" (a call of {f['median_us']:.1f} us)", bbc.said(v),
-                      bool(v) and v.get("word") in allowed)
+        got = shared.check_more_work(c, facts, pct, least_us)
         for name in MEMORY_BOUND:
             v = got.get(name)
             if v and v.get("word") == "slower":
                 c.add(step, f"{name}: what moved", "more bytes", moved(v),
                       "more bytes" in moved(v) if readable else None)
-        more[pct] = {n: {"word": v.get("word"), "median": bbc.median_of(v), "moved": v.get("moved")}
+        more[pct] = {n: {"word": v.get("word"), "median": shared.median_of(v), "moved": v.get("moved")}
                      for n, v in got.items()}
     return more
 
 
-def check_slowdowns(c: bbc.Checks, readable: bool) -> dict:
+def check_slowdowns(c: shared.Checks, readable: bool) -> dict:
     """The same work done worse: slower, and the counter that moved named in the line; both fingerprints kept."""
     out = {}
     for step, wanted in SLOWDOWNS.items():
@@ -110,7 +84,7 @@ def check_slowdowns(c: bbc.Checks, readable: bool) -> dict:
         got = c.verdicts(step)
         for name, words in wanted.items():
             v = got.get(name)
-            c.add(step, name, "slower", bbc.said(v), bool(v) and v.get("word") == "slower")
+            c.add(step, name, "slower", shared.said(v), bool(v) and v.get("word") == "slower")
             c.add(step, f"{name}: what moved", " or ".join(words), moved(v),
                   any(w in moved(v) for w in words) if readable else None)
             fps = (v or {}).get("counters") or {}
@@ -122,49 +96,30 @@ def check_slowdowns(c: bbc.Checks, readable: bool) -> dict:
     return out
 
 
-def check_rest(c: bbc.Checks, work: Path, baseline: dict) -> dict:
+def check_rest(c: shared.Checks, work: Path, baseline: dict) -> dict:
     """Part of the calls slower, the refusals, and one GPU for every step (as bench_baseline.sh checks them)."""
-    got = c.verdicts("b-part-of-calls")
-    c.exit("b-part-of-calls", (1,))
-    for name in bbc.PART:
-        c.add("b-part-of-calls", name, "slower", bbc.said(got.get(name)), got.get(name, {}).get("word") == "slower")
-    c.exit("e-no-gpu", (4,))
-    out = (work / "e-no-gpu.out").read_text() if (work / "e-no-gpu.out").is_file() else ""
-    c.add("e-no-gpu", "the refusal", "--gpu-fail-slower, but there is no GPU here",
-          next((x for x in out.splitlines() if x.startswith("ERROR:")), "no ERROR line"),
-          "ERROR: --gpu-fail-slower, but there is no GPU here" in out)
-    c.exit("e-another-model", (4,))
-    out = (work / "e-another-model.out").read_text() if (work / "e-another-model.out").is_file() else ""
-    errors = [x for x in out.splitlines() if x.startswith("ERROR:")]
-    c.add("e-another-model", "the refusal", "one sentence: another GPU model is not comparable",
-          errors[0] if errors else "no ERROR line", len(errors) == 1 and "not comparable" in errors[0])
-    uuids = {((c.data(s).get("gpu") or {}).get("uuid")) for s in c.exits if c.data(s).get("gpu")}
-    first = ((baseline.get("machine_info") or {}).get("gpu") or {}).get("uuid")
-    uuids = sorted(u for u in uuids | {first} if u)
-    c.add("gpu", "the GPU of every step", "the baseline's", f"{len(uuids)} GPU{'s' * (len(uuids) != 1)}: "
-          f"{', '.join(uuids)}", True if len(uuids) == 1 else None)
+    got = shared.check_part(c)
+    shared.check_refusals(c, work)
+    shared.check_one_gpu(c, baseline)
     return {n: {"word": v.get("word"), "why": v.get("why")} for n, v in got.items()}
 
 
-def check(work: Path, baseline_path: Path) -> tuple[bbc.Checks, dict]:
-    c, numbers = bbc.Checks(work), {"version": SUMMARY_VERSION}
-    baseline = bbc.load(baseline_path) or {}
-    facts = bbc.baseline_facts(baseline)
+def check(work: Path, baseline_path: Path) -> tuple[shared.Checks, dict]:
+    c, numbers = shared.Checks(work), {"version": SUMMARY_VERSION}
+    baseline = shared.load(baseline_path) or {}
+    facts = shared.baseline_facts(baseline)
     names = list(facts)
     numbers["baseline"] = check_baseline(c, baseline, facts)
     readable = any(counters.readable(r["counters"]) for r in numbers["baseline"]["benchmarks"].values())
-    reruns, unchanged = check_unchanged(c, names, int(os.environ.get("RERUNS", 20)))
-    numbers["reruns"] = unchanged["summary"]
+    reruns, spread, numbers["reruns"] = shared.check_unchanged(c, names, int(os.environ.get("RERUNS", 20)))
     more = check_more_work(c, facts, readable)
     numbers["slowdowns"] = check_slowdowns(c, readable)
     numbers["part"] = check_rest(c, work, baseline)
-    numbers["benchmarks"] = bbc.table(facts, unchanged["spread"], more, numbers["baseline"]["processes"] or 1)
+    numbers["benchmarks"] = shared.table(facts, spread, more, numbers["baseline"]["processes"] or 1)
     for name, row in numbers["benchmarks"].items():
         row["moved_5"] = (more.get(5, {}).get(name) or {}).get("moved")
         row["moved_10"] = (more.get(10, {}).get(name) or {}).get("moved")
-    sessions = [c.seconds[s] for s in reruns if s in c.seconds]
-    numbers["time"] = {"session_s": statistics.median(sessions) if sessions else None,
-                       "steps_s": c.seconds, "total_s": sum(c.seconds.values())}
+    numbers["time"] = shared.times(c, reruns)
     return c, numbers
 
 
@@ -174,24 +129,12 @@ def main(argv: list[str]) -> int:
         return 2
     work, baseline_path, summary = (Path(a) for a in argv)
     c, numbers = check(work, baseline_path)
-    marks = {True: "PASS", False: "FAIL", None: "N/A "}
-    for r in c.rows:
-        print(f"{marks[r['ok']]}  {r['step']}: {r['what']}: expected {r['expected']}; got {r['got']}")
-    bbc.print_table(numbers["benchmarks"])
+    shared.print_checks(c)
+    shared.print_table(numbers["benchmarks"])
     b = numbers["baseline"]
     print(f"the baseline: {b['wall_s'] if b['wall_s'] is not None else '-'} s, processes per benchmark "
           + ", ".join(f"{n} {r['processes']}" for n, r in b["benchmarks"].items()))
-    t = numbers["time"]
-    if t["session_s"] is not None:
-        print(f"an unchanged run took {t['session_s']:.0f} s (median); the steps {t['total_s']:.0f} s in all")
-    failed = sum(r["ok"] is False for r in c.rows)
-    na = sum(r["ok"] is None for r in c.rows)
-    print(f"{failed} of {len(c.rows) - na} checks failed" + (f" ({na} N/A)" if na else ""))
-    gpu = (((bbc.load(baseline_path) or {}).get("machine_info") or {}).get("gpu") or {})
-    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    summary.write_text(json.dumps({"gpu": gpu.get("name"), "date": when, "failed": failed, "checks": c.rows,
-                                   "numbers": numbers}, indent=2, default=str))
-    return 1 if failed else 0
+    return shared.finish(c, numbers, baseline_path, summary)
 
 
 if __name__ == "__main__":
