@@ -42,7 +42,7 @@ import threading
 import time
 import weakref
 
-from .inputs import _backward, _cache_bytes, _compiling, _grad_nodes, _parameters, _shape
+from .inputs import _backward, _cache_bytes, _grad_nodes, _parameters, _shape
 
 DISCOVER = 8  # outermost calls seen through the global hooks before the model's own hooks take over
 MAX_SHAPES = 16  # input shapes counted in one process at most
@@ -100,7 +100,7 @@ class Forwards:
             pass
 
     def _enter(self, module, args):
-        if _compiling(self.torch):
+        if self.compiling():
             return
         try:
             depth = getattr(self.local, "depth", 0)
@@ -118,7 +118,7 @@ class Forwards:
             self.fail(err)
 
     def _leave(self, module, args, output):
-        if _compiling(self.torch):
+        if self.compiling():
             return
         try:
             self.local.depth = max(0, getattr(self.local, "depth", 1) - 1)
@@ -157,7 +157,7 @@ class Forwards:
             self.fail(err)
 
     def _compiling(self) -> bool:
-        """Inside a trace of torch.compile the hook folds away; torch.compiler, read at the first call."""
+        """Inside a trace of torch.compile the hooks fold away; torch.compiler, read at the first call, answers all."""
         compiler = getattr(self.torch, "compiler", None)
         self.compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
         return self.compiling()

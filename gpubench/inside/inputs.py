@@ -1,6 +1,6 @@
 """What a call of a job's model is given, read at every call by the forward hook (gpubench.inside.forwards): the
 key of its input's shape, its tokens, the bytes of the KV cache it reads; and what the hook asks once of the
-model and of torch."""
+model and of a counted call."""
 
 from __future__ import annotations
 
@@ -22,11 +22,6 @@ def _grad_nodes(torch, output) -> list:
         elif depth < 2 and isinstance(value, (tuple, list, dict)):
             todo.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
     return found
-
-
-def _compiling(torch) -> bool:  # inside a trace of torch.compile the hook folds away: nothing of it enters the graph
-    compiler = getattr(torch, "compiler", None)
-    return bool(compiler is not None and compiler.is_compiling())
 
 
 def _parameters(module) -> int:
