@@ -5,6 +5,7 @@ another process's training is training's time."""
 
 import pytest
 from jobs import PEAKS, every, gpus, rows, stamps
+from test_activity import COLUMNS, EVAL, TRAIN  # the sampled columns and a training and an evaluation GPU state
 
 from gpubench.job.markreader import Stream
 from gpubench.job.phases import summarize_watch
@@ -12,12 +13,6 @@ from gpubench.job.phases import summarize_watch
 R = Stream(None, 4242)
 OTHER = Stream(None, 4343)
 G = gpus(1)
-COLUMNS = ["gpu_util_pct", "power_w", "energy_j", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct",
-           "dram_active_pct"]
-TRAIN = {"gpu_util_pct": 98.0, "sm_active_pct": 85.0, "tensor_active_pct": 40.0, "dram_active_pct": 30.0,
-         "power_w": 600.0}
-EVAL = {"gpu_util_pct": 95.0, "sm_active_pct": 70.0, "tensor_active_pct": 12.0, "dram_active_pct": 55.0,
-        "power_w": 450.0}
 FLOPS, BYTES, TOKENS = 2e12, 4e8, 32768.0
 
 

@@ -39,18 +39,10 @@ def steps(events, origins=("forward", "forward counted")):
 
 
 def forward_flops(batch=4):
-    torch.manual_seed(0)
-    from torch import nn
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.inner = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 16))
-
-        def forward(self, x):
-            return x + self.inner(x)
-    model = nn.Sequential(Block(), Block(), nn.Linear(16, 8))
-    return count_flops(model, torch.randn(batch, 16))
+    """The FLOPs of one forward of MODEL's model, built here as the child builds it."""
+    space: dict = {}
+    exec(MODEL, space)
+    return count_flops(space["model"], torch.randn(batch, 16))
 
 
 def test_inference_calls_of_the_outermost_model_are_steps_and_each_shape_is_counted_once(tmp_path):
