@@ -2,9 +2,9 @@
 optimizer steps show it, is a gpubench step, stamped on the GPU as gpubench.step() stamps it.
 
 The bootstrap (gpubench/inside/bootstrap/sitecustomize.py) calls install() in every Python process of the
-watched command. install() imports nothing heavy: it puts a finder on sys.meta_path that waits for the
-job to import torch.optim.optimizer (torch imports it with itself) and, once that module has run,
-registers PyTorch's global optimizer step hooks. A process that never imports torch is left as it was.
+watched command. install() imports nothing heavy: it puts a finder on sys.meta_path (gpubench.inside.finder)
+that waits for the job to import torch.optim.optimizer (torch imports it with itself) and, once that module has
+run, registers PyTorch's global optimizer step hooks. A process that never imports torch is left as it was.
 
 One step per real step, whatever wraps the optimizer: a step that runs inside another optimizer's step (a
 wrapper that is itself an Optimizer: ZeroRedundancyOptimizer, a subclass that delegates) is the outer
@@ -25,6 +25,7 @@ import sys
 import time
 import weakref
 
+from . import finder
 from . import MARKS  # markwriter's ENV: markwriter itself loads once torch's optimizers do, not at every start-up
 
 ENV = "GPUBENCH_AUTO"  # "0": no steps from the optimizer (`gpubench watch --no-auto` sets it); "steps": no FLOPs
@@ -52,8 +53,8 @@ def install() -> bool:
         return False
     if TARGET in sys.modules:
         _register(sys.modules[TARGET])
-    elif not any(isinstance(f, _Finder) for f in sys.meta_path):
-        sys.meta_path.insert(0, _Finder())
+    elif not finder.waiting(TARGET):
+        sys.meta_path.insert(0, finder.Finder(TARGET, _register, _unwatched))
     return True
 
 
@@ -66,55 +67,8 @@ def _say(message: str) -> None:
         pass
 
 
-class _Finder:
-    """Finds nothing itself: lets the other finders find TARGET, and runs _register after its module ran."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != TARGET:
-            return None
-        try:
-            for finder in sys.meta_path:
-                find = getattr(finder, "find_spec", None)
-                if finder is self or find is None:
-                    continue
-                spec = find(name, path, target)
-                if spec is not None and spec.loader is not None:
-                    _follow(spec)
-                    return spec
-        except Exception as err:  # noqa: BLE001
-            _say(f"the optimizer hook could not watch for torch ({type(err).__name__}: {err})")
-        return None
-
-
-def _follow(spec) -> None:
-    """Make the loader call _register once the module has run."""
-    loader = spec.loader
-    run = loader.exec_module
-
-    def exec_module(module):
-        run(module)
-        _leave()
-        _register(module)
-
-    try:
-        loader.exec_module = exec_module  # on this loader object only: the module keeps its own loader
-    except (AttributeError, TypeError):
-        spec.loader = _Loader(loader, exec_module)
-
-
-class _Loader:
-    def __init__(self, loader, exec_module):
-        self._loader, self.exec_module = loader, exec_module
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def __getattr__(self, name):
-        return getattr(self._loader, name)
-
-
-def _leave() -> None:
-    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _Finder)]
+def _unwatched(err: Exception) -> None:
+    _say(f"the optimizer hook could not watch for torch ({type(err).__name__}: {err})")
 
 
 def _register(module) -> None:

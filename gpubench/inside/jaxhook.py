@@ -41,7 +41,8 @@ import sys
 import types
 import weakref
 
-from .autohook import _Loader, counting, enabled
+from . import finder
+from .autohook import counting, enabled
 
 TARGET = "jax"
 LEAD = 2.0  # how many times the step's work another function must have done to become the step
@@ -63,8 +64,8 @@ def install() -> bool:
     jax = sys.modules.get(TARGET)
     if jax is not None:
         _patch(jax)
-    elif not any(isinstance(f, _Finder) for f in sys.meta_path):
-        sys.meta_path.insert(0, _Finder())
+    elif not finder.waiting(TARGET):
+        sys.meta_path.insert(0, finder.Finder(TARGET, _patch, _fail))
     return True
 
 
@@ -81,41 +82,6 @@ def _fail(err: Exception, what: str = "the JAX hook failed") -> bool:
         except Exception:  # noqa: BLE001 -- a closed stderr: nothing more to do
             pass
     return False
-
-
-class _Finder:
-    """Finds nothing itself: lets the other finders find jax, and runs _patch after jax/__init__ ran."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != TARGET:
-            return None
-        try:
-            for finder in sys.meta_path:
-                find = getattr(finder, "find_spec", None)
-                if finder is self or find is None:
-                    continue
-                spec = find(name, path, target)
-                if spec is not None and spec.loader is not None:
-                    _follow(spec)
-                    return spec
-        except Exception as err:  # noqa: BLE001
-            _fail(err)
-        return None
-
-
-def _follow(spec) -> None:
-    loader = spec.loader
-    run = loader.exec_module
-
-    def exec_module(module):
-        run(module)
-        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _Finder)]
-        _patch(module)
-
-    try:
-        loader.exec_module = exec_module  # on this loader object only: the module keeps its own loader
-    except (AttributeError, TypeError):
-        spec.loader = _Loader(loader, exec_module)
 
 
 def _patch(jax) -> None:

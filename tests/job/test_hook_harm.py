@@ -220,7 +220,8 @@ print(sorted(n for n in sys.modules if n.startswith('_gpubench_inside')), 'threa
     done, _, _ = job(tmp_path, body)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("]")[0] + "]" == ("['_gpubench_inside', '_gpubench_inside.autohook', "
-                                               "'_gpubench_inside.jaxhook']")  # the hooks, waiting for torch or jax
+                                               "'_gpubench_inside.finder', '_gpubench_inside.jaxhook']")  # the
+    # hooks, waiting for torch or jax
 
 
 def test_a_step_counted_on_one_thread_and_ended_on_another_leaves_the_count_at_the_first_module_call(tmp_path):
