@@ -1,111 +1,19 @@
-"""gpubench.mark / step inside the user's job, without a GPU: cheap outside a watch, whole lines from many
-processes, steps gathered so the file stays small, stamps on the GPU's timeline where CUDA runs, and
-nothing that can ever raise into the job."""
+"""gpubench.mark / step inside the user's job, without a GPU: nothing that can ever raise into the job. A
+phase name is one short printable line; an unusable value is said once and spoils that value only; an error
+inside a call loses that call only; times that are not times are left out and said; a marks file that cannot
+be written, or a CUDA that fails, never stops the job. Lines, gathered steps and the reader:
+test_marks_lines.py; stamps on the GPU's timeline: test_marks_stamps.py."""
 
 import os
-import subprocess
-import sys
-import textwrap
-import threading
-import time
-import timeit
-from pathlib import Path
 
 import pytest
+from markfakes import child, fake_torch, to_file
 
 import gpubench
 from gpubench.inside import markwriter
 from gpubench.job.markreader import Mark, Reader, Steps, read_all
 
-ROOT = Path(__file__).resolve().parents[2]
-UUID = "GPU-a7bf0bb4-c4b0-2abb-5034-6d549663e8da"
-
-
-@pytest.fixture
-def to_file(tmp_path):
-    """Marks of this process go to a file for the test, and off again after it."""
-    path = tmp_path / "marks.tsv"
-    markwriter.target(path)
-    yield path
-    markwriter.target(None)
-
-
-def child(code: str, path, **env) -> subprocess.CompletedProcess:
-    environ = dict(os.environ, PYTHONPATH=str(ROOT), **{markwriter.ENV: str(path)}, **env)
-    for var in markwriter.RANK_VARS:
-        if var not in env:
-            environ.pop(var, None)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=environ, capture_output=True,
-                          text=True, timeout=120)
-
-
-def test_import_is_cheap_and_the_api_is_lazy():
-    code = ("import sys, gpubench; gpubench.mark('x'); gpubench.step(flops=1.0); gpubench.count_flops; "
-            "assert 'torch' not in sys.modules and 'gpubench.record.recording' not in sys.modules, sorted(sys.modules)")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    env.pop(markwriter.ENV, None)
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
-    assert r.returncode == 0, r.stderr
-
-
-def test_marks_outside_a_watch_cost_well_under_a_microsecond():
-    assert markwriter._path is None  # no watch around this test
-    n = 200_000
-    for call in (lambda: gpubench.mark("train"), lambda: gpubench.step(flops=1.5e12)):
-        per_call_s = min(timeit.repeat(call, number=n, repeat=5)) / n
-        assert per_call_s < 1e-6, f"{per_call_s * 1e9:.0f} ns per call"
-
-
-def test_steps_are_gathered_into_lines_and_every_step_is_counted(tmp_path):
-    """Many processes at once: every line arrives whole; every step and FLOP is in some line."""
-    path = tmp_path / "marks.tsv"
-    code = ("import gpubench\n"
-            "for i in range(4000):\n"
-            "    gpubench.step(flops=1e9, tokens=2) if i % 1000 else gpubench.mark('phase-%d' % i)\n")
-    procs = [subprocess.Popen([sys.executable, "-c", code],
-                              env=dict(os.environ, PYTHONPATH=str(ROOT), RANK=str(rank), **{markwriter.ENV: str(path)}))
-             for rank in range(4)]
-    assert [p.wait(timeout=60) for p in procs] == [0] * 4
-    events = read_all(path)
-    assert len(events) == len(path.read_text().splitlines())  # every line parses
-    steps = [e for e in events if isinstance(e, Steps)]
-    assert {e.stream.rank for e in events} == {0, 1, 2, 3} and len({e.stream.pid for e in events}) == 4
-    assert sum(isinstance(e, Mark) for e in events) == 16
-    assert sum(e.n for e in steps) == 4 * 3996 and sum(e.tokens for e in steps) == 2 * 4 * 3996
-    assert sum(e.flops for e in steps) == pytest.approx(4 * 3996 * 1e9)
-    assert len(steps) < 200  # gathered: far fewer lines than steps
-    assert all(e.clock == "host" and e.uuid == "" for e in steps)  # no CUDA in these processes
-
-
-def test_a_day_of_fast_steps_stays_under_ten_megabytes(to_file, monkeypatch):
-    """1,000 steps a second for a day, on a fake clock: at most one line a second once settled."""
-    clock = iter(range(10**9))
-    monkeypatch.setattr(markwriter.time, "monotonic", lambda: next(clock) / 1000.0)  # each call: 1 ms later
-    gpubench.mark("train")
-    markwriter._writer().uuid = UUID  # as where CUDA runs: a real UUID's length
-    for _ in range(200_000):  # 200 s of steps: the bound per day is 432 times this
-        gpubench.step(flops=1e12, bytes=1e9, tokens=8)
-    markwriter.flush()
-    size = to_file.stat().st_size
-    assert size * 432 < 10e6, f"{size * 432 / 1e6:.1f} MB a day"
-    steps = [e for e in read_all(to_file) if isinstance(e, Steps)]
-    assert sum(e.n for e in steps) == 200_000 and {e.uuid for e in steps} == {UUID}
-
-
-def test_a_uuid_is_written_once_per_process_and_read_back_on_every_line(tmp_path):
-    """Two processes' lines interleaved, read in two polls: "=" is the uuid of the same stream's last line."""
-    path = tmp_path / "m.tsv"
-    a, b = "GPU-" + "a" * 36, "GPU-" + "b" * 36
-    head = [f"M\t1.0\t0\t10\t{a}\tgpu\ttrain", f"M\t1.0\t1\t11\t{b}\tgpu\ttrain"]
-    tail = [f"S\t{t}\t{r}\t{10 + r}\t=\tgpu\t{t}\t1\t1\t1e9\t1e9\t0\t0\t0\t0" for t in (2.0, 3.0) for r in (0, 1)]
-    reader = Reader(path)
-    path.write_text("\n".join(head) + "\n")
-    first = reader.poll()
-    with open(path, "a") as f:
-        f.write("\n".join(tail) + "\n")
-    later = reader.poll()
-    assert [(e.stream.rank, e.uuid) for e in first + later] == [(0, a), (1, b), (0, a), (1, b), (0, a), (1, b)]
-    assert [e.uuid for e in read_all(path)] == [a, b, a, b, a, b]
+FIXTURES = (fake_torch, to_file)  # pytest finds them by their names in this module
 
 
 def test_phase_names_are_one_short_line(to_file):
@@ -225,112 +133,6 @@ def test_a_marks_file_that_cannot_be_written_never_stops_the_job(tmp_path, where
         assert r.stderr.count("gpubench: the marks file") == 1 and "Traceback" not in r.stderr
 
 
-def test_the_rank_comes_from_the_launcher_and_streams_are_processes(tmp_path):
-    path = tmp_path / "marks.tsv"
-    code = "import gpubench; gpubench.mark('x'); gpubench.step()"
-    child(code, path, SLURM_PROCID="3")
-    child(code, path, OMPI_COMM_WORLD_RANK="5")
-    child(code, path, PMI_RANK="6")
-    child(code, path)
-    child(code, path)  # two processes without a rank: two streams, never merged
-    streams = {e.stream for e in read_all(path)}
-    assert sorted(s.rank for s in streams if s.rank is not None) == [3, 5, 6]
-    assert len([s for s in streams if s.rank is None]) == 2
-
-
-def test_reader_waits_for_the_end_of_a_line_and_skips_garbage(tmp_path):
-    path = tmp_path / "m.tsv"
-    reader = Reader(path)
-    assert reader.poll() == []  # not there yet
-    path.write_bytes(b"M\t1.5\t0\t9\t\thost\ttrain\nnot a line\nS\t2.0\t0\t9\t\thost\t1.0\t1\t0\t0\t0\t0\t0\t0\t0\n"
-                     b"S\t2.0\t0\t9\t\thost\t2.5\t3\t3\t3e12\t3e12\t0\t0\t0\t0.0")
-    assert [e.name for e in reader.poll()] == ["train"]  # the S ending before it starts is no line of ours
-    with open(path, "ab") as f:
-        f.write(b"1\n")
-    [e] = reader.poll()
-    assert isinstance(e, Steps) and (e.n, e.flops, e.t_first, e.t_last, e.lead_s) == (3, 3e12, 2.0, 2.5, 0.01)
-
-
-def test_the_earlier_one_line_per_call_format_is_read():
-    path = ROOT / "results" / "watch-healthy-h100-80gb-hbm3" / "marks.tsv"
-    if not path.is_file():
-        pytest.skip("the committed run of that format was re-recorded")
-    events = read_all(path)
-    assert [e.name for e in events if isinstance(e, Mark)][:2] == ["warmup", "train"]
-    assert all(e.n == 1 and e.clock == "host" for e in events if isinstance(e, Steps))
-
-
-# --- stamps on the GPU's timeline, with a fake torch ---------------------------------------------------
-
-class FakeEvent:
-    """A CUDA event the fake GPU reaches `lag_s` after it is recorded."""
-
-    lag_s = 0.2
-
-    def __init__(self, blocking=False):
-        assert blocking  # the waiting thread must sleep, not spin a core
-        self.due = None
-
-    def record(self):
-        self.due = time.monotonic() + self.lag_s
-
-    def synchronize(self):
-        time.sleep(max(0.0, self.due - time.monotonic()))
-
-
-class FakeCuda:
-    Event = FakeEvent
-    capturing = False
-
-    def is_initialized(self):
-        return True
-
-    def is_current_stream_capturing(self):
-        return self.capturing
-
-    def current_device(self):
-        return 0
-
-    def get_device_properties(self, index):
-        return type("Props", (), {"uuid": "0001-02"})()
-
-
-@pytest.fixture
-def fake_torch(monkeypatch):
-    torch = type(sys)("torch")
-    torch.cuda = FakeCuda()
-    monkeypatch.setitem(sys.modules, "torch", torch)
-    return torch
-
-
-def test_steps_are_stamped_when_the_gpu_reaches_them_and_the_caller_never_waits(to_file, fake_torch):
-    t_called, per_call = [], []
-    for _ in range(5):
-        t0 = time.monotonic()
-        gpubench.step(flops=1.0)
-        per_call.append(time.monotonic() - t0)
-        t_called.append(t0)
-        time.sleep(0.03)
-    gpubench.mark("eval")
-    markwriter.flush()
-    assert max(per_call) < 0.05  # recording an event, not waiting for it
-    events = read_all(to_file)
-    steps = [e for e in events if isinstance(e, Steps)]
-    [mark] = [e for e in events if isinstance(e, Mark)]
-    assert {(s.clock, s.uuid) for s in steps} == {("gpu", "GPU-0001-02")} and sum(s.n for s in steps) == 5
-    assert steps[0].t_first >= t_called[0] + FakeEvent.lag_s - 0.01  # the GPU's time, not the call's
-    assert all(s.lead_s == pytest.approx(FakeEvent.lag_s, abs=0.05) for s in steps)
-    assert mark.clock == "gpu" and mark.t >= steps[-1].t_last  # the phase starts where the GPU got to it
-
-
-def test_a_step_during_graph_capture_is_stamped_on_the_host(to_file, fake_torch):
-    fake_torch.cuda.capturing = True
-    gpubench.step(flops=1.0)
-    markwriter.flush()
-    [steps] = [e for e in read_all(to_file) if isinstance(e, Steps)]
-    assert steps.n == 1 and steps.lead_s == 0.0
-
-
 def test_a_cuda_that_fails_leaves_the_steps_on_the_host(to_file, fake_torch, capsys):
     def broken(index):
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
@@ -342,17 +144,3 @@ def test_a_cuda_that_fails_leaves_the_steps_on_the_host(to_file, fake_torch, cap
     [steps] = [e for e in read_all(to_file) if isinstance(e, Steps)]
     assert steps.n == 3 and steps.clock == "host"
     assert capsys.readouterr().err.count("steps are stamped on the host") == 1
-
-
-def test_marks_from_threads_of_one_process_are_all_counted(to_file):
-    def work():
-        for _ in range(2000):
-            gpubench.step(flops=1.0)
-
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    markwriter.flush()
-    assert sum(e.n for e in read_all(to_file) if isinstance(e, Steps)) == 8000
