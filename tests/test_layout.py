@@ -184,3 +184,10 @@ def test_the_code_inside_the_job_imports_nothing_of_gpubench_but_itself():
                      [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
             found.update({f"{path.name}: {n}": path for n in names if n.split(".")[0] == "gpubench"})
     assert found == {}
+
+
+def test_no_file_of_the_tests_is_over_350_lines():
+    """Every .py file under tests/, test modules and their shared fakes alike, holds at most 350 lines: a file
+    that grows past it is split by subject."""
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in sorted((ROOT / "tests").rglob("*.py"))}
+    assert {path: n for path, n in sizes.items() if n > 350} == {}
