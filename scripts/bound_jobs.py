@@ -137,6 +137,17 @@ def rows_of(job: str, run: Path, stdout: str) -> list[dict]:
     return [judge(job, r, own_count(stdout)) for r in summary if r.get("kind") == "phase"]
 
 
+def committed_rows(results: Path, gpu: str) -> list[dict]:
+    """The phase rows of the committed runs as they are summarized now, in the committed log's order of jobs: the
+    page follows the summaries when they are made again (a new calibration), the job's own count its job.log."""
+    logged = json.loads((results / "logs" / f"bound-jobs-{gpu}.json").read_text())["rows"]
+    out = []
+    for job in dict.fromkeys(r["job"] for r in logged):
+        run = results / f"bound-{job}-{gpu}"
+        out += rows_of(job, run, (run / "job.log").read_text(errors="replace") if (run / "job.log").is_file() else "")
+    return out
+
+
 def docs_table(rows: list[dict]) -> list[str]:
     """The steady rows as docs/ceiling.md prints them (its test holds the page to the committed log): how close
     each job's MFU comes to its ceiling, and whether what ran stayed under the limit."""

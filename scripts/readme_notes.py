@@ -158,7 +158,7 @@ def calibration_notes(results: Path) -> str:
     no GPU model has a calibration for."""
     import json
 
-    from gpubench.truth.ceiling import TENSOR_DTYPES
+    from gpubench.truth.ceiling import TENSOR_DTYPES, load_calibrations
 
     said, runs, known, probes = [], set(), set(), set()
     for path in sorted((results / "calibration").glob("tensor-*.json")):
@@ -170,18 +170,26 @@ def calibration_notes(results: Path) -> str:
         runs |= {p["run"] for p in data.get("points") or [] if p.get("run")}
         probes |= {f"results/calibration/{p['samples']}" for p in data.get("points") or []
                    if not p.get("run") and p.get("samples")}
-        each = ", ".join(f"{d} {v['factor']:.3f} ± {100 * v['error']:.1f}% ({v['n']} GEMMs)" for d, v in dtypes.items())
+        cals = load_calibrations(data["gpu"], results / "calibration")
+        each = ", ".join(f"{d} {c.factor:.3f} ± {100 * c.error:.1f}% (the highest of {c.n} kernels, whose median is "
+                         f"{c.median:.3f})" for d, c in cals.items())
         said.append(f"the {data['gpu']}: {each}")
     if not said:
         return "(no calibration committed yet: every ceiling is the bare bf16 rule, which judges no FLOP count)\n"
-    text = "The committed calibrations, per active cycle as a share of the datasheet rate: " + "; ".join(said)
+    text = ("The committed calibrations in force, the highest rate per active cycle of every kernel measured, as a "
+            "share of the datasheet rate: " + "; ".join(said))
     if runs:
-        text += (", each point a GEMM of the reference run " + " or ".join(f"[`{r}`]({r})" for r in sorted(runs))
+        text += (", over the suite's GEMMs of the reference run " + " or ".join(f"[`{r}`]({r})" for r in sorted(runs))
                  + " (a sustained matmul peak or a `gemm` scenario)")
     if probes:
         text += (("; and" if runs else ", each point") + " a GEMM of `scripts/truth_gpu.py`'s part (a), sustained "
                  "and in bursts at half duty, its counters read every 0.1 s ("
                  + ", ".join(f"[samples]({r})" for r in sorted(probes)) + ")")
+    broad = sorted({f for path in (results / "calibration").glob("tensor-*.json")
+                    for f in (json.loads(path.read_text()).get("highest") or {}).get("files") or []})
+    if broad:
+        text += ("; and every other kernel measured (attention, convolutions, products of every shape, "
+                 + ", ".join(f"[`{f}`](results/calibration/{f})" for f in broad) + ")")
     missing = [d for d in TENSOR_DTYPES if d not in known]
     if missing:
         text += (f". {' and '.join(d.upper() for d in missing)} have no calibration on any GPU: "

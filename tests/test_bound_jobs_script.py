@@ -4,7 +4,6 @@ tensor ceiling's limit is flagged, whether the verdict kept its HFU or withheld 
 
 import ast
 import importlib.util
-import json
 import math
 import subprocess
 import sys
@@ -117,8 +116,30 @@ def test_a_row_above_its_limit_is_flagged_and_counted():
 
 
 def test_the_ceiling_page_prints_the_committed_runs_table():
-    """docs/ceiling.md's table of the eleven jobs is the one the committed log's rows make, row for row."""
-    rows = json.loads((ROOT / "results" / "logs" / "bound-jobs-h200.json").read_text())["rows"]
-    table = script().docs_table(rows)
+    """docs/ceiling.md's table of the eleven jobs is the one the committed runs' summaries make, row for row."""
+    table = script().docs_table(script().committed_rows(ROOT / "results", "h200"))
     page = (ROOT / "docs" / "ceiling.md").read_text()
     assert len(table) == 13 and all(line in page.splitlines() for line in table)
+
+
+def test_the_ceiling_page_prose_states_the_ranges_its_table_holds():
+    """The sentences under the table give each kind of job's MFU ÷ ceiling as a range: each range is the one the
+    committed runs make, and the cost in tightness is the calibration's highest over its median."""
+    from gpubench.truth.ceiling import load_calibrations
+
+    rows = {r["job"]: r for r in script().committed_rows(ROOT / "results", "h200")
+            if r["steady"] and r.get("tensor_ceiling_limit_pct", 0) > 0 and r.get("steps_per_s", 0) > 0}  # its rows
+    page = " ".join((ROOT / "docs" / "ceiling.md").read_text().split())
+    vision = ("convnext_timm", "vit_fp16_scaler", "resnet50", "gpt2_accelerate", "lightning_gpt", "gan_two_optimizers")
+    kinds = {"for the eager vision models, GPT-2 and the GAN": vision,
+             "for BERT, gradient accumulation, the compiled Llama and the `Trainer`": ("train_eval", "grad_accum",
+                                                                                       "llama_compiled", "hf_trainer")}
+    for words, jobs in kinds.items():
+        ratios = [rows[j]["mfu_pct"] / rows[j]["tensor_ceiling_pct"] for j in jobs]
+        assert f"{min(ratios):.2f}–{max(ratios):.2f} {words}" in page, words
+    assert len(rows) == sum(map(len, kinds.values())) + 1  # and the one at 8k context, said on its own:
+    long = rows["long_context"]
+    assert f"and {long['mfu_pct'] / long['tensor_ceiling_pct']:.2f} at 8k context" in page
+    bf16 = load_calibrations("NVIDIA H200")["bf16"]
+    assert f"{bf16.factor:.3f} ÷ {bf16.median:.3f} (the median of every kernel measured) = " \
+           f"{bf16.factor / bf16.median:.2f}" in page

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.gpu
 IRREGULAR = {"copy": {"n": 2**20 + 3}, "fill": {"n": 2**20 + 5}, "h2d": {"n": 2**20 + 7},
              "softmax": {"m": 1823, "n": 781}, "gemm": {"m": 1823, "n": 781, "k": 517},
              "decode": {"k": 1000, "n": 781}, "read": {"n": 2**20 + 3}}
-# the distributed families need a process group: tests/ranks/test_dist.py checks them over several processes
+# the distributed families need a process group: tests/ranks/test_dist_jobs.py checks them over several processes
 CASES = sorted({(s.family, s.impl, tuple(sorted(s.sizes.items()))) for s in SCENARIOS if not s.distributed})
 
 

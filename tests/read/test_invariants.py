@@ -49,22 +49,8 @@ WHOLE = ("its time per call was taken over the whole scenario, its counters over
 RANKS = ("timed by the torchrun loop of its day over the whole scenario, one call of 1.5 s before the counters' "
          "window: the loop now times that window (gpubench/ranks/lockstep.py), but the run kept no time of each call "
          "to cut it by; re-record with scripts/dist_reference.sh (two GPUs)")
-STALE = ("a GPM row whose two samples had no refresh between them reads every activity 0 inside its window "
-         "(gpubench.record.sources.gpm.stale), which lowers the mean the ceiling takes: re-record with today's GPM "
-         "source, which leaves such a row empty (test_the_rows_named_for_a_stale_gpm_row_fit_without_it)")
-SHORT = ("a 1.45 s window whose steps count from its start and whose GPM rows from 0.2 s into it (TRAIL_S), while "
-         "its host-bound steps sped up from 15 to 13 ms: over the span its GPM rows cover, its HFU is 1.00-1.01 of "
-         "the ceiling; re-record with a longer evaluation (examples/train_llama.py --eval-seconds 6)")
-SHORT_6 = ("the same 1.5 s evaluation window as watch-auto-llama-own-2-h200's, its host-bound steps moving between 15 "
-           "and 21 ms within it, in the slowest run of its set (22.5 steps/s in train against 24.5-25.2): its steps "
-           "count from the window's start and its GPM rows from 0.2 s into it; 2.3% over the ceiling where the other "
-           "evaluations of that machine read 0.3-0.9% under their limit. Re-record with --eval-seconds 6")
 RERECORD: dict[tuple[str, str], tuple[str, str]] = {
     **{("h200-x2-20261122-132845", f"straggler-hang · rank {k}"): ("MFU", RANKS) for k in (0, 1)},
-    ("watch-auto-llama-own-1-h200", "train"): ("HFU", STALE),
-    ("watch-auto-llama-own-2-h200", "train"): ("HFU", STALE),
-    ("watch-auto-llama-own-2-h200", "eval"): ("HFU", SHORT),
-    ("watch-auto-llama-own-6-h200", "eval"): ("HFU", SHORT_6),
 }
 # Watch runs recorded before count_flops counted what the kernels run (their manifests have no flop_count_version)
 # are not here: their summaries give no HFU (gpubench.inside.flops), so no count of theirs is held to the ceiling.
@@ -102,8 +88,8 @@ def gpu_steps(events, row: dict, one_gpu: bool) -> list[Steps]:
                   key=lambda e: e.t_first)
 
 
-def violations(run: Path, drop=None) -> dict[str, list[str]]:
-    """scenario -> the invariants its committed row breaks (drop: the sample rows the ceiling leaves out)."""
+def violations(run: Path) -> dict[str, list[str]]:
+    """scenario -> the invariants its committed row breaks."""
     manifest, samples, _ = load_run(run)
     summary = json.loads((run / "summary.json").read_text())  # every digit of the times
     watch = manifest.get("kind") == "watch"
@@ -128,21 +114,20 @@ def violations(run: Path, drop=None) -> dict[str, list[str]]:
             bad.append(f"window {row['windows']} is not the README's {windows}")
         mine = samples.of("gpu", row["gpu"])
         rows_in = [mine.window(a, b) for a, b in windows]
-        bad += _ceiling(row, rows_in, windows, found, manifest, watch, mine, drop)
+        bad += _ceiling(row, rows_in, windows, found, manifest, watch, mine)
         bad += _one_window(row, steps, windows) if watch else []
         bad += _energy(row, mine, windows)
         bad += _rate_needs_samples(row, rows_in, windows, recorded)
     return {k: v for k, v in out.items() if v}
 
 
-def _ceiling(row, rows_in, windows, found, manifest, watch, mine=None, drop=None) -> list[str]:
+def _ceiling(row, rows_in, windows, found, manifest, watch, mine=None) -> list[str]:
     if found is None:
         return []
     if row.get("verdict_rules") == "too-short":  # no number of a window too short to measure (phases.judge)
         return ([f"too short, yet a ceiling of {row['tensor_ceiling_pct']}"]
                 if finite(row.get("tensor_ceiling_pct")) else [])
     covered = [covering(w, a, TRAIL_S["tensor_active_pct"]) for w, (a, _) in zip(rows_in, windows)]
-    covered = [w.take(~drop(w)) for w in covered] if drop else covered
     products = np.concatenate([w.col("tensor_active_pct") / 100 * w.col("sm_clock_mhz") for w in covered] or [[]])
     highest = np.concatenate([w.col("tensor_active_pct") / 100 * _highest_clock(w, mine if mine is not None else w)
                               for w in covered] or [[]])
@@ -275,23 +260,6 @@ def test_every_committed_suite_row_names_the_unit_its_launch_ran_on():
             if row.get("family") == "decode" and row.get("unit") != decode.unit_of(row["impl"], row.get("launch", "")):
                 wrong.append(f"{run.name} {row_label(row)}: {row.get('unit')} for '{row.get('launch')}'")
     assert wrong == []
-
-
-def stale_rows(rows) -> np.ndarray:
-    """The sample rows whose GPM pair held no refresh (gpubench.record.sources.gpm.stale)."""
-    from gpubench.record.sources.gpm import ACTIVITY, stale
-
-    cols = {c: rows.col(c) for c in (*ACTIVITY, "dram_active_pct")}
-    return np.array([stale({c: float(v[i]) for c, v in cols.items()}) for i in range(len(rows))], dtype=bool)
-
-
-def test_the_rows_named_for_a_stale_gpm_row_fit_without_it():
-    """Each row named for a stale GPM row is above its ceiling only by it: without it, within the ceiling."""
-    named = [(name, row) for (name, row), (_, why) in RERECORD.items() if why == STALE]
-    assert named
-    for name, row in named:
-        without = violations(ROOT / "results" / name, drop=stale_rows).get(row, [])
-        assert not any("above the tensor ceiling" in v for v in without), (name, row, without)
 
 
 def test_the_invariants_catch_what_they_are_for():
