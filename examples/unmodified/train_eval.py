@@ -59,18 +59,23 @@ def main():
         eval_ms.extend(a.elapsed_time(b) for a, b in zip(ends, ends[1:]))
         return accuracy
 
-    train_ends, eval_s, step = [], [], 0
+    train_ends, eval_s, step, train_ms = [], [], 0, []  # train_ms: between two training steps' ends, GPU clock
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < args.seconds:
+        events = []
         for _ in range(train_steps):
             with torch.autocast(device, dtype=torch.bfloat16):
                 loss = model(input_ids=ids[step % 16], labels=labels[step % 16]).loss
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
+            if device == "cuda":
+                events.append(torch.cuda.Event(enable_timing=True))
+                events[-1].record()
             loss.item()
             train_ends.append(time.perf_counter())
             step += 1
+        train_ms.extend(a.elapsed_time(b) for a, b in zip(events, events[1:]))
         t = time.perf_counter()
         accuracy = evaluate()
         eval_s.append(time.perf_counter() - t)
@@ -82,8 +87,10 @@ def main():
     matrices = sum(q.numel() for n, q in model.named_parameters()
                    if q.dim() == 2 and not any(w in n for w in ("embeddings", "pooler", "classifier")))
     per_token = 6 * matrices + 12 * config.num_hidden_layers * config.hidden_size * seq
+    gpu_rate = 1e3 / statistics.median(train_ms) if train_ms else float("nan")
     print(f"own count: {per_token * batch * seq:.6g} FLOPs a step by PaLM's formula; {rate:.6g} steps/s on the "
-          f"host clock over the last half of its {len(train_ends)} training steps; evaluation "
+          f"host clock over the last half of its {len(train_ends)} training steps, {gpu_rate:.6g} training "
+          f"steps/s on the GPU clock (the median time between two); evaluation "
           f"{eval_batches / statistics.median(eval_s):.4g} batches/s over {len(eval_s)} passes on the host clock, "
           f"{1e3 / statistics.median(eval_ms) if eval_ms else float('nan'):.4g} forwards/s on the GPU clock "
           f"(the median time between two)", flush=True)
