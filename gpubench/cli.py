@@ -52,25 +52,19 @@ several GPUs:
 """
 
 
-def add_recording_options(p: argparse.ArgumentParser, device_default: int | None = 0,
-                          out_default: str = "results/<gpu>-<YYYYmmdd-HHMMSS>") -> None:
-    """Options every recording verb shares, with one meaning."""
-    from gpubench.record.sources.policy import DEFAULT_INTERVAL_S, PROFILING_CHOICES
+def add_recording_options(p: argparse.ArgumentParser, verb: str, *names: str) -> None:
+    """The flags of RecordingConfig's fields `names` (default: every field with a flag on `verb`, in field
+    order), as each field's metadata gives them (gpubench.record.config.Flag), the value under the field's name."""
+    from dataclasses import fields
 
-    device_note = (f"default {device_default}" if device_default is not None else
-                   "default: the GPUs the command sees under its CUDA_VISIBLE_DEVICES, else every GPU")
+    from gpubench.record.config import RecordingConfig
 
-    p.add_argument("--interval", type=positive, default=DEFAULT_INTERVAL_S, metavar="S",
-                   help=f"sampling interval (default {DEFAULT_INTERVAL_S:g}; never shorter than the profiling "
-                        "counters refresh: faster rows would only repeat values)")
-    p.add_argument("--device", type=int, default=device_default, metavar="N",
-                   help=f"GPU in CUDA's numbering, as this process sees it under CUDA_VISIBLE_DEVICES ({device_note})")
-    p.add_argument("--all-gpus", action="store_true", help="sample every GPU of the machine, not only --device")
-    p.add_argument("--out", type=Path, metavar="DIR", help=f"run directory (default {out_default})")
-    p.add_argument("--profiling", choices=PROFILING_CHOICES, default="auto",
-                   help="where SM activity and the other profiling metrics come from (default auto: the first "
-                        "of NVML GPM, DCGM and CUPTI PM sampling that works here)")
-    p.add_argument("--no-smi", action="store_true", help="do not run the nvidia-smi process beside NVML")
+    by_name = {f.name: f for f in fields(RecordingConfig)}
+    for f in [by_name[n] for n in names] or by_name.values():
+        for flag in f.metadata.get("flags", ()):
+            if verb in flag.verbs:
+                options = flag.options if "action" in flag.options else {"default": f.default, **flag.options}
+                p.add_argument(flag.name, dest=f.name, help=flag.help, **options)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -95,8 +89,7 @@ def parser() -> argparse.ArgumentParser:
                         "so it must be longer than that)")
     r.add_argument("--gap", type=non_negative, default=GAP_S, metavar="S",
                    help=f"idle seconds between scenarios so their metrics settle apart (default {GAP_S:g})")
-    add_recording_options(r)
-    r.add_argument("--no-peaks", action="store_true", help="skip measuring the sustained copy and matmul peaks")
+    add_recording_options(r, "run")  # --interval, --device, --all-gpus, --out, --profiling, --no-smi, --no-peaks
     r.add_argument("--slow-rank", type=int, metavar="R",
                    help="straggler scenarios under torchrun: the rank that sleeps before each step (default the last)")
 
@@ -157,9 +150,7 @@ def add_watch_parser(sub) -> None:
                    help="no command: record whatever runs on the GPUs for S seconds (or until Ctrl-C)")
     w.add_argument("--dtype", choices=list(UNITS), default="bf16",
                    help="the precision whose datasheet peak MFU divides by (default bf16)")
-    w.add_argument("--peaks", action="store_true",
-                   help="measure this GPU's sustained copy and matmul peaks before the command starts (about "
-                        "12 s); the summary then also has mfu_measured_pct")
+    add_recording_options(w, "watch", "peaks")
     w.add_argument("--metrics-port", type=port, metavar="PORT",
                    help="while the command runs, serve the ladder of the latest interval per GPU and the job's "
                         f"steps/s, MFU, MBU and verdict over the last {WINDOW_S:g} s at http://HOST:PORT/metrics, in "
@@ -168,11 +159,9 @@ def add_watch_parser(sub) -> None:
     w.add_argument("--no-auto", action="store_true",
                    help="no steps or FLOPs from the command's PyTorch optimizer: only what its own "
                         "gpubench.step() calls report (the same as GPUBENCH_AUTO=0 in its environment)")
-    w.add_argument("--price-per-gpu-hour", type=non_negative, metavar="X",
-                   help="what one GPU-hour costs: the receipt at the end then gives the cost of the job's GPU-hours "
-                        "and of those that did no tensor work")
+    add_recording_options(w, "watch", "price_per_gpu_hour")
     add_options(w)  # --every, --quiet: the live rows while the command runs
-    add_recording_options(w, device_default=None, out_default="results/watch-<gpu>-<YYYYmmdd-HHMMSS>")
+    add_recording_options(w, "watch", "interval_s", "device", "all_gpus", "out", "profiling", "smi")
 
 
 def port(text: str) -> int:
@@ -186,14 +175,14 @@ def port(text: str) -> int:
 
 
 def recording_config(args: argparse.Namespace):
-    """The one RecordingConfig of a recording verb, from its options: everything below the command line takes
-    this, never the parsed arguments. `run` measures the peaks unless --no-peaks, `watch` only with --peaks."""
+    """The one RecordingConfig of a recording verb, from its options (add_recording_options stores each under
+    its field's name): everything below the command line takes this, never the parsed arguments."""
+    from dataclasses import fields
+
     from gpubench.record.config import RecordingConfig
 
-    peaks = args.peaks if args.command == "watch" else not args.no_peaks
-    return RecordingConfig(out=args.out, device=args.device, all_gpus=args.all_gpus, interval_s=args.interval,
-                           profiling=args.profiling, smi=not args.no_smi, peaks=peaks,
-                           price_per_gpu_hour=getattr(args, "price_per_gpu_hour", None))
+    return RecordingConfig(**{f.name: getattr(args, f.name) for f in fields(RecordingConfig)
+                              if any(args.command in flag.verbs for flag in f.metadata.get("flags", ()))})
 
 
 def dispatch(args: argparse.Namespace) -> int:

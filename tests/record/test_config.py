@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -98,6 +99,50 @@ def test_each_verb_builds_one_configuration_from_its_options(tmp_path):
     assert recording_config(parser().parse_args(["watch", "--peaks", "--device", "1", "--", "true"])).peaks is True
     with pytest.raises(dataclasses.FrozenInstanceError):
         watch.smi = False  # built once: nothing below changes it
+
+
+NO_FLAG = {"command", "sources"}  # fields never set from the command line
+SAMPLE = {"interval_s": ("0.25", 0.25), "device": ("3", 3), "out": ("somewhere", Path("somewhere")),
+          "profiling": ("none", "none"), "price_per_gpu_hour": ("2.5", 2.5)}  # a value each flag that takes one
+
+
+def verb_flags(verb: str) -> dict:
+    """Each field with a flag on `verb`, and that flag."""
+    found = {}
+    for f in dataclasses.fields(RecordingConfig):
+        mine = [flag for flag in f.metadata.get("flags", ()) if verb in flag.verbs]
+        assert len(mine) <= 1, (verb, f.name, [flag.name for flag in mine])
+        found.update({f.name: flag for flag in mine})
+    return found
+
+
+def subparser(verb: str):
+    return parser()._subparsers._group_actions[0].choices[verb]
+
+
+@pytest.mark.parametrize("verb", ["run", "watch"])
+def test_every_field_set_from_the_command_line_has_one_flag_that_sets_it(verb):
+    flagged = {name for v in ("run", "watch") for name in verb_flags(v)}
+    assert {f.name for f in dataclasses.fields(RecordingConfig)} - flagged == NO_FLAG
+    default = recording_config(parser().parse_args([verb, "--", "true"] if verb == "watch" else [verb]))
+    for name, flag in verb_flags(verb).items():
+        actions = [a for a in subparser(verb)._actions if a.dest == name]
+        assert [a.option_strings for a in actions] == [[flag.name]], name
+        action = flag.options.get("action")
+        text, value = SAMPLE[name] if action is None else (None, action == "store_true")
+        argv = [verb, flag.name, *([text] if text is not None else []), *(["--", "true"] * (verb == "watch"))]
+        config = recording_config(parser().parse_args(argv))
+        assert getattr(config, name) == value != getattr(default, name), (verb, name)
+        assert config == dataclasses.replace(default, **{name: value})  # that field and no other
+
+
+@pytest.mark.parametrize("verb", ["run", "watch"])
+def test_help_lists_each_flag_with_its_help_text(verb):
+    """Squeezed of whitespace, as argparse wraps help at spaces and hyphens: the flag, its metavar, its help."""
+    options = "".join(subparser(verb).format_help().split("options:")[1].split())
+    for flag in verb_flags(verb).values():
+        pattern = re.escape(flag.name) + r"(?:[A-Z]+|\{[^}]*\})?" + re.escape("".join(flag.help.split()))
+        assert re.search(pattern, options), (verb, flag.name)
 
 
 def test_a_configuration_out_of_range_is_refused():
