@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from .columns import ALLREDUCE as SUMMARY_COLUMNS  # noqa: F401 - declared in kernels/columns.py, which loads no torch
 from .common import DTYPES, Prepared, Work, check_equal, generator
-
-# the summary columns made here that their names do not tell (gpubench.record.columns reads this literal)
-SUMMARY_COLUMNS = {"msg_text": "text", "regime_text": "text"}
 
 IMPLS = ("nccl",)  # the process group's backend: NCCL on GPUs
 SIZES = {"size_bytes": 2**30, "dtype": "bfloat16"}

@@ -35,7 +35,7 @@ from gpubench.read.phase_verdict import verdict, withheld
 from gpubench.truth import ceiling as tensor_ceiling
 from gpubench.truth.peaks import UNITS
 
-# the summary columns made here that their names do not tell (gpubench.record.columns reads this literal)
+# the summary columns made here that their names do not tell (gpubench.record.columns.DECLARERS names this)
 SUMMARY_COLUMNS = {"kind": "text", "family": "text", "verdict": "text", "verdict_rules": "text",
                    "flop_convention": "text"}
 

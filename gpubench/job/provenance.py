@@ -24,7 +24,7 @@ from dataclasses import replace
 from gpubench.job import patterns
 from gpubench.job.markreader import Pattern, Steps
 
-# the summary columns made here that their names do not tell (gpubench.record.columns reads this literal)
+# the summary columns made here that their names do not tell (gpubench.record.columns.DECLARERS names this)
 SUMMARY_COLUMNS = {"steps_source": "text", "flops_source": "text", "provenance": "text", "steps_pattern": "text"}
 
 OWN, OPTIMIZER, COUNTED = "step", "optimizer", "counted"  # markline.ORIGINS

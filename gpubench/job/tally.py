@@ -19,7 +19,7 @@ from gpubench.job.markreader import Steps
 from gpubench.metrics import finite
 from gpubench.read.summary import derive_per_second
 
-# the summary columns made here that their names do not tell (gpubench.record.columns reads this literal)
+# the summary columns made here that their names do not tell (gpubench.record.columns.DECLARERS names this)
 SUMMARY_COLUMNS = {"stream_rates": "text", "step_clock": "text", "hfu_unknown": "text"}
 
 WORK = ("steps", "flops", "hw_flops", "bytes", "tokens", "counted")

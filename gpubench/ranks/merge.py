@@ -17,7 +17,7 @@ from gpubench.read.summary import metric_stats, peak_conditions, summarize, wind
 from gpubench.truth import ceiling
 from gpubench.truth.peaks import sheet_for
 
-# the summary columns made here that their names do not tell (gpubench.record.columns reads this literal)
+# the summary columns made here that their names do not tell (gpubench.record.columns.DECLARERS names this)
 SUMMARY_COLUMNS = {"node": "text", "straggler_text": "text", "wait_signature": "text",
                    "straggler_note": "text"}
 

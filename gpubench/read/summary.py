@@ -15,7 +15,7 @@ import math
 
 from gpubench.metrics import COLUMNS, finite
 
-# the summary columns made here that their names do not tell (gpubench.record.columns reads this literal)
+# the summary columns made here that their names do not tell (gpubench.record.columns.DECLARERS names this)
 SUMMARY_COLUMNS = {"windows": "text", "t_start": "time", "t_end": "time", "n_samples": "int",
                    "speedup_vs_baseline": "float", "link_gbps": "float"}
 

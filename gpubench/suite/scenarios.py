@@ -12,7 +12,7 @@ import fnmatch
 import importlib
 from dataclasses import dataclass, field
 
-# the summary columns made here that their names do not tell (gpubench.record.columns reads this literal)
+# the summary columns made here that their names do not tell (gpubench.record.columns.DECLARERS names this)
 SUMMARY_COLUMNS = {"family": "text", "impl": "text", "baseline": "text"}
 
 DURATION_S = 3.5  # each scenario's measured time

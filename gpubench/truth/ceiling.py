@@ -37,7 +37,7 @@ from pathlib import Path
 
 from gpubench.metrics import finite
 
-# the summary columns made here that their names do not tell (gpubench.record.columns reads this literal)
+# the summary columns made here that their names do not tell (gpubench.record.columns.DECLARERS names this)
 SUMMARY_COLUMNS = {"tensor_ceiling_dtype": "text", "tensor_ceiling_basis": "text"}
 
 # The clock each GPU's dense tensor peak assumes, by exact NVML name (as the datasheet table matches them).

@@ -20,7 +20,7 @@ from typing import Callable
 
 from gpubench.stats import quantile
 
-# the summary columns made here that their names do not tell (gpubench.record.columns reads this literal)
+# the summary columns made here that their names do not tell (gpubench.record.columns.DECLARERS names this)
 SUMMARY_COLUMNS = {"n_timings": "int", "n_calls": "int"}
 
 IN_FLIGHT = 4  # groups queued ahead of the one the host waits on

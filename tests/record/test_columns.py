@@ -1,8 +1,12 @@
 """One registry of summary columns (gpubench.record.columns): each family declares the columns it makes, the
-writer and the reader of summary.csv both go by it, and the registry names no column of a room above its own."""
+registry imports the declaring modules from its one list (DECLARERS), the writer and the reader of summary.csv
+both go by it, and the registry names no column of a room above its own."""
 
 import ast
 import math
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,9 +19,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_column_a_family_declares_reads_back_as_text(tmp_path):
-    """kernels/allreduce.py declares msg_text: a "42" in it is the word 42, never the number; an undeclared
-    column reads its cells as they look, as it always did ("42" is the number 42, "True" the bool)."""
-    assert "msg_text" in ast.literal_eval(_literal(ROOT / "kernels" / "allreduce.py"))
+    """kernels/allreduce.py declares msg_text (in kernels/columns.py): a "42" in it is the word 42, never the number;
+    an undeclared column reads its cells as they look, as it always did ("42" is the number 42, "True" the bool)."""
+    from gpubench.kernels import columns as kernel_columns
+
+    assert "msg_text" in kernel_columns.ALLREDUCE and "msg_text" in kernel_columns.SUMMARY_COLUMNS
     assert columns.kind("msg_text") == columns.TEXT
     row = {"scenario": "allreduce-8kib", "gpu": 0, "uuid": "GPU-0", "msg_text": "42", "regime_text": "True",
            "undeclared_words": "42", "other": "True", "t_start": 12.345678, "kernel_ms": 0.0123456789012}
@@ -56,28 +62,84 @@ def test_the_registry_names_no_column_of_a_room_above_it():
     words = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
     others = set(columns.declared()) - set(columns.OWN)
     assert others and not words & others
-    declared_in = {p.relative_to(ROOT).as_posix() for root in ("gpubench", "kernels")
-                   for p in (ROOT / root).rglob("*.py") if columns.declarations(p)}
-    assert {"kernels/allreduce.py", "gpubench/job/phases.py", "gpubench/ranks/merge.py",
-            "gpubench/truth/ceiling.py"} <= declared_in
+    assert {"gpubench.kernels.columns", "gpubench.job.phases", "gpubench.ranks.merge",
+            "gpubench.truth.ceiling"} <= set(columns.DECLARERS)
+    assert all(columns.declarations(m) for m in columns.DECLARERS)
 
 
-def test_two_kinds_for_one_column_are_refused(tmp_path):
-    (tmp_path / "a.py").write_text('SUMMARY_COLUMNS = {"node": "text"}\n')
-    (tmp_path / "b.py").write_text('SUMMARY_COLUMNS = {"node": "int"}\n')
-    with pytest.raises(columns.Conflict, match="'node' is text in"):
-        columns.collect([tmp_path])
-    (tmp_path / "b.py").write_text('SUMMARY_COLUMNS = {"node": "words"}\n')
-    with pytest.raises(ValueError, match="not names and kinds"):
-        columns.collect([tmp_path])
+def test_two_kinds_for_one_column_are_refused(tmp_path, monkeypatch):
+    """Modules planted on the path and named to collect(), as DECLARERS names the package's."""
+    planted = {"planted_columns_a": '{"node": "text"}', "planted_columns_b": '{"node": "int"}',
+               "planted_columns_c": '{"node": "words"}', "planted_columns_d": None}
+    for name, literal in planted.items():
+        (tmp_path / f"{name}.py").write_text(f"SUMMARY_COLUMNS = {literal}\n" if literal else "OTHER = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        with pytest.raises(columns.Conflict, match="'node' is text in planted_columns_a and int in planted_columns_b"):
+            columns.collect(["planted_columns_a", "planted_columns_b"])
+        with pytest.raises(ValueError, match="not names and kinds"):
+            columns.collect(["planted_columns_a", "planted_columns_c"])
+        with pytest.raises(ValueError, match="planted_columns_d is in gpubench.record.columns.DECLARERS but has no"):
+            columns.collect(["planted_columns_d"])
+        assert columns.collect(["planted_columns_a"]) == {**columns.OWN, "node": "text"}
+    finally:
+        for name in planted:
+            sys.modules.pop(name, None)
+
+
+def test_every_declaration_in_the_source_is_in_the_registrys_list():
+    """A module that assigns SUMMARY_COLUMNS at its top, read as text, is named in DECLARERS (else its columns
+    would go unread); one that takes the name from another module takes it from one DECLARERS names; and every
+    module DECLARERS names holds a declaration."""
+    assigned, taken = set(), set()
+    for folder, package in ((ROOT / "gpubench", "gpubench"), (ROOT / "kernels", "gpubench.kernels")):
+        for path in sorted(folder.rglob("*.py")):
+            module = ".".join([package, *path.relative_to(folder).with_suffix("").parts]).removesuffix(".__init__")
+            text = path.read_text()
+            if re.search(r"^SUMMARY_COLUMNS\s*=", text, re.M):
+                assigned.add(module)
+            for source in re.findall(r"^from (\S+) import \w+ as SUMMARY_COLUMNS\b", text, re.M):
+                dots = len(source) - len(source.lstrip("."))
+                base = module.rsplit(".", dots)[0] if dots else ""
+                taken.add(f"{base}.{source[dots:]}" if dots else source)
+    assert {"gpubench.kernels.columns", "gpubench.read.summary"} <= assigned
+    assert taken == {"gpubench.kernels.columns"}
+    assert assigned | taken <= set(columns.DECLARERS), (assigned | taken) - set(columns.DECLARERS)
+    assert set(columns.DECLARERS) <= assigned, set(columns.DECLARERS) - assigned
+    assert len(set(columns.DECLARERS)) == len(columns.DECLARERS)
+
+
+def test_collecting_the_columns_loads_no_torch_triton_or_cupy():
+    """Plotting a run reads its summary: the registry and every module it imports leave the heavy libraries out,
+    and importing the registry alone imports none of the declaring modules."""
+    code = ("import sys, gpubench.record.columns as c\n"
+            "early = [m for m in c.DECLARERS if m in sys.modules]\n"
+            "assert len(c.declared()) > len(c.OWN)\n"
+            "print(early, sorted(m for m in ('torch', 'triton', 'cupy') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[] []", r.stdout
+
+
+# what the registry collected when it read the SUMMARY_COLUMNS literals from the package's source with ast,
+# before it imported its modules by name: a new declaration adds its line here
+COLLECTED_FROM_SOURCE = {
+    "baseline": "text", "bound": "text", "check": "text", "family": "text", "flop_convention": "text",
+    "flops_source": "text", "gpu": "int", "hfu_unknown": "text", "impl": "text", "kind": "text", "launch": "text",
+    "link_gbps": "float", "msg_text": "text", "n_calls": "int", "n_samples": "int", "n_timings": "int",
+    "node": "text", "phase": "text", "provenance": "text", "regime_text": "text", "scenario": "text",
+    "sizes": "text", "speedup_vs_baseline": "float", "step_clock": "text", "steps_pattern": "text",
+    "steps_source": "text", "straggler_note": "text", "straggler_text": "text", "stream_rates": "text",
+    "t_end": "time", "t_start": "time", "tensor_ceiling_basis": "text", "tensor_ceiling_dtype": "text",
+    "unit": "text", "uuid": "text", "verdict": "text", "verdict_rules": "text", "wait_signature": "text",
+    "windows": "text",
+}
+
+
+def test_the_registry_collects_the_columns_and_kinds_the_source_scan_did():
+    assert columns.declared() == COLLECTED_FROM_SOURCE
 
 
 def test_cells_are_written_by_kind():
     assert columns.cell(math.nan, "msg_text") == "" and columns.cell(1.23456789, "t_end") == "1.2346"
     assert columns.cell(1.23456789, "kernel_ms") == "1.23456789" and columns.cell("x", "t_end") == "x"
-
-
-def _literal(path: Path) -> str:
-    tree = ast.parse(path.read_text())
-    [node] = [n for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == columns.NAME]
-    return ast.unparse(node.value)
