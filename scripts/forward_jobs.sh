@@ -30,11 +30,11 @@ for g in $groups; do
     infer)
       watch bert python3 $U/bert_inference.py --seconds 20
       watch vision python3 $U/vision_inference.py --seconds 20
-      watch generate-b1 python3 $U/generate_kv.py --batches 1 --new 128 --seconds 30
-      watch generate-b32 python3 $U/generate_kv.py --batches 32 --new 128 --seconds 30 ;;
+      watch generate-b1 python3 $U/generate_kv.py --batches 1 --new 128 --seconds 60
+      watch generate-b32 python3 $U/generate_kv.py --batches 32 --new 128 --seconds 60 ;;
     generate)
-      watch generate-b1 python3 $U/generate_kv.py --batches 1 --new 128 --seconds 30
-      watch generate-b32 python3 $U/generate_kv.py --batches 32 --new 128 --seconds 30 ;;
+      watch generate-b1 python3 $U/generate_kv.py --batches 1 --new 128 --seconds 60
+      watch generate-b32 python3 $U/generate_kv.py --batches 32 --new 128 --seconds 60 ;;
     evals)
       watch train-eval python3 $U/train_eval.py --seconds 18 ;;
     compiled)  # the hook's discovery beside torch.compile: steps/s against results/bound-llama_compiled-<gpu>

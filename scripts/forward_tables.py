@@ -29,8 +29,9 @@ from watch_auto_tables import median, row_of  # noqa: E402
 
 MARK = re.compile(r"(<!-- gpubench:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /gpubench:(?P=name) -->)", re.S)
 GPU = "h200"
-INFER = f"forward-jobs-{GPU}-infer-evals-wgan-jax.log"  # every job of the table, generate too, in one session
-GENERATE = INFER
+INFER = f"forward-jobs-{GPU}-infer-evals-wgan-jax.log"
+# generate for 60 s: in 30 s its first call (12 s at batch 1, warm-up) left few calls to compare
+GENERATE = f"forward-jobs-{GPU}-generate-60s.log"
 COST = f"forward-jobs-{GPU}-cost-compiled.log"
 U = "examples/unmodified"
 # (name, what it is, the phase compared, the own rate in its own-count line and the clock it was timed on, log,
