@@ -236,7 +236,7 @@ def brief(results: Path, names: dict[str, str]) -> str:
         if any(per):
             out.append(f"| {what} | " + " | ".join(" / ".join(c.get(key, "–") for c in per)
                                                   for key in ("own", "auto", "ceiling", "ratio")) + " |")
-            ratios["Llama" in what] += [c["ratio"] for c in per if "ratio" in c]
+            ratios["Llama" in what] += [c["ratio"] for c in per if c.get("ratio", "–") != "–"]
     if ratios[True] and ratios[False]:
         def span(xs):
             return f"{min(xs, key=float)}–{max(xs, key=float)}"

@@ -44,10 +44,10 @@ def blocks(manifest, summary, figures_present, figures_empty: dict | None = None
     out = [("h1", opening.title(manifest)), ("p", opening.status_line(manifest))]
     if line := opening.job_line(manifest):
         out.append(("p", line))
-    out += opening.receipt_blocks(manifest, summary)
     figures = [f for f in FIGURES if f.name in figures_present]
     for figure in figures[:1] if figures and figures[0].name == "headline" else ():
         out.append(("img", f"figures/{figure.name}.png", (job and figure.job_caption) or figure.caption, "first"))
+    out += opening.receipt_blocks(manifest, summary)  # under the headline, whose place is the first screen's top
     out += points(summary, job)
     unfinished = job and manifest.get("status") == "running"  # its first line says why it has no summary.csv
     for w in manifest.get("warnings", []) + manifest.get("errors", []) + manifest.get("read_notes", []):
