@@ -160,7 +160,7 @@ def gpu_name(device=None) -> str:
 def tuned_row(table: dict, device=None):
     """The launch settings chosen for this GPU model: table[gpu name], else the fallback table["*"].
 
-    Each row names the GPU it was measured on (scripts/tune_kernels.py; results/tune-*.csv); a GPU that
+    Each row names the GPU it was measured on (tools/tune/kernels.py; results/tune-*.csv); a GPU that
     is not in the table gets the fallback row, never another GPU's numbers.
     """
     return table.get(gpu_name(device), table["*"])

@@ -29,7 +29,7 @@ STORY = [
     "Busy is true; useful arithmetic is zero.",
 ]
 
-# Measured with scripts/tune_kernels.py (results/tune-*.csv): a 1024-element, 8-warp Triton copy runs
+# Measured with tools/tune/kernels.py (results/tune-*.csv): a 1024-element, 8-warp Triton copy runs
 # at torch's speed on both GPUs; CuPy's one-float4-per-thread copy wants 1024 threads on an H100 and
 # 256 on an H200 (1024 loses 3.5% there).
 CONFIG = {

@@ -34,22 +34,22 @@ SK_KEYS = ("sk", "swap", "warp_spec")  # settings that run decode_sk.py's kernel
 CUPY_MAX_B = 16  # the CuPy kernel keeps one accumulator per token in registers, on CUDA cores
 
 # Launch settings by batch size: each row covers batches up to its first number. A GPU model's line is
-# written by scripts/tune_kernels.py --only decode --apply from a sweep interleaved with torch at sustained
+# written by tools/tune/kernels.py --only decode --apply from a sweep interleaved with torch at sustained
 # clocks (its CSV goes to results/). Keys: the tile (BLOCK_N weight rows x BLOCK_B tokens x BLOCK_K deep),
 # num_warps, num_stages, and where tuned: "tma" (tiles through TMA descriptors), "fma" (CUDA cores),
 # "split_k" (K over that many programs), "per_sm" (a persistent grid of that many programs a SM),
 # "flatten" (its loops flattened), "evict" (an eviction hint on the weights' loads); and for the persistent
 # TMA kernel of decode_sk.py: "sk" (the last waves streamed over K), "swap" (tokens as the rows of the
 # product), "warp_spec" (Triton's warp specialization: num_warps=4 makes 12 warps); and "tail" (set by hand
-# from tools/decode_waves.py, which the sweep does not write): the rows past the last whole wave of these
-# tiles run in a second launch with the tail's settings; and "gluon" (set by hand from tools/decode_waves.py):
+# from research/decode_waves.py, which the sweep does not write): the rows past the last whole wave of these
+# tiles run in a second launch with the tail's settings; and "gluon" (set by hand from research/decode_waves.py):
 # kernels/decode_gluon.py's persistent kernel, its loads running ahead across the end of a tile. A GPU
 # without a line gets the fallback rule: 16-row weight tiles up to 16 tokens, 64x32 tiles up to 32, GEMM-like
 # 128x128 tiles above.
 FALLBACK = ((16, {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 512, "num_warps": 4, "num_stages": 4}),
             (32, {"BLOCK_N": 64, "BLOCK_B": 32, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4}),
             (None, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4}))
-CONFIG = {  # scripts/tune_kernels.py --only decode --apply writes a GPU's line here
+CONFIG = {  # tools/tune/kernels.py --only decode --apply writes a GPU's line here
     "NVIDIA H100 80GB HBM3": {"triton": ((1, {"BLOCK_N": 8, "BLOCK_B": 1, "BLOCK_K": 1024, "num_warps": 4, "num_stages": 1, "fma": True, "evict": "evict_first"}), (2, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 5, "tma": True}), (4, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4, "evict": "evict_first"}), (8, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 5, "tma": True}), (16, {"BLOCK_N": 32, "BLOCK_B": 16, "BLOCK_K": 512, "num_warps": 4, "num_stages": 4}), (32, {"BLOCK_N": 64, "BLOCK_B": 32, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4, "tma": True}), (64, {"BLOCK_N": 128, "BLOCK_B": 64, "BLOCK_K": 64, "num_warps": 4, "num_stages": 5, "tma": True}), (128, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3, "tma": True}), (256, {"BLOCK_N": 128, "BLOCK_B": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True, "per_sm": 1, "flatten": True}), (None, {"BLOCK_N": 128, "BLOCK_B": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3, "tma": True, "per_sm": 1, "tail": {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True}})), "cupy_threads": 512},
     "NVIDIA H200": {"triton": ((1, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4}), (2, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4, "evict": "evict_first"}), (4, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4, "evict": "evict_first"}), (8, {"BLOCK_N": 256, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 8, "num_stages": 3}), (16, {"BLOCK_N": 256, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 8, "num_stages": 3}), (32, {"BLOCK_N": 128, "BLOCK_B": 32, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "evict": "evict_first"}), (64, {"BLOCK_N": 128, "BLOCK_B": 64, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "tma": True}), (128, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3, "tma": True}), (256, {"BLOCK_N": 128, "BLOCK_B": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True}), (None, {"BLOCK_N": 128, "BLOCK_B": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3, "tma": True, "per_sm": 1, "tail": {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True}})), "cupy_threads": 128},
     "*": {"triton": FALLBACK, "cupy_threads": 256},

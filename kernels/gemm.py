@@ -34,7 +34,7 @@ STORY = [
     "Here busy and working agree, and MFU says how far from the peak.",
 ]
 
-# Tile shapes measured with scripts/tune_kernels.py (results/tune-*.csv), bf16 8192^3, interleaved
+# Tile shapes measured with tools/tune/kernels.py (results/tune-*.csv), bf16 8192^3, interleaved
 # with torch.matmul at sustained clocks: a persistent TMA kernel with 128x256x64 tiles, 3 stages and
 # 8 warps ran at 1.04x torch.matmul on an H100 and 1.00x on an H200. Other GPUs autotune.
 PERSISTENT = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_stages": 3, "num_warps": 8}

@@ -23,7 +23,7 @@ STORY = [
 ]
 
 # Warps per program by row length (the next power of two of N), measured with
-# scripts/tune_kernels.py (results/tune-*.csv): one row per program, no persistent loop, beat a
+# tools/tune/kernels.py (results/tune-*.csv): one row per program, no persistent loop, beat a
 # persistent kernel with two or four programs per SM by 5-30% on both GPUs.
 CONFIG = {
     "NVIDIA H100 80GB HBM3": {4096: 4, 8192: 32, 16384: 16},

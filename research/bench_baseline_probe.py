@@ -1,5 +1,5 @@
 """What moves a small call's time from one process to the next: one process's share of the experiment that
-scripts/bench_baseline.sh runs in several fresh processes (PROBE_RUNS), each writing one JSON file.
+tools/gate/baseline.sh runs in several fresh processes (PROBE_RUNS), each writing one JSON file.
 
 Within this process, for a 6 us bf16 matmul (512^3) and a 14 us sum of 2^22 floats, timed as the gate times
 them (one call per round after an L2 flush, behind a blocking kernel, CUDA events around the call):
@@ -13,10 +13,10 @@ them (one call per round after an L2 flush, behind a blocking kernel, CUDA event
   - the timer: the step of CUDA events, from back-to-back events around a 2 us spin;
   - clocks: the SM clock after each block of rounds (NVML).
 The first placement is allocated in the same order in every process: across processes, its medians show
-what a process does to the same code; scripts/bench_baseline_check.py sets the two spreads side by side.
+what a process does to the same code; tools/gate/baseline_check.py sets the two spreads side by side.
 
-    python scripts/bench_baseline_probe.py OUT.json
-    python scripts/bench_baseline_probe.py --dry-run      # the plan, and the script's imports, without a GPU
+    python -m research.bench_baseline_probe OUT.json
+    python -m research.bench_baseline_probe --dry-run      # the plan, and the script's imports, without a GPU
 """
 
 from __future__ import annotations

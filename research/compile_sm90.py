@@ -2,7 +2,7 @@
 GPU, with the Triton installed here, and print what the compiler made of each: shared memory, registers a
 thread, local memory (spills), warps, whether the warps were specialized, HGMMA instructions in the SASS.
 
-    python tools/compile_sm90.py [--batches 16,256,512]
+    python -m research.compile_sm90 [--batches 16,256,512]
 
 The GPU machines run Triton 3.6: compile with that version (pip install triton==3.6.0 in another
 environment, and the project with pip install --no-deps -e .) to see what they will run. A setting that
@@ -23,10 +23,8 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import tune_space as space  # noqa: E402
-
-from gpubench.kernels import decode_sk  # noqa: E402
+from gpubench.kernels import decode_sk
+from tools.tune import space
 
 TOOLS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
 

@@ -1,6 +1,6 @@
 """CUPTI PM sampling beside NVML GPM on this GPU, and what CUPTI costs: one command, under six minutes.
 
-    python scripts/cupti_compare.py --out DIR [--wheels DIR]
+    python -m research.cupti_compare --out DIR [--wheels DIR]
 
 Where the GPU machine has no network, fetch the wheels on one that has (Python 3.12 there):
 
@@ -13,7 +13,7 @@ newer), pyelftools (and cuda-pathfinder, cuda-bindings where this machine's are 
 asks), installed first without the network; without it cupti-python must already be installed. Steps,
 each with a deadline so one failure costs only itself:
 
-1. the machine, the wheels, `gpubench doctor`, and the chip's PM-sampling metrics (scripts/cupti_probe.py);
+1. the machine, the wheels, `gpubench doctor`, and the chip's PM-sampling metrics (research/cupti_probe.py);
 2. the source alone in a process without PyTorch: which metric each column got, and the device memory
    and CUDA context it costs (NVML's process list);
 3. the suite's scenarios with --profiling cupti, then with --profiling gpm;
@@ -31,7 +31,7 @@ profiling-cupti-watch-<gpu>) and cupti-metrics-<chip>.txt. To commit them:
 
     tar -xzf DIR/cupti-runs-<gpu>.tar.gz -C results/
     cp DIR/cupti-<gpu>.log DIR/cupti-<gpu>.json DIR/cupti-metrics-*.txt results/logs/
-    python scripts/readme_tables.py
+    python -m tools.readme.tables
 """
 
 from __future__ import annotations
@@ -214,8 +214,8 @@ class Compare:
         return sh([PY, "-m", "gpubench", *args], timeout=self.t(timeout))
 
     def setup(self):
-        sys.path.insert(0, str(HERE))
-        import cupti_probe  # the same installs as the probe: cupti-python first, then the libcupti it needs
+        # the same installs as the probe: cupti-python first, then the libcupti it needs
+        from research import cupti_probe
 
         from gpubench.record import nvml
         from gpubench.record.rundir import slug
@@ -233,12 +233,12 @@ class Compare:
     def discover(self):
         self.gpubench("doctor", timeout=60)
         result = self.work / "query.json"
-        sh([PY, str(HERE / "cupti_probe.py"), "--step", "query", "--result", str(result)], timeout=self.t(90))
+        sh([PY, "-m", "research.cupti_probe", "--step", "query", "--result", str(result)], timeout=self.t(90))
         q = json.loads(result.read_text()) if result.exists() else {}
         self.found["libcupti"] = q.get("libcupti")
         self.found["chip"] = chip = q.get("chip")
         if chip:
-            import cupti_probe
+            from research import cupti_probe
             probe = cupti_probe.Driver(self.work, self.wheels or self.work, 60)
             probe.write_metrics(q)
             shutil.move(self.work / "metrics.txt", self.out / f"cupti-metrics-{chip}.txt")
@@ -402,7 +402,7 @@ def main() -> int:
         if not step("2. doctor, the chip's metrics, the source alone", c.discover):
             log("The CUPTI source does not open here (see doctor and the self-check above): nothing to compare; "
                 "the probe records what PM sampling itself does here instead.")
-            sh([PY, str(HERE / "cupti_probe.py"), "--wheels", str(args.wheels or c.work), "--out",
+            sh([PY, "-m", "research.cupti_probe", "--wheels", str(args.wheels or c.work), "--out",
                 str(args.out / "probe"), "--budget", f"{max(30.0, c.left() - 20):.0f}"], timeout=max(40.0, c.left()))
             return 1
         step("3. the suite with --profiling cupti, then gpm", c.suite)

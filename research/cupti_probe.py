@@ -1,6 +1,6 @@
 """Does CUPTI PM sampling work on this GPU, and what does it cost? One command, everything logged.
 
-    python scripts/cupti_probe.py --wheels DIR --out DIR
+    python -m research.cupti_probe --wheels DIR --out DIR
 
 DIR of wheels: cupti-python, nvidia-cuda-cupti (the libcupti cupti-python needs), pyelftools, and
 cuda-pathfinder / cuda-bindings (installed only where the machine's are older than cupti-python asks).

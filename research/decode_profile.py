@@ -1,8 +1,8 @@
 """What runs when torch's F.linear and the suite's decode kernel multiply the decode shape: each kernel's name,
 grid, block, registers, shared memory and time, from torch's profiler.
 
-    python tools/decode_profile.py [--batches 256,512] [--calls 20] [--out kernels.csv]
-    ncu --clock-control none --section SpeedOfLight ... python tools/decode_profile.py --bare --calls 3
+    python -m research.decode_profile [--batches 256,512] [--calls 20] [--out kernels.csv]
+    ncu --clock-control none --section SpeedOfLight ... python -m research.decode_profile --bare --calls 3
 
 cuBLAS's kernel name carries its tile, its cluster and how it splits the work, which says what the suite's
 tile is measured against. `--bare` only runs the calls (no profiler), for a wrapper such as Nsight Compute.
@@ -18,13 +18,12 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+import torch
+import torch.nn.functional as F
+
+from gpubench.kernels import decode
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT)]
-
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-
-from gpubench.kernels import decode  # noqa: E402
 
 K, N = decode.SIZES["k"], decode.SIZES["n"]
 ARGS = ("grid", "block", "registers per thread", "shared memory", "blocks per SM", "est. achieved occupancy %")

@@ -1,6 +1,6 @@
 """Where the decode kernel loses to cuBLAS at B = 256 and 512: in its tiles, or in the last wave's?
 
-    python tools/decode_waves.py --out decode-waves.csv [--batches 256,512] [--budget-s 200]
+    python -m research.decode_waves --out decode-waves.csv [--batches 256,512] [--budget-s 200]
 
 (On an H100 it found the tiles at 0.98 of cuBLAS over whole waves at B = 512, and the split launch the
 best of the rest; kernels/decode.py's "tail" setting is that split.)
@@ -12,7 +12,7 @@ At B = 512 with 128x256 tiles there are 448 tiles for 132 SMs (3.39 waves). Two 
   each tile, and split launches (a "tail" setting): the rows that fill whole waves with the big tiles, then
   the rest of the rows in a second launch with smaller tiles or split K.
 Every setting is checked against a float64 reference first; timing is in turns with torch after settling
-at sustained clocks (scripts/tune_timing.py). Prints one line a setting and writes the rows to --out.
+at sustained clocks (tools/tune/timing.py). Prints one line a setting and writes the rows to --out.
 """
 
 from __future__ import annotations
@@ -24,16 +24,15 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
+from gpubench.kernels import decode
+from gpubench.kernels.common import check_close, sm_count
+from tools.tune import output as tune_io
+from tools.tune import space
+from tools.tune import timing
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
-
-import torch  # noqa: E402
-import tune_io  # noqa: E402
-import tune_space as space  # noqa: E402
-import tune_timing as timing  # noqa: E402
-
-from gpubench.kernels import decode  # noqa: E402
-from gpubench.kernels.common import check_close, sm_count  # noqa: E402
 
 K, N = decode.SIZES["k"], decode.SIZES["n"]
 

@@ -1,4 +1,4 @@
-"""scripts/bound_jobs.py and the jobs of examples/unmodified/ it watches: every job takes --seconds and --tiny,
+"""tools/watch/bound_jobs.py and the jobs of examples/unmodified/ it watches: every job takes --seconds and --tiny,
 knows nothing of gpubench and prints its own count as the harness reads it; a row whose HFU is above the
 tensor ceiling's limit is flagged, whether the verdict kept its HFU or withheld it."""
 

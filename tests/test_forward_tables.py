@@ -1,4 +1,4 @@
-"""scripts/forward_tables.py holds docs/watch.md and README.md to the committed runs of jobs that step no
+"""tools/watch/forward_tables.py holds docs/watch.md and README.md to the committed runs of jobs that step no
 optimizer: it reads committed files only, so it runs on any machine."""
 
 import importlib.util

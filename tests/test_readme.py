@@ -56,7 +56,7 @@ def test_the_ceiling_says_which_dtypes_have_a_calibration_and_where_its_points_c
     note = text[text.index("<!-- gpubench:calibration -->"):text.index("<!-- /gpubench:calibration -->")]
     files = [json.loads(p.read_text()) for p in sorted((ROOT / "results" / "calibration").glob("tensor-*.json"))]
     assert files
-    for data in files:  # a point of a suite run names its run; one of scripts/truth_gpu.py its samples
+    for data in files:  # a point of a suite run names its run; one of tools/truth/gpu.py its samples
         assert all((f"`{p['run']}`" if p.get("run") else f"results/calibration/{p['samples']}") in note
                    for p in data["points"])
     covered = {d for data in files for d in data["dtypes"]}

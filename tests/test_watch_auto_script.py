@@ -1,4 +1,4 @@
-"""scripts/watch_auto.py's plan and what scripts/watch_auto_tables.py reads back from its run directories:
+"""tools/watch/auto.py's plan and what tools/watch/auto_tables.py reads back from its run directories:
 interleaved arms, and the README table from synthetic runs with and without the jobs' own calls."""
 
 import importlib.util
@@ -135,4 +135,4 @@ def test_a_difference_between_the_arms_is_traced_to_its_steps_not_said_to_be_met
 
 
 def test_with_no_run_the_readme_says_how_to_make_them(tmp_path):
-    assert "python3 scripts/watch_auto.py" in tables.table(tmp_path)
+    assert "python3 -m tools.watch.auto" in tables.table(tmp_path)

@@ -1,6 +1,6 @@
 """plot and report of a day on eight GPUs, timed in every test session: pytest-benchmark records the time
 (its table at the end, extra_info per command), and the test holds what was written, never the time, which a
-loaded machine stretches. scripts/longrun_day.py measures the same on a quiet machine for docs/storage.md.
+loaded machine stretches. tools/longrun/day.py measures the same on a quiet machine for docs/storage.md.
 A session that saves or compares GPU baselines (--gpu-baseline, --gpu-save-baseline, ...) times only the
 GPU's kernels, so this one skips there."""
 
@@ -45,5 +45,5 @@ def test_plot_and_report_of_a_day_on_eight_gpus(benchmark, day_script, tmp_path,
 def test_the_docs_print_the_committed_measurement(day_script):
     bench = json.loads(day_script.RESULT.read_text())
     text = (ROOT / "docs" / "storage.md").read_text()
-    assert day_script.docs(text, bench) == text, "run python scripts/longrun_day.py --docs"
+    assert day_script.docs(text, bench) == text, "run python -m tools.longrun.day --docs"
     assert bench["run"] == {"gpus": 8, "hours": 24.0, "rows": 6_912_000, "seed": 0} and len(bench["rounds"]) >= 3

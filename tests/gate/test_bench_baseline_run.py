@@ -1,4 +1,4 @@
-"""scripts/bench_baseline.sh run without a GPU: its dry run collects every step's tests, a resumed dry run only
+"""tools/gate/baseline.sh run without a GPU: its dry run collects every step's tests, a resumed dry run only
 the steps the first run skipped, and its real path, on a fake python3 and nvidia-smi whose sessions exit as the
 gate's would, runs every step in order, the two refusals side by side, logs each step's exit status and seconds,
 checks and packs what it left; resumed, it runs only the steps the first run skipped."""
@@ -53,7 +53,7 @@ if [ "$1" = -c ]; then
     *identify*) echo h100-80gb-hbm3; echo "NVIDIA H200"; exit 0 ;;
     esac
 fi
-[ "$1" = - ] || [ "$1" = scripts/bench_baseline_check.py ] && exec "$REAL_PYTHON" "$@"
+[ "$1" = - ] || [ "$1" = tools/gate/baseline_check.py ] && exec "$REAL_PYTHON" "$@"
 [ "$1 $2" = "-m pytest" ] || exit 3
 echo "session $*" >>"$CALLS"
 sleep 0.2

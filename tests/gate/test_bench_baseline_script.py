@@ -1,4 +1,4 @@
-"""scripts/bench_baseline.sh without a GPU: it parses, every option and test it names exists (its runs:
+"""tools/gate/baseline.sh without a GPU: it parses, every option and test it names exists (its runs:
 test_bench_baseline_run.py), its benchmarks' sizes and bursts are what they say (the FMA chains:
 test_gate_set_fma.py), the probe's analysis reads its files, and its checker turns what the steps leave
 (verdicts made by the gate's own code from synthetic rounds) into PASS, FAIL and N/A lines and the summary the

@@ -1,4 +1,4 @@
-"""scripts/gate_effort.py without a GPU: its dry run collects every step's tests, its real path (its sessions
+"""tools/gate/effort.py without a GPU: its dry run collects every step's tests, its real path (its sessions
 replaced by fakes) runs the steps in order within its budget and packs what they left, and its checker turns
 what the steps leave (verdicts made by the gate's own code, with counter fingerprints) into PASS, FAIL and N/A
 lines and a summary."""

@@ -108,7 +108,7 @@ def part_min_time() -> float:
     import re
 
     found = re.search(r"PART_MIN_TIME:-([0-9.]+)", (ROOT / "scripts" / "bench_baseline.sh").read_text())
-    assert found, "scripts/bench_baseline.sh sets no PART_MIN_TIME for step b"
+    assert found, "tools/gate/baseline.sh sets no PART_MIN_TIME for step b"
     return float(found.group(1))
 
 

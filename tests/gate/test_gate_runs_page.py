@@ -1,5 +1,5 @@
 """docs/gate-runs.md states the adaptive gate's run on an H200 as its committed checks and log have it
-(results/logs/gate-effort-h200.json and .log, from scripts/gate_effort.py): the table of every benchmark, the
+(results/logs/gate-effort-h200.json and .log, from tools/gate/effort.py): the table of every benchmark, the
 baseline's and an unchanged run's time, and each check that failed. It reads committed files only."""
 
 import json

@@ -1,5 +1,5 @@
 """The gate set's own option: --slowdown=KIND changes how its calls do the same work, the regressions whose
-verdict line must name the counter that moved (scripts/gate_effort.py runs them on a GPU)."""
+verdict line must name the counter that moved (tools/gate/effort.py runs them on a GPU)."""
 
 SLOWDOWNS = {
     "fp32": "the bf16 matmuls run in fp32, on the FP32 pipes instead of the tensor cores",

@@ -1,5 +1,5 @@
 """The gate's own benchmarks: nine calls from about 5 us to about 50 ms, in torch, Triton and CuPy, that
-scripts/gate_effort.py (and scripts/bench_baseline.sh) runs unchanged again and again (no run may read `slower`
+tools/gate/effort.py (and tools/gate/baseline.sh) runs unchanged again and again (no run may read `slower`
 or `faster`) and with more work (every call of 100 us or more must read `slower` at 5%). Without a GPU they skip.
 
     pytest tests/gate_benchmarks --gpu-save-baseline=results/benchmarks/gate

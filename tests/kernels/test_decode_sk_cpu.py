@@ -48,7 +48,7 @@ def test_every_kind_of_persistent_tma_setting_computes_the_same_product(kind):
 
 
 def test_an_applied_stream_k_line_is_what_the_suite_and_the_bench_run(monkeypatch):
-    # bench_kernels.py and the suite time decode.prepare("triton"): a CONFIG line for this GPU with the
+    # tools/tune/bench.py and the suite time decode.prepare("triton"): a CONFIG line for this GPU with the
     # persistent kernel's knobs must reach it, checked like any other launch
     from gpubench.kernels import common
 

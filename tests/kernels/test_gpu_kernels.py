@@ -75,7 +75,7 @@ def test_the_cupy_decode_kernel_refuses_large_batches():
         _prepare("decode", "cupy", b=17, k=64, n=64)
 
 
-SWEPT = [  # one of each kind the tuning sweep tries (scripts/tune_space.py), at sizes past a tile
+SWEPT = [  # one of each kind the tuning sweep tries (tools/tune/space.py), at sizes past a tile
     {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4, "split_k": 4},
     {"BLOCK_N": 32, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4, "per_sm": 2, "flatten": True},
     {"BLOCK_N": 32, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4, "evict": "evict_first",

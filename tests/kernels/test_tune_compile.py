@@ -1,4 +1,4 @@
-"""The sweeps' compiling ahead (scripts/tune_timing.py): every failure is named, and a kernel that breaks its
+"""The sweeps' compiling ahead (tools/tune/timing.py): every failure is named, and a kernel that breaks its
 worker's CUDA context does not fail the settings queued after it in that worker."""
 
 import sys

@@ -45,10 +45,10 @@ RUNS = sorted(p.parent for p in (ROOT / "results").glob("*/summary.json"))
 
 # (run, row) -> (invariant it breaks, why the raw files cannot give the right number, and what records it anew)
 WHOLE = ("its time per call was taken over the whole scenario, its counters over the window after the first "
-         "0.5 s, at a lower clock: re-record with today's suite, which times that window: scripts/reference_run.sh")
+         "0.5 s, at a lower clock: re-record with today's suite, which times that window: tools/runs/reference_run.sh")
 RANKS = ("timed by the torchrun loop of its day over the whole scenario, one call of 1.5 s before the counters' "
          "window: the loop now times that window (gpubench/ranks/lockstep.py), but the run kept no time of each call "
-         "to cut it by; re-record with scripts/dist_reference.sh (two GPUs)")
+         "to cut it by; re-record with tools/runs/dist_reference.sh (two GPUs)")
 RERECORD: dict[tuple[str, str], tuple[str, str]] = {
     **{("h200-x2-20261122-132845", f"straggler-hang · rank {k}"): ("MFU", RANKS) for k in (0, 1)},
 }
@@ -313,7 +313,7 @@ def test_a_row_that_says_its_flops_ran_beside_the_tensor_pipes_is_held_to_the_pi
 
 
 def test_summarizing_a_committed_run_again_changes_nothing(tmp_path):
-    """scripts/resummarize.py over its own output: every computed column is computed anew, none carried over as
+    """tools/runs/resummarize.py over its own output: every computed column is computed anew, none carried over as
     a fact (a column carried so would move, or keep a number of an earlier day)."""
     import shutil
     import subprocess

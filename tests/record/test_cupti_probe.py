@@ -1,4 +1,4 @@
-"""scripts/cupti_probe.py tries the counters the CUPTI source ships, not a list of its own that drifts from it."""
+"""research/cupti_probe.py tries the counters the CUPTI source ships, not a list of its own that drifts from it."""
 
 import sys
 from pathlib import Path

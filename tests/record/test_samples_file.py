@@ -226,7 +226,7 @@ COPIED = sorted(p.parent for p in (Path(__file__).resolve().parents[2] / "result
 
 @pytest.mark.parametrize("run", COPIED, ids=lambda p: p.name)
 def test_a_committed_plain_text_copy_holds_the_rows_of_its_samples_file(run):
-    """scripts/samples_csv.py's copy beside samples.arrows: every row, every column, the same values (times
+    """tools/runs/samples_csv.py's copy beside samples.arrows: every row, every column, the same values (times
     to the CSV's 0.1 ms, numbers to its ten digits)."""
     arrows, text = read_samples(run / "samples.arrows"), read_samples(run / "samples.csv")
     assert len(arrows) == len(text) > 0

@@ -1,6 +1,6 @@
 """Long runs on the CPU: windows cut by binary search pick the rows a filter picks, the timeline's envelope
 keeps every spike and dip in a bounded number of points, and a generated long watch (minutes, not a day:
-scripts/longrun_bench.py measures the day) is summarized, plotted and reported, its figures no larger than
+tools/longrun/bench.py measures the day) is summarized, plotted and reported, its figures no larger than
 a shorter run's."""
 
 import importlib.util
@@ -168,7 +168,7 @@ def test_the_docs_long_run_part_is_made_from_the_committed_benchmark():
     bench = script("longrun_bench")
     results = json.loads((ROOT / "results" / "longrun" / "bench.json").read_text())
     text = (ROOT / "docs" / "storage.md").read_text()
-    assert bench.readme(text, results) == text, "run python scripts/longrun_bench.py --readme"
+    assert bench.readme(text, results) == text, "run python -m tools.longrun.bench --readme"
     day = results["cases"][-1]
     assert (day["hours"], day["gpus"]) == (24, 8) and day["plot_report_s"] > 0 and day["peak_rss_mb"] > 0
 

@@ -1,4 +1,4 @@
-"""scripts/truth_gpu.py's arithmetic on the CPU: a calibration point and a column's lag, from rows made to hold
+"""tools/truth/gpu.py's arithmetic on the CPU: a calibration point and a column's lag, from rows made to hold
 known answers (its GPU path runs on a GPU; its dry run, `--dry-run`, on any machine)."""
 
 import sys
@@ -168,8 +168,8 @@ def test_the_broad_set_holds_every_kind_of_tensor_work_in_each_dtype_and_shrinks
 
 
 def test_the_committed_points_are_what_their_committed_samples_give(tmp_path):
-    """Each points file of scripts/truth_gpu.py, made again from the raw samples beside it by today's point()
-    (scripts/calibrate_tensor.py --repoint), is the file as committed: no point is a number its rows do not give."""
+    """Each points file of tools/truth/gpu.py, made again from the raw samples beside it by today's point()
+    (tools/truth/calibrate.py --repoint), is the file as committed: no point is a number its rows do not give."""
     import json
     import shutil
 

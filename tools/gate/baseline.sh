@@ -9,7 +9,7 @@
 #   b. 40% of the calls of the calls timed back to back do 30% more    -> `slower`
 #   e. --gpu-fail-slower where CUDA sees no GPU -> refused (exit 4); a baseline claiming another model -> refused;
 #      the two side by side, since neither times anything
-#   x. PROBE_RUNS (default 0) fresh processes of scripts/bench_baseline_probe.py (what moves a small call's time
+#   x. PROBE_RUNS (default 0) fresh processes of research/bench_baseline_probe.py (what moves a small call's time
 #      from one process to the next), last and only where time is left: about 9 s each; the H100's three are in
 #      results/logs/bench-steps-h100-80gb-hbm3-earlier-4.tar.gz
 # The slowdowns are real work on the GPU (tests/conftest.py: --more-work, --slow-share). Steps a and b run
@@ -17,18 +17,18 @@
 # torch, CUDA): 31 of them fit in 9 minutes only at a tenth of a second of rounds and of settling per benchmark
 # (MIN_TIME, SETTLE), which the floors allow (tests/gate/test_gate_h100_reruns.py); step b times its two calls for a
 # second (PART_MIN_TIME), which its bursts need. Every step logs its command, exit status and seconds;
-# scripts/bench_baseline_check.py then prints, per check, what was expected and what it got, and the spread of
+# tools/gate/baseline_check.py then prints, per check, what was expected and what it got, and the spread of
 # every benchmark over the unchanged runs. The script keeps its own clock: a step that would end past BUDGET_S
 # (default 540) is skipped and said, and what was measured is kept. Into $OUT, three files:
 #   bench.log        everything, in order            -> commit as results/logs/bench-baseline-<gpu>.log
 #   bench-gate.json  the checks and the numbers the README quotes -> results/logs/bench-gate-<gpu>.json
 #   steps.tar.gz     the baseline (baseline/<gpu>.json -> commit as results/benchmarks/gate/<gpu>.json), each
 #                    step's verdicts, round times and output, any probe's files -> results/logs/bench-steps-<gpu>.tar.gz
-# Run from the repository root on a GPU machine:  OUT=DIR scripts/bench_baseline.sh
+# Run from the repository root on a GPU machine:  OUT=DIR tools/gate/baseline.sh
 # Where a first run ran out of time (its log says which steps it skipped), a second command runs those steps
 # against the first's baseline and checks all of them together, from the first's OUT folder (its steps.tar.gz):
-#                                                  OUT=DIR2 scripts/bench_baseline.sh --resume DIR
-# Check the script without a GPU:                  OUT=DIR scripts/bench_baseline.sh --dry-run [--resume DIR]
+#                                                  OUT=DIR2 tools/gate/baseline.sh --resume DIR
+# Check the script without a GPU:                  OUT=DIR tools/gate/baseline.sh --dry-run [--resume DIR]
 #   (every pytest command only collects its tests, so options and test ids are checked; nothing is timed)
 set -uo pipefail
 : "${OUT:?set OUT to the folder for the log, the checks and the steps}"
@@ -41,7 +41,7 @@ while [ $# -gt 0 ]; do
         [ -f "$resume/steps.tar.gz" ] || { echo "--resume DIR: DIR must hold the first run's steps.tar.gz" >&2; exit 2; }
         shift
         ;;
-    *) echo "usage: OUT=DIR scripts/bench_baseline.sh [--dry-run] [--resume DIR]" >&2; exit 2 ;;
+    *) echo "usage: OUT=DIR tools/gate/baseline.sh [--dry-run] [--resume DIR]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -191,10 +191,10 @@ wait_all
 
 for i in $(seq "$probes"); do
     if [ "$dry" -eq 1 ]; then
-        say "x-probe-$i: $(python3 scripts/bench_baseline_probe.py --dry-run 2>&1)"
+        say "x-probe-$i: $(python3 -m research.bench_baseline_probe --dry-run 2>&1)"
         continue
     fi
-    per_run=12 step "x-probe-$i" 1 python3 scripts/bench_baseline_probe.py "$work/probe-$i.json"
+    per_run=12 step "x-probe-$i" 1 python3 -m research.bench_baseline_probe "$work/probe-$i.json"
 done
 
 if [ "$dry" -eq 1 ]; then
@@ -204,7 +204,7 @@ if [ "$dry" -eq 1 ]; then
     exit
 fi
 say "the checks (+$((SECONDS - started)) s):"
-BASELINE_RUNS=$runs RERUNS=$reruns python3 scripts/bench_baseline_check.py "$work" "$work/baseline/$slug.json" \
+BASELINE_RUNS=$runs RERUNS=$reruns python3 -m tools.gate.baseline_check "$work" "$work/baseline/$slug.json" \
     "$OUT/bench-gate.json" | tee -a "$log"
 rc=${PIPESTATUS[0]}
 cp "$log" "$work/bench.log"

@@ -1,13 +1,13 @@
-"""What scripts/bench_baseline.sh expected of each step, against what the step got: one line per check
+"""What tools/gate/baseline.sh expected of each step, against what the step got: one line per check
 (PASS, FAIL, or N/A where this machine cannot tell), a table of every benchmark over the unchanged runs
 (how far processes moved it, its floor, the false-alarm rate a normal model gives at that floor, what each
-slowdown read), and a summary that scripts/readme_tables.py reads for the README.
+slowdown read), and a summary that tools/readme/tables.py reads for the README.
 
-    python scripts/bench_baseline_check.py WORK_DIR BASELINE_JSON SUMMARY_JSON
+    python -m tools.gate.baseline_check WORK_DIR BASELINE_JSON SUMMARY_JSON
 
 WORK_DIR holds what the script left: exits.tsv (step, exit status or "skipped", seconds; a step run again by
 --resume: its last line) and, per step, the verdicts with each run's round times (--gpu-verdict-json), its
-output, and any probe's files (probe-N.json, scripts/bench_baseline_probe.py). BASELINE_RUNS and RERUNS
+output, and any probe's files (probe-N.json, research/bench_baseline_probe.py). BASELINE_RUNS and RERUNS
 (environment) say how many the script asked for (8 and 20). Exits 1 when any check failed.
 """
 
@@ -18,19 +18,16 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from gate_checks import (SLOWER_FROM_US, Checks, baseline_facts, check_more_work, check_one_gpu,  # noqa: E402
-                         check_part, check_refusals, check_unchanged, finish, load, median_of, print_checks,
-                         print_table, table, times)
-from gate_checks import PART  # noqa: E402, F401 - step b's benchmarks, named here as before
+from tools.gate.checks import (SLOWER_FROM_US, Checks, baseline_facts, check_more_work, check_one_gpu,
+                               check_part, check_refusals, check_unchanged, finish, load, median_of, print_checks,
+                               print_table, table, times)
+from tools.gate.checks import PART  # noqa: F401 - step b's benchmarks, named here as before
 
 SUMMARY_VERSION = 2
 
 
 def unsettled(baseline: dict) -> list[str]:
     """The benchmarks whose floors still needed processes when the baseline's command stopped."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from gpubench.gate import processes
 
     return processes.unsettled(baseline, 1.0)

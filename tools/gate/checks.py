@@ -1,4 +1,4 @@
-"""What scripts/bench_baseline_check.py and scripts/gate_effort_check.py both read of the steps their scripts leave:
+"""What tools/gate/baseline_check.py and tools/gate/effort_check.py both read of the steps their scripts leave:
 the steps' exit statuses and verdicts, the checks of the steps both scripts run (unchanged runs, more work in every
 call, more work in part of the calls, the refusals, one GPU), the table of every benchmark over the unchanged runs,
 and the lines and summary each checker ends with.

@@ -11,20 +11,20 @@
   s-fp32             the bf16 matmuls run in fp32              -> `slower`, naming the tensor cores it left
   s-grid             the 1 ms FMA chains on half the blocks    -> `slower`, naming SM active or occupancy
   b-part-of-calls    30% more work in 40% of the calls of the two calls timed back to back, a second of rounds
-                                                               -> `slower` (as scripts/bench_baseline.sh)
+                                                               -> `slower` (as tools/gate/baseline.sh)
   e-no-gpu, e-another-model: the refusals (exit 4), first, since neither times anything and a short budget
                      must not cost them (the other model's baseline is a file of one benchmark made here)
 
 Every step is a pytest session (or command) of its own, logged with its command, exit status and seconds; the
 script keeps its own clock and skips, and says, a step that would end past the budget (BUDGET_S, default 500 s),
-keeping what it measured; scripts/gate_effort_check.py then checks what the steps left. Into OUT:
+keeping what it measured; tools/gate/effort_check.py then checks what the steps left. Into OUT:
 
   gate-effort.log          everything, in order    -> commit as results/logs/gate-effort-<gpu>.log
   gate-effort-checks.json  the checks and numbers  -> results/logs/gate-effort-<gpu>.json
   steps.tar.gz             the baseline (baseline/<gpu>.json), each step's verdicts, rounds, counters and output
 
-Run from the repository root on a GPU machine:  OUT=DIR python scripts/gate_effort.py
-Check it without a GPU:                         OUT=DIR python scripts/gate_effort.py --dry-run
+Run from the repository root on a GPU machine:  OUT=DIR python -m tools.gate.effort
+Check it without a GPU:                         OUT=DIR python -m tools.gate.effort --dry-run
   (every pytest command only collects its tests, so options and test ids are checked; nothing is timed)
 """
 
@@ -40,8 +40,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # gpubench from this checkout, as `python -m pytest` finds it from the root
+ROOT = Path(__file__).resolve().parents[2]
 BENCHES = "tests/gate_benchmarks"
 PYTEST = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "pytest_benchmark.plugin",
           "-p", "gpubench.pytest_plugin", "--benchmark-columns=min,median,max,iqr,rounds"]
@@ -212,7 +211,7 @@ def main(argv: list[str] | None = None, run=None) -> int:
                       + (f": {', '.join(bad)}" if bad else ""))
             return 1 if bad else 0
         steps.say(f"the checks (+{steps.elapsed():.0f} s):")
-        check = subprocess.run([sys.executable, str(ROOT / "scripts" / "gate_effort_check.py"), str(work),
+        check = subprocess.run([sys.executable, "-m", "tools.gate.effort_check", str(work),
                                 str(work / "baseline" / f"{slug}.json"), str(out / "gate-effort-checks.json")],
                                cwd=ROOT, capture_output=True, text=True, env={**os.environ, "RERUNS": str(args.reruns)})
         with open(log, "a") as f:

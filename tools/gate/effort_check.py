@@ -1,12 +1,12 @@
-"""What scripts/gate_effort.py expected of each step, against what the step got: one line per check (PASS, FAIL,
+"""What tools/gate/effort.py expected of each step, against what the step got: one line per check (PASS, FAIL,
 or N/A where this machine cannot tell), a table of every benchmark over the unchanged runs, and a summary.
 
-    python scripts/gate_effort_check.py WORK_DIR BASELINE_JSON SUMMARY_JSON
+    python -m tools.gate.effort_check WORK_DIR BASELINE_JSON SUMMARY_JSON
 
 WORK_DIR holds what the script left: exits.tsv (step, exit status or "skipped", seconds) and, per step, the
 verdicts with each run's round times and counters (--gpu-verdict-json) and its output. RERUNS (environment) says
 how many unchanged runs the script asked for (20). Exits 1 when any check failed. The checks of the steps it
-shares with scripts/bench_baseline.sh are read as that script's checker reads them (scripts/gate_checks.py).
+shares with tools/gate/baseline.sh are read as that script's checker reads them (tools/gate/checks.py).
 """
 
 from __future__ import annotations
@@ -15,12 +15,8 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import gate_checks as shared  # noqa: E402 - the checks of the steps both scripts run
-
-from gpubench.gate import counters, floor, processes  # noqa: E402
+from gpubench.gate import counters, floor, processes
+from tools.gate import checks as shared  # the checks of the steps both scripts run
 
 BASELINE_S = 120.0  # the README's recipe for the gate set, every process of it
 LEAST = 1.0  # --gpu-noise-floor's default, which the script's steps keep
@@ -97,7 +93,7 @@ def check_slowdowns(c: shared.Checks, readable: bool) -> dict:
 
 
 def check_rest(c: shared.Checks, work: Path, baseline: dict) -> dict:
-    """Part of the calls slower, the refusals, and one GPU for every step (as bench_baseline.sh checks them)."""
+    """Part of the calls slower, the refusals, and one GPU for every step (as tools/gate/baseline.sh checks them)."""
     got = shared.check_part(c)
     shared.check_refusals(c, work)
     shared.check_one_gpu(c, baseline)

@@ -1,9 +1,9 @@
 """What a long watch costs on a small machine: plot and report time, peak memory and file sizes for a
-synthetic watch of 1 h x 1 GPU, 24 h x 1 GPU and 24 h x 8 GPUs (scripts/longrun.py), the marks a process
+synthetic watch of 1 h x 1 GPU, 24 h x 1 GPU and 24 h x 8 GPUs (tools/longrun/synthetic.py), the marks a process
 writes in a day at 1,000 steps/s, and samples.arrows beside CSV and Parquet.
 
-    OMP_NUM_THREADS=1 python scripts/longrun_bench.py [--out results/longrun] [--cases 1x1,24x1,24x8]
-    python scripts/longrun_bench.py --readme   # the long-run part of docs/storage.md, from results/longrun/bench.json
+    OMP_NUM_THREADS=1 python -m tools.longrun.bench [--out results/longrun] [--cases 1x1,24x1,24x8]
+    python -m tools.longrun.bench --readme   # the long-run part of docs/storage.md, from results/longrun/bench.json
 
 A benchmark, not a test: each command runs as its own process, timed on the wall clock, its peak resident
 memory from the kernel (wait4's ru_maxrss). Writes OUT/bench.json and OUT/bench.log (with the machine's
@@ -23,11 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT))
+from tools.longrun import synthetic as longrun
 
-import longrun  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 TARGETS = {"plot_report_s": 60, "peak_rss_mb": 2000, "figure_mb": 2, "report_html_mb": 5, "samples_mb_per_gpu_day": 50,
            "marks_mb_per_day": 10}

@@ -1,11 +1,11 @@
 """plot and report of a day on eight GPUs, timed: the benchmark behind the long-run target of docs/storage.md
 (plot + report of 24 h x 8 GPUs in at most 30 s together on two cores).
 
-    python scripts/longrun_day.py [--runs 5]   # time it, into docs/longrun-day.json
-    python scripts/longrun_day.py --docs       # the part of docs/storage.md made from docs/longrun-day.json
-    python scripts/longrun_day.py --summary    # the committed summary and manifest made anew (minutes)
+    python -m tools.longrun.day [--runs 5]   # time it, into docs/longrun-day.json
+    python -m tools.longrun.day --docs       # the part of docs/storage.md made from docs/longrun-day.json
+    python -m tools.longrun.day --summary    # the committed summary and manifest made anew (minutes)
 
-The run is scripts/longrun.py's 24 h x 8 GPUs at 0.1 s (6,912,000 rows), seed 0. Its samples.arrows (274 MB)
+The run is tools/longrun/synthetic.py's 24 h x 8 GPUs at 0.1 s (6,912,000 rows), seed 0. Its samples.arrows (274 MB)
 is written on the fly through gpubench's own writer, in seconds; its summary.csv and manifest.json, which the
 watch's own summary takes minutes to make from those samples and the marks of the same seed, are committed
 (tests/benchmarks/day/, 80 kB) and copied beside them. plot and report run as a user runs them, each its own
@@ -28,10 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+from tools.longrun import synthetic as longrun
 
-import longrun  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 GPUS, HOURS, SEED = 8, 24.0, 0
 FIXTURE = ROOT / "tests" / "benchmarks" / "day"  # summary.csv and manifest.json of the day
@@ -50,7 +49,7 @@ def make_day(run: Path) -> Path:
 
 
 def make_fixture() -> None:
-    """The whole day made by scripts/longrun.py (its marks, the watch's own summary of them), and its summary
+    """The whole day made by tools/longrun/synthetic.py (its marks, the watch's own summary of them), and its summary
     and manifest kept as the fixture."""
     with tempfile.TemporaryDirectory(prefix="gpubench-day-") as tmp:
         run = longrun.generate(Path(tmp) / "day", n_gpus=GPUS, hours=HOURS, seed=SEED)

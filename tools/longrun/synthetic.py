@@ -1,6 +1,6 @@
 """A synthetic long watch in the run-directory format gpubench writes: N GPUs for H hours, phases, marks.
 
-    python scripts/longrun.py OUT_DIR [--gpus 8] [--hours 24] [--interval 0.1] [--steps-per-s 10] [--seed 0]
+    python -m tools.longrun.synthetic OUT_DIR [--gpus 8] [--hours 24] [--interval 0.1] [--steps-per-s 10] [--seed 0]
                                       [--phases N] [--csv]
 
 No GPU: the numbers are made up, the files are not. The samples go through gpubench's own writer
@@ -30,19 +30,16 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from gpubench.inside import markwriter  # noqa: E402
-from gpubench.job import markreader  # noqa: E402
-from gpubench.job.phases import FLOP_CONVENTION, STORY  # noqa: E402
-from gpubench.job.watcher import MARKS_FILE, resummarize  # noqa: E402
-from gpubench.metrics import COLUMNS  # noqa: E402
-from gpubench.read.samplekeys import TIME_KEYS  # noqa: E402
-from gpubench.read.samples import Samples  # noqa: E402
-from gpubench.record import arrowfile  # noqa: E402
-from gpubench.record.gpus import Gpu  # noqa: E402
-from gpubench.record.rundir import (  # noqa: E402
+from gpubench.inside import markwriter
+from gpubench.job import markreader
+from gpubench.job.phases import FLOP_CONVENTION, STORY
+from gpubench.job.watcher import MARKS_FILE, resummarize
+from gpubench.metrics import COLUMNS
+from gpubench.read.samplekeys import TIME_KEYS
+from gpubench.read.samples import Samples
+from gpubench.record import arrowfile
+from gpubench.record.gpus import Gpu
+from gpubench.record.rundir import (
     CSV_SAMPLES,
     SAMPLE_KEYS,
     SAMPLES_FILE,
@@ -50,7 +47,9 @@ from gpubench.record.rundir import (  # noqa: E402
     write_summary,
 )
 
-NAME = "synthetic H100 (scripts/longrun.py: made-up numbers)"
+ROOT = Path(__file__).resolve().parents[2]
+
+NAME = "synthetic H100 (tools/longrun/synthetic.py: made-up numbers)"
 PEAKS = {"datasheet": {"bf16_tensor": 989.4e12, "fp16_tensor": 989.4e12, "tf32_tensor": 494.7e12, "fp32": 66.9e12,
                        "dram": 3.35e12, "link": 63e9}, "measured": None, "conditions": {}}
 FLOPS_PER_STEP = 1.43e13  # examples/train_gpt.py's step on an H100
@@ -213,14 +212,14 @@ def generate(run_dir: Path, n_gpus: int = 8, hours: float = 24.0, interval_s: fl
     sampled = gpus(n_gpus)
     t1 = T0 + int(hours * HOUR_S / interval_s) * interval_s
     manifest = {
-        "kind": "watch", "command": ["python", "train.py", "(synthetic: scripts/longrun.py)"],
+        "kind": "watch", "command": ["python", "train.py", "(synthetic: tools/longrun/synthetic.py)"],
         "gpus_sampled": [g.as_dict() for g in sampled], "gpu": {**sampled[0].as_dict(), "sm_count": 132},
         "options": {"interval_s": interval_s, "profiling": "auto", "smi": True, "trim_s": 0.5},
         "start_wall": time.strftime("%Y-%m-%dT%H:%M:%S+0000", time.gmtime(WALL0)), "end_wall": None,
         "completed": True, "status": "completed", "warnings": [], "errors": [],
         "sources": {"used": ["synthetic"], "unavailable": {}, "columns": {}}, "columns": columns,
         "peaks": PEAKS, "dtype": "bf16", "families": {"watch": {"story": STORY}},
-        "versions": {"gpubench": "scripts/longrun.py"}, "window": {"t_start": T0, "t_end": t1},
+        "versions": {"gpubench": "tools/longrun/synthetic.py"}, "window": {"t_start": T0, "t_end": t1},
         "all_gpus": False, "flop_convention": FLOP_CONVENTION, "marks": {"file": MARKS_FILE},
         "contexts": {"used": {str(g.nvml_index): [pid] for g, pid in zip(sampled, pids)}},
     }

@@ -1,5 +1,5 @@
 """The README's sentences about the committed results, written by the same generator as its tables
-(scripts/readme_tables.py imports these): every number in them is read from a file under results/.
+(tools/readme/tables.py imports these): every number in them is read from a file under results/.
 
 Each function takes the results folder and returns the part's text; the table generator puts it between
 the part's markers.
@@ -182,7 +182,7 @@ def calibration_notes(results: Path) -> str:
         text += (", over the suite's GEMMs of the reference run " + " or ".join(f"[`{r}`]({r})" for r in sorted(runs))
                  + " (a sustained matmul peak or a `gemm` scenario)")
     if probes:
-        text += (("; and" if runs else ", each point") + " a GEMM of `scripts/truth_gpu.py`'s part (a), sustained "
+        text += (("; and" if runs else ", each point") + " a GEMM of `tools/truth/gpu.py`'s part (a), sustained "
                  "and in bursts at half duty, its counters read every 0.1 s ("
                  + ", ".join(f"[samples]({r})" for r in sorted(probes)) + ")")
     broad = sorted({f for path in (results / "calibration").glob("tensor-*.json")
@@ -193,6 +193,6 @@ def calibration_notes(results: Path) -> str:
     missing = [d for d in TENSOR_DTYPES if d not in known]
     if missing:
         text += (f". {' and '.join(d.upper() for d in missing)} have no calibration on any GPU: "
-                 "`scripts/truth_gpu.py` measures them (its part (a)), and no run of that part is committed, so a row "
+                 "`tools/truth/gpu.py` measures them (its part (a)), and no run of that part is committed, so a row "
                  f"of {' or '.join(missing)} gets no ceiling and no FLOP count of it is held to one")
     return text + ".\n"

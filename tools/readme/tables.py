@@ -7,8 +7,8 @@ GPU, the kernel bench CSVs, the watch runs, the regression gate's checks). A par
 are written relative to its file (`results/...` in the README, `../results/...` in docs/). `--check` exits 1
 if a file differs from what the results say (a CPU test runs it).
 
-    python scripts/readme_tables.py          # rewrite README.md and docs/*.md
-    python scripts/readme_tables.py --check  # compare only
+    python -m tools.readme.tables          # rewrite README.md and docs/*.md
+    python -m tools.readme.tables --check  # compare only
 """
 
 from __future__ import annotations
@@ -21,16 +21,15 @@ import statistics
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
+from gpubench.gate.judgement import RULES
+from gpubench.metrics import BY_COLUMN, LADDER, fmt_value, pct
+from gpubench.read.summary import windows_of
+from gpubench.record.rundir import load_run
+from gpubench.show.figures.common import work_fraction
+from tools.readme.notes import calibration_notes, decode_notes, kernels_notes, ladder_notes
+from tools.readme.tuning import ideas_table, second_ideas_table
 
-from gpubench.gate.judgement import RULES  # noqa: E402
-from gpubench.metrics import BY_COLUMN, LADDER, fmt_value, pct  # noqa: E402  # noqa: E402
-from gpubench.read.summary import windows_of  # noqa: E402
-from gpubench.record.rundir import load_run  # noqa: E402
-from gpubench.show.figures.common import work_fraction  # noqa: E402
-from readme_notes import calibration_notes, decode_notes, kernels_notes, ladder_notes  # noqa: E402
-from readme_tuning import ideas_table, second_ideas_table  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 MARK = re.compile(r"(<!-- gpubench:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /gpubench:(?P=name) -->)", re.S)
 GPUS = {"h100-80gb-hbm3": "H100", "h200": "H200"}
@@ -275,14 +274,14 @@ def _gpt_notes(trains: dict) -> list[str]:
     if unmodelled:
         out += ["", f"These {len(unmodelled)} runs were recorded before gpubench counted model FLOPs apart: their "
                 "marks carry one count a step, of what ran, so they give HFU and no MFU; `bash "
-                "scripts/watch_examples.sh gpt` records them anew."]
+                "tools/watch/examples.sh gpt` records them anew."]
     uncounted = [n for n, r in trains.items() if not _finite(r.get("mfu_pct")) and not _finite(r.get("hfu_pct"))
                  and r.get("hfu_unknown")]
     if uncounted:
         out += ["", f"{_count_of(uncounted, trains)} recorded before gpubench counted model FLOPs apart and before its "
                 "hardware count followed the kernels: their marks carry one count a step, which took causal "
                 "attention's whole T×T score matrix where the kernels run its lower half, so they give neither MFU "
-                "nor HFU, and the tensor ceiling says how much could have run; `bash scripts/watch_examples.sh gpt` "
+                "nor HFU, and the tensor ceiling says how much could have run; `bash tools/watch/examples.sh gpt` "
                 "records them anew."]
     busy = [n for n, r in trains.items() if (r.get("gpu_util_pct") or 0) >= 90]
     healthy, fp32 = trains.get("healthy"), trains.get("fp32")
@@ -342,7 +341,7 @@ def watch_decode(results: Path) -> str:
                   pct(r["mfu_pct"]), f"{r['j_per_token']:.3g}", f"`{r['verdict_rules']}`"]
         lines.append("| " + " | ".join(cells) + " |")
     if gpu is None:
-        return "(no decode watch committed yet: `bash scripts/watch_examples.sh decode` on a GPU records them)\n"
+        return "(no decode watch committed yet: `bash tools/watch/examples.sh decode` on a GPU records them)\n"
     lines += ["", f"On an {GPUS.get(gpu, gpu)} ([log](results/logs/watch-decode-{gpu}.log)); the memory floor is "
               "the step's bytes (the weights once, the cache written so far, what the step writes) at the datasheet "
               "bandwidth, the time no kernel can beat."]
@@ -435,7 +434,7 @@ def watch_llama(results: Path) -> str:
                   "marks carry the hardware count of the day they were recorded, which counted the whole T×T score "
                   "matrix of causal attention where the kernels run its lower half (their manifests have no "
                   "`flop_count_version`), so it is not shown nor held to the tensor ceiling; their model count, by "
-                  "PaLM's convention, stands. `bash scripts/watch_examples.sh llama` records them anew."]
+                  "PaLM's convention, stands. `bash tools/watch/examples.sh llama` records them anew."]
     above = [n for n, r in trains.items() if "flops-above-ceiling" in r["verdict_rules"]]
     if above:
         lines += ["", f"HFU is above the tensor ceiling in {len(above)} of these {len(trains)} runs "
@@ -497,7 +496,7 @@ def _verdict(v: dict | None) -> str:
 
 
 def gate_table(name: str, slug: str, summary: dict) -> str:
-    """What scripts/bench_baseline.sh showed on one GPU since the floor of several processes (summary version 2):
+    """What tools/gate/baseline.sh showed on one GPU since the floor of several processes (summary version 2):
     a sentence, then one row per benchmark over the unchanged runs and the slowdowns."""
     n, checks = summary["numbers"], summary["checks"]
     passed = sum(c["ok"] is True for c in checks)
@@ -524,7 +523,7 @@ def gate_table(name: str, slug: str, summary: dict) -> str:
 
 
 def gate_sentence(name: str, slug: str, summary: dict) -> str:
-    """What scripts/bench_baseline.sh showed on one GPU, from its checks (results/logs/bench-gate-<slug>.json)."""
+    """What tools/gate/baseline.sh showed on one GPU, from its checks (results/logs/bench-gate-<slug>.json)."""
     if summary["numbers"].get("version") == 2:
         return gate_table(name, slug, summary)
     n, checks = summary["numbers"], summary["checks"]
@@ -651,7 +650,7 @@ def cupti_table(results: Path) -> str:
             lines += ["", cupti_costs(json.loads(cost.read_text()), gpu, slug)]
         out.append("\n".join(lines))
     if not out:
-        return ("(no comparison committed yet: `python scripts/cupti_compare.py --out DIR` on a GPU writes the runs "
+        return ("(no comparison committed yet: `python -m research.cupti_compare --out DIR` on a GPU writes the runs "
                 "and logs this table is made from)\n")
     return "\n\n".join(out) + "\n"
 
@@ -687,14 +686,14 @@ def cupti_costs(found: dict, gpu: str, slug: str) -> str:
 
 def watch_auto_brief(results: Path) -> str:
     """The README's short table of jobs watched with no code change, a cell per GPU."""
-    import watch_auto_tables
+    from tools.watch import auto_tables as watch_auto_tables
 
     return watch_auto_tables.brief(results, GPUS)
 
 
 def watch_auto(results: Path) -> str:
-    """Jobs watched with no code change (scripts/watch_auto.py): MFU from their own count and from gpubench's."""
-    import watch_auto_tables
+    """Jobs watched with no code change (tools/watch/auto.py): MFU from their own count and from gpubench's."""
+    from tools.watch import auto_tables as watch_auto_tables
 
     return watch_auto_tables.table(results)
 
@@ -737,7 +736,7 @@ def main() -> int:
             if not args.check:
                 path.write_text(new)
     if args.check and stale:
-        print(f"{', '.join(map(str, stale))} disagree with results/: run python scripts/readme_tables.py",
+        print(f"{', '.join(map(str, stale))} disagree with results/: run python -m tools.readme.tables",
               file=sys.stderr)
         return 1
     return 0

@@ -1,15 +1,13 @@
-"""The README's decode tuning table (section `decode-ideas`, written by scripts/readme_tables.py): per batch,
+"""The README's decode tuning table (section `decode-ideas`, written by tools/readme/tables.py): per batch,
 the best screened speed over torch of each idea the sweeps tried, and the final round's best setting, from
 the committed sweep CSVs (results/tune-decode-<gpu>.csv; a second sweep's tune-decode2-<gpu>.csv beside it)."""
 
 from __future__ import annotations
 
 import csv
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tune_io import IDEAS  # noqa: E402
+from tools.tune.output import IDEAS
 
 GPUS = {"h100-80gb-hbm3": "H100", "h200": "H200"}
 

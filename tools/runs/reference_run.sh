@@ -5,7 +5,7 @@
 # anywhere afterwards with `gpubench plot` and `gpubench report`. The suite measures the copy, read and
 # matmul peaks at its start; the bench times every family (the read beside the copy, decode at B = 1 to 512
 # with the read and copy ceilings at B = 1) with the launch settings committed in kernels/*.py CONFIG,
-# which scripts/tune_kernels.py --only read,decode --apply writes for this GPU model beforehand.
+# which tools/tune/kernels.py --only read,decode --apply writes for this GPU model beforehand.
 set -euo pipefail
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
@@ -16,6 +16,6 @@ run="$slug-$stamp"
 start=$(date +%s.%N)
 python3 -m gpubench run --out "$OUT/$run" 2>&1 | tee "$OUT/run-$slug.log"
 echo "wall time from command to table: $(python3 -c "print(f'{$(date +%s.%N) - $start:.1f}')") s" | tee -a "$OUT/run-$slug.log"
-python3 scripts/bench_kernels.py --out "$OUT/bench-kernels-$slug-${stamp%-*}.csv" 2>&1 | tee "$OUT/bench-$slug.log"
+python3 -m tools.tune.bench --out "$OUT/bench-kernels-$slug-${stamp%-*}.csv" 2>&1 | tee "$OUT/bench-$slug.log"
 tar -C "$OUT" -czf "$OUT/run-$slug.tar.gz" "$run" && rm -rf "${OUT:?}/$run"
-# The benchmarks baseline of this GPU model and the plugin demonstrations: scripts/bench_baseline.sh.
+# The benchmarks baseline of this GPU model and the plugin demonstrations: tools/gate/baseline.sh.

@@ -1,7 +1,7 @@
 """Summarize recorded runs again from their own files, with this code: after a change to how windows, phases
 or ceilings are summarized, the committed summaries follow the code and the samples stay as recorded.
 
-    python scripts/resummarize.py results/*/
+    python -m tools.runs.resummarize results/*/
 
 A watch run (kind "watch") is summarized anew from its samples, marks and manifest, and the manifest's
 account of the GPUs used and the sentences its report tells each row with are rewritten. A suite run (kind
@@ -21,15 +21,14 @@ import math
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from gpubench.job.phases import STORY
+from gpubench.job.watcher import resummarize
+from gpubench.metrics import COLUMNS
+from gpubench.read.summary import derive, per_joule, summarize
+from gpubench.record.rundir import load_run, write_json, write_summary
+from gpubench.truth import ceiling
 
-from gpubench.job.phases import STORY  # noqa: E402
-from gpubench.job.watcher import resummarize  # noqa: E402
-from gpubench.metrics import COLUMNS  # noqa: E402
-from gpubench.read.summary import derive, per_joule, summarize  # noqa: E402
-from gpubench.record.rundir import load_run, write_json, write_summary  # noqa: E402
-from gpubench.truth import ceiling  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 # the columns a suite run's summary computes from its samples; every other column is a fact of the run
 COMPUTED = {"n_samples", "power_w_energy", "energy_used_j", "windows", "speedup_vs_baseline", "tflops", "gbps",

@@ -1,7 +1,7 @@
 """A plain-text copy of a run's samples: samples.csv beside samples.arrows, written by gpubench's own CSV
 writer, so the raw data behind every committed figure can be read without pyarrow (a spreadsheet, awk).
 
-    python scripts/samples_csv.py results/<run>/ [...]
+    python -m tools.runs.samples_csv results/<run>/ [...]
 
 gpubench reads samples.arrows where both are present; the copy changes no summary, figure or report.
 """

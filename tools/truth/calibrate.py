@@ -2,18 +2,18 @@
 FLOP rate over the bare ceiling of the same seconds (tensor active × SM clock ÷ the peak's clock × the dense
 datasheet peak), per dtype; the calibration is their median, its error the farthest any lies from it. Beside
 it, `highest`: the highest rate per active cycle over every kernel measured (those GEMMs and the points files
-given with --beside, scripts/truth_gpu.py --broad's), with the kernel that set it, the median and the spread.
+given with --beside, tools/truth/gpu.py --broad's), with the kernel that set it, the median and the spread.
 
-    python scripts/calibrate_tensor.py RUN_DIR ...         # suite runs recorded with GPM: their GEMMs
-    python scripts/calibrate_tensor.py --points FILE ...   # points measured by scripts/truth_gpu.py
-    python scripts/calibrate_tensor.py --repoint FILE ...  # those points made again from their raw samples
+    python -m tools.truth.calibrate RUN_DIR ...         # suite runs recorded with GPM: their GEMMs
+    python -m tools.truth.calibrate --points FILE ...   # points measured by tools/truth/gpu.py
+    python -m tools.truth.calibrate --repoint FILE ...  # those points made again from their raw samples
     ... --beside FILE ...                                  # points of every kernel: the highest only
     ... --out results/calibration                          # where tensor-<gpu>.json goes (the default)
 
 From a suite run, the points are its sustained matmul peaks (bf16 and fp16 torch.matmul at 8192³, timed in
 the window the manifest records) and its GEMM scenarios (timed over the scenario, the counters over its
 window after the trim). The file names each point's run, scenario and window: the raw samples are those runs'
-own, committed beside them. Points from scripts/truth_gpu.py carry their numbers and name their raw samples.
+own, committed beside them. Points from tools/truth/gpu.py carry their numbers and name their raw samples.
 """
 
 from __future__ import annotations
@@ -22,17 +22,15 @@ import argparse
 import csv
 import json
 import math
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
+from gpubench.read.summary import TRAIL_S, TRIM_S, covering
+from gpubench.record.rundir import load_run, slug, write_json
+from gpubench.truth import ceiling
+from gpubench.truth.peaks import datasheet_for
 
-from gpubench.read.summary import TRAIL_S, TRIM_S, covering  # noqa: E402
-from gpubench.record.rundir import load_run, slug, write_json  # noqa: E402
-from gpubench.truth import ceiling  # noqa: E402
-from gpubench.truth.peaks import datasheet_for  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 GPM_TRAIL_S = TRAIL_S["tensor_active_pct"]
 
@@ -78,10 +76,10 @@ def from_run(run: Path) -> tuple[str, list[dict]]:
 
 
 def repoint(path: Path) -> list[dict]:
-    """A points file of scripts/truth_gpu.py made again by today's truth_probe.point() from the raw samples
+    """A points file of tools/truth/gpu.py made again by today's tools/truth/probe.py point() from the raw samples
     committed beside it (each point's window and FLOP rate as measured, so that a change in how a window's rows
     are read, such as leaving stale GPM rows out, reaches the committed points); the file is rewritten."""
-    import truth_probe
+    from tools.truth import probe as truth_probe
 
     data = json.loads(path.read_text())
     with open(path.parent / data["samples"], newline="") as f:
@@ -121,11 +119,11 @@ def write(name: str, points: list[dict], out: Path, beside: list[Path] = ()) -> 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="*", type=Path)
-    ap.add_argument("--points", nargs="*", type=Path, default=[], help="points files from scripts/truth_gpu.py")
+    ap.add_argument("--points", nargs="*", type=Path, default=[], help="points files from tools/truth/gpu.py")
     ap.add_argument("--repoint", nargs="*", type=Path, default=[],
                     help="points files rewritten from their raw samples first, then calibrated from as --points")
     ap.add_argument("--beside", nargs="*", type=Path, default=[],
-                    help="points files of every kernel measured (truth_gpu.py --broad): they enter the highest only")
+                    help="points files of every kernel measured (tools.truth.gpu --broad): they enter the highest only")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "calibration")
     args = ap.parse_args(argv)
     for path in args.repoint:

@@ -1,4 +1,4 @@
-"""The dry run of scripts/truth_gpu.py: CPU matmuls, and counters made from when they ran, read 0.13 s late (as
+"""The dry run of tools/truth/gpu.py: CPU matmuls, and counters made from when they ran, read 0.13 s late (as
 GPM's are)."""
 
 from __future__ import annotations
@@ -7,16 +7,15 @@ import math
 import time
 from pathlib import Path
 
-from truth_probe import COUNTERS, ROOT, Gpu
-
 from gpubench.truth import ceiling
+from tools.truth.probe import COUNTERS, ROOT, Gpu
 
 
 class FakeGpu(Gpu):
     """The dry run: CPU matmuls, and counters made from when they ran, read 0.13 s late (as GPM's are)."""
 
     LAG_S = 0.13
-    device, shrink = "cpu", 16  # --broad: scripts/truth_kernels.py's set on the CPU, each size divided by 16
+    device, shrink = "cpu", 16  # --broad: tools/truth/kernels.py's set on the CPU, each size divided by 16
     refused: dict = {}  # no NVML here: nothing refused (Gpu's comes from its GPM counters)
 
     def __init__(self):

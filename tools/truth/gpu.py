@@ -1,9 +1,9 @@
 """What the tensor-pipe ceiling and the summary's windows need from a GPU, measured in one command, from the
 repository root:
 
-    OUT=/some/dir python3 scripts/truth_gpu.py --only ab   # calibration and alignment: 3 minutes at most
-    OUT=/some/dir python3 scripts/truth_gpu.py --only c    # the two watches: 2 minutes at most
-    OUT=/some/dir python3 scripts/truth_gpu.py --only a --broad   # (a) over scripts/truth_kernels.py: 6 minutes
+    OUT=/some/dir python3 -m tools.truth.gpu --only ab   # calibration and alignment: 3 minutes at most
+    OUT=/some/dir python3 -m tools.truth.gpu --only c    # the two watches: 2 minutes at most
+    OUT=/some/dir python3 -m tools.truth.gpu --only a --broad   # (a) over tools/truth/kernels.py: 6 minutes
     ... --dry-run                                          # the same on the CPU, counters faked
 
 Each part has its own time (PART_S: a 125 s, b 35 s, c 105 s, d 240 s) and stops itself at its end, keeping
@@ -16,7 +16,7 @@ the parts' structure (the dry run prints this plan first):
       6 s of train, 2 s of eval (eager); the two processes: start-up (about 10 s), 6 s and 3.6 s of train, 2 s
       of eval: about 50-75 s. The compiled watch is stopped after 60 s at most and the two processes' after
       what is left (at least 25 s), each by Ctrl-C to its process group, so that it still writes its run.
-  (d) optional, on an H100 only: `bash scripts/watch_examples.sh gpt`, the README's GPT runs recorded anew
+  (d) optional, on an H100 only: `bash tools/watch/examples.sh gpt`, the README's GPT runs recorded anew
       (another script records them too).
 
 (a) Calibration. The suite's own GEMMs at 8192³ in each dtype (bf16: gemm-torch and gemm-triton; fp16:
@@ -29,16 +29,16 @@ the parts' structure (the dry run prints this plan first):
 (b) Alignment. A GEMM switched on and off every 0.5 s, its edges stamped on the GPU's timeline, sampled at
     0.1 s and at 0.05 s: how far before a row's end each column's value reaches (gpubench.read.summary.TRAIL_S).
 (c) Watch. `gpubench watch` of a torch.compile'd job with a short warm-up, and of two processes on one GPU
-    whose phases end at different times (scripts/truth_job.py); each row printed beside its counters and
+    whose phases end at different times (tools/truth/job.py); each row printed beside its counters and
     held to tests/read/test_invariants.py.
 
 Writes two files: $OUT/truth-<gpu>.tar.gz (truth-<gpu>/: calibration/points-<gpu>.json and samples-<gpu>.csv,
 probe/, the two watch runs, with (d) d/ holding watch-gpt.tar.gz and its log, truth.log) and $OUT/truth-<gpu>.log
 (the log, to read without unpacking). Then, in the repository: copy calibration/* to results/calibration/ and
-run `python scripts/calibrate_tensor.py --points results/calibration/points-<gpu>.json` (it writes
+run `python -m tools.truth.calibrate --points results/calibration/points-<gpu>.json` (it writes
 tensor-<gpu>.json from those points alone); copy the watch runs under results/ (and unpack d/watch-gpt.tar.gz at
-the root); `python scripts/resummarize.py results/*/`, `gpubench report` on the new and changed runs, `python
-scripts/readme_tables.py`; then tests/truth/test_ceiling.py, tests/read/test_invariants.py, tests/job/test_edges.py and
+the root); `python -m tools.runs.resummarize results/*/`, `gpubench report` on the new and changed runs, `python
+tools/readme/tables.py`; then tests/truth/test_ceiling.py, tests/read/test_invariants.py, tests/job/test_edges.py and
 tests/test_readme.py check them.
 """
 
@@ -54,12 +54,12 @@ import tarfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts"), str(ROOT / "tests")]
+from tools.truth import kernels as truth_kernels
+from tools.truth import probe
+from tools.truth.fake import FakeGpu
 
-import truth_kernels  # noqa: E402
-import truth_probe as probe  # noqa: E402
-from truth_fake import FakeGpu  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))  # the invariants the watch is held to (tools/truth/probe.py)
 
 # Each part's own seconds: it stops itself at their end, keeping what it measured (the module's docstring
 # says what fills them). A part left less than it needs for its next step skips that step and says so.
@@ -87,7 +87,7 @@ class Log:
 
 
 def calibrate(dev, out: Path, left, say, broad: bool = False) -> list[dict]:
-    """(a): each GEMM (with `broad`, each kernel of scripts/truth_kernels.py) sustained and at half duty, under
+    """(a): each GEMM (with `broad`, each kernel of tools/truth/kernels.py) sustained and at half duty, under
     the sampler; the points."""
     points = []
     kind = "broad" if broad else ""
@@ -141,7 +141,7 @@ def align(dev, out: Path, left, say) -> dict:
 
 def watch(dev, out: Path, left, say, dry: bool) -> list[Path]:
     """(c): the compiled job with a short warm-up; two processes whose phases end apart."""
-    job = f"{sys.executable} {ROOT / 'scripts' / 'truth_job.py'}" + (" --tiny --device cpu" if dry else "")
+    job = f"{sys.executable} -m tools.truth.job" + (" --tiny --device cpu" if dry else "")
     train = 2 if dry else TRAIN_S
     sync = out / "two-processes-ready"
     # (command, the seconds it needs at least, the seconds the jobs after it keep)
@@ -178,7 +178,7 @@ def plan(parts: str, dev, broad: bool = False) -> list[str]:
                   "and compiles"),
             "b": f"(b) 2 intervals x {PROBE_S:g} s = {2 * PROBE_S:.0f} s of square waves",
             "c": f"(c) 2 watches of {TRAIN_S:g} s of train, with start-up, torch.compile and 2 s of eval",
-            "d": "(d) bash scripts/watch_examples.sh gpt (an H100 only)"}
+            "d": "(d) bash tools/watch/examples.sh gpt (an H100 only)"}
     return [f"{said[k]}; its part: {PART_S[k]:.0f} s" for k in "abcd" if k in parts]
 
 
@@ -189,7 +189,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="the same steps on the CPU, with counters faked")
     ap.add_argument("--only", default="abc", help="the parts to run, of abcd ((d) only where named)")
     ap.add_argument("--broad", action="store_true",
-                    help="(a) over scripts/truth_kernels.py's kernels (points-broad-<gpu>.json), not the suite's GEMMs")
+                    help="(a) over tools/truth/kernels.py's kernels (points-broad-<gpu>.json), not the suite's GEMMs")
     args = ap.parse_args(argv)
     if args.broad:
         PART_S["a"] = BROAD_A_S
@@ -230,7 +230,7 @@ def main(argv=None) -> int:
             if why:
                 say(f"(d) not run: {why}")
             else:
-                say("(d) bash scripts/watch_examples.sh gpt")
+                say("(d) bash tools/watch/examples.sh gpt")
                 gpt(_dir(top / "d"), left() - 20, say)
     except KeyboardInterrupt:
         say("interrupted: what was measured is kept")
@@ -249,7 +249,7 @@ def main(argv=None) -> int:
 def gpt(out: Path, seconds: float, say) -> None:
     """(d), its tarball and log written under `out`; stopped with every process it started where it runs past
     `seconds`."""
-    child = subprocess.Popen(["bash", str(ROOT / "scripts" / "watch_examples.sh"), "gpt"], cwd=ROOT,
+    child = subprocess.Popen(["bash", str(ROOT / "tools" / "watch" / "examples.sh"), "gpt"], cwd=ROOT,
                              env=dict(os.environ, OUT=str(out)), start_new_session=True)
     if probe.bounded(child, seconds) is None:
         say("(d) stopped at the budget: what was measured is kept")

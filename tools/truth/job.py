@@ -1,8 +1,8 @@
-"""A training job of gpubench's own for scripts/truth_gpu.py to watch: a small causal transformer on random
+"""A training job of gpubench's own for tools/truth/gpu.py to watch: a small causal transformer on random
 data, its steps and FLOPs reported to gpubench (count_flops on the eager module, once).
 
-    python scripts/truth_job.py --role compiled          # torch.compile'd, a short warm-up, train, eval
-    python scripts/truth_job.py --role a --train-s 5 --eval-s 2   # one of two processes sharing a GPU
+    python -m tools.truth.job --role compiled          # torch.compile'd, a short warm-up, train, eval
+    python -m tools.truth.job --role a --train-s 5 --eval-s 2   # one of two processes sharing a GPU
     ... --tiny --device cpu                              # a few layers of 64 on the CPU (the dry run)
 
 --role compiled marks `warmup` (3 steps after compiling), `train` and `eval` (eager); --role a and b mark `train`

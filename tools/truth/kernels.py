@@ -1,4 +1,4 @@
-"""The broad kernel set of scripts/truth_gpu.py --broad: every kind of tensor-core work a training job runs, so
+"""The broad kernel set of tools/truth/gpu.py --broad: every kind of tensor-core work a training job runs, so
 that the tensor ceiling's rate per active cycle is the highest any of them reaches, not a typical GEMM's.
 
 cuBLAS products of many shapes (square, skinny, small, long K, batched, with a bias), SDPA forward and backward
@@ -7,7 +7,7 @@ through torch._scaled_mm and TF32, each dtype apart. Each kernel's FLOPs are gpu
 count of one call, so that the ceiling is measured in the unit HFU is held to (causal attention counts the
 triangle its kernel runs; a convolution's backward gpubench's own formula).
 
-The dry run (scripts/truth_fake.py) builds the same set on the CPU with every size divided by `shrink` (16), so
+The dry run (tools/truth/fake.py) builds the same set on the CPU with every size divided by `shrink` (16), so
 that each kernel's making, counting and timing is exercised where no GPU is; its points measure nothing.
 """
 

@@ -1,4 +1,4 @@
-"""The GPU side of scripts/truth_gpu.py (its dry run's fake is scripts/truth_fake.py): GEMMs in every tensor
+"""The GPU side of tools/truth/gpu.py (its dry run's fake is tools/truth/fake.py): GEMMs in every tensor
 dtype, timed in groups stamped on the GPU's timeline; a sampler of every NVML GPM pipe counter the driver answers
 (the ids it refuses dropped and named); and what is made of them (a calibration point, the lag of each column at
 a known edge, each watch row beside its counters)."""
@@ -20,7 +20,7 @@ from gpubench.read.samples import as_samples
 from gpubench.read.summary import TRAIL_S, covering
 from gpubench.truth import ceiling
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # NVML GPM metric ids (nvml.h): which pipe counter a dtype moves is measured, not assumed. The cycle counters
 # (248 on) are recent: a driver that does not know them refuses them, and GpmCounters reads on without them.
 COUNTERS = {"sm_active_pct": 2, "sm_occupancy_pct": 3, "integer_util_pct": 4, "tensor_active_pct": 5,

@@ -5,7 +5,7 @@ timing). Implementations of one family are timed interleaved at sustained clocks
 interleaved: settle, then windows in turns ABC, CBA, ...), and each ratio is the median of the
 window-by-window ratios, with p10 and p90: a ratio never compares a cool GPU with a hot one.
 
-    python scripts/bench_kernels.py --out bench.csv [--only copy,read,softmax,gemm,decode,spin]
+    python -m tools.tune.bench --out bench.csv [--only copy,read,softmax,gemm,decode,spin]
 """
 
 from __future__ import annotations

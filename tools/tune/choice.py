@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 DECODE = ROOT / "kernels" / "decode.py"
 LEGACY = re.compile(r"(ptr|tma)-(\d+)x(\d+)x(\d+)-w(\d+)-s(\d+)")

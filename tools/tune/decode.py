@@ -1,11 +1,11 @@
-"""The decode and read sweeps of scripts/tune_kernels.py: compile every setting first (in parallel worker
-processes, into Triton's on-disk cache; scripts/tune_timing.py), then per batch check each against the
+"""The decode and read sweeps of tools/tune/kernels.py: compile every setting first (in parallel worker
+processes, into Triton's on-disk cache; tools/tune/timing.py), then per batch check each against the
 float64 reference, screen them all against torch in short interleaved windows, and time the best few
 again, longer, in turns with torch (and at B = 1 with a read and a copy of the same bytes: the two ceilings).
 
-Three decode modes: the broad space (tune_space.decode_space), one step around a first sweep's best few
+Three decode modes: the broad space (tools/tune/space.py's decode_space), one step around a first sweep's best few
 (--around), and the second sweep (--second): only the batches still short of torch, the persistent TMA
-kernel's settings (tune_space.second_space) beside the first sweep's best few and the setting CONFIG
+kernel's settings (tools/tune/space.py's second_space) beside the first sweep's best few and the setting CONFIG
 applies now, timed longer.
 
 A time budget is checked before each step: a sweep that runs out stops cleanly with what it measured.
@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 
 import torch
-import tune_space as space
-from tune_timing import ROWS, Budget, best, precompile, record, say, turns  # noqa: F401 (ROWS: the rows so far)
+from tools.tune import space
+from tools.tune.timing import ROWS, Budget, best, precompile, record, say, turns  # noqa: F401 (ROWS: the rows so far)
 
 SCREEN = {"rounds": 2, "window_s": 0.03}
 FINAL = {"rounds": 6, "window_s": 0.08}
@@ -68,7 +68,7 @@ def sweep_decode(batches, budget: Budget, save, rows=None, workers: int = 8, dry
     device = "cpu" if dry else "cuda"
     k, n = (2048, 96) if dry else (decode.SIZES["k"], decode.SIZES["n"])
     sms = sm_count()
-    applied = lambda b: decode.settings_for(b, device)  # noqa: E731 (what bench_kernels.py runs now)
+    applied = lambda b: decode.settings_for(b, device)  # noqa: E731 (what tools/tune/bench.py runs now)
     # the second sweep's settings are a fixed list, sized for the real shape even in a dry run
     settings = (decode_settings(batches, rows, second=True, applied=applied) if second
                 else decode_settings(batches, rows, sms, n, k))

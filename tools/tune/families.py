@@ -1,5 +1,5 @@
 """The tuning sweeps of the copy, softmax and GEMM kernels, the clock trace and the machine's facts, for
-scripts/tune_kernels.py: candidate kernels timed in turns with the family's reference (torch) after a
+tools/tune/kernels.py: candidate kernels timed in turns with the family's reference (torch) after a
 settling period at sustained clocks; every row goes to ROWS."""
 
 from __future__ import annotations

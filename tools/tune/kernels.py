@@ -5,14 +5,14 @@ at sustained clocks, so that a candidate timed first does not catch a higher clo
 Prints and writes, per candidate, the median of its window medians and the ratio to the family's
 reference implementation (torch), paired window by window.
 
-    python scripts/tune_kernels.py --out tune.csv [--only copy,softmax,gemm,decode,read,clock]
-    python scripts/tune_kernels.py --only read,decode --out-dir $OUT [--apply] [--budget-s 300]
-    python scripts/tune_kernels.py --only decode --out-dir $OUT --around results/tune-decode-h200.csv
-    python scripts/tune_kernels.py --apply-from results/tune-decode-h200.csv results/tune-read-h200.csv
-    python scripts/tune_kernels.py --only decode --second results/ --decode-batches 16,256,512 --out-dir $OUT
-    python scripts/tune_kernels.py --only read,decode --dry-run      # on the CPU, tiny sizes: does it run?
+    python -m tools.tune.kernels --out tune.csv [--only copy,softmax,gemm,decode,read,clock]
+    python -m tools.tune.kernels --only read,decode --out-dir $OUT [--apply] [--budget-s 300]
+    python -m tools.tune.kernels --only decode --out-dir $OUT --around results/tune-decode-h200.csv
+    python -m tools.tune.kernels --apply-from results/tune-decode-h200.csv results/tune-read-h200.csv
+    python -m tools.tune.kernels --only decode --second results/ --decode-batches 16,256,512 --out-dir $OUT
+    python -m tools.tune.kernels --only read,decode --dry-run      # on the CPU, tiny sizes: does it run?
 
-The decode and read sweeps (scripts/tune_decode.py, their settings in scripts/tune_space.py) compile every
+The decode and read sweeps (tools/tune/decode.py, their settings in tools/tune/space.py) compile every
 setting ahead in worker processes, screen all of them against torch, then time the best few again in
 turns with torch; they stop cleanly when the time budget is spent, keeping what they measured.
 `--out-dir` writes tune-decode-<gpu>.csv and tune-read-<gpu>.csv (and tune-<gpu>.csv for the other
@@ -35,10 +35,9 @@ if "--dry-run" in sys.argv:  # before Triton is imported: its kernels then run i
 
 import torch  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import tune_decode  # noqa: E402
-import tune_families as families  # noqa: E402
-from tune_io import apply_from, apply_rows, merge, summary, write_all  # noqa: E402
+from tools.tune import decode as tune_decode  # noqa: E402
+from tools.tune import families  # noqa: E402
+from tools.tune.output import apply_from, apply_rows, merge, summary, write_all  # noqa: E402
 
 
 def main() -> int:

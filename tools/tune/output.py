@@ -1,4 +1,4 @@
-"""What scripts/tune_kernels.py writes and prints: the CSVs (one per family, or one of every row), the
+"""What tools/tune/kernels.py writes and prints: the CSVs (one per family, or one of every row), the
 summary per batch, and the CONFIG lines from a sweep's rows or from its CSVs."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import csv
 import sys
 from pathlib import Path
 
-from tune_choice import DECODE, apply_decode, apply_read, current, decode_choice, read_choice
+from tools.tune.choice import DECODE, apply_decode, apply_read, current, decode_choice, read_choice
 
 
 def summary(rows: list[dict]) -> None:
@@ -27,7 +27,7 @@ def summary(rows: list[dict]) -> None:
               f"{top['speed_vs_ref_p90']:.3f}] {top['gbps']:7.0f} {top['tflops']:7.1f}  {vs}")
 
 
-IDEAS = {  # by the names tune_space.tag gives
+IDEAS = {  # by the names tools/tune/space.py's tag gives
     "pointer loads": lambda t: t.startswith("ptr-") and not any(x in t for x in ("-k", "-p", "-ef")),
     "TMA": lambda t: t.startswith("tma-") and not any(x in t for x in ("-k", "-p", "-sw", "-ws")),
     "CUDA cores": lambda t: t.startswith("fma-"), "split K": lambda t: "-k" in t,

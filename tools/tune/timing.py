@@ -11,7 +11,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 import torch
-import tune_space as space
+from tools.tune import space
 
 from gpubench.stats import quantile
 

@@ -1,10 +1,10 @@
 """Watch jobs nobody changed, on one GPU, beside the examples watched with their own gpubench calls.
 
-    python3 scripts/watch_auto.py                  # everything: about 8 minutes on an H100 (never past --budget-s)
-    python3 scripts/watch_auto.py --part examples  # (a) and (b): about 5 minutes
-    python3 scripts/watch_auto.py --part jobs      # (c) without decode: about 2.5 minutes
-    python3 scripts/watch_auto.py --part llama --pairs 4   # more (a) pairs of Llama alone: about 1 minute a pair
-    python3 scripts/watch_auto.py --dry-run        # on a CPU: tiny sizes, a stand-in for the GPU's counters
+    python3 -m tools.watch.auto                  # everything: about 8 minutes on an H100 (never past --budget-s)
+    python3 -m tools.watch.auto --part examples  # (a) and (b): about 5 minutes
+    python3 -m tools.watch.auto --part jobs      # (c) without decode: about 2.5 minutes
+    python3 -m tools.watch.auto --part llama --pairs 4   # more (a) pairs of Llama alone: about 1 minute a pair
+    python3 -m tools.watch.auto --dry-run        # on a CPU: tiny sizes, a stand-in for the GPU's counters
 
 (a) examples/train_gpt.py (healthy), train_llama.py (eager) and decode_llm.py, each watched with its own
     gpubench calls (arm `own`) and with them off (`auto`: --no-gpubench, so steps come from the optimizer
@@ -37,10 +37,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
+from tools.watch import auto_tables as tables
 
-import watch_auto_tables as tables  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 EX = ROOT / "examples"
 PY = sys.executable
@@ -90,7 +89,7 @@ def _run(job: str, arm: str, i: int, script: Path, dry: bool) -> dict:
 def watch(run: dict, out: Path, dry: bool, limit_s: float) -> dict:
     """One `gpubench watch` of the run into out; what it took and how it ended. Past limit_s the watch gets
     a SIGINT (it ends the job and finishes the run directory), then, 30 s on, the whole group a SIGKILL."""
-    head = [PY, str(Path(__file__).resolve()), "--dry-watch", str(out)] if dry else \
+    head = [PY, "-m", __spec__.name, "--dry-watch", str(out)] if dry else \
         [PY, "-m", "gpubench", "watch", "--out", str(out)]
     cmd = head + (["--no-auto"] if run["no_auto"] else []) + ["--", *run["argv"]]
     t0 = time.monotonic()
@@ -194,7 +193,7 @@ def main(argv=None) -> int:
     say("\n=== with no code change against the jobs' own calls, and the hook's cost")
     for line in tables._findings(found):
         say(line)
-    say("\n=== the README table (scripts/readme_tables.py writes it from the committed runs)\n")
+    say("\n=== the README table (tools/readme/tables.py writes it from the committed runs)\n")
     say(tables.table(results))
     (logs / f"{stem}.json").write_text(json.dumps(report, indent=1, default=str))
     log.close()

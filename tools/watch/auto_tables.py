@@ -1,7 +1,7 @@
-"""What scripts/watch_auto.py measured, read back from its committed run directories: the examples watched
+"""What tools/watch/auto.py measured, read back from its committed run directories: the examples watched
 with and without their own gpubench calls, the optimizer hook's cost, and the README table of jobs watched
-with no code change (scripts/readme_tables.py writes the full one into docs/watch.md and a short one, a cell
-per GPU, into README.md; scripts/watch_auto.py prints the full one).
+with no code change (tools/readme/tables.py writes the full one into docs/watch.md and a short one, a cell
+per GPU, into README.md; tools/watch/auto.py prints the full one).
 
 A run directory is results/watch-auto-<job>-<arm>-<i>-<gpu>/: arm `own` is an example making its own
 gpubench calls, `auto` a job with none (an example under --no-gpubench, or a job of examples/unmodified/),
@@ -24,7 +24,7 @@ from gpubench.read.summary import windows_of
 from gpubench.record.rundir import load_run
 from gpubench.record.sources.gpm import ACTIVITY, stale
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NAME = re.compile(r"watch-auto-(?P<job>[a-z0-9]+)-(?P<arm>own|auto|off)-(?P<i>\d+)-(?P<gpu>.+)")
 # job, what it is, the phase whose row is compared (None: no optimizer step, its busiest phase)
 JOBS = [("gpt", "GPT-2 small, eager (`examples/train_gpt.py`)", "train"),
@@ -183,8 +183,8 @@ def table(results: Path) -> str:
     of one step at the optimizer's steps/s), the tensor ceiling, and the first over the last."""
     found = runs(results)
     if not found:
-        return ("(no run committed yet: `python3 scripts/watch_auto.py` on a GPU records them, and "
-                "`python scripts/readme_tables.py` writes them here)\n")
+        return ("(no run committed yet: `python3 -m tools.watch.auto` on a GPU records them, and "
+                "`python -m tools.readme.tables` writes them here)\n")
     out = []
     for gpu, jobs in sorted(found.items()):
         logs = sorted(p.name for p in (results / "logs").glob(f"watch-auto*-{gpu}.log"))
@@ -220,11 +220,11 @@ def cells(jobs: dict, job: str, phase: str | None) -> dict:
 
 def brief(results: Path, names: dict[str, str]) -> str:
     """The README's short table: each job once, a cell per GPU of `names` (slug: short name, in the columns'
-    order; readme_tables.GPUS), from the runs the full table in docs/watch.md reads."""
+    order; tools/readme/tables.py's GPUS), from the runs the full table in docs/watch.md reads."""
     found = runs(results)
     gpus = [g for g in names if g in found]
     if not gpus:
-        return "(no run committed yet: `python3 scripts/watch_auto.py` on a GPU records them)\n"
+        return "(no run committed yet: `python3 -m tools.watch.auto` on a GPU records them)\n"
     out = ["Each cell: " + " / ".join(names[g] for g in gpus) + " (– where that GPU ran no such job).", "",
            "| job | MFU from its own count | MFU with no code change | tensor ceiling | own MFU ÷ ceiling |",
            "| --- | --- | --- | --- | --- |"]

@@ -1,9 +1,9 @@
 """Training jobs written as their users write them, each watched with no code change on one GPU, and every
 steady row's HFU held to the tensor ceiling's limit (the bound no FLOP count that ran may pass).
 
-    python3 scripts/bound_jobs.py                     # every job: 6 to 8 minutes on an H200 (never past --budget-s)
-    python3 scripts/bound_jobs.py --jobs convnext_timm,vit_fp16_scaler   # some of them
-    python3 scripts/bound_jobs.py --dry-run           # on a CPU: tiny sizes, a stand-in for the GPU's counters
+    python3 -m tools.watch.bound_jobs                     # every job: 6 to 8 minutes on an H200 (never past --budget-s)
+    python3 -m tools.watch.bound_jobs --jobs convnext_timm,vit_fp16_scaler   # some of them
+    python3 -m tools.watch.bound_jobs --dry-run           # on a CPU: tiny sizes, a stand-in for the GPU's counters
 
 The jobs are the files of examples/unmodified/ but jax_mlp.py (no optimizer: no steps, no HFU to hold), each
 run as `python -m gpubench watch --out results/bound-<job>-<gpu>/ -- python <job> --seconds N` (ViT, which runs
@@ -35,19 +35,17 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
+from gpubench.metrics import finite
+from gpubench.record.gpus import Gpu
+from gpubench.record.rundir import load_run
+from tools.watch.auto import gpu_slug
+from tools.watch.auto_tables import OWN_COUNT
 
-from watch_auto import gpu_slug  # noqa: E402
-from watch_auto_tables import OWN_COUNT  # noqa: E402
-
-from gpubench.metrics import finite  # noqa: E402
-from gpubench.record.gpus import Gpu  # noqa: E402
-from gpubench.record.rundir import load_run  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 JOBS = ROOT / "examples" / "unmodified"
 PY = sys.executable
-FORWARDS = "no optimizer: its steps are its model's forwards, watched by scripts/forward_jobs.sh"
+FORWARDS = "no optimizer: its steps are its model's forwards, watched by tools/watch/forward_jobs.sh"
 LEFT_OUT = {"jax_mlp": "no optimizer: no steps, so no HFU to hold", "bert_inference": FORWARDS,
             "vision_inference": FORWARDS, "generate_kv": FORWARDS, "forward_heavy": FORWARDS}
 ORDER = ["convnext_timm", "gpt2_accelerate", "grad_accum", "gan_two_optimizers", "vit_fp16_scaler", "long_context",
@@ -78,7 +76,7 @@ def jobs(names: list[str] | None = None) -> list[str]:
 
 def command(job: str, out: Path, dry: bool) -> list[str]:
     """The watch of one job, its command after `--`; a dry run's watch is this script's --dry-watch."""
-    head = [PY, str(Path(__file__).resolve()), "--dry-watch", str(out)] if dry else \
+    head = [PY, "-m", __spec__.name, "--dry-watch", str(out)] if dry else \
         [PY, "-m", "gpubench", "watch", "--out", str(out)]
     seconds = 6 if dry else SECONDS.get(job, 10)  # a dry run: enough tiny steps on a CPU for the counted one
     return head + WATCH_ARGS.get(job, []) + ["--", PY, str(JOBS / f"{job}.py"), "--seconds", str(seconds)] + (

@@ -1,14 +1,14 @@
-"""What scripts/forward_jobs.sh measured, read back from its committed run directories and logs: jobs that step
+"""What tools/watch/forward_jobs.sh measured, read back from its committed run directories and logs: jobs that step
 no optimizer watched with no code change, each beside the count it printed of itself, and the forward hook's
 cost in interleaved runs with the hook on and off.
 
 Each table sits between `<!-- gpubench:NAME -->` and `<!-- /gpubench:NAME -->`: `forward-jobs` and
-`forward-cost` in docs/watch.md, `forward-brief` in README.md (scripts/readme_tables.py leaves them alone).
+`forward-cost` in docs/watch.md, `forward-brief` in README.md (tools/readme/tables.py leaves them alone).
 
-    python scripts/forward_tables.py          # rewrite them
-    python scripts/forward_tables.py --check  # exit 1 if a file differs from what the results say
+    python -m tools.watch.forward_tables          # rewrite them
+    python -m tools.watch.forward_tables --check  # exit 1 if a file differs from what the results say
 
-A run directory is results/forward-<job>-h200/; its log is the one scripts/forward_jobs.sh printed, a section
+A run directory is results/forward-<job>-h200/; its log is the one tools/watch/forward_jobs.sh printed, a section
 `== <job>: <command>` a job, the job's own count on a line of it beginning `own count`.
 """
 
@@ -20,12 +20,11 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
+from gpubench.metrics import pct
+from gpubench.record.rundir import load_run
+from tools.watch.auto_tables import median, row_of
 
-from gpubench.metrics import pct  # noqa: E402
-from gpubench.record.rundir import load_run  # noqa: E402
-from watch_auto_tables import median, row_of  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 MARK = re.compile(r"(<!-- gpubench:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /gpubench:(?P=name) -->)", re.S)
 GPU = "h200"
@@ -234,7 +233,7 @@ def main() -> int:
             if not args.check:
                 path.write_text(new)
     if args.check and stale:
-        print(f"{', '.join(stale)} disagree with results/: run python scripts/forward_tables.py", file=sys.stderr)
+        print(f"{', '.join(stale)} disagree with results/: run python -m tools.watch.forward_tables", file=sys.stderr)
         return 1
     return 0
 

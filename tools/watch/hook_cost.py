@@ -2,8 +2,8 @@
 and without, an optimizer step's host time with the hook and without, and, on a GPU, two threads stepping
 at once while one step is counted (each step's time, the counted one's neighbours against the rest).
 
-    python3 scripts/hook_cost.py --out results/logs/hook-cost          # this tree's bootstrap
-    python3 scripts/hook_cost.py --other /path/to/another/checkout     # and another's, interleaved with it
+    python3 -m tools.watch.hook_cost --out results/logs/hook-cost          # this tree's bootstrap
+    python3 -m tools.watch.hook_cost --other /path/to/another/checkout     # and another's, interleaved with it
 
 Rounds interleave the arms so that a machine's drift falls on each alike; medians with p10-p90. Writes
 <out>.csv (every sample) and <out>.log (the table).
@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 STEP = r"""
 import sys, time, torch

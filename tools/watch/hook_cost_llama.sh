@@ -3,13 +3,13 @@
 # rounds, each running the three arms in another order (auto: --no-gpubench, the hook on; off: the same with
 # --no-auto; own: the example's own gpubench calls), each watched. What the job printed is its job.log.
 #
-#     bash scripts/hook_cost_llama.sh [RESULTS]     # on one GPU: about 4 minutes
+#     bash tools/watch/hook_cost_llama.sh [RESULTS]     # on one GPU: about 4 minutes
 #
 # Runs go to RESULTS/watch-auto-llama-<arm>-<i>-<gpu>/ (default results/, <i> from 3: the rounds of
-# scripts/watch_auto.py --part llama come first), the lines to RESULTS/logs/watch-auto-llama-hookcost-<gpu>.log;
-# scripts/readme_tables.py reads them with the rest.
+# tools/watch/auto.py --part llama come first), the lines to RESULTS/logs/watch-auto-llama-hookcost-<gpu>.log;
+# tools/readme/tables.py reads them with the rest.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 results=${1:-results}
 gpu=$(python3 -c "import torch; from gpubench.record.rundir import slug; print(slug(torch.cuda.get_device_name()))")
 log=$results/logs/watch-auto-llama-hookcost-$gpu.log

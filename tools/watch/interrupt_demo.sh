@@ -4,9 +4,9 @@
 # did not complete) and that plot and report work on it, with --out, and say it is partial.
 # About a minute. Writes $OUT/interrupt.log, $OUT/ctrl-c-report.md and $OUT/kill9-timeline.png.
 #
-#     OUT=/tmp/out bash scripts/interrupt_demo.sh
+#     OUT=/tmp/out bash tools/watch/interrupt_demo.sh
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/interrupt.log") 2>&1

@@ -1,7 +1,7 @@
-"""Check what scripts/live_check.sh left: at least MIN_LINES live lines in the file run's log, and the last of
+"""Check what tools/watch/live_check.sh left: at least MIN_LINES live lines in the file run's log, and the last of
 each phase within WITHIN of the phase's final row (steps/s, MFU), the row read from the run's summary.csv.
 
-    python3 scripts/live_check.py LOG RUN_DIR      -> a line per check; exit 1 where one fails
+    python3 -m tools.watch.live_check LOG RUN_DIR      -> a line per check; exit 1 where one fails
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 # watch's live rows on a GPU, a job of a few minutes: once into a file (no terminal: a line every --every
 # seconds, as a scheduler's job log gets them), once on a terminal (tmux: the status area beside the job's own
 # output), its pane captured as it runs. Run from the repository root on a GPU machine where gpubench is
-# installed; check what it left with `python3 scripts/live_check.py DIR` (DIR: where OUT's files were put).
-#   OUT=DIR FILE_S=150 TTY_S=75 bash scripts/live_check.sh
+# installed; check what it left with `python3 -m tools.watch.live_check DIR` (DIR: where OUT's files were put).
+#   OUT=DIR FILE_S=150 TTY_S=75 bash tools/watch/live_check.sh
 # Writes results/live-file-<gpu>/ and results/live-tty-<gpu>/ (run directories), and into OUT: live-file.log
 # (everything the watch and the job printed), live-tty-<t>.txt (the pane at t seconds), live-runs.tar.gz.
 set -uo pipefail

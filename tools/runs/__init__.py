@@ -1,0 +1,1 @@
+"""The reference runs on a GPU, and committed run directories summarized again or copied to CSV."""
