@@ -3,7 +3,6 @@ knows nothing of gpubench and prints its own count as the harness reads it; a ro
 tensor ceiling's limit is flagged, whether the verdict kept its HFU or withheld it."""
 
 import ast
-import importlib.util
 import math
 import subprocess
 import sys
@@ -17,10 +16,9 @@ NAN = math.nan
 
 
 def script():
-    spec = importlib.util.spec_from_file_location("bound_jobs", ROOT / "scripts" / "bound_jobs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from tools.watch import bound_jobs
+
+    return bound_jobs
 
 
 def options(tree) -> set[str]:
@@ -69,7 +67,7 @@ def test_the_harness_runs_every_job_but_those_it_leaves_out_and_knows_their_time
     with pytest.raises(SystemExit):
         bound.jobs(["no_such_job"])
     dry = bound.command("vit_fp16_scaler", Path("/r/out"), dry=True)
-    assert dry[1:4] == [str(ROOT / "scripts" / "bound_jobs.py"), "--dry-watch", "/r/out"]
+    assert dry[1:5] == ["-m", "tools.watch.bound_jobs", "--dry-watch", "/r/out"]
     assert dry[dry.index("--") - 2:dry.index("--")] == ["--dtype", "fp16"] and dry[-1] == "--tiny"
     real = bound.command("resnet50", Path("/r/out"), dry=False)
     assert real[1:5] == ["-m", "gpubench", "watch", "--out"] and real[-2:] == ["--seconds", "10"]

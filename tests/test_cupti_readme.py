@@ -1,7 +1,6 @@
 """The README's CUPTI part is made from the committed comparison: GPM and CUPTI side by side, and a verdict
 per column held to one stated rule."""
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -12,10 +11,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def tables():
-    spec = importlib.util.spec_from_file_location("readme_tables", ROOT / "scripts" / "readme_tables.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    from tools.readme import tables
+
+    return tables
 
 
 def committed(tmp_path, monkeypatch, tables, gpm_rows, cupti_rows, costs=None):

@@ -29,8 +29,8 @@ def test_triton_is_required_only_on_linux():
 
 def test_every_install_hint_installs_this_project_from_its_checkout():
     sources = [ROOT / "README.md", *ROOT.glob("docs/*"), *ROOT.glob("gpubench/**/*.py"), *ROOT.glob("kernels/*.py"),
-               *ROOT.glob("scripts/*"), *ROOT.glob("tools/*")]
-    for path in (p for p in sources if p.is_file()):  # not a folder, such as scripts/__pycache__
+               *ROOT.glob("tools/**/*"), *ROOT.glob("research/*")]
+    for path in (p for p in sources if p.is_file() and p.suffix != ".pyc"):  # not a folder, nor compiled bytes
         text = path.read_text()
         assert not re.search(r"pip install\s+['\"]?gpubench(?![-\w])", text), f"{path} installs PyPI's gpubench"
     for hint in (hints.CUPY_HINT, hints.TORCH_HINT, hints.TRITON_HINT):
@@ -91,13 +91,8 @@ def test_list_starts_fast():
 
 
 def test_the_bench_script_skips_cupy_rows_with_one_sentence(monkeypatch, capsys):
-    import importlib.util
-
     from gpubench.kernels.common import CupyMissing
-
-    spec = importlib.util.spec_from_file_location("bench_kernels", ROOT / "scripts" / "bench_kernels.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    from tools.tune import bench
 
     def missing():
         raise CupyMissing(f"CuPy is not installed: {hints.CUPY_HINT}")

@@ -19,7 +19,7 @@ def everything() -> str:
 
 
 def test_readme_tables_agree_with_the_committed_results():
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "readme_tables.py"), "--check"],
+    r = subprocess.run([sys.executable, "-m", "tools.readme.tables", "--check"], cwd=ROOT,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
 
@@ -106,8 +106,7 @@ def test_a_watch_table_says_which_peak_each_row_is_against(tmp_path):
     share a run cannot give (no model count, a hardware count of another day) reads –, never a number."""
     import json
 
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import readme_tables as rt
+    from tools.readme import tables as rt
 
     runs = {}
     for name, dtype in (("healthy", "bf16"), ("fp32", "fp32")):

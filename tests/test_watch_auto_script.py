@@ -1,10 +1,7 @@
 """tools/watch/auto.py's plan and what tools/watch/auto_tables.py reads back from its run directories:
 interleaved arms, and the README table from synthetic runs with and without the jobs' own calls."""
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 from jobs import every, mark, rows, stamps, write_watch
@@ -12,21 +9,12 @@ from jobs import every, mark, rows, stamps, write_watch
 from gpubench.job.markreader import Stream
 from gpubench.job.watcher import resummarize
 from gpubench.record.rundir import write_summary
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-import watch_auto_tables as tables  # noqa: E402
-
-
-def script():
-    spec = importlib.util.spec_from_file_location("watch_auto", ROOT / "scripts" / "watch_auto.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tools.watch import auto
+from tools.watch import auto_tables as tables
 
 
 def test_the_plan_interleaves_the_arms_and_switches_the_examples_calls_off():
-    runs = script().plan("all", dry=False)
+    runs = auto.plan("all", dry=False)
     gpt = [(r["arm"], r["i"]) for r in runs if r["job"] == "gpt"]
     assert gpt[:3] == [("own", 1), ("auto", 1), ("off", 1)] and sorted(gpt) == sorted(
         (arm, i) for arm in ("own", "auto", "off") for i in (1, 2, 3))
@@ -35,11 +23,11 @@ def test_the_plan_interleaves_the_arms_and_switches_the_examples_calls_off():
         assert ("--no-gpubench" in r["argv"]) == (example and r["arm"] != "own")
         assert r["no_auto"] == (r["arm"] == "off")
     assert {r["job"] for r in runs if r["arm"] == "auto"} >= {"hftrainer", "lightning", "jax", "resnet50", "decode"}
-    assert [r["job"] for r in script().plan("jobs", dry=True)] == ["hftrainer", "lightning", "jax", "resnet50"]
+    assert [r["job"] for r in auto.plan("jobs", dry=True)] == ["hftrainer", "lightning", "jax", "resnet50"]
 
 
 def test_llama_pairs_alone_alternate_which_arm_runs_first():
-    runs = script().plan("llama", dry=False, pairs=3)
+    runs = auto.plan("llama", dry=False, pairs=3)
     assert [(r["arm"], r["i"]) for r in runs] == [("own", 1), ("auto", 1), ("auto", 2), ("own", 2), ("own", 3),
                                                   ("auto", 3)]
     assert all(r["job"] == "llama" and ("--no-gpubench" in r["argv"]) == (r["arm"] == "auto") for r in runs)

@@ -4,9 +4,7 @@ loaded machine stretches. tools/longrun/day.py measures the same on a quiet mach
 A session that saves or compares GPU baselines (--gpu-baseline, --gpu-save-baseline, ...) times only the
 GPU's kernels, so this one skips there."""
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,11 +15,9 @@ GATE_OPTIONS = ("gpu_baseline", "gpu_save_baseline", "gpu_measure_floor", "gpu_f
 
 @pytest.fixture(scope="module")
 def day_script():
-    spec = importlib.util.spec_from_file_location("longrun_day", ROOT / "scripts" / "longrun_day.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["longrun_day"] = module
-    spec.loader.exec_module(module)
-    return module
+    from tools.longrun import day
+
+    return day
 
 
 @pytest.mark.benchmark(group="long run")

@@ -11,7 +11,7 @@ import tarfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "bench_baseline.sh"
+SCRIPT = ROOT / "tools" / "gate" / "baseline.sh"
 
 
 def test_the_dry_run_collects_every_step(tmp_path):

@@ -13,8 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from research import bench_baseline_probe as probe
+from tools.gate import baseline_check as check
+from tools.readme import tables as readme
+
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "bench_baseline.sh"
+SCRIPT = ROOT / "tools" / "gate" / "baseline.sh"
 
 
 def module(path: Path):
@@ -24,9 +28,6 @@ def module(path: Path):
     return mod
 
 
-check = module(ROOT / "scripts" / "bench_baseline_check.py")
-probe = module(ROOT / "scripts" / "bench_baseline_probe.py")
-readme = module(ROOT / "scripts" / "readme_tables.py")
 gate_set = module(ROOT / "tests" / "gate_benchmarks" / "test_gate_set.py")
 
 
@@ -85,7 +86,7 @@ def test_a_share_of_the_calls_does_more_work_in_whole_bursts():
 # --- the probe ----------------------------------------------------------------------------------------------
 
 def test_the_probe_says_its_plan_without_a_gpu():
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_baseline_probe.py"), "--dry-run"],
+    r = subprocess.run([sys.executable, "-m", "research.bench_baseline_probe", "--dry-run"], cwd=ROOT,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["placements"] == probe.PLACEMENTS

@@ -3,7 +3,6 @@ replaced by fakes) runs the steps in order within its budget and packs what they
 what the steps leave (verdicts made by the gate's own code, with counter fingerprints) into PASS, FAIL and N/A
 lines and a summary."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -13,25 +12,18 @@ from pathlib import Path
 
 import pytest
 
+from tools.gate import effort as effort_script
+from tools.gate import effort_check as check
+
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "gate_effort.py"
 
 
-def module(path: Path):
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-effort_script = module(SCRIPT)
-check = module(ROOT / "scripts" / "gate_effort_check.py")
 
 
 def test_the_dry_run_collects_every_step(tmp_path):
     """One unchanged run: the same steps as the script's twenty, fewer times; --slowdown and -k parse."""
     env = {**os.environ, "OUT": str(tmp_path)}
-    r = subprocess.run([sys.executable, str(SCRIPT), "--dry-run", "--reruns", "1"], cwd=ROOT, env=env,
+    r = subprocess.run([sys.executable, "-m", "tools.gate.effort", "--dry-run", "--reruns", "1"], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:]
     assert "dry run: 0 of 9 pytest commands could not collect their tests" in r.stdout

@@ -107,7 +107,7 @@ def part_min_time() -> float:
     """The --gpu-min-time of the script's step b (PART_MIN_TIME's default)."""
     import re
 
-    found = re.search(r"PART_MIN_TIME:-([0-9.]+)", (ROOT / "scripts" / "bench_baseline.sh").read_text())
+    found = re.search(r"PART_MIN_TIME:-([0-9.]+)", (ROOT / "tools" / "gate" / "baseline.sh").read_text())
     assert found, "tools/gate/baseline.sh sets no PART_MIN_TIME for step b"
     return float(found.group(1))
 

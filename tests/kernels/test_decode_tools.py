@@ -1,7 +1,7 @@
-"""The decode research tools (tools/) run only on a GPU; here, on the CPU, what can break without one: their
+"""The decode research probes (research/) run only on a GPU; here, on the CPU, what can break without one: their
 settings, their launches and their command lines."""
 
-import importlib.util
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -13,10 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _tool(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module(f"research.{name}")
 
 
 @pytest.mark.parametrize("b", [256, 512])
@@ -35,9 +32,10 @@ def test_every_decode_waves_setting_makes_a_launch_or_says_it_would_not_split(b)
 
 @pytest.mark.parametrize("tool", ["decode_waves", "decode_profile"])
 def test_the_decode_tools_teach_their_options_and_refuse_a_machine_without_a_gpu(tool):
-    helped = subprocess.run([sys.executable, f"tools/{tool}.py", "--help"], cwd=ROOT, capture_output=True, text=True)
+    helped = subprocess.run([sys.executable, "-m", f"research.{tool}", "--help"], cwd=ROOT, capture_output=True,
+                            text=True)
     assert helped.returncode == 0 and "--batches" in helped.stdout
     if not torch.cuda.is_available():
-        ran = subprocess.run([sys.executable, f"tools/{tool}.py", "--batches", "256"], cwd=ROOT, capture_output=True,
-                             text=True)
+        ran = subprocess.run([sys.executable, "-m", f"research.{tool}", "--batches", "256"], cwd=ROOT,
+                             capture_output=True, text=True)
         assert ran.returncode == 2 and "GPU" in ran.stderr and "Traceback" not in ran.stderr

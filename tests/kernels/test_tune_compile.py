@@ -1,14 +1,11 @@
 """The sweeps' compiling ahead (tools/tune/timing.py): every failure is named, and a kernel that breaks its
 worker's CUDA context does not fail the settings queued after it in that worker."""
 
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-timing = pytest.importorskip("tune_timing")
+timing = pytest.importorskip("tools.tune.timing")
 
 GOOD = {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2}
 BAD = {**GOOD, "BLOCK_N": 24}  # not a power of two: Triton refuses the tile

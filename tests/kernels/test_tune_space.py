@@ -4,14 +4,12 @@ CPU (Triton's interpreter, tiny sizes): what must hold before it meets a GPU."""
 import csv
 import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
-space = pytest.importorskip("tune_space")
+space = pytest.importorskip("tools.tune.space")
 
 
 def _module(name, path):
@@ -66,7 +64,7 @@ def test_around_moves_one_knob_and_keeps_what_fits():
 
 
 def test_the_choice_takes_the_final_rounds_fastest_and_writes_lines_that_load(tmp_path):
-    tune = _module("tune_choice", ROOT / "scripts" / "tune_choice.py")
+    from tools.tune import choice as tune
     rows = [{"family": "decode-b1", "stage": "final", "name": "torch", "b": 1, "speed_vs_ref": 1.0, "median_ms": 1},
             {"family": "decode-b1", "stage": "final", "name": "cupy-t256", "b": 1, "speed_vs_ref": 0.9, "median_ms": 1}]
     winners = {1: space.cfg(8, 1, 512, 4, 1, fma=True, split_k=4), 64: space.cfg(128, 64, 64, 8, 4, split_k=2),
@@ -100,7 +98,7 @@ def test_the_choice_takes_the_final_rounds_fastest_and_writes_lines_that_load(tm
 
 
 def test_apply_from_refuses_a_csv_of_several_gpus_in_one_sentence(tmp_path, capsys):
-    tune = _module("tune_kernels", ROOT / "scripts" / "tune_kernels.py")
+    from tools.tune import kernels as tune
     path = tmp_path / "t.csv"
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["gpu", "family", "name"])
@@ -119,7 +117,7 @@ def _csv(path, rows):
 
 
 def test_a_second_sweeps_batches_replace_the_first_ones_and_the_rest_stay(tmp_path, monkeypatch):
-    io = _module("tune_io", ROOT / "scripts" / "tune_io.py")
+    from tools.tune import output as io
     applied = {}
     monkeypatch.setattr(io, "apply_decode", lambda entry, gpu: applied.setdefault(gpu, entry))
     first, second = space.cfg(64, 16, 128, 4, 4), space.cfg(128, 256, 64, 8, 3, tma=True, per_sm=1, sk=1)
@@ -140,7 +138,7 @@ def test_a_second_sweeps_batches_replace_the_first_ones_and_the_rest_stay(tmp_pa
 def test_a_sweep_of_some_batches_leaves_the_others_rows_as_they_were(tmp_path):
     """A sweep of B = 1 to 64 on an H200 once wrote a line of those batches alone, and B = 256 and 512 fell to
     the B = 64 tile (0.69 and 0.64 of torch): the batches it did not tune keep their rows."""
-    choice = _module("tune_choice", ROOT / "scripts" / "tune_choice.py")
+    from tools.tune import choice
     copy = tmp_path / "decode.py"
     copy.write_text((ROOT / "kernels" / "decode.py").read_text())
     old = choice.current("NVIDIA H200", copy)
@@ -188,7 +186,7 @@ def test_the_shared_memory_model_matches_what_triton_allocates():
 
 
 def test_the_second_sweep_times_the_setting_in_force_and_the_first_sweeps_best_again():
-    tune = _module("tune_decode", ROOT / "scripts" / "tune_decode.py")
+    from tools.tune import decode as tune
     rows = [{"family": "decode-b512", "stage": "final", "name": space.tag(c), "cfg": space.dumps(c),
              "speed_vs_ref": 0.9 + i / 100} for i, c in enumerate(space.decode_space(512)[:6])]
     in_force = space.cfg(128, 128, 64, 8, 5, tma=True)  # not among the rows
@@ -199,14 +197,15 @@ def test_the_second_sweep_times_the_setting_in_force_and_the_first_sweeps_best_a
     assert set(tags) >= {space.tag(c) for c in space.second_space(512)}
 
 
-def test_the_sweep_runs_through_on_the_cpu():
+def test_the_sweep_runs_through_on_the_cpu(monkeypatch):
     # the whole path a GPU run takes (settings, check, screen, final round, rows), in the interpreter
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("on a GPU the sweep itself is the test")
-    tune = _module("tune_decode", ROOT / "scripts" / "tune_decode.py")
-    tune.SCREEN, tune.FINAL = {"rounds": 1, "window_s": 0.0}, {"rounds": 2, "window_s": 0.0}
+    from tools.tune import decode as tune
+    monkeypatch.setattr(tune, "SCREEN", {"rounds": 1, "window_s": 0.0})
+    monkeypatch.setattr(tune, "FINAL", {"rounds": 2, "window_s": 0.0})
     tune.sweep_decode([1], tune.Budget(300), save=lambda: None, workers=0, dry=True)
     rows = tune.ROWS
     final = [r for r in rows if r["stage"] == "final"]
@@ -214,5 +213,5 @@ def test_the_sweep_runs_through_on_the_cpu():
     kernels = [r for r in rows if r.get("cfg")]
     assert kernels and all(r["check"].startswith("rel err") for r in kernels)
     assert {space.tag(json.loads(r["cfg"])).split("-")[0] for r in kernels} == {"ptr", "tma", "fma"}
-    choice = _module("tune_choice", ROOT / "scripts" / "tune_choice.py")
+    from tools.tune import choice
     assert choice.decode_choice(rows)["triton"][0][0] is None  # one batch tuned: it serves every batch

@@ -324,7 +324,7 @@ def test_summarizing_a_committed_run_again_changes_nothing(tmp_path):
         shutil.copytree(ROOT / "results" / run.name, run, ignore=shutil.ignore_patterns("figures", "report.*"))
     once = []
     for _ in range(2):
-        r = subprocess.run([sys.executable, str(ROOT / "scripts" / "resummarize.py"), *map(str, runs)],
+        r = subprocess.run([sys.executable, "-m", "tools.runs.resummarize", *map(str, runs)], cwd=ROOT,
                            capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, r.stderr
         once.append([(run / "summary.json").read_text() for run in runs])

@@ -221,14 +221,12 @@ def test_an_error_without_a_cupti_status_creates_no_context(world, monkeypatch):
 
 def test_no_column_ships_that_the_committed_comparison_found_off_gpm():
     """A CUPTI column whose values missed GPM's in a committed comparison (the README's rule) is not read."""
-    import importlib.util
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
-    spec = importlib.util.spec_from_file_location("readme_tables", root / "scripts" / "readme_tables.py")
-    tables = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tables)
     from gpubench.record.rundir import load_run
+    from tools.readme import tables
+
+    root = Path(__file__).resolve().parents[2]
 
     compared = 0
     for gpm_run in sorted((root / "results").glob("profiling-gpm-*")):

@@ -1,12 +1,8 @@
 """research/cupti_probe.py tries the counters the CUPTI source ships, not a list of its own that drifts from it."""
 
-import sys
-from pathlib import Path
 
 from gpubench.record.sources.cupti_metrics import CANDIDATES, NOT_SHIPPED
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-import cupti_probe  # noqa: E402
+from research import cupti_probe
 
 
 def test_the_probe_tries_every_shipped_candidate_in_the_sources_order():

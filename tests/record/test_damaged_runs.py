@@ -297,8 +297,7 @@ def test_a_long_run_kept_as_csv_plots_in_the_memory_the_arrow_file_needs(tmp_pat
     """A long watch kept as samples.csv alone (older runs, converted ones) is converted a block at a time and
     plotted from the copy, in the memory the same run as samples.arrows needs: never held whole (which took
     5.8 GB for a day of eight GPUs)."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import longrun
+    from tools.longrun import synthetic as longrun
 
     peaks = {}
     scratch = tmp_path / "tmp"

@@ -3,7 +3,6 @@ keeps every spike and dip in a bounded number of points, and a generated long wa
 tools/longrun/bench.py measures the day) is summarized, plotted and reported, its figures no larger than
 a shorter run's."""
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -18,17 +17,11 @@ from gpubench.show.figures import common, timeline
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def longrun():
-    return script("longrun")
+    from tools.longrun import synthetic
+
+    return synthetic
 
 
 def test_a_window_by_binary_search_is_the_window_a_filter_gives():
@@ -165,7 +158,8 @@ def test_a_longer_run_draws_no_larger_a_timeline(tmp_path, longrun):
 def test_the_docs_long_run_part_is_made_from_the_committed_benchmark():
     import json
 
-    bench = script("longrun_bench")
+    from tools.longrun import bench
+
     results = json.loads((ROOT / "results" / "longrun" / "bench.json").read_text())
     text = (ROOT / "docs" / "storage.md").read_text()
     assert bench.readme(text, results) == text, "run python -m tools.longrun.bench --readme"

@@ -7,12 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from gpubench.truth import ceiling
+from tools.truth import probe
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import truth_probe as probe  # noqa: E402
-
-from gpubench.truth import ceiling  # noqa: E402
 
 
 def rows_of(value, t0=0.0, t1=6.0, dt=0.1, clock=1830.0):
@@ -144,10 +142,10 @@ def test_a_refusal_of_every_id_alone_is_not_an_ids_fault_and_is_raised():
 
 
 def test_the_broad_set_holds_every_kind_of_tensor_work_in_each_dtype_and_shrinks_for_the_dry_run():
-    """truth_gpu.py --broad: products of every shape, attention both ways and both passes, convolutions dense to
+    """tools.truth.gpu --broad: products of every shape, attention both ways and both passes, convolutions dense to
     depthwise, FP8 and TF32 apart; the dry run builds the same set on the CPU, shrunk, and counts its FLOPs."""
     torch = pytest.importorskip("torch")
-    import truth_kernels
+    from tools.truth import kernels as truth_kernels
 
     import gpubench
 
@@ -173,7 +171,7 @@ def test_the_committed_points_are_what_their_committed_samples_give(tmp_path):
     import json
     import shutil
 
-    import calibrate_tensor
+    from tools.truth import calibrate as calibrate_tensor
 
     files = sorted((ROOT / "results" / "calibration").glob("points-*.json"))
     assert files

@@ -89,7 +89,7 @@ def _run(job: str, arm: str, i: int, script: Path, dry: bool) -> dict:
 def watch(run: dict, out: Path, dry: bool, limit_s: float) -> dict:
     """One `gpubench watch` of the run into out; what it took and how it ended. Past limit_s the watch gets
     a SIGINT (it ends the job and finishes the run directory), then, 30 s on, the whole group a SIGKILL."""
-    head = [PY, "-m", __spec__.name, "--dry-watch", str(out)] if dry else \
+    head = [PY, "-m", "tools.watch.auto", "--dry-watch", str(out)] if dry else \
         [PY, "-m", "gpubench", "watch", "--out", str(out)]
     cmd = head + (["--no-auto"] if run["no_auto"] else []) + ["--", *run["argv"]]
     t0 = time.monotonic()

@@ -76,7 +76,7 @@ def jobs(names: list[str] | None = None) -> list[str]:
 
 def command(job: str, out: Path, dry: bool) -> list[str]:
     """The watch of one job, its command after `--`; a dry run's watch is this script's --dry-watch."""
-    head = [PY, "-m", __spec__.name, "--dry-watch", str(out)] if dry else \
+    head = [PY, "-m", "tools.watch.bound_jobs", "--dry-watch", str(out)] if dry else \
         [PY, "-m", "gpubench", "watch", "--out", str(out)]
     seconds = 6 if dry else SECONDS.get(job, 10)  # a dry run: enough tiny steps on a CPU for the counted one
     return head + WATCH_ARGS.get(job, []) + ["--", PY, str(JOBS / f"{job}.py"), "--seconds", str(seconds)] + (
