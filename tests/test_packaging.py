@@ -101,3 +101,18 @@ def test_the_bench_script_skips_cupy_rows_with_one_sentence(monkeypatch, capsys)
     assert bench.has_cupy() is False
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("CuPy rows skipped: CuPy is not installed: in this project")
+
+
+def test_the_installed_packages_are_found_not_listed(monkeypatch):
+    """pyproject.toml finds gpubench's packages and setup.py adds the ones its package-dir maps from elsewhere:
+    every package folder of gpubench/ installs (a hand-written list once left gpubench.show.top out), so do
+    kernels/ and the calibrations, and neither tools/ nor research/ does."""
+    from setup import MappedPackages
+
+    monkeypatch.chdir(ROOT)
+    dist = MappedPackages({"script_name": "setup.py"})
+    dist.parse_config_files()
+    folders = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "gpubench").rglob("__init__.py")}
+    assert set(dist.packages) == folders | {"gpubench.kernels", "gpubench.calibration"}
+    assert dist.package_dir["gpubench.kernels"] == "kernels"
+    assert dist.package_dir["gpubench.calibration"] == "results/calibration"

@@ -53,7 +53,7 @@ if [ "$1" = -c ]; then
     *identify*) echo h100-80gb-hbm3; echo "NVIDIA H200"; exit 0 ;;
     esac
 fi
-[ "$1" = - ] || [ "$1" = tools/gate/baseline_check.py ] && exec "$REAL_PYTHON" "$@"
+[ "$1" = - ] || [ "$1 $2" = "-m tools.gate.baseline_check" ] && exec "$REAL_PYTHON" "$@"
 [ "$1 $2" = "-m pytest" ] || exit 3
 echo "session $*" >>"$CALLS"
 sleep 0.2
