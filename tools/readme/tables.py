@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 MARK = re.compile(r"(<!-- gpubench:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /gpubench:(?P=name) -->)", re.S)
 GPUS = {"h100-80gb-hbm3": "H100", "h200": "H200"}
-REPO_LINK = re.compile(r"(\]\()(?=(?:results|examples|scripts|tests)/)")  # a markdown link into the repository
+REPO_LINK = re.compile(r"(\]\()(?=(?:results|examples|tools|research|tests)/)")  # a link into the repository
 
 
 def reference_runs(results: Path) -> dict[str, Path]:
