@@ -8,7 +8,8 @@ Watched, its training steps come from its optimizer and its FLOPs from one step 
 evaluations, with no optimizer step, are phases of their own, found from what its GPU did. It prints its own
 count for comparison: PaLM's formula (6 x the parameters of its matrix products x tokens, and 12 x layers x
 width x sequence per token for attention) at its steady training rate on the host clock (the last half of
-its training steps; the evaluations fall between them and out of the median), and its evaluation rate.
+its training steps; the evaluations fall between them and out of the median), its training rate on the GPU
+clock (steps over their time within its stretches), and its evaluation rate.
 """
 
 import argparse
@@ -87,10 +88,14 @@ def main():
     matrices = sum(q.numel() for n, q in model.named_parameters()
                    if q.dim() == 2 and not any(w in n for w in ("embeddings", "pooler", "classifier")))
     per_token = 6 * matrices + 12 * config.num_hidden_layers * config.hidden_size * seq
-    gpu_rate = 1e3 / statistics.median(train_ms) if train_ms else float("nan")
+    # a rate is steps over time: the mean over every stretch (the time from each step's end to the next's, the
+    # evaluations between stretches left out), with the median beside it
+    gpu_rate = 1e3 * len(train_ms) / sum(train_ms) if train_ms else float("nan")
+    gpu_median = 1e3 / statistics.median(train_ms) if train_ms else float("nan")
     print(f"own count: {per_token * batch * seq:.6g} FLOPs a step by PaLM's formula; {rate:.6g} steps/s on the "
           f"host clock over the last half of its {len(train_ends)} training steps, {gpu_rate:.6g} training "
-          f"steps/s on the GPU clock (the median time between two); evaluation "
+          f"steps/s on the GPU clock (steps over their time, every stretch; {gpu_median:.6g} from the median "
+          f"time between two); evaluation "
           f"{eval_batches / statistics.median(eval_s):.4g} batches/s over {len(eval_s)} passes on the host clock, "
           f"{1e3 / statistics.median(eval_ms) if eval_ms else float('nan'):.4g} forwards/s on the GPU clock "
           f"(the median time between two)", flush=True)

@@ -169,12 +169,15 @@ def effort_for(config, name: str, fullname: str):
     saved = _saved(config, fullname)
     if config.getoption("gpu_measure_floor"):
         fs = benchfloor.floors(saved, fullname, least) if saved else None
-        if not fs or fs["median"].processes < 3:
+        if not fs:
             return effort.least_target(least), False
         median = next(b["stats"]["median"] for b in saved["benchmarks"] if b.get("fullname") == fullname)
+        if fs["median"].processes < 3:  # no spread of processes yet
+            return effort.duty_target(least, median), False
         return effort.spread_target(fs, least, effort.FLOOR_SHARE * processes.duty(median)[0]), False
     if saved is None:
-        return effort.least_target(least), True
+        first = config.getoption("gpu_save_baseline")  # the baseline's first process: its rounds are the reference
+        return (effort.duty_target(least) if first else effort.least_target(least)), True
 
     def open_verdict(rounds: list[float], info: dict) -> bool:
         c = against_baseline.compare_one(saved, fullname, {"name": name, "rounds": rounds, "extra_info": info},

@@ -20,7 +20,11 @@ The target, by what the run knows (gate.targets picks it):
 - measuring a floor, once the benchmark's processes so far show their spread: that spread, so that the rounds
   add little to what processes move (an interval that wide is a standard error of 0.39 spreads, which widens
   the spread the next floor sees by 7% at most);
-- otherwise (the baseline's first process, a run with no baseline): a quarter of the least floor.
+- the baseline's first process, and a floor process before two processes show a spread: a quarter of the floor
+  the call's time needs (gate.processes.duty: 3% from 100 us, 6% from 10 us, 12% below), never less than a
+  quarter of the least floor. A floor settles once it is within that need, so rounds narrower than a quarter of
+  it buy little, and the short calls, whose rounds narrow slowest, were where a baseline spent its time;
+- otherwise (a run with no baseline): a quarter of the least floor.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
+from gpubench.gate import processes
 from gpubench.gate.rounds import usable
 
 FLOOR_SHARE = 0.25
@@ -44,11 +49,26 @@ class Target:
 
     pct: dict = field(default_factory=dict)
     why: str = ""
+    by_call: float | None = None  # the least floor, where the target waits for the call's time (Target.at)
+
+    def at(self, call_s: float) -> Target:
+        """This target once the call's time (s) is known: a quarter of the floor that time needs, where it waits."""
+        return self if self.by_call is None else duty_target(self.by_call, call_s)
 
 
 def least_target(least_pct: float) -> Target:
     pct = FLOOR_SHARE * least_pct
     return Target({s: pct for s, _ in JUDGED}, f"a quarter of the least floor ({least_pct:g}%)")
+
+
+def duty_target(least_pct: float, call_s: float | None = None) -> Target:
+    """A quarter of the floor a call of call_s needs (gate.processes.duty), at least a quarter of the least floor;
+    without call_s, one that waits for the call's time."""
+    if call_s is None:
+        return Target(least_target(least_pct).pct, "a quarter of the floor its time needs", by_call=least_pct)
+    need = max(least_pct, processes.duty(call_s)[0])
+    return Target({s: FLOOR_SHARE * need for s, _ in JUDGED},
+                  f"a quarter of the {need:g}% floor a call of {call_s * 1e6:.3g} us needs")
 
 
 def floor_target(floors: dict, least_pct: float) -> Target:

@@ -191,6 +191,7 @@ class GpuBenchmark:
         dev = self.device
         run = partial(fn, *args, **kwargs)
         call_ms = dev.warm_up(run)
+        self.target = self.target.at(call_ms / 1e3)
         ws = working_set_bytes if working_set_bytes is not None else estimate_working_set(args, kwargs, bytes)
         flush = needs_flush(ws, dev.l2_bytes, self.flush_l2 if flush_l2 is None else flush_l2)
         if graph is True and flush:

@@ -24,9 +24,12 @@ median where it was, moves a quartile or the trimmed mean and reads `slower`.
 
 from __future__ import annotations
 
+import math
+import statistics
 from dataclasses import dataclass, field
 
 from gpubench.gate.floor import Floor, recenter
+from gpubench.gate.processes import PROMISES
 from gpubench.gate.rounds import resolution_pct
 from gpubench.metrics import finite
 from gpubench.stats import STATISTICS, change_intervals
@@ -49,6 +52,7 @@ class Change:
     center: float = 0.0  # where unchanged processes land, in percent from the baseline's first process
     processes: int = 1  # how many processes measured the floor
     resolution: float = 0.0  # the timer's step (both runs'), in percent: the interval is widened by it
+    needs: float = math.inf  # the widest floor that keeps the promise for a call of this time (gate.processes.duty)
 
     @property
     def above(self) -> bool:
@@ -64,6 +68,11 @@ class Change:
         past = self.lo > self.floor or self.hi < -self.floor
         inside = -self.floor + min(self.clock_pct, 0.0) <= self.lo and self.hi <= self.floor + max(self.clock_pct, 0.0)
         return past and inside
+
+    @property
+    def wide(self) -> bool:
+        """A floor wider than the call's time needs: within it hides a change the gate promises to catch."""
+        return self.floor > self.needs
 
     @property
     def within(self) -> bool:
@@ -82,6 +91,11 @@ RULES = (
     ("faster", "some statistic's interval lies wholly below minus its floor",
      lambda cs: next((c for c in cs if c.below), None),
      "{change}: faster by more than its floor of {floor:.1f}%"),
+    ("unsure", "every statistic's interval lies within its floor, but that floor is wider than the call's time "
+     "needs for the change the gate promises to catch (10% more work from 10 us, 5% from 100 us)",
+     lambda cs: cs[0] if all(c.within for c in cs) and cs[0].wide else None,
+     "{change} is within its floor of {floor:.1f}%, but a floor that wide could hide {hides}: more baseline "
+     "processes (--gpu-baseline-runs) or a longer call narrow it"),
     ("same", "every statistic's interval lies within plus or minus its floor",
      lambda cs: cs[0] if all(c.within for c in cs) else None,
      "{change}: every interval within its floor"),
@@ -128,25 +142,38 @@ def judge(before: list[float], now: list[float], floors: dict, clocks: tuple = (
     calls: the calls per round of each, for the timer's step where rounds show none."""
     intervals = change_intervals(before, now, level=LEVEL)
     res = resolution_pct(before, calls[0]) + resolution_pct(now, calls[1])
-    return decide(intervals, floors, clocks, res)
+    return decide(intervals, floors, clocks, res, statistics.median(before) if before else None)
 
 
-def decide(intervals: dict, floors: dict, clocks: tuple = (None, None), resolution_pct: float = 0.0) -> Verdict:
+def promise(call_s: float | None) -> tuple[float, str]:
+    """The widest floor of the median that keeps the gate's promise for a call of this time (in seconds), and the
+    change it would otherwise hide; no limit where nothing is promised (under 10 us, or no time known)."""
+    for least_s, pct, hides in PROMISES:
+        if call_s is not None and call_s >= least_s:
+            return pct, hides
+    return math.inf, ""
+
+
+def decide(intervals: dict, floors: dict, clocks: tuple = (None, None), resolution_pct: float = 0.0,
+           call_s: float | None = None) -> Verdict:
     """The verdict from each statistic's change from the baseline's first process and its interval
-    (gpubench.stats.Interval, unwidened), the floors, the clocks (as judge) and the timer's step of both runs in
-    percent, by which every interval is widened on either side."""
+    (gpubench.stats.Interval, unwidened), the floors, the clocks (as judge), the timer's step of both runs in
+    percent, by which every interval is widened on either side, and the baseline's time per call (s), which sets
+    how wide a floor may be before `same` could hide a change the gate promises to catch."""
     clock_pct = clock_explains(*clocks)
+    needs, hides = promise(call_s)
     changes = []
     for s in STATISTICS:
         f = floors[s] if isinstance(floors[s], Floor) else Floor(float(floors[s]))
         i = intervals[s]
         changes.append(Change(s, recenter(i.pct, f.center), recenter(i.lo, f.center) - resolution_pct,
                               recenter(i.hi, f.center) + resolution_pct, f.width, clock_pct, f.center, f.processes,
-                              resolution_pct))
+                              resolution_pct, needs))
     said = f"{clocks[0]:.0f} -> {clocks[1]:.0f} MHz" if clock_pct else ""
     for word, _, pick, sentence in RULES:
         change = pick(changes)
         if change is not None:
-            why = sentence.format(change=change.text(), floor=change.floor, clock_pct=clock_pct, clocks=said)
+            why = sentence.format(change=change.text(), floor=change.floor, clock_pct=clock_pct, clocks=said,
+                                  hides=hides)
             return Verdict(word, why, tuple(changes), intervals)
     raise AssertionError("the last rule always holds")

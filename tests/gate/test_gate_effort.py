@@ -105,6 +105,15 @@ def test_the_target_is_a_quarter_of_the_floor_against_a_baseline_and_the_spread_
     assert effort.least_target(LEAST).pct == {"median": 0.25, "q1": 0.25, "q3": 0.25}
 
 
+def test_a_baselines_first_rounds_stop_at_a_quarter_of_the_floor_the_calls_time_needs():
+    waiting = effort.duty_target(LEAST)
+    assert waiting.pct["median"] == 0.25 and waiting.at(1e-3).pct["median"] == 0.75  # 3% from 100 us
+    assert waiting.at(27e-6).pct == {"median": 1.5, "q1": 1.5, "q3": 1.5}  # 6% from 10 us
+    assert waiting.at(6e-6).pct["median"] == 3.0 and "12% floor a call of 6 us" in waiting.at(6e-6).why
+    assert effort.duty_target(20.0, 1e-3).pct["median"] == 5.0  # never below a quarter of the least floor
+    assert effort.least_target(LEAST).at(6e-6) == effort.least_target(LEAST)  # a run with no baseline: as it was
+
+
 def test_the_distribution_free_interval_holds_a_quantile_about_as_often_as_it_says():
     rng = np.random.default_rng(5)
     held = 0

@@ -3,8 +3,9 @@
 Each benchmark below is a call of the gate set's sizes, its rounds scattered, stepped by the timer, held up by
 the host, now and then 8 times the work, or swaying with a clock at its power limit, and each process moving
 it by an effect of its own (the spreads the H100's and the H200's runs measured). Its baseline is made as the
-gate makes it: the first process's rounds stop at a quarter of the least floor, the floor processes' at the
-spread of the processes so far, and processes stop once its floor is settled (gate.processes); a run against
+gate makes it: the first process's rounds stop at a quarter of the floor the call's time needs, the floor
+processes' at that too until three processes show a spread, then at the spread of the processes so far, and
+processes stop once its floor is settled (gate.processes); a run against
 it stops at a quarter of its floor and is judged by the gate's own code. Then, for every seed:
 
 - no unchanged run reads `slower` or `faster`;
@@ -91,7 +92,7 @@ class Process:
 
 def baseline(call: Call, rng) -> dict:
     """The baseline the gate would save: the first process, then floor processes until its floor is settled."""
-    first, info = Process(call, rng).run(effort.least_target(LEAST))
+    first, info = Process(call, rng).run(effort.duty_target(LEAST).at(call.call_us * 1e-6))
     median = float(np.median(first))
     data = {"benchmarks": [{"fullname": FULL, "name": call.name, "stats": {"median": median, "data": first},
                             "extra_info": info}]}
@@ -100,7 +101,8 @@ def baseline(call: Call, rng) -> dict:
     while not processes.status(data, FULL, LEAST)[0]:
         fs = floor.floors(data, FULL, LEAST)
         most = effort.FLOOR_SHARE * processes.duty(median)[0]
-        target = effort.spread_target(fs, LEAST, most) if fs["median"].processes >= 3 else effort.least_target(LEAST)
+        target = effort.spread_target(fs, LEAST, most) if fs["median"].processes >= 3 else \
+            effort.duty_target(LEAST, median)
         rounds, now = Process(call, rng).run(target)
         # a rerun keeps its changes' points (the floor reads nothing else); few resamples give the same points
         raw = change_intervals(before, usable(rounds, now), level=LEVEL, reps=10)

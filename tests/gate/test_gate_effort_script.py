@@ -71,6 +71,34 @@ def test_the_real_path_runs_every_step_in_order_and_skips_what_the_budget_cannot
     assert rc == 1
 
 
+def test_two_calls_run_every_step_once_and_the_second_checks_them_all(tmp_path, monkeypatch):
+    names = []
+
+    def run(argv, out, env, timeout):
+        names.append(out.stem)
+        out.write_text(f"{out.stem} ran\n")
+        return 4 if env.get("CUDA_VISIBLE_DEVICES") == "" else 0
+
+    monkeypatch.setattr(effort_script, "install", lambda log: None)
+    monkeypatch.setattr(effort_script, "identify", lambda: ("h200", "NVIDIA H100 80GB HBM3"))
+    effort_script.main(["--out", str(tmp_path / "one"), "--reruns", "4", "--steps", "e-,1-,c-"], run=run)
+    assert names == ["e-no-gpu", "e-another-model", "1-baseline", *(f"c-rerun-{i}" for i in range(1, 5))]
+    names.clear()
+    effort_script.main(["--out", str(tmp_path / "two"), "--reruns", "4", "--resume",
+                        str(tmp_path / "one" / "steps.tar.gz")], run=run)
+    assert names == ["a-more-work-5pct", "a-more-work-10pct", "s-fp32", "s-grid", "b-part-of-calls"]
+    with tarfile.open(tmp_path / "two" / "steps.tar.gz") as tar:
+        exits = [line.split("\t")[0] for line in tar.extractfile("./exits.tsv").read().decode().splitlines()]
+    assert sorted(exits) == sorted(["e-no-gpu", "e-another-model", "1-baseline", "a-more-work-5pct",
+                                    "a-more-work-10pct", "s-fp32", "s-grid", "b-part-of-calls",
+                                    *(f"c-rerun-{i}" for i in range(1, 5))])
+    log = (tmp_path / "two" / "gate-effort.log").read_text()
+    assert log.index("1-baseline ran") < log.index("resumed: 7 steps") < log.index("s-fp32 ran")
+    r = subprocess.run([sys.executable, "-m", "tools.gate.effort", "--out", str(tmp_path / "x"), "--resume",
+                        str(tmp_path / "no")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "--resume: no file" in r.stderr and "Traceback" not in r.stderr
+
+
 # --- the checker ----------------------------------------------------------------------------------------------
 
 NAMES = {"test_matmul_tiny": 6.2, "test_sum_small": 14.0, "test_saxpy": 480.0, "test_sum_large": 180.0,

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from gaterounds import floors, noise
 
-from gpubench.gate.judgement import LEVEL, RULES, Change, judge
-from gpubench.stats import STATISTICS, block_length, change_intervals, quantile
+from gpubench.gate.judgement import LEVEL, RULES, Change, decide, judge
+from gpubench.stats import STATISTICS, Interval, block_length, change_intervals, quantile
 
 np = pytest.importorskip("numpy")
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,6 +106,20 @@ def test_same_is_never_said_of_a_change_the_rounds_cannot_rule_out():
     unsure = [v for v in words if v.word == "unsure"]
     assert len(unsure) >= 8 and all("reaches past its floor of 2.0%" in v.why and "more rounds" in v.why
                                     for v in unsure)
+
+
+def test_a_floor_wider_than_the_calls_promise_never_says_same():
+    """The H200's test_sum_outliers (14 us): 10% more work moved it +6.9%, inside its floor of 11.3% from the most
+    processes. Same would hide what the gate promises to catch from 10 us; below 10 us nothing is promised."""
+    widths = {"median": 0.8, "q1": 0.9, "q3": 0.9, "tmean": 0.7}
+    moved = {s: Interval(6.9, 6.9 - w, 6.9 + w) for s, w in widths.items()}
+    for call_s, floor, expected in ((14.4e-6, 11.3, "unsure"), (6.2e-6, 11.3, "same"), (14.4e-6, 5.9, "slower"),
+                                    (150e-6, 3.5, "slower"), (None, 11.3, "same")):
+        v = decide(moved, floors(floor), call_s=call_s)
+        assert v.word == expected, (call_s, floor, v.why)
+    v = decide({s: Interval(0.2, -0.5, 0.9) for s in widths}, floors(4.0), call_s=150e-6)
+    assert v.word == "unsure" and "within its floor of 4.0%, but a floor that wide could hide 5% more work" in v.why
+    assert decide({s: Interval(0.2, -0.5, 0.9) for s in widths}, floors(2.9), call_s=150e-6).word == "same"
 
 
 def test_a_verdict_says_which_statistic_decided_with_its_numbers():

@@ -24,6 +24,8 @@ keeping what it measured; tools/gate/effort_check.py then checks what the steps 
   steps.tar.gz             the baseline (baseline/<gpu>.json), each step's verdicts, rounds, counters and output
 
 Run from the repository root on a GPU machine:  OUT=DIR python -m tools.gate.effort
+In two calls where one command may run for less:   --steps e-,1-,c- first, then --resume ITS/steps.tar.gz
+  (the second call unpacks the first's steps, baseline and log, runs only the steps not yet run, checks all)
 Check it without a GPU:                         OUT=DIR python -m tools.gate.effort --dry-run
   (every pytest command only collects its tests, so options and test ids are checked; nothing is timed)
 """
@@ -52,8 +54,10 @@ class Steps:
     """Runs the steps in order, each with its output in WORK/NAME.out and a line in WORK/exits.tsv (name, exit
     status or "skipped", seconds), within a budget measured from the start."""
 
-    def __init__(self, work: Path, log: Path, budget_s: float, dry: bool, run=None):
+    def __init__(self, work: Path, log: Path, budget_s: float, dry: bool, run=None, only: tuple = (),
+                 done: frozenset = frozenset()):
         self.work, self.log, self.budget_s, self.dry = work, log, budget_s, dry
+        self.only, self.done = only, done  # step-name prefixes to run (all where empty); steps an earlier call ran
         self.run = run or self._subprocess
         self.started = time.monotonic()
         self.session_s = FIRST_SESSION_S
@@ -84,6 +88,8 @@ class Steps:
                 return 124
 
     def step(self, name: str, argv: list[str], sessions: float = 1.0, env: dict | None = None) -> None:
+        if name in self.done or (self.only and not name.startswith(self.only)):
+            return  # run by the earlier call, or left for a later one
         need = sessions * self.session_s
         if not self.dry and self.left() < need:
             self.say(f"{name}: skipped, {self.left():.0f} s of the budget left and it needs about {need:.0f} s")
@@ -174,23 +180,42 @@ def plan(steps: Steps, reruns: int, slug: str, other: str) -> None:
         steps.step(f"c-rerun-{i}", [*PYTEST, BENCHES, *against(f"c-rerun-{i}")])
 
 
+def resume(tar: Path, work: Path) -> frozenset:
+    """An earlier call's steps unpacked into work: the names it ran (its skipped steps are dropped, to run now)."""
+    with tarfile.open(tar) as t:
+        t.extractall(work, filter="data")
+    exits = work / "exits.tsv"
+    lines = [line.split("\t") for line in exits.read_text().splitlines()] if exits.is_file() else []
+    kept = [line for line in lines if len(line) == 3 and line[1] != "skipped"]
+    exits.write_text("".join("\t".join(line) + "\n" for line in kept))
+    return frozenset(line[0] for line in kept)
+
+
 def main(argv: list[str] | None = None, run=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=os.environ.get("OUT"), help="the folder for the log, checks and steps")
     parser.add_argument("--dry-run", action="store_true", help="only collect every step's tests (no GPU)")
     parser.add_argument("--reruns", type=int, default=int(os.environ.get("RERUNS", 20)))
     parser.add_argument("--budget", type=float, default=float(os.environ.get("BUDGET_S", 500)))
+    parser.add_argument("--steps", default="", help="only the steps whose names start so (comma-separated)")
+    parser.add_argument("--resume", type=Path, help="an earlier call's steps.tar.gz: its steps stand, the rest run")
     args = parser.parse_args(argv)
     if not args.out:
         parser.error("give --out DIR or set OUT")
+    if args.resume and not args.resume.is_file():
+        parser.error(f"--resume: no file {args.resume}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     log = out / "gate-effort.log"
-    log.write_text("")
     work = Path(tempfile.mkdtemp(prefix="gate-effort-"))
-    (work / "baseline").mkdir()
+    done = resume(args.resume, work) if args.resume else frozenset()
+    log.write_text((work / "gate-effort.log").read_text() if args.resume else "")
+    (work / "baseline").mkdir(exist_ok=True)
     os.environ.update(PYTHONUNBUFFERED="1", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
-    steps = Steps(work, log, args.budget, args.dry_run, run)
+    only = tuple(x for x in args.steps.split(",") if x)
+    steps = Steps(work, log, args.budget, args.dry_run, run, only, done)
+    if done:
+        steps.say(f"resumed: {len(done)} steps of {args.resume} stand")
     try:
         if not args.dry_run:
             install(log)
