@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def tables():
-    from tools.readme import tables
+    from tools.readme import cupti as tables
 
     return tables
 

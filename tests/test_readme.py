@@ -106,7 +106,7 @@ def test_a_watch_table_says_which_peak_each_row_is_against(tmp_path):
     share a run cannot give (no model count, a hardware count of another day) reads –, never a number."""
     import json
 
-    from tools.readme import tables as rt
+    from tools.readme import watch as rt
 
     runs = {}
     for name, dtype in (("healthy", "bf16"), ("fp32", "fp32")):

@@ -15,7 +15,7 @@ import pytest
 
 from research import bench_baseline_probe as probe
 from tools.gate import baseline_check as check
-from tools.readme import tables as readme
+from tools.readme import gate as readme
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tools" / "gate" / "baseline.sh"

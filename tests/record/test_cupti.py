@@ -224,7 +224,7 @@ def test_no_column_ships_that_the_committed_comparison_found_off_gpm():
     from pathlib import Path
 
     from gpubench.record.rundir import load_run
-    from tools.readme import tables
+    from tools.readme import cupti as tables
 
     root = Path(__file__).resolve().parents[2]
 

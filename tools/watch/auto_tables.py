@@ -220,7 +220,7 @@ def cells(jobs: dict, job: str, phase: str | None) -> dict:
 
 def brief(results: Path, names: dict[str, str]) -> str:
     """The README's short table: each job once, a cell per GPU of `names` (slug: short name, in the columns'
-    order; tools/readme/tables.py's GPUS), from the runs the full table in docs/watch.md reads."""
+    order; tools/readme/common.py's GPUS), from the runs the full table in docs/watch.md reads."""
     found = runs(results)
     gpus = [g for g in names if g in found]
     if not gpus:
