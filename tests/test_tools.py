@@ -49,6 +49,12 @@ def test_every_room_of_the_tools_is_a_package_named_where_the_rooms_are_listed()
     assert (ROOT / "research" / "__init__.py").is_file()
 
 
+def test_no_tool_is_over_350_lines():
+    """The package's rule (tests/test_layout.py) holds in tools/ too: a tool that grows past it is split by subject."""
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in sorted((ROOT / "tools").rglob("*.py"))}
+    assert len(sizes) > 30 and {path: n for path, n in sizes.items() if n > 350} == {}
+
+
 def reaches(text: str) -> list[str]:
     """The calls of a test file that put a folder of the tools on sys.path or load one of their files by path:
     sys.path.insert/append, a slice of sys.path assigned, spec_from_file_location, or a helper of the file

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from gpubench.truth import ceiling
-from tools.truth import probe
+from tools.truth import device, probe
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -106,7 +106,7 @@ def test_a_gpm_id_the_driver_refuses_is_dropped_and_named_and_the_rest_are_read(
     for p in patches:
         p.start()
     try:
-        gpm = probe.GpmCounters("h0", probe.COUNTERS)
+        gpm = device.GpmCounters("h0", probe.COUNTERS)
         first = gpm.read()  # the first read pairs a sample taken when the counters were opened: no empty one
         second = gpm.read()
     finally:
@@ -131,7 +131,7 @@ def test_a_refusal_of_every_id_alone_is_not_an_ids_fault_and_is_raised():
     for p in patches:
         p.start()
     try:
-        gpm = probe.GpmCounters("h0", {"sm_active_pct": 2, "tensor_active_pct": 5})
+        gpm = device.GpmCounters("h0", {"sm_active_pct": 2, "tensor_active_pct": 5})
         gpm._prev["t"] = None  # as if the first sample had never been taken
         with pytest.raises(pynvml.NVMLError):
             gpm.read()

@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 
 from gpubench.truth import ceiling
-from tools.truth.probe import COUNTERS, ROOT, Gpu
+from tools.truth.device import Gpu
+from tools.truth.probe import COUNTERS, ROOT
 
 
 class FakeGpu(Gpu):

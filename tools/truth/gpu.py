@@ -54,6 +54,7 @@ import tarfile
 import time
 from pathlib import Path
 
+from tools.truth import device
 from tools.truth import kernels as truth_kernels
 from tools.truth import probe
 from tools.truth.fake import FakeGpu
@@ -196,7 +197,7 @@ def main(argv=None) -> int:
     parts = "".join(k for k in "abcd" if k in args.only)
     start = time.monotonic()
     budget = args.budget_s if args.budget_s is not None else sum(PART_S[k] for k in parts)
-    dev = FakeGpu() if args.dry_run else probe.Gpu()
+    dev = FakeGpu() if args.dry_run else device.Gpu()
     top = args.out / f"truth-{dev.slug}"
     if top.exists():
         shutil.rmtree(top)

@@ -39,7 +39,7 @@ from gpubench.metrics import finite
 from gpubench.record.gpus import Gpu
 from gpubench.record.rundir import load_run
 from tools.watch.auto import gpu_slug
-from tools.watch.auto_tables import OWN_COUNT
+from tools.watch.auto_runs import OWN_COUNT
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from gpubench.metrics import pct
 from gpubench.record.rundir import load_run
-from tools.watch.auto_tables import median, row_of
+from tools.watch.auto_runs import median, row_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
