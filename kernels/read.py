@@ -38,11 +38,11 @@ STORY = [
 # left unread moves it by ~1e-6, which this bound catches (the CPU tests hold irregular sizes).
 TOLERANCE = 5e-7
 
-# Launch settings per GPU model, written by tools/tune/kernels.py --only read --apply from a sweep
+# Launch settings per GPU model, written by python -m tools.tune.kernels --only read --apply from a sweep
 # interleaved with torch.sum at sustained clocks (results/tune-read-*.csv). A GPU without a line gets
 # the fallback: 4096 elements an iteration, 8 warps, 4 programs per SM; CuPy 256 threads, 8 blocks per
 # SM, 4 loads in flight per thread.
-CONFIG = {  # tools/tune/kernels.py --only read --apply writes a GPU's line here
+CONFIG = {  # python -m tools.tune.kernels --only read --apply writes a GPU's line here
     "NVIDIA H100 80GB HBM3": {"triton": {"BLOCK": 4096, "num_warps": 4, "per_sm": 4, "stages": 3, "evict": ""}, "cupy": {"threads": 1024, "per_sm": 2, "unroll": 8}},
     "NVIDIA H200": {"triton": {"BLOCK": 8192, "num_warps": 8, "per_sm": 2, "stages": 3, "evict": ""}, "cupy": {"threads": 1024, "per_sm": 2, "unroll": 4}},
     "*": {"triton": {"BLOCK": 4096, "num_warps": 8, "per_sm": 4, "stages": 1, "evict": ""},

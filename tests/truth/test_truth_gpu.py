@@ -167,7 +167,7 @@ def test_the_broad_set_holds_every_kind_of_tensor_work_in_each_dtype_and_shrinks
 
 def test_the_committed_points_are_what_their_committed_samples_give(tmp_path):
     """Each points file of tools/truth/gpu.py, made again from the raw samples beside it by today's point()
-    (tools/truth/calibrate.py --repoint), is the file as committed: no point is a number its rows do not give."""
+    (python -m tools.truth.calibrate --repoint), is the file as committed: no point is a number its rows do not give."""
     import json
     import shutil
 

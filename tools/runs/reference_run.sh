@@ -5,7 +5,7 @@
 # anywhere afterwards with `gpubench plot` and `gpubench report`. The suite measures the copy, read and
 # matmul peaks at its start; the bench times every family (the read beside the copy, decode at B = 1 to 512
 # with the read and copy ceilings at B = 1) with the launch settings committed in kernels/*.py CONFIG,
-# which tools/tune/kernels.py --only read,decode --apply writes for this GPU model beforehand.
+# which python -m tools.tune.kernels --only read,decode --apply writes for this GPU model beforehand.
 set -euo pipefail
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"

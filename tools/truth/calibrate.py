@@ -2,7 +2,7 @@
 FLOP rate over the bare ceiling of the same seconds (tensor active × SM clock ÷ the peak's clock × the dense
 datasheet peak), per dtype; the calibration is their median, its error the farthest any lies from it. Beside
 it, `highest`: the highest rate per active cycle over every kernel measured (those GEMMs and the points files
-given with --beside, tools/truth/gpu.py --broad's), with the kernel that set it, the median and the spread.
+given with --beside, python -m tools.truth.gpu --broad's), with the kernel that set it, the median and the spread.
 
     python -m tools.truth.calibrate RUN_DIR ...         # suite runs recorded with GPM: their GEMMs
     python -m tools.truth.calibrate --points FILE ...   # points measured by tools/truth/gpu.py

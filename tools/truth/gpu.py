@@ -37,8 +37,8 @@ probe/, the two watch runs, with (d) d/ holding watch-gpt.tar.gz and its log, tr
 (the log, to read without unpacking). Then, in the repository: copy calibration/* to results/calibration/ and
 run `python -m tools.truth.calibrate --points results/calibration/points-<gpu>.json` (it writes
 tensor-<gpu>.json from those points alone); copy the watch runs under results/ (and unpack d/watch-gpt.tar.gz at
-the root); `python -m tools.runs.resummarize results/*/`, `gpubench report` on the new and changed runs, `python
-tools/readme/tables.py`; then tests/truth/test_ceiling.py, tests/read/test_invariants.py, tests/job/test_edges.py and
+the root); `python -m tools.runs.resummarize results/*/`, `gpubench report` on the new and changed runs, `python -m
+tools.readme.tables`; then tests/truth/test_ceiling.py, tests/read/test_invariants.py, tests/job/test_edges.py and
 tests/test_readme.py check them.
 """
 

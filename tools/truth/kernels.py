@@ -1,4 +1,4 @@
-"""The broad kernel set of tools/truth/gpu.py --broad: every kind of tensor-core work a training job runs, so
+"""The broad kernel set of python -m tools.truth.gpu --broad: every kind of tensor-core work a training job runs, so
 that the tensor ceiling's rate per active cycle is the highest any of them reaches, not a typical GEMM's.
 
 cuBLAS products of many shapes (square, skinny, small, long K, batched, with a bias), SDPA forward and backward

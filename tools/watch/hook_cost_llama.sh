@@ -6,7 +6,7 @@
 #     bash tools/watch/hook_cost_llama.sh [RESULTS]     # on one GPU: about 4 minutes
 #
 # Runs go to RESULTS/watch-auto-llama-<arm>-<i>-<gpu>/ (default results/, <i> from 3: the rounds of
-# tools/watch/auto.py --part llama come first), the lines to RESULTS/logs/watch-auto-llama-hookcost-<gpu>.log;
+# python -m tools.watch.auto --part llama come first), the lines to RESULTS/logs/watch-auto-llama-hookcost-<gpu>.log;
 # tools/readme/tables.py reads them with the rest.
 set -u
 cd "$(dirname "$0")/../.."
