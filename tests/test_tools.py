@@ -101,7 +101,8 @@ def lines_by_folder() -> dict[str, int]:
     for path in ROOT.rglob("*"):
         parts = path.relative_to(ROOT).parts
         if path.suffix in (".py", ".sh") and path.is_file() and not any(
-                p.startswith(".") or p in ("__pycache__", "build", "site") for p in parts):
+                p.startswith(".") or p in ("__pycache__", "build", "site") for p in parts) and not (
+                ROOT / parts[0] / "pyvenv.cfg").exists():  # a virtual environment made in the checkout
             folder = "/".join(parts[:-1]) or "."
             out[folder] = out.get(folder, 0) + len(path.read_text(errors="replace").splitlines())
     return out
