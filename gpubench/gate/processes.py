@@ -34,7 +34,7 @@ MIN_PROCESSES = 4  # below, a spread of 2 degrees of freedom or fewer: floors of
 # `same` (gate.judgement), and the baseline keeps adding processes up to the most.
 PROMISES = ((100e-6, 3.0, "5% more work"), (10e-6, 6.0, "10% more work"))
 DUTIES = ((*PROMISES[0][:2], "5% more work must read slower"), (*PROMISES[1][:2], "10% more work must not read same"),
-          (0.0, 12.0, "under 10 us nothing is promised"))
+          (0.0, benchfloor.SHORT_LEAST_PCT, "under 10 us nothing is promised"))
 # chi-square at 5% and 95% for 1..30 degrees of freedom (scipy.stats.chi2.ppf); beyond, Wilson-Hilferty
 CHI2_05 = (0.0039, 0.1026, 0.3518, 0.7107, 1.1455, 1.6354, 2.1673, 2.7326, 3.3251, 3.9403, 4.5748, 5.226, 5.8919,
            6.5706, 7.2609, 7.9616, 8.6718, 9.3905, 10.117, 10.8508, 11.5913, 12.338, 13.0905, 13.8484, 14.6114,
@@ -67,14 +67,6 @@ def sure_range(f: benchfloor.Floor) -> tuple[float, float] | None:
             benchfloor.Z * f.spread * math.sqrt(df / chi2(df, False)))
 
 
-def _median_s(baseline: dict, fullname: str) -> float | None:
-    for bench in baseline.get("benchmarks") or []:
-        if isinstance(bench, dict) and bench.get("fullname") == fullname:
-            median = (bench.get("stats") or {}).get("median")
-            return median if isinstance(median, (int, float)) and median > 0 else None
-    return None
-
-
 def status(baseline: dict, fullname: str, least_pct: float) -> tuple[bool, str]:
     """Whether a benchmark's floor is settled (no further process measures it), and why, in a clause."""
     most = benchfloor.processes_max(baseline)
@@ -85,10 +77,11 @@ def status(baseline: dict, fullname: str, least_pct: float) -> tuple[bool, str]:
         return True, f"measured by the most processes, {most}"
     if f.processes < MIN_PROCESSES:
         return False, f"{f.processes} processes: a floor needs {MIN_PROCESSES} or more"
-    median_s = _median_s(baseline, fullname)
+    median_s = benchfloor.call_s(baseline, fullname)
     wanted, why = duty(median_s) if median_s else (least_pct, "")
-    if f.width <= least_pct:
-        return True, f"at the least floor, {least_pct:g}%, which more processes cannot narrow"
+    least = benchfloor.least_for(baseline, fullname, least_pct)
+    if f.width <= least:
+        return True, f"at the least floor, {least:g}%, which more processes cannot narrow"
     if f.width <= wanted:
         return True, f"within the {wanted:g}% it needs ({why})"
     return False, f"wider than the {wanted:g}% it needs ({why})"

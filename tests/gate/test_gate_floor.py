@@ -162,3 +162,17 @@ def test_against_eight_processes_a_small_calls_slowdown_is_never_same():
     for pct, allowed in ((10, ("slower", "unsure")), (25, ("slower",))):
         run = processes(14.0 * (1 + pct / 100), rng.normal(0, 0.5, size=3), rng, jitter_us=0.05)
         assert all(judge(base[0], r, fs).word in allowed for r in run), pct
+
+
+def test_a_short_calls_floor_is_never_narrower_than_its_least():
+    """The H200's flushed 6.3 us matmul: its eight processes' first quartiles (from the first) gave 5.5%, and the
+    twentieth unchanged process after them landed +7.2% from their center; under 10 us the least floor is 12%."""
+    q1 = [-1.56, -1.04, -0.52, -1.56, -1.56, 1.04, -1.56]
+    for median_s, least in ((6.3e-6, floor.SHORT_LEAST_PCT), (14e-6, 1.0)):
+        data = {"benchmarks": [{"fullname": "t", "name": "t", "stats": {"median": median_s}}]}
+        data = floor.started(data, 8)
+        for p in q1:
+            data, _ = floor.with_rerun(data, {"t": {s: Interval(p, p, p) for s in STATISTICS}}, "when", None)
+        f = floor.floors(data, "t", 1.0)["q1"]
+        assert f.processes == 8 and f.width == max(least, f.width), (median_s, f)
+        assert (f.width < 7.2) is (median_s > 10e-6), (median_s, f)  # that process is past it only from 10 us
