@@ -32,6 +32,8 @@ INFER = f"forward-jobs-{GPU}-infer-evals-wgan-jax.log"
 # generate for 60 s: in 30 s its first call (12 s at batch 1, warm-up) left few calls to compare
 GENERATE = f"forward-jobs-{GPU}-generate-60s.log"
 COST = f"forward-jobs-{GPU}-cost-compiled.log"
+# train_eval again once it printed its GPU-clock training rate as steps over their time (a mean, as a row's is)
+EVALS = f"forward-jobs-{GPU}-evals.log"
 U = "examples/unmodified"
 # (name, what it is, the phase compared, the own rate in its own-count line and the clock it was timed on, log,
 # the share of its printed FLOPs a step the compared rows' step does)
@@ -46,9 +48,9 @@ JOBS = [("bert", f"BERT-base encoder, `torch.no_grad` (`{U}/bert_inference.py`)"
         # PaLM's forward is a third of its training step (2 of 6 per parameter, 4 of 12 for attention), and the
         # evaluation's batches are the training's: its own FLOPs a forward are the printed step's third
         ("train-eval", f"BERT-base training, its evaluation (`{U}/train_eval.py`)", "eval",
-         r", (\S+) forwards/s on the GPU clock", "GPU clock", INFER, 1 / 3),
+         r", (\S+) forwards/s on the GPU clock", "GPU clock", EVALS, 1 / 3),
         ("train-eval", f"BERT-base training, its training (`{U}/train_eval.py`)", "train",
-         r", (\S+) training steps/s on the GPU clock", "GPU clock", INFER, 1.0),
+         r", (\S+) training steps/s on the GPU clock", "GPU clock", EVALS, 1.0),
         ("wgan", f"WGAN, 5 critic steps a generator step (`{U}/wgan_critic.py`)", "train",
          r"; (\S+) steps/s on the GPU clock", "GPU clock", INFER, 1.0),
         ("jax", f"JAX, a bf16 MLP (`{U}/jax_mlp.py`)", "train",
@@ -119,8 +121,8 @@ def jobs_table() -> str:
     """docs/watch.md: every job's compared row beside its own count."""
     rows = compared()
     logs = (f"[log of every job](results/logs/{INFER})" if INFER == GENERATE else
-            f"[log of the inference, evaluation, WGAN and JAX jobs](results/logs/{INFER}), "
-            f"[of generate](results/logs/{GENERATE})")
+            f"[log of the inference, WGAN and JAX jobs](results/logs/{INFER}), "
+            f"[of generate](results/logs/{GENERATE}), [of the training with evaluations](results/logs/{EVALS})")
     out = [f"On one {rows[0]['device']} ({logs}); each job's run directory is `results/forward-<job>-{GPU}/`.", "",
            "| job | rows compared (phase) | steps/s with no code change | the job's own rate | difference "
            "| MFU with no code change | own MFU | MBU with no code change (own) | tensor ceiling | what a step is |",
