@@ -7,7 +7,9 @@ lock and never raise: the recording and the job go on whatever happens here. The
 someone asks (`snapshot`, from the metrics endpoint's thread or the live lines' gpubench.job.speak): the
 current phase is cut as the summary cuts it, the window runs from TRIM_S after that phase began, or
 WINDOW_S before now if later, to now, and each GPU the job uses gets the row the summary would give that
-window: the same steps/s, TFLOP/s, MFU, MBU and verdict, from the same code.
+window: the same steps/s, TFLOP/s, MFU, MBU and verdict, from the same code. Beside the window's steps/s and MFU,
+the phase's so far (gpubench.job.sofar): from TRIM_S after the phase's current span began to now, the numbers
+its final row will show, where the window's move with the job from one window to the next.
 
 The phase has the summary's name. A job that marks, or calls gpubench.step() itself, is cut by its leading
 process's marks (gpubench.job.phases.cut). A job that does neither is cut by what its GPUs did
@@ -22,6 +24,7 @@ window cannot.
 from __future__ import annotations
 
 import math
+import statistics
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -32,6 +35,7 @@ from gpubench.job.busykinds import BUSY
 from gpubench.job.credit import credit
 from gpubench.job.markreader import Mark, Steps
 from gpubench.job.phases import START_UP, Context, Phase, cut, judge_ranks, summarize_row
+from gpubench.job.sofar import SoFar
 from gpubench.metrics import finite
 from gpubench.read.summary import TRIM_S
 
@@ -73,6 +77,7 @@ class Live:
         self._steps: deque = deque()  # groups of steps, as they arrived
         self._last: dict = {}  # stream -> its latest group: its GPU stays credited after its steps left the window
         self._history = History()  # what the cut by activity needs of steps that left the buffers
+        self._sofar = SoFar()  # each process's steps since the watch began, for the phase's rate so far
 
     # --- fed by the sampler and the marks' tail (their threads): append, never raise ----------------
 
@@ -108,6 +113,7 @@ class Live:
                             marks.append(e)
                     elif isinstance(e, Steps):
                         self._history.take(e)
+                        self._sofar.take((e.stream, e.origin), e.t_first, e.t_last, e.n)
                         self._steps.append(e)
                         if e.stream not in self._last or self._last[e.stream].t_last <= e.t_last:
                             self._last[e.stream] = e
@@ -169,6 +175,21 @@ class Live:
         if kind == "phase":
             judge_ranks(snap.rows, ctx)
         snap.window = (start, now)
+        self._so_far(snap.rows, events, credited, began + TRIM_S)
+
+    def _so_far(self, rows: list[dict], events: list, credited: dict, since: float) -> None:
+        """Each row's phase rate so far (gpubench.job.sofar): the median over the GPU's processes, as its rate's,
+        and its MFU at that rate (the window's FLOPs a step)."""
+        kinds = {(e.stream, e.origin) for e in events if isinstance(e, Steps)}
+        with self._lock:
+            rates = {k: self._sofar.rate(k, since) for k in kinds}
+        for r in rows:
+            mine = [v for (stream, _), v in rates.items() if credited.get(stream) == r.get("gpu") and finite(v)]
+            if not mine or not finite(r.get("steps_per_s")) or r["steps_per_s"] <= 0:
+                continue
+            r["phase_steps_per_s"] = statistics.median(mine)
+            if finite(r.get("mfu_pct")):
+                r["phase_mfu_pct"] = r["mfu_pct"] * r["phase_steps_per_s"] / r["steps_per_s"]
 
     def _current(self, marks, steps, now: float) -> tuple[str, float, str]:
         """The phase now, when its current span began, and its kind: start-up until the job marks or steps."""

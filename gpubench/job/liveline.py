@@ -4,8 +4,9 @@ where there are more than COMPACT_OVER, in two forms.
 - For a log (a scheduler's job log, CI, stderr into a file): logfmt, `key=value` pairs separated by spaces, a
   value in double quotes where it holds a space, a quote or an equals sign. Every line starts `gpubench live `
   (grep finds them among the job's own lines); the keys of the numbers are the summary's own columns
-  (summary.csv), so that the last live line of a phase reads beside its final row. A number the window has
-  no value for is left out, never written as 0.
+  (summary.csv), and `phase_steps_per_s` and `phase_mfu_pct`, the phase's so far, are what its final row will
+  read: the last live line of a phase reads beside its final row. A number the window has no value for is left
+  out, never written as 0.
 - For the status area of a terminal: the same numbers as the final table writes them (gpubench.metrics).
 
 Every word that comes from the job (its phase's name) is written out as text (gpubench.inside.text.visible):
@@ -23,7 +24,9 @@ from gpubench.metrics import fmt_value
 PREFIX = "gpubench live"
 COMPACT_OVER = 4  # more GPUs than this: one line for all, their means
 # (summary column, its words on a terminal); the log's keys are the columns
-SHOWN = (("steps_per_s", "steps/s"), ("mfu_pct", "MFU"), ("tensor_ceiling_pct", "ceiling"),
+# phase_*: the phase's so far (gpubench.job.sofar), the numbers its final row will show; the rest, the window's
+SHOWN = (("steps_per_s", "steps/s"), ("phase_steps_per_s", "phase steps/s"), ("mfu_pct", "MFU"),
+         ("phase_mfu_pct", "phase MFU"), ("tensor_ceiling_pct", "ceiling"),
          ("gpu_util_pct", "GPU-Util"), ("sm_active_pct", "SM active"), ("tensor_active_pct", "tensor"),
          ("dram_active_pct", "DRAM"), ("power_w", "W"))
 MISSING = "–"
@@ -100,8 +103,14 @@ def _ladder(row: dict) -> str:
     def shown(column):
         return fmt_value(column, row.get(column), MISSING)
 
-    parts = [f"{shown('steps_per_s')} steps/s",
-             f"MFU {shown('mfu_pct')} (tensor ceiling {shown('tensor_ceiling_pct')})",
+    def so_far(column, like, then=""):
+        v = row.get(column)
+        return f"{fmt_value(like, v, MISSING)} so far{then}" if finite(v) else ""
+
+    steps = so_far("phase_steps_per_s", "steps_per_s")
+    parts = [f"{shown('steps_per_s')} steps/s" + (f" ({steps})" if steps else ""),
+             f"MFU {shown('mfu_pct')} ({so_far('phase_mfu_pct', 'mfu_pct', '; ')}tensor ceiling "
+             f"{shown('tensor_ceiling_pct')})",
              f"GPU-Util {shown('gpu_util_pct')} · SM active {shown('sm_active_pct')}",
              f"tensor {shown('tensor_active_pct')}", f"DRAM {shown('dram_active_pct')}",
              shown("power_w") if finite(row.get("power_w")) else f"{MISSING} W"]

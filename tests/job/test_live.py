@@ -103,3 +103,17 @@ def test_what_it_is_fed_never_raises():
     sink = []
     live.after(sink.append)({"no": "gpu"})
     assert sink == [{"no": "gpu"}] and len(live.errors) == 3  # the row reached the sink all the same
+
+
+def test_the_phases_rate_so_far_is_its_final_rows_where_the_windows_move():
+    """10 steps/s for 20 s, then 5/s to 60 s: the last window reads 5, the phase so far its final row's."""
+    s = Stream(0, 1000)
+    times = every(0.6, 20.0, 0.1) + every(20.2, 60.0, 0.2)
+    events = [mark(0.0, s, "train"), *stamps(s, gpus(1)[0].uuid, times, flops=1e13)]
+    samples = rows(1, 0.0, 60.0, lambda t, g: {"gpu_util_pct": 95.0})
+    row = fed(1, samples, events, now=60.0).snapshot().rows[0]
+    final = summarize_watch(samples, events, gpus(1), 0.0, 60.0, PEAKS, "bf16", COLUMNS, {}).summary[0]
+    assert row["steps_per_s"] == pytest.approx(5.0) and final["steps_per_s"] == pytest.approx(394 / 59.4)
+    assert row["phase_steps_per_s"] == pytest.approx(final["steps_per_s"])
+    assert row["phase_mfu_pct"] == pytest.approx(final["mfu_pct"])
+    assert "phase_steps_per_s" not in fed(1, samples, [], now=60.0).snapshot().rows[0]  # no steps: none said

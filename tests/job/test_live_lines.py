@@ -15,8 +15,8 @@ from livewatch import FLOPS, PEAK, STEPPING, environment, watch_argv
 from gpubench.record.rundir import load_run
 
 DEADLINE_S = 120.0
-KEYS = {"elapsed_s", "window_s", "phase", "gpu", "rank", "steps_per_s", "mfu_pct", "tensor_ceiling_pct",
-        "gpu_util_pct", "sm_active_pct", "tensor_active_pct", "dram_active_pct", "power_w", "rules"}
+KEYS = {"elapsed_s", "window_s", "phase", "gpu", "rank", "steps_per_s", "phase_steps_per_s", "mfu_pct",
+        "phase_mfu_pct", "tensor_ceiling_pct", "gpu_util_pct", "sm_active_pct", "tensor_active_pct", "dram_active_pct", "power_w", "rules"}
 # the job's stderr ends without a newline (a progress bar's carriage return) before the first live line
 JOB = "import sys; sys.stderr.write('loss 0.52\\r'); sys.stderr.flush()\n" + STEPPING
 
@@ -56,6 +56,7 @@ def test_a_live_line_every_interval_in_a_log_says_the_phase_row_as_the_summary_d
     rated = [x for x in said if "steps_per_s" in x]
     assert all(x["phase"] == "train" and x["gpu"] == "0" and x["rules"] for x in rated)
     last = rated[-1]
+    assert "phase_steps_per_s" in last and "phase_mfu_pct" in last  # the phase's so far, beside the window's
     assert float(last["mfu_pct"]) == pytest.approx(float(last["steps_per_s"]) * FLOPS / PEAK * 100, rel=0.02)
     assert (last["gpu_util_pct"], last["sm_active_pct"], last["tensor_active_pct"], last["power_w"]) == \
         ("100", "96.6", "93.8", "697")

@@ -79,3 +79,14 @@ def test_where_the_live_rows_go(monkeypatch, quiet, env, tty, expected):
     monkeypatch.setattr(speak.os, "isatty", lambda fd: tty)
     assert speak.choose(quiet, env) == expected
     assert speak.window_for(0.5) == 15.0 and speak.window_for(60.0) == 60.0 and speak.window_for(86400.0) == 300.0
+
+
+def test_the_phases_numbers_so_far_follow_the_windows_on_both_forms():
+    row = dict(ROW, phase_steps_per_s=3.1012, phase_mfu_pct=27.6)
+    line = parse(log_lines(snap([row]), 90.0, 15.0)[0])
+    assert (line["steps_per_s"], line["phase_steps_per_s"], line["mfu_pct"], line["phase_mfu_pct"]) == \
+        ("3.21", "3.1", "28.6", "27.6")
+    assert list(line).index("phase_steps_per_s") == list(line).index("steps_per_s") + 1
+    area = area_lines(snap([row]), 90.0, 15.0, gpus=1)[1]
+    assert "3.21 steps/s (3.1 so far)  MFU 29% (28% so far; tensor ceiling 31%)" in area
+    assert "so far" not in area_lines(snap([ROW]), 90.0, 15.0, gpus=1)[1]  # a window with none: nothing said

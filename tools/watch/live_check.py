@@ -1,5 +1,7 @@
 """Check what tools/watch/live_check.sh left: at least MIN_LINES live lines in the file run's log, and the last of
-each phase within WITHIN of the phase's final row (steps/s, MFU), the row read from the run's summary.csv.
+each phase within WITHIN of the phase's final row (its steps/s and MFU so far: phase_steps_per_s and
+phase_mfu_pct, or the window's where a line has none), the row read from the run's summary.csv. The window's own
+numbers are said beside them, and not held to WITHIN: a job's windows differ by a few percent.
 
     python3 -m tools.watch.live_check LOG RUN_DIR      -> a line per check; exit 1 where one fails
 """
@@ -13,7 +15,7 @@ from pathlib import Path
 
 MIN_LINES = 10
 WITHIN = 0.02  # the last live line of a phase, relative to its final row
-KEYS = ("steps_per_s", "mfu_pct")
+KEYS = (("phase_steps_per_s", "steps_per_s"), ("phase_mfu_pct", "mfu_pct"))  # (the line's, the row's)
 
 
 def live_lines(log: Path) -> list[dict]:
@@ -37,13 +39,16 @@ def check(log: Path, run: Path) -> list[tuple[bool, str]]:
         if row is None:
             said.append((False, f"phase {phase}: live, but no final row of that name"))
             continue
-        for key in KEYS:
-            if key not in line or not row.get(key):
+        for mine, key in KEYS:
+            held = mine if mine in line else key
+            if held not in line or not row.get(key):
                 continue
-            live, final = float(line[key]), float(row[key])
+            live, final = float(line[held]), float(row[key])
             ok = abs(live / final - 1) <= WITHIN if final else live == 0
-            said.append((ok, f"phase {phase}: {key} live {live:.4g}, final {final:.4g} ({live / final - 1:+.2%})"
-                         if final else f"phase {phase}: {key} live {live:.4g}, final 0"))
+            window = f"; the last window's {float(line[key]):.4g}" if held != key and key in line else ""
+            said.append((ok, f"phase {phase}: {held} live {live:.4g}, final {key} {final:.4g} "
+                             f"({live / final - 1:+.2%}){window}" if final else
+                         f"phase {phase}: {held} live {live:.4g}, final 0"))
     return said
 
 
