@@ -16,7 +16,8 @@ from gpubench.record.rundir import load_run
 
 DEADLINE_S = 120.0
 KEYS = {"elapsed_s", "window_s", "phase", "gpu", "rank", "steps_per_s", "phase_steps_per_s", "mfu_pct",
-        "phase_mfu_pct", "tensor_ceiling_pct", "gpu_util_pct", "sm_active_pct", "tensor_active_pct", "dram_active_pct", "power_w", "rules"}
+        "phase_mfu_pct", "tensor_ceiling_pct", "gpu_util_pct", "sm_active_pct", "tensor_active_pct",
+        "dram_active_pct", "power_w", "rules"}
 # the job's stderr ends without a newline (a progress bar's carriage return) before the first live line
 JOB = "import sys; sys.stderr.write('loss 0.52\\r'); sys.stderr.flush()\n" + STEPPING
 
