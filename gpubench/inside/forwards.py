@@ -25,17 +25,16 @@ called so inside a GAN's step is not evaluation, but its step holds an optimizer
   shape keeps no count.
 - bytes: the module's weights, each read once a step (gpubench.inside.flops.weight_bytes; an embedding table
   a row a token), and the KV cache a decoder's call is given (Hugging Face's), for MBU.
-- tokens: the elements of `input_ids`, or of the first integer tensor given (a batch of token ids); none for
-  other inputs (images).
+- tokens: the elements of `input_ids`, or of the first integer tensor given; none for other inputs (images).
 
-Steps of one shape that end within STAMP_S of the last written are written together, stamped where the last of
-them ended: a job of thousands of forwards a second gets a few hundred stamps a second, not a GPU event each.
+Steps of one shape ending within STAMP_S of the last written are written together, stamped where the last ended.
 
 Nothing here may reach the job: every hook catches everything, says it once on stderr and turns itself off.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -260,7 +259,8 @@ class Forwards:
                     done[1] = True
 
                 for node in _grad_nodes(self.torch, output):
-                    node.register_prehook(ran)
+                    with contextlib.suppress(Exception):  # a node that takes no pre-hook: the others see it
+                        node.register_prehook(ran)
         except Exception as err:  # noqa: BLE001
             self.fail(err)
 

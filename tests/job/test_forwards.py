@@ -188,10 +188,21 @@ print('ran', inside)
     assert "gpubench" not in done.stderr, done.stderr
 
 
-def test_a_model_trained_by_hand_gives_its_forward_steps_no_count(tmp_path):
+@pytest.mark.parametrize("refusing", [False, True], ids=["", "a-node-refuses-its-pre-hook"])
+def test_a_model_trained_by_hand_gives_its_forward_steps_no_count(tmp_path, refusing):
     """No optimizer, a backward and an update by hand: its calls are steps, but no forward's count is theirs
-    (each ran a backward too); a call under no_grad of another shape is still counted."""
-    body = MODEL + """
+    (each ran a backward too); a call under no_grad of another shape is still counted. A grad node that refuses
+    a pre-hook is left without one: the hook stays on and the others see the backward."""
+    refuse = """
+import importlib
+f = importlib.import_module('_gpubench_inside.forwards')
+class Refuses:
+    def register_prehook(self, fn):
+        raise RuntimeError('no pre-hook here')
+real = f._grad_nodes
+f._grad_nodes = lambda torch, out: [Refuses(), *real(torch, out)]
+"""
+    body = MODEL + (refuse if refusing else "") + """
 for _ in range(30):
     loss_fn(model(x), y).backward()
     with torch.no_grad():
