@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rundamage import refused
 from synthetic import SCENARIOS, make_run
 
 from gpubench.cli import main
@@ -33,15 +34,6 @@ def peak_mb():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) // 1024
 """
-
-
-def refused(capsys, args, *said) -> str:
-    assert main(args) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    for part in said:
-        assert part in err, err
-    return err
 
 
 def rewrite(path: Path, change) -> None:
