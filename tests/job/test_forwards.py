@@ -220,3 +220,34 @@ with torch.no_grad():
     assert sum(e.n for e in by_hand) > 10 and all(e.counted == 0 for e in by_hand)
     counted = [e for e in got if e.origin == "forward counted"]
     assert len(counted) == 1 and counted[0].flops == pytest.approx(forward_flops(8))
+
+
+def test_a_model_that_calls_itself_makes_a_step_of_each_call_once_found(tmp_path):
+    """Re-entrant calls: a model whose forward calls itself again is found by its outermost calls, then each of
+    its calls is a step (its own hook sees every one), as the module's docstring says."""
+    body = """
+import time, torch
+from torch import nn
+class Again(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(16, 16)
+    def forward(self, x, again=True):
+        y = self.lin(x)
+        return self(y, again=False) if again else y
+model = Again()
+x = torch.randn(4, 16)
+with torch.no_grad():
+    for _ in range(40): model(x)
+    time.sleep(0.05)
+    model(x)
+print('ran')
+"""
+    done, events, _ = child(tmp_path, body)
+    assert done.returncode == 0 and done.stdout == "ran\n" and "gpubench" not in done.stderr, done.stderr
+    got = steps(events)
+    # the first DISCOVER outermost calls find the model; then each call of it is a step, but for the last outer
+    # call's two: its own waits in a group that only a later call would write (STAMP_S), its inner one never ends
+    assert sum(e.n for e in got) == 2 * (41 - DISCOVER) - 2
+    counted = [e for e in got if e.origin == "forward counted"]  # the count ends where the inner call begins:
+    assert len(counted) == 1 and counted[0].flops == 2 * 4 * 16 * 16  # the outer call's own work, one product
