@@ -99,6 +99,7 @@ def median_rate(gaps):
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--seconds", type=float, default=15.0)
+    p.add_argument("--iterations", type=int, default=0, help="at least this many iterations, however long they take")
     p.add_argument("--batch", type=int, default=512)
     p.add_argument("--width", type=int, default=128, help="the first layer's channels (DCGAN's 64, doubled)")
     p.add_argument("--critic", type=int, default=5, help="critic steps per generator step")
@@ -111,7 +112,7 @@ def main():
     timed = device == "cuda"
 
     ends, events, started = [], [], time.perf_counter()
-    while time.perf_counter() - started < args.seconds:
+    while time.perf_counter() - started < args.seconds or len(ends) < args.iterations:
         loss_c, loss_g = iteration(net_g, net_c, opt_g, opt_c, real, args.critic)
         if timed:
             events.append(torch.cuda.Event(enable_timing=True))

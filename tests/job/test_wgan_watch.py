@@ -55,7 +55,9 @@ def watched(tmp_path_factory):
         config = RecordingConfig(interval_s=0.05, sources=[FakeSource(busy)])
         opts = WatchOptions(out, [GPU], {"name": GPU.name}, config)
         # the job's own words go to a file: the shell redirects them, the job is run as it is
-        command = ["sh", "-c", 'exec "$0" "$1" --tiny --seconds 4 > "$2"', sys.executable, str(JOB), str(printed)]
+        # 4 s and at least 16 iterations: the count is taken over the eleventh, whatever the machine's speed
+        command = ["sh", "-c", 'exec "$0" "$1" --tiny --seconds 4 --iterations 16 > "$2"', sys.executable, str(JOB),
+                   str(printed)]
         code, w = watch.run(opts, command)
     finally:
         for k, v in saved.items():
