@@ -237,11 +237,13 @@ def test_a_hook_that_fails_says_so_once_and_leaves_the_job_alone(monkeypatch, ca
     assert len(err) == 1 and "ZeroDivisionError" in err[0] and autohook._on is False
 
 
-def test_the_bootstrap_is_installed_with_the_package():
-    import tomllib
+def test_the_bootstrap_is_installed_with_the_package(monkeypatch):
+    from setup import MappedPackages  # the package list as the build derives it (pyproject.toml and setup.py)
 
-    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
-    assert "gpubench.inside.bootstrap" in packages
+    monkeypatch.chdir(ROOT)
+    dist = MappedPackages({"script_name": "setup.py"})
+    dist.parse_config_files()
+    assert "gpubench.inside.bootstrap" in dist.packages
     assert (Path(BOOTSTRAP) / "sitecustomize.py").is_file()
     assert sorted(p.name for p in Path(BOOTSTRAP).glob("*.py")) == ["__init__.py", "sitecustomize.py"]
 
