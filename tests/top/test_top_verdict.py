@@ -27,8 +27,14 @@ def reading(util=100.0, sm=math.nan, tensor=math.nan, dram=math.nan, power=math.
     (reading(sm=0.757, tensor=0, dram=0.0005, power=124), "fake-busy", "GPU-Util 100% ≥ 50%, SM active 0.76% < 5%"),
     # a collective waiting on a hung rank: 18% of the SMs spin, at idle power, moving no DRAM
     (reading(sm=18.2, tensor=0, dram=0.0004, power=132), "fake-busy",
-     "GPU-Util 100% ≥ 50%, power/limit 19% < 30%, DRAM active <0.01% < 0.1%"),
-    (reading(power=132), "fake-busy", "GPU-Util 100% ≥ 50%, power/limit 19% < 30%, DRAM active not read"),
+     "GPU-Util 100% ≥ 50%, power/limit 19% < 30%, DRAM active <0.01% < 5%, tensor active 0% < 5%"),
+    # a rank whose all-reduce waits on a slow peer most of each step: its own few ms of work move a little DRAM
+    (reading(sm=23.4, tensor=1.9, dram=3.1, power=173), "fake-busy",
+     "GPU-Util 100% ≥ 50%, power/limit 25% < 30%, DRAM active 3.1% < 5%, tensor active 1.9% < 5%"),
+    # as light on power, but moving memory: work, not waiting
+    (reading(sm=23.4, tensor=1.9, dram=5.0, power=173), "few-sms", "SM active/GPU-Util 23% < 50%"),
+    (reading(power=132), "fake-busy",
+     "GPU-Util 100% ≥ 50%, power/limit 19% < 30%, DRAM active not read, tensor active not read"),
     (reading(sm=27.3, tensor=2.0, dram=25.0, power=261), "few-sms", "SM active/GPU-Util 27% < 50%"),
     (reading(sm=99.4, tensor=0, dram=90.1, power=507), "memory-bound",
      "DRAM active 90% ≥ 50%, tensor active 0% < 10%"),
@@ -94,6 +100,14 @@ def test_a_collective_waiting_on_a_hung_rank_is_fake_busy_and_a_large_all_reduce
     got = rows("h200-x2-20261122-132845")
     assert got["straggler-hang/0"] == "fake-busy" and got["straggler-hang/1"] == "idle"
     assert got["allreduce-1gib/0"] == got["allreduce-1gib/1"] == "few-sms"
+
+
+def test_a_rank_waiting_on_a_slow_peer_reads_fake_busy_from_its_committed_readings():
+    """top's JSON beside a live two-rank job whose rank 1 sleeps in its data loader, read again through the rules:
+    rank 0 waits in its all-reduce most of each step (GPU-Util 100%, SM active 23%, DRAM 3.1%)."""
+    frame = json.loads((ROOT / "results/logs/top-collective-h200-x2.json").read_text())
+    words = {g["index"]: v.verdict(g, g["power_limit_w"])[0] for g in frame["gpus"]}
+    assert words == {0: "fake-busy", 1: "idle"}
 
 
 @pytest.mark.parametrize("run,phase,word", [

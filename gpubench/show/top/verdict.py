@@ -13,12 +13,14 @@ FAKE_BUSY_SM_PCT, 5: GPU-Util high while fewer than one SM in twenty holds a war
     tiny collective waiting. A kernel spinning on one thread or one block keeps one SM of 132 busy (0.76%)
     and reads 100%; a copy from the host reads 100% with SM active 0; the least SM active of any job that
     did work at GPU-Util 50% or more is 27% (decode at batch 1 in a CUDA graph).
-FAKE_BUSY_POWER_PCT, 30, with FAKE_BUSY_DRAM_PCT, 0.1: power under 30% of the limit while DRAM moves nothing
-    says nothing runs, whatever SM active reads. A collective waiting on a hung rank keeps 18% of the SMs
-    spinning at 19% of a 700 W limit; one warp spinning on every SM reads SM active 100% at 19-27%; an idle
-    GPU draws 11-25%. The lightest real work draws more (decode at batch 1 in a CUDA graph 37%, a 1 GiB
-    all-reduce 45%), and every job moves DRAM: 1.2% and more, where an idle or spinning GPU moves 0.0005%
-    or less. Without GPM (no DRAM reading) power alone decides, so a light job can read fake-busy there.
+FAKE_BUSY_POWER_PCT, 30, with FAKE_BUSY_DRAM_PCT, 5, and FAKE_BUSY_TENSOR_PCT, 5: power under 30% of the limit
+    while DRAM and the tensor pipes each stay under 5% of their cycles says the GPU mostly waits, whatever SM
+    active reads. A collective waiting on a hung rank keeps 18% of the SMs spinning at 19% of a 700 W limit
+    with no DRAM traffic; a rank whose all-reduce waits on a slow peer most of each step reads SM active 23%,
+    25% of the limit, DRAM 3.1% and tensor 1.9% (its own few milliseconds of work a step); one warp spinning
+    on every SM reads SM active 100% at 19-27%; an idle GPU draws 11-25%. The lightest real work recorded
+    draws more (decode at batch 1 in a CUDA graph 37% of the limit with DRAM active 25%, a 1 GiB all-reduce
+    45%). Without GPM (no DRAM or tensor reading) power alone decides, so a light job can read fake-busy there.
 FEW_SMS_PCT, 50 (phase rule few-sms): SM active over GPU-Util, the share of the SMs busy while a kernel
     runs; under half, the kernels are too small to fill the GPU (small batches, small grids).
 MEMORY_BOUND_DRAM_PCT, 50, and MEMORY_BOUND_TENSOR_PCT, 10 (phase rule memory-bound): the memory interface
@@ -47,7 +49,8 @@ IDLE_UTIL_PCT = 5.0
 HOST_BOUND_UTIL_PCT = _phase("host-bound", "gpu_util_mean_pct")
 FAKE_BUSY_SM_PCT = 5.0
 FAKE_BUSY_POWER_PCT = 30.0
-FAKE_BUSY_DRAM_PCT = 0.1
+FAKE_BUSY_DRAM_PCT = 5.0
+FAKE_BUSY_TENSOR_PCT = 5.0
 FEW_SMS_PCT = _phase("few-sms", "sm_busy_pct")
 MEMORY_BOUND_DRAM_PCT = _phase("memory-bound", "dram_active_pct")
 MEMORY_BOUND_TENSOR_PCT = _phase("memory-bound", "tensor_active_pct")
@@ -66,11 +69,13 @@ RULES: tuple[tuple[str, str, tuple], ...] = (
                    "kernel launches) more than it works",
      ((("gpu_util_pct", "<", HOST_BOUND_UTIL_PCT),),)),
     ("fake-busy", f"GPU-Util high, yet SM active under {FAKE_BUSY_SM_PCT:g}%, or power under "
-                  f"{FAKE_BUSY_POWER_PCT:g}% of the limit with no DRAM traffic: nothing useful runs (a spin of one "
-                  "block, a hang, a collective waiting on another rank, a copy from the host)",
+                  f"{FAKE_BUSY_POWER_PCT:g}% of the limit with DRAM and tensor active under {FAKE_BUSY_DRAM_PCT:g}%: "
+                  "next to nothing useful runs (a spin of one block, a hang, a collective waiting on another rank, "
+                  "a copy from the host)",
      ((("gpu_util_pct", ">=", HOST_BOUND_UTIL_PCT), ("sm_active_pct", "<", FAKE_BUSY_SM_PCT)),
       (("gpu_util_pct", ">=", HOST_BOUND_UTIL_PCT), ("power_pct", "<", FAKE_BUSY_POWER_PCT),
-       ("dram_active_pct", "<|missing", FAKE_BUSY_DRAM_PCT)))),
+       ("dram_active_pct", "<|missing", FAKE_BUSY_DRAM_PCT),
+       ("tensor_active_pct", "<|missing", FAKE_BUSY_TENSOR_PCT)))),
     ("few-sms", f"busy, but its kernels keep under {FEW_SMS_PCT:g}% of the SMs working (small batches, small "
                 "grids, tiny kernels back to back)", ((("sm_busy_pct", "<", FEW_SMS_PCT),),)),
     ("memory-bound", f"DRAM active {MEMORY_BOUND_DRAM_PCT:g}% or more with tensor active under "
