@@ -85,7 +85,8 @@ class FakeBackend:
         if self.interrupt_at and prepared.info.get("name") == self.interrupt_at:
             raise KeyboardInterrupt
         time.sleep(duration_s)
-        return Timings([self.call_ms] * 10, 10 * calls)
+        groups = max(1, round(duration_s * 1e3 / (self.call_ms * calls * 10)))  # calls back to back, as on a GPU
+        return Timings([self.call_ms] * 10, 10 * calls * groups)
 
     def idle(self, duration_s):
         time.sleep(duration_s)

@@ -52,8 +52,7 @@ def test_docs_top_shows_the_frame_beside_the_waiting_collective_as_it_was_read()
     frame = (LOGS / "top-collective-h200-x2.txt").read_text().rstrip("\n")
     assert f"```\n{frame}\n```" in page
     gpus = json.loads((LOGS / "top-collective-h200-x2.json").read_text())["gpus"]
-    assert [g["verdict"] for g in gpus] == ["few-sms", "idle"] and gpus[0]["gpu_util_pct"] == 100.0
+    assert [g["verdict"] for g in gpus] == ["fake-busy", "idle"] and gpus[0]["gpu_util_pct"] == 100.0
     row = re.search(r"^\s+0\s+(\S+)\s+(\d+)%\s+(\d+)%", frame, re.M)
-    assert row.groups() == ("few-sms", "100", "23") and "SM active 23%: `few-sms`, not `fake-busy`" in \
-        re.sub(r"\s+", " ", page)
-    assert "1.834 steps/s" in (LOGS / "top-collective-h200-x2-job.log").read_text() and "1.83 steps/s" in page
+    assert row.groups() == ("fake-busy", "100", "23") and "tensor active 1.9%: `fake-busy`" in re.sub(r"\s+", " ", page)
+    assert "1.843 steps/s" in (LOGS / "top-collective-h200-x2-job.log").read_text() and "1.84 steps/s" in page

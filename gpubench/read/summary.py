@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import math
 
-from gpubench.metrics import COLUMNS, finite
+from gpubench.metrics import COLUMNS, finite, pct
 
 # the summary columns made here that their names do not tell (gpubench.record.columns.DECLARERS names this)
 SUMMARY_COLUMNS = {"windows": "text", "t_start": "time", "t_end": "time", "n_samples": "int",
-                   "speedup_vs_baseline": "float", "link_gbps": "float"}
+                   "speedup_vs_baseline": "float", "link_gbps": "float", "rate_withheld": "text"}
 
 # NVML's utilization and power average over a window of up to a second: the first half second of each
 # window still carries what ran before it.
@@ -194,6 +194,31 @@ def derive(result: dict, peaks: dict) -> dict:
     return derive_per_second({**rates, **{k: result.get(k) for k in WORK_MODEL if k in result}}, peaks)
 
 
+# A suite row's FLOP and byte rates come from the calls timed wholly inside its window, its counters (tensor,
+# DRAM) from the whole window: the two agree where the calls tile the window (95% and more of it in every
+# committed row of a kernel). Calls of a second or more leave a share of the window to calls timed only in part,
+# whose work may or may not have run inside it (two calls of 1.5 s cover 75% of a 4 s window, whose counters held
+# two GEMM bursts where the rate claims 2.67), and gaps between short calls leave the counters idle time the rate
+# never saw. Under COVERED_SHARE the row gives its calls' time, and no rate beside counters of other seconds. A
+# collective's algbw and busbw stay: nccl-tests defines them per call, and no counter judges them.
+COVERED_SHARE = 0.9
+RATES = ("tflops", "gbps", "traffic_gbps", "mfu_pct", "mfu_measured_pct", "mbu_pct", "mbu_measured_pct",
+         "mbu_read_pct")
+
+
+def uncovered(result: dict, t_start: float, t_end: float) -> str:
+    """Why the row gives no rate, where its timed calls cover under COVERED_SHARE of [t_start, t_end]; else ''."""
+    timed = result.get("timed_s")
+    if not finite(timed):  # runs recorded before timed_s: every timed call took about the median
+        n, ms = result.get("n_calls"), result.get("kernel_ms")
+        timed = n * ms / 1e3 if finite(n) and finite(ms) else math.nan
+    if not (finite(timed) and timed > 0 and t_end > t_start) or timed >= COVERED_SHARE * (t_end - t_start):
+        return ""
+    return (f"its {result['n_calls']} timed calls cover {pct(100 * timed / (t_end - t_start))} of its "
+            f"{t_end - t_start:.2f} s window, so their FLOP/s and bytes/s would not come from the seconds of the "
+            f"counters beside them (a rate needs {pct(100 * COVERED_SHARE)})")
+
+
 PER_CALL = {"flops": 0.0, "bytes": 0.0, "link_bytes": 0.0, "traffic": math.nan, "tokens": math.nan}  # and if not given
 WORK_MODEL = ("bound", "unit", "roof", "bus_factor")  # what the rates are judged by
 
@@ -297,6 +322,9 @@ def summarize(rows, results: list[dict], peaks: dict, columns=COLUMNS,
         row["power_w_energy"] = joules / covered if covered > 0 else math.nan
         row["windows"] = window_text([(ws, we)])
         row.update(derive(res, peaks))
+        withheld = uncovered(res, ws, we)
+        if withheld:
+            row.update({k: math.nan for k in RATES}, rate_withheld=withheld)
         row.update(per_joule(row))
         if ceiling is not None:
             row.update(ceiling(covering(window, ws, TRAIL_S["tensor_active_pct"]), row, mine))

@@ -80,4 +80,6 @@ def story(row: dict, manifest: dict) -> str:
             out.append(FILLER.vformat(sentence, (), _Facts(ctx)).replace(f"{OUT_OF_RANGE}%", OUT_OF_RANGE))
         except (ValueError, TypeError):  # a fact of another kind than the sentence formats (text for a number)
             continue
+    if isinstance(row.get("rate_withheld"), str) and row["rate_withheld"]:  # gpubench.read.summary.uncovered
+        out.append(f"No TFLOP/s, GB/s, MFU or MBU: {row['rate_withheld']}.")
     return " ".join(out) or f"{ctx['said']}."

@@ -209,6 +209,7 @@ def scenario_result(sc: Scenario, gpu, prepared, facts: dict, window, timings) -
         "kernel_ms_p10": timings.p10_ms if timed else nan,
         "kernel_ms_p90": timings.p90_ms if timed else nan,
         "n_timings": len(timings.per_call_ms) if timings else 0, "n_calls": timings.calls if timings else 0,
+        "timed_s": timings.timed_s if timed else nan,
         "flops_per_call": w.flops, "bytes_per_call": w.bytes,
         "traffic_per_call": w.traffic if finite(w.traffic) else nan, "link_bytes_per_call": w.link_bytes,
         "tokens_per_call": w.tokens or nan,

@@ -21,7 +21,7 @@ from typing import Callable
 from gpubench.stats import quantile
 
 # the summary columns made here that their names do not tell (gpubench.record.columns.DECLARERS names this)
-SUMMARY_COLUMNS = {"n_timings": "int", "n_calls": "int"}
+SUMMARY_COLUMNS = {"n_timings": "int", "n_calls": "int", "timed_s": "float"}
 
 IN_FLIGHT = 4  # groups queued ahead of the one the host waits on
 GROUP_MS = 20.0  # GPU time per timed group: long enough that one launch latency is noise
@@ -44,6 +44,11 @@ class Timings:
         keep = [i for i, (a, b) in enumerate(self.spans) if t_start <= a and b <= t_end]
         calls = self.calls // max(1, len(self.per_call_ms))
         return Timings([self.per_call_ms[i] for i in keep], calls * len(keep), [self.spans[i] for i in keep])
+
+    @property
+    def timed_s(self) -> float:
+        """The GPU seconds of every timed call together."""
+        return sum(self.per_call_ms) * (self.calls // max(1, len(self.per_call_ms))) / 1e3
 
     @property
     def median_ms(self) -> float:

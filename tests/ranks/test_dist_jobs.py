@@ -152,7 +152,7 @@ def test_the_ranks_figure_says_each_scenario_apart(tmp_path):
     """Its title took medians over the waiting rows of two scenarios together: a state no scenario was in."""
     from gpubench.show.figures import ranks
 
-    run = Path(__file__).resolve().parents[2] / "results" / "h200-x2-20261122-132845"
+    run = Path(__file__).resolve().parents[2] / "results" / "h200-x2-20261129-154637"
     manifest, samples, summary = load_run(run)
     _, notes = ranks.draw(summary, samples, manifest, tmp_path)
     by = {(r["scenario"], r["rank"]): r for r in summary}

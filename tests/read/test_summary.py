@@ -76,3 +76,27 @@ def test_n_samples_counts_rows_of_the_window_and_power_energy_is_beside_sampled_
     row = summarize(rows, res, PEAKS, columns=("power_w", "energy_j"))[0]
     assert row["n_samples"] == 25
     assert row["power_w"] == 500.0 and row["power_w_energy"] == pytest.approx(600.0)
+
+
+@pytest.mark.parametrize("calls,ms,timed_s,rated", [
+    (2, 1500.0, None, False),  # two calls of 1.5 s in a 4 s window: 75%, the committed straggler-hang rows
+    (2, 1500.0, 3.61, True),  # their own GPU seconds, where the result has them, decide
+    (3500, 1.0, None, True),  # short calls that tile the window: 3.5 s of 3.5
+    (3100, 1.0, None, False),  # as short, with gaps between them: 3.1 s of 3.5 (89%)
+    (0, math.nan, None, True),  # nothing timed: nothing withheld, there is no rate to withhold
+])
+def test_a_rate_is_given_only_where_the_timed_calls_cover_the_counters_window(calls, ms, timed_s, rated):
+    """A window of 3.5 s (4 s less its first half second); the calls timed wholly inside it rate it only where
+    they cover 90% of it."""
+    rows = [{"gpu": 0, "t_start_s": t / 10, "t_end_s": (t + 1) / 10, "power_w": 500.0, "energy_j": 50.0 * t}
+            for t in range(40)]
+    res = [{"scenario": "x", "gpu": 0, "t_start": 0.0, "t_end": 4.0, "kernel_ms": ms, "n_calls": calls,
+            "flops_per_call": 1e12, "bytes_per_call": 1e9, "bound": "compute", "unit": "fp32",
+            **({"timed_s": timed_s} if timed_s else {})}]
+    row = summarize(rows, res, PEAKS, columns=("power_w", "energy_j"))[0]
+    if rated or not calls:
+        assert "rate_withheld" not in row and (math.isfinite(row["tflops"]) or not calls)
+    else:
+        assert all(math.isnan(row[k]) for k in ("tflops", "mfu_pct", "gbps", "mbu_pct"))
+        assert row["kernel_ms"] == ms and row["rate_withheld"].startswith(f"its {calls} timed calls cover ")
+        assert "of its 3.50 s window" in row["rate_withheld"]

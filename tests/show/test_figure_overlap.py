@@ -18,7 +18,7 @@ RESULTS = Path(__file__).resolve().parents[2] / "results"
 # One of each kind: the suite's reference run on each GPU, watched jobs on one GPU and on two (each GPU its own
 # rows), and a run under torchrun. GPUBENCH_ALL_RUNS=1 checks every committed run (about a minute and a half).
 SHOWN = ["h100-80gb-hbm3-20261124-232113", "h200-20261124-233527", "watch-llama-8k-h100-80gb-hbm3",
-         "watch-ddp-slow-rank-h200-x2", "h200-x2-20261122-132845"]
+         "watch-ddp-slow-rank-h200-x2", "h200-x2-20261129-154637"]
 SLACK_PX = 1.0  # boxes that only touch are not an overlap
 
 

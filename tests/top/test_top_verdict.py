@@ -97,7 +97,7 @@ def test_the_reference_ladder_reads_as_the_docstring_says(run):
 
 
 def test_a_collective_waiting_on_a_hung_rank_is_fake_busy_and_a_large_all_reduce_is_not():
-    got = rows("h200-x2-20261122-132845")
+    got = rows("h200-x2-20261129-154637")
     assert got["straggler-hang/0"] == "fake-busy" and got["straggler-hang/1"] == "idle"
     assert got["allreduce-1gib/0"] == got["allreduce-1gib/1"] == "few-sms"
 

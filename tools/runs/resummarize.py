@@ -9,8 +9,8 @@ account of the GPUs used and the sentences its report tells each row with are re
 family reads it from the launch, kernels/decode.py's unit_of) and gets every number the samples give anew:
 metrics over the window, energy, achievements, the tensor-pipe ceiling. What a run's files cannot give stays
 as recorded or is not given: a watch whose manifest has no flop_count_version gets no HFU (its marks' hardware
-count took causal attention's whole T x T); a time per call taken over another window than the counters'
-stays, and tests/read/test_invariants.py names those runs.
+count took causal attention's whole T x T); a suite row whose timed calls cover too little of its window to rate
+it by the counters' seconds gives their time and no rate (gpubench.read.summary.uncovered).
 Plot and report them afterwards. Anything else (no manifest, another kind) is left alone, said on one line.
 """
 
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPUTED = {"n_samples", "power_w_energy", "energy_used_j", "windows", "speedup_vs_baseline", "tflops", "gbps",
             "traffic_gbps", "link_gbps", "mfu_pct", "mfu_measured_pct", "mbu_pct", "mbu_measured_pct", "tokens_per_s",
             "link_pct", "algbw_gbps", "busbw_gbps", "nvlink_pct", "j_per_call", "gb_per_j", "tflop_per_kj",
-            "tokens_per_j", "j_per_token", *ceiling.COLUMNS,
+            "tokens_per_j", "j_per_token", "rate_withheld", *ceiling.COLUMNS,
             *derive({}, {}), *per_joule({})}  # whatever today's summary derives, never carried over as a fact
 
 

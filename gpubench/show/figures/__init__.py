@@ -102,7 +102,8 @@ def figure_files(manifest: dict) -> list[str]:
 
 def draw_all(manifest, samples, summary, out_dir: Path, notes: dict | None = None) -> list[Path]:
     """Every figure this kind of run gets (figures_for) into out_dir, as it is drawn; notes, where given,
-    receives what each figure's draw returned, by figure name."""
+    receives what each figure's draw returned, by figure name. A figure with nothing to draw (its marks say
+    "empty", and why) leaves no file: a placeholder beside the run's figures would pass for one of them."""
     Path(out_dir).mkdir(exist_ok=True)
     drawn = []
     for figure in figures_for(manifest):
@@ -111,6 +112,10 @@ def draw_all(manifest, samples, summary, out_dir: Path, notes: dict | None = Non
             # it, printed with a line of gpubench's source, says nothing the figure does not show.
             warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from", category=UserWarning)
             files, marks = figure.draw(summary, samples, manifest, Path(out_dir))
+        if isinstance(marks, dict) and isinstance(marks.get("empty"), str):
+            for f in files:
+                Path(f).unlink(missing_ok=True)
+            files = []
         drawn += files
         if notes is not None:
             notes[figure.name] = marks
