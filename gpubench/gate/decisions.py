@@ -6,6 +6,7 @@ session (gate.finish)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +39,9 @@ class Decisions:
     """fullname -> the Compared a benchmark reached while it ran (to decide on its counters), kept for the end."""
     ending: list[tuple[str, bool]] = field(default_factory=list)
     """(line, red) for the end of the report."""
+    started: float = field(default_factory=time.monotonic)
+    """When the session was configured (time.monotonic): the command's start, near enough, for
+    --gpu-baseline-seconds (what ran before it, python and pytest starting, is a second or two)."""
 
     def keep_run(self, benchmark, rounds_s: list[float]) -> None:
         """What one gpu_benchmark timed (pytest-benchmark's `benchmark` fixture), for the verdicts."""

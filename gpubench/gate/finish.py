@@ -122,7 +122,8 @@ def measure_floor(config) -> None:
             return ["?"]  # a file that cannot be read settles nothing: the run says what is wrong with it
 
     rc, done = benchruns.measure_floor(list(params.args), str(params.dir), config.getoption("gpu_save_baseline"),
-                                       known.floor_runs, say, needed=needed)
+                                       known.floor_runs, say, needed=needed,
+                                       seconds=config.getoption("gpu_baseline_seconds"), started=known.started)
     if rc == 0:
         say(f"gpu baseline: {done} process{'es' * (done != 1)} measured {known.saved}", False)
         try:

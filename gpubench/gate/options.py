@@ -7,7 +7,7 @@ import argparse
 
 from gpubench.gate.fixture import MAX_TIME_S, MIN_TIME_S, SETTLE_MIN_S, SETTLE_S
 from gpubench.gate.judgement import LEAST_FLOOR_PCT
-from gpubench.gate.runs import RUNS
+from gpubench.gate.runs import FEW_RUNS, RUNS, SECONDS
 from gpubench.usage import non_negative, positive
 
 
@@ -53,6 +53,11 @@ def add_options(parser) -> None:
                          "that N of them give, t(N-1) x their spread x sqrt(1 + 1/N): 14 spreads from 4 runs, 5.7 "
                          "from 8, 5.0 from 10; a benchmark whose floor is as narrow as it needs is left out of "
                          "the processes that follow, and the command stops once none is left")
+    group.addoption("--gpu-baseline-seconds", metavar="S", type=non_negative, default=SECONDS,
+                    help="with --gpu-save-baseline, start no further process that would end more than S seconds "
+                         f"after the command began, once {FEW_RUNS} have measured (default {SECONDS:g}; 0: no "
+                         "limit): the floors still open then come from the processes that ran, wider for the ones "
+                         "they lack, and the baseline's end says so")
     group.addoption("--gpu-measure-floor", metavar="DIR",
                     help="rerun the benchmarks unchanged against DIR/<gpu>.json and add the rerun to that file's "
                          "between-run floor (what --gpu-save-baseline's runs do, by hand)")

@@ -169,3 +169,48 @@ def test_the_command_stops_once_every_floor_is_settled(pytester, fake_gpu, spawn
     assert r.ret == 0 and len(spawned) == 3
     assert "every benchmark's floor is settled after 4 processes" in r.stdout.str()
     assert "gpu baseline: 4 processes measured" in r.stdout.str()
+
+
+class Clock:
+    """A clock that each fake process moves on by its seconds."""
+
+    def __init__(self, now: float):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def floor_processes(seconds: float, each_s: list[float], first_s: float = 20.0, runs: int = 8):
+    """measure_floor's processes under --gpu-baseline-seconds, the first having taken first_s: (started, lines)."""
+    from gpubench.gate import runs as benchruns
+
+    clock, took, said = Clock(first_s), iter(each_s), []
+
+    def run(args, cwd):
+        clock.now += next(took)
+        return 0
+
+    rc, done = benchruns.measure_floor(["x"], ".", "DIR", runs, lambda line, red: said.append(line), run=run,
+                                       needed=lambda: ["t"], seconds=seconds, started=0.0, clock=clock)
+    assert rc == 0
+    return done, clock.now, said
+
+
+def test_no_floor_process_starts_that_would_end_past_the_commands_seconds():
+    # the first process took 20 s; then 10 s each: 4 processes by 50 s, 5 by 60 ... 8 by 90
+    assert floor_processes(0.0, [10.0] * 7)[:2] == (8, 90.0)  # no limit
+    assert floor_processes(110.0, [10.0] * 7)[:2] == (8, 90.0)  # the limit not reached
+    done, ended, said = floor_processes(75.0, [10.0] * 7)
+    assert (done, ended) == (6, 70.0)  # a 7th would have ended at 80 s
+    assert said[-1] == ("gpu baseline: 6 processes in 70 s; another (about 10 s) would end past "
+                        "--gpu-baseline-seconds 75, so the floors still open come from these")
+    # a slow process sets the estimate; before any rerun the first process's own time does
+    assert floor_processes(75.0, [10.0, 25.0] + [10.0] * 5)[:2] == (4, 65.0)
+    assert floor_processes(45.0, [10.0] * 7)[:2] == (4, 50.0)  # never fewer than four, whatever the time
+
+
+def test_the_baseline_seconds_are_a_non_negative_number(pytester, fake_gpu):
+    pytester.makepyfile(test_k="def test_k():\n    pass\n")
+    r = pytester.runpytest(*PLUGINS, "--gpu-baseline-seconds=-1")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR and "--gpu-baseline-seconds" in r.stderr.str()
