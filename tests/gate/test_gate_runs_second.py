@@ -4,12 +4,13 @@ whose unchanged 6 us matmul read `slower`. It reads committed files only."""
 
 import json
 import re
-from pathlib import Path
+
+from gaterunpage import LOGS, said, table_missing
+from gaterunpage import flat as flattened
+from gaterunpage import section as page_section
 
 from gpubench.gate import floor
 
-ROOT = Path(__file__).resolve().parents[2]
-LOGS = ROOT / "results" / "logs"
 RUN = json.loads((LOGS / "gate-effort-h200.json").read_text())
 SPLIT = json.loads((LOGS / "gate-effort-h200-split.json").read_text())
 LOG = (LOGS / "gate-effort-h200.log").read_text()
@@ -17,39 +18,17 @@ SPLIT_LOG = (LOGS / "gate-effort-h200-split.log").read_text()
 
 
 def section() -> str:
-    page = (ROOT / "docs" / "gate-runs.md").read_text()
-    return page[page.index("### The second run, on an H200"):page.index("## The fixed effort")]
+    return page_section("### The second run, on an H200", "### The third run, on an H200")
 
 
 def flat() -> str:
-    return re.sub(r"\s*\n\s*", " ", section())
-
-
-def us(x: float) -> str:
-    return f"{x:,.2f}" if x < 1000 else f"{x:,.0f}"
+    return flattened(section())
 
 
 def test_the_counts_times_and_table_are_the_checks():
     text, n = flat(), RUN["numbers"]
-    passed = sum(c["ok"] is True for c in RUN["checks"])
-    assert f"{passed} of {len(RUN['checks'])} checks passed and {RUN['failed']} failed" in text
-    assert f"The steps took {n['time']['total_s']:.0f} s of the 580 s budget" in text and "budget 580 s" in LOG
-    assert f"The baseline took {n['baseline']['wall_s']:.0f} s in {n['baseline']['processes']} processes" in text
-    reruns = [s for k, s in n["time"]["steps_s"].items() if k.startswith("c-rerun-") and s]
-    r = n["reruns"]
-    assert len(reruns) == r["runs"] == 20 and r["slower"] == r["faster"] == r["failed"] == 0
-    assert f"each in {min(reruns):.0f} to {max(reruns):.0f} s ({n['time']['session_s']:.0f} s the median)" in text
-    told = sum(r[w] for w in ("same", "unsure", "slower", "faster"))
-    assert f"read `same` {r['same']} times and `unsure` {r['unsure']} times of {told}" in text
-    rows = [line for line in section().splitlines() if line.startswith("| `test_")]
-    assert len(rows) == len(n["benchmarks"]) == 9
-    for name, b in n["benchmarks"].items():
-        base = n["baseline"]["benchmarks"][name]
-        fl = f"{base['floor_pct']:.2f}" + (f" ({b['floor_pct']:.2f})" if b["floor_pct"] < base["floor_pct"] else "")
-        w = b["words"]
-        more = [f"`{b[k]['word']}` {b[k]['median']['pct']:+.1f}%" for k in ("more_5", "more_10")]
-        assert (f"| `{name}` | {us(b['median_us'])} | {b['timed']} | {fl} | {base['processes']} | {w['same']} / "
-                f"{w['unsure']} / {w['slower']} / {w['faster']} | {more[0]} | {more[1]} |") in rows, name
+    assert [x for x in said(RUN, LOG, 580) if x not in text] == []
+    assert table_missing(n, section()) == []
 
 
 def test_the_unsure_are_the_sums_whose_floors_are_wider_than_they_need():
