@@ -216,7 +216,7 @@ plt.show()
 # %% [markdown]
 # ## Where next
 #
-# - Watch your own job: `gpubench watch -- python train.py`, and [Watch your own job](watch.md) for phases,
+# - Watch your own job: `gpubench watch -- python train.py`, and [Watch your own job](../watch/) for phases,
 #   steps and FLOPs.
 # - `gpubench report results/<run> --out /tmp/report` writes the report of any committed run, without a GPU.
-# - [What is measured](measured.md) says where each rung comes from.
+# - [What is measured](../measured/) says where each rung comes from.

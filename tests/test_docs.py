@@ -57,6 +57,23 @@ def test_the_figures_and_runs_the_pages_link_to_are_on_the_site(site):
             assert (html.parent / link).resolve().is_file(), f"{html.parent.name}: {link}"
 
 
+def test_every_relative_link_of_every_built_page_resolves(site):
+    """mkdocs --strict checks the Markdown pages' links, not those a notebook's cells write: the tutorial is
+    rendered at tutorial/, where a cell's 'watch.md' would name tutorial/watch.md. Run reports are left out: they
+    are pages of their runs, checked by the report's own tests."""
+    broken = []
+    for html in site.rglob("*.html"):
+        if html.relative_to(site).parts[0] == "results":
+            continue
+        for link in re.findall(r'(?:href|src)="([^"#?]+)[^"]*"', html.read_text(errors="replace")):
+            if re.match(r"^(?:[a-z]+:|//)", link):
+                continue
+            target = (site / link.lstrip("/") if link.startswith("/") else html.parent / link).resolve()
+            if not (target / "index.html" if target.is_dir() else target).is_file():
+                broken.append(f"{html.relative_to(site)}: {link}")
+    assert broken == []
+
+
 def test_the_tutorial_is_rendered_with_its_outputs(site):
     html = (site / "tutorial" / "index.html").read_text()
     assert "each rung tells apart what the one before it could not" in html
