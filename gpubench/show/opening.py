@@ -62,7 +62,11 @@ def machine_line(manifest: dict) -> str | None:
     gpu, versions = manifest.get("gpu") or {}, manifest.get("versions") or {}
     out = []
     memory = (gpu.get("memory_mib") or math.nan) / 1024
-    facts = [f"{gpu['sm_count']} SMs" if known(gpu.get("sm_count")) else "",
+    sampled = {g.get("name") for g in manifest.get("gpus_sampled") or [] if known(g.get("name"))}
+    count = len(manifest.get("gpus_sampled") or [])
+    name = gpu.get("name") if known(gpu.get("name")) else next(iter(sampled)) if len(sampled) == 1 else ""
+    facts = [(f"{count} × {md.text(name)}" if count > 1 and sampled == {name} else md.text(name)) if name else "",
+             f"{gpu['sm_count']} SMs" if known(gpu.get("sm_count")) else "",
              f"{fmt(memory, '{:.0f}')} GiB" if known(memory) else "",
              f"driver {md.text(gpu['driver'])}" if known(gpu.get("driver")) else "",
              f"CUDA {md.text(gpu['cuda_driver'])}" if known(gpu.get("cuda_driver")) else ""]

@@ -184,3 +184,22 @@ def test_a_watch_on_eight_gpus_draws_the_first_and_those_of_least_and_most_sm_ac
     assert len(drawn) == MAX_GPUS and [g for g, _ in drawn] == [0, 3, 5, 7]  # first, least (5, 3), most (7)
     assert standing_out(every[:3], summary) == every[:3]
     assert [g for g, _ in standing_out(every, [])] == [0, 1, 2, 3]  # nothing known: the first ones
+
+
+@pytest.mark.parametrize("run,gpu", [("bound-hf_trainer-h200", 0), ("watch-ddp-even-h200-x2", 0),
+                                     ("watch-auto-jax-auto-2-h200", None)])
+def test_a_watched_jobs_timeline_names_the_phases_its_summary_has(tmp_path, run, gpu):
+    """Its samples name what the job marked while it ran and "run" for the rest (a job that marks nothing: all of
+    it), where its summary cut start-up, warm-up, training and teardown: the figure draws the summary's."""
+    from pathlib import Path
+
+    manifest, samples, summary = load_run(Path(__file__).resolve().parents[2] / "results" / run)
+    gpu = summary[0]["gpu"] if gpu is None else gpu
+    spans = timeline.job_spans(manifest, summary, gpu)
+    assert [p for p, _, _ in spans if p in ("start-up", "teardown")] == [
+        r["phase"] for r in summary if r["gpu"] == gpu and r["kind"] in ("start-up", "teardown")]
+    assert {p for p, _, _ in spans} == {r["phase"] for r in summary if r["gpu"] == gpu} and "run" not in \
+        {p for p, _, _ in spans} - {r["phase"] for r in summary}
+    assert all(a < b <= c for (_, a, b), (_, c, _) in zip(spans, spans[1:]))  # in order, none overlapping
+    _, marks = timeline.draw(summary, samples, manifest, tmp_path)
+    assert set(marks["phases"]) <= {p for p, _, _ in spans}

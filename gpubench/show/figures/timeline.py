@@ -100,8 +100,9 @@ def draw(summary, samples, manifest, out_dir):
     length_s = max(float(np.max(r.col("t_end_s")) - t0) for _, r in gpus) * 1.005
     _, scale, unit = next(u for u in UNITS if length_s <= u[0])
     span_s = length_s / scale
-    named = [(p, (a - t0) / scale, (b - t0) / scale) for p, a, b in phase_spans(rows)
-             if p != "gap" and not p.startswith("setup:")]
+    spans = job_spans(manifest, summary, gpus[0][0][0]) or [
+        (p, a, b) for p, a, b in phase_spans(rows) if p != "gap" and not p.startswith("setup:")]
+    named = [(p, (a - t0) / scale, (b - t0) / scale) for p, a, b in spans]
     way, band_in, placed = label_layout(named, 0.0, span_s, PANEL_WIDTH_IN)
     many = len(gpus) > 1
     panel_in = PANEL_IN if not many else max(1.1, PANEL_IN * 1.6 / len(gpus))
@@ -175,6 +176,32 @@ def of_gpu(summary, manifest, which=None) -> list[dict]:
     index, uuid = which or (gpu.get("nvml_index", summary[0].get("gpu") if summary else 0), gpu.get("uuid"))
     mine = [r for r in summary if uuid is not None and r.get("uuid") == uuid]
     return mine or [r for r in summary if r.get("gpu") == index] or (summary if which is None else [])
+
+
+EDGES = ("start-up", "teardown")  # gpubench.job.phases: the rows before a job's first step and after its last
+
+
+def job_spans(manifest, summary, gpu: int) -> list[tuple[str, float, float]]:
+    """A watched job's phases as its summary cut them, on one GPU: start-up and teardown from their rows, the
+    phases' spans (the manifest's, which a summary made anew rewrites) inside them. The samples' own labels name
+    what the job marked while it ran, "run" for the rest: a job that marks nothing is one "run" there, its
+    start-up, warm-up, training and teardown only in the summary. [] for a suite run or a summary with no row."""
+    if manifest.get("kind") != "watch":
+        return []
+    mine = [r for r in summary or [] if r.get("gpu") == gpu and r.get("phase") and finite(r.get("t_start"))
+            and finite(r.get("t_end"))]
+    if not mine:
+        return []
+    edges = {r["phase"]: (r["t_start"], r["t_end"]) for r in mine if r.get("kind") in EDGES}
+    begun = edges.get("start-up", (None, min(r["t_start"] for r in mine)))[1]
+    end = edges.get("teardown", (max(r["t_end"] for r in mine), None))[0]
+    summarized = {r["phase"] for r in mine}
+    out = [(p, a, b) for p, (a, b) in edges.items()]
+    for phase in manifest.get("phases") or []:
+        if phase.get("name") in summarized:
+            out += [(phase["name"], max(a, begun), min(b, end)) for a, b in phase.get("spans") or []
+                    if min(b, end) > max(a, begun)]
+    return sorted(out, key=lambda x: x[1])
 
 
 def phase_spans(rows) -> list[tuple[str, float, float]]:
