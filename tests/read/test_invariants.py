@@ -315,3 +315,19 @@ def test_summarizing_a_committed_run_again_changes_nothing(tmp_path):
         once.append([(run / "summary.json").read_text() for run in runs])
     assert once[0] == once[1]
     assert once[0][0] == (ROOT / "results" / runs[0].name / "summary.json").read_text()  # as committed
+
+
+def test_every_watch_row_of_a_bf16_or_fp16_job_carries_an_hfu_or_says_why_it_has_none():
+    """A row that counts FLOPs (an MFU) of a job whose --dtype names the tensor pipes is held to the ceiling by its
+    HFU: where it has none, hfu_unknown or hfu_withheld says why, so no row escapes the bound unsaid."""
+    rows = 0
+    for run in RUNS:
+        manifest = json.loads((run / "manifest.json").read_text())
+        if manifest.get("kind") != "watch" or manifest.get("dtype", "bf16") not in ("bf16", "fp16"):
+            continue
+        for row in json.loads((run / "summary.json").read_text()):
+            if row.get("kind") == "phase" and finite(row.get("mfu_pct")):
+                rows += 1
+                assert finite(row.get("hfu_pct")) or row.get("hfu_unknown") or row.get("hfu_withheld"), \
+                    (run.name, row["phase"])
+    assert rows > 100
