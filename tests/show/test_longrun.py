@@ -139,7 +139,7 @@ def test_a_generated_long_watch_is_summarized_plotted_and_reported(tmp_path, lon
     util = lines(drawn["timeline"])[timeline.LINE_LABELS["gpu_util_pct"]]
     assert len(util.get_xdata()) <= 2 * timeline.BINS  # 7,200 rows drawn as their envelope
     assert np.nanmin(util.get_ydata()) == 0.0  # the one-sample dips every 17 minutes still show
-    assert notes["phases"] == ["run", "warmup", "train"]
+    assert notes["phases"] == ["start-up", "warmup", "train"]  # the summary's phases, not the samples' "run"
     assert drawn["timeline"].axes[-1].get_xlabel().endswith(", min")
     monkeypatch.undo()
     assert main(["report", str(run), "--out", str(tmp_path / "out")]) == 0
