@@ -199,7 +199,7 @@ def test_a_job_that_a_signal_ended_is_said_so(tmp_path):
     assert "The job: `python train.py --lr 3e-4`, which SIGTERM ended (exit code 143)." in md
     assert "Watch of 2026-11-21T11:39:11+0000, completed.\n" in md
     about = md.split("## About this run")[1]  # where the run came from, last: no SMs, memory, driver, unknown
-    assert "\ngpubench test.\n" in about and "?" not in about
+    assert "\nNVIDIA H200. gpubench test.\n" in about and "?" not in about
     assert "Peaks. Datasheet: bf16 989 TFLOP/s. MFU divides" in about
 
 
