@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from gpubench.metrics import BY_COLUMN, finite
+from gpubench.read.receipt import EDGES  # a watched job's rows before its first step and after its last
 from gpubench.read.samples import as_samples, load_together
 
 from .common import LEFT_OUT, PNG_DPI, C, empty, envelope, save, short, title
@@ -176,9 +177,6 @@ def of_gpu(summary, manifest, which=None) -> list[dict]:
     index, uuid = which or (gpu.get("nvml_index", summary[0].get("gpu") if summary else 0), gpu.get("uuid"))
     mine = [r for r in summary if uuid is not None and r.get("uuid") == uuid]
     return mine or [r for r in summary if r.get("gpu") == index] or (summary if which is None else [])
-
-
-EDGES = ("start-up", "teardown")  # gpubench.job.phases: the rows before a job's first step and after its last
 
 
 def job_spans(manifest, summary, gpu: int) -> list[tuple[str, float, float]]:
