@@ -44,4 +44,5 @@ def on_page_markdown(markdown, page, config, files):
             return text  # nothing to serve: the name stays, readable
         up = "../" * (len(Path(page.file.src_uri).parts) - 1)
         return f"{bang}[{text}]({up}{target}{anchor})"
+
     return LINK.sub(relink, markdown)

@@ -61,10 +61,14 @@ print("metric sources:", ", ".join(sorted({c["source"] for c in manifest["source
 # bytes/s over the datasheet bandwidth) or the PCIe link's share.
 
 # %%
-LADDER = ["spin-1thread", "copy-triton", "h2d-copy", "softmax-naive-torch", "softmax-fused", "gemm-torch",
-          "decode-b1"]
-RUNGS = [("GPU-Util", "gpu_util_pct"), ("SM active", "sm_active_pct"), ("tensor active", "tensor_active_pct"),
-         ("MFU", "mfu_pct"), ("MBU or link", None)]
+LADDER = ["spin-1thread", "copy-triton", "h2d-copy", "softmax-naive-torch", "softmax-fused", "gemm-torch", "decode-b1"]
+RUNGS = [
+    ("GPU-Util", "gpu_util_pct"),
+    ("SM active", "sm_active_pct"),
+    ("tensor active", "tensor_active_pct"),
+    ("MFU", "mfu_pct"),
+    ("MBU or link", None),
+]
 
 
 def value(row, column):
@@ -87,8 +91,12 @@ fig, ax = plt.subplots(figsize=(10, 4.2))
 width = 0.16
 for i, (rung, column) in enumerate(RUNGS):
     heights = [value(rows[name], column) for name in LADDER]
-    ax.bar([x + (i - 2) * width for x in range(len(LADDER))], [h if math.isfinite(h) else 0 for h in heights],
-           width, label=rung)
+    ax.bar(
+        [x + (i - 2) * width for x in range(len(LADDER))],
+        [h if math.isfinite(h) else 0 for h in heights],
+        width,
+        label=rung,
+    )
 ax.set_xticks(range(len(LADDER)), LADDER, rotation=20, ha="right")
 ax.set_ylabel("% (of time, of SMs' cycles, of the peak)")
 ax.set_ylim(0, 105)
@@ -157,12 +165,14 @@ for label, path in (("healthy", HEALTHY), ("slow loader", SLOW_LOADER)):
     m, s, phases = load_run(ROOT / path)
     jobs[label] = (m, s, {row["phase"]: row for row in phases})
     command = m.get("command") or []
-    print(f"{label}:", " ".join(command[command.index("--") + 1:] if "--" in command else command))
+    print(f"{label}:", " ".join(command[command.index("--") + 1 :] if "--" in command else command))
     print(f"  {'phase':<10}{'GPU-Util':>10}{'SM active':>11}{'tensor':>9}{'steps/s':>9}{'ceiling':>9}  verdict")
     for row in phases:
-        print(f"  {row['phase']:<10}{pct(row['gpu_util_pct']):>10}{pct(row['sm_active_pct']):>11}"
-              f"{pct(row['tensor_active_pct']):>9}{row['steps_per_s']:>9.3g}{pct(row['tensor_ceiling_pct']):>9}"
-              f"  {row['verdict_rules']}")
+        print(
+            f"  {row['phase']:<10}{pct(row['gpu_util_pct']):>10}{pct(row['sm_active_pct']):>11}"
+            f"{pct(row['tensor_active_pct']):>9}{row['steps_per_s']:>9.3g}{pct(row['tensor_ceiling_pct']):>9}"
+            f"  {row['verdict_rules']}"
+        )
 
 # %% [markdown]
 # The verdict is one sentence from each of three tables (where the time goes, how much the GPU idled, what
@@ -177,9 +187,11 @@ healthy, slow = jobs["healthy"][2]["train"], jobs["slow loader"][2]["train"]
 assert healthy["gpu_util_pct"] >= 90 and healthy["tensor_ceiling_pct"] < 35  # "busy", a quarter of the peak
 assert "host-bound" in slow["verdict_rules"] and slow["gpu_util_pct"] < 50  # the host starves the GPU
 assert slow["steps_per_s"] < healthy["steps_per_s"]
-print(f"healthy: GPU-Util {pct(healthy['gpu_util_pct'])}, yet at most {pct(healthy['tensor_ceiling_pct'])} of the "
-      f"bf16 peak ran on the tensor pipes; slow loader: GPU-Util {pct(slow['gpu_util_pct'])}, verdict "
-      f"{slow['verdict_rules']}")
+print(
+    f"healthy: GPU-Util {pct(healthy['gpu_util_pct'])}, yet at most {pct(healthy['tensor_ceiling_pct'])} of the "
+    f"bf16 peak ran on the tensor pipes; slow loader: GPU-Util {pct(slow['gpu_util_pct'])}, verdict "
+    f"{slow['verdict_rules']}"
+)
 
 # %% [markdown]
 # The tensor ceiling is what the tensor pipes could have delivered in the time they were active (tensor
@@ -190,16 +202,21 @@ print(f"healthy: GPU-Util {pct(healthy['gpu_util_pct'])}, yet at most {pct(healt
 # %%
 _, _, llama = load_run(ROOT / LLAMA)
 train = next(row for row in llama if row["phase"] == "train")
-print(f"train: GPU-Util {pct(train['gpu_util_pct'])}, MFU {pct(train['mfu_pct'])}, "
-      f"tensor ceiling {pct(train['tensor_ceiling_pct'])}: {train['verdict_rules']}")
+print(
+    f"train: GPU-Util {pct(train['gpu_util_pct'])}, MFU {pct(train['mfu_pct'])}, "
+    f"tensor ceiling {pct(train['tensor_ceiling_pct'])}: {train['verdict_rules']}"
+)
 assert train["gpu_util_pct"] >= 90 and train["mfu_pct"] < 35 and train["mfu_pct"] <= train["gpu_util_pct"]
 
 # %%
 fig, axes = plt.subplots(2, 1, figsize=(10, 5), sharey=True)
 for ax, (label, (m, s, phases)) in zip(axes, jobs.items()):
     t0 = s.col("t_end_s")[0]
-    for column, name in (("gpu_util_pct", "GPU-Util"), ("sm_active_pct", "SM active"),
-                         ("tensor_active_pct", "tensor active")):
+    for column, name in (
+        ("gpu_util_pct", "GPU-Util"),
+        ("sm_active_pct", "SM active"),
+        ("tensor_active_pct", "tensor active"),
+    ):
         ax.plot(s.col("t_end_s") - t0, s.col(column), label=name, lw=1)
     for name, row in phases.items():
         if name in ("warmup", "train", "eval"):

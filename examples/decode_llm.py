@@ -60,8 +60,11 @@ class Layer(nn.Module):
 
     def forward(self, x, cos, sin, k_cache, v_cache, pos, mask):
         b = x.shape[0]
-        q, k, v = self.qkv(self.norm1(x)).view(b, 1, -1, self.head_dim).split(
-            [self.heads, self.kv_heads, self.kv_heads], dim=2)
+        q, k, v = (
+            self.qkv(self.norm1(x))
+            .view(b, 1, -1, self.head_dim)
+            .split([self.heads, self.kv_heads, self.kv_heads], dim=2)
+        )
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         k_cache.index_copy_(2, pos, k.transpose(1, 2))  # the new position, in place: shapes never change
         v_cache.index_copy_(2, pos, v.transpose(1, 2))
@@ -103,10 +106,16 @@ class Session:
         shape = (batch, layer.kv_heads, max_len, layer.head_dim)
         dtype = model.head.weight.dtype
         self.model, self.max_len = model, max_len
-        self.cache = [(torch.zeros(shape, device=device, dtype=dtype), torch.zeros(shape, device=device, dtype=dtype))
-                      for _ in model.layers]
-        self.tokens = torch.randint(model.embed.num_embeddings, (batch, 1), device=device,
-                                    generator=torch.Generator(device=device).manual_seed(0))
+        self.cache = [
+            (torch.zeros(shape, device=device, dtype=dtype), torch.zeros(shape, device=device, dtype=dtype))
+            for _ in model.layers
+        ]
+        self.tokens = torch.randint(
+            model.embed.num_embeddings,
+            (batch, 1),
+            device=device,
+            generator=torch.Generator(device=device).manual_seed(0),
+        )
         self.pos = torch.zeros(1, dtype=torch.long, device=device)
         self.mask = torch.full((1, 1, 1, max_len), -math.inf, dtype=dtype, device=device)  # 0 where attended
         half = layer.head_dim // 2
@@ -159,8 +168,11 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--max-len", type=int, default=1024, help="the cache's length; a sequence decodes up to it")
     p.add_argument("--seconds", type=float, default=15.0, help="seconds of decoding after warm-up (default 15)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--no-gpubench", action="store_true",
-                   help="make no gpubench call (mark, step): the job as it would run without gpubench")
+    p.add_argument(
+        "--no-gpubench",
+        action="store_true",
+        help="make no gpubench call (mark, step): the job as it would run without gpubench",
+    )
     return p.parse_args(argv)
 
 
@@ -175,9 +187,12 @@ def main(argv=None) -> None:
     if args.compile:
         session.model = torch.compile(model, fullgraph=True, dynamic=False)  # compiles at the first warm-up step
     params = sum(p.numel() for p in model.parameters())
-    print(f"decoder: {args.layers} layers, {args.width} wide, {params / 1e9:.2f} B parameters, "
-          f"{gpubench.weight_bytes(model) / 1e9:.2f} GB of weights; batch {args.batch}, cache {args.max_len}, "
-          f"{'compiled' if args.compile else 'eager'}{', CUDA graph' if args.graph else ''}", flush=True)
+    print(
+        f"decoder: {args.layers} layers, {args.width} wide, {params / 1e9:.2f} B parameters, "
+        f"{gpubench.weight_bytes(model) / 1e9:.2f} GB of weights; batch {args.batch}, cache {args.max_len}, "
+        f"{'compiled' if args.compile else 'eager'}{', CUDA graph' if args.graph else ''}",
+        flush=True,
+    )
     run, work = session.step, work_model(model, args.batch)
     gb = NoGpubench if args.no_gpubench else gpubench
     with torch.inference_mode():
@@ -200,8 +215,11 @@ def main(argv=None) -> None:
         if args.device.startswith("cuda"):
             torch.cuda.synchronize()
         seconds = time.perf_counter() - t0
-    print(f"decode: {n} steps in {seconds:.2f} s, {n * args.batch / seconds:.0f} tokens/s, "
-          f"{1e3 * seconds / n:.3f} ms a step (host clock)", flush=True)
+    print(
+        f"decode: {n} steps in {seconds:.2f} s, {n * args.batch / seconds:.0f} tokens/s, "
+        f"{1e3 * seconds / n:.3f} ms a step (host clock)",
+        flush=True,
+    )
 
 
 def graph_of(step, device: str):

@@ -58,8 +58,9 @@ class Block(nn.Module):
 
     def forward(self, x):
         b, t, c = x.shape
-        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2)
-                   for z in self.qkv(self.ln1(x)).split(c, dim=2))
+        q, k, v = (
+            z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in self.qkv(self.ln1(x)).split(c, dim=2)
+        )
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
         return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
@@ -123,8 +124,11 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--eval-steps", type=int, help="forward-only steps (default: as many as --eval-seconds allows)")
     p.add_argument("--eval-seconds", type=float, default=3.0)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--no-gpubench", action="store_true",
-                   help="make no gpubench call (mark, step, count_flops): the job as it would run without gpubench")
+    p.add_argument(
+        "--no-gpubench",
+        action="store_true",
+        help="make no gpubench call (mark, step, count_flops): the job as it would run without gpubench",
+    )
     return p.parse_args(argv)
 
 
@@ -144,16 +148,24 @@ def run_for(step, steps: int | None, seconds: float) -> tuple[int, float, float]
 def describe(model: GPT, args, flops) -> None:
     expected = analytic_flops(model, args.batch, args.seq)
     params = sum(p.numel() for p in model.parameters())
-    print(f"model: {args.layers} layers, {args.width} wide, {args.heads} heads, vocabulary {args.vocab}, "
-          f"{params / 1e6:.1f}M parameters; {'fp32' if args.fp32 else 'bf16 autocast'}, batch {args.batch} x "
-          f"{args.seq} tokens on {args.device}")
+    print(
+        f"model: {args.layers} layers, {args.width} wide, {args.heads} heads, vocabulary {args.vocab}, "
+        f"{params / 1e6:.1f}M parameters; {'fp32' if args.fp32 else 'bf16 autocast'}, batch {args.batch} x "
+        f"{args.seq} tokens on {args.device}"
+    )
     if flops is None:
-        print(f"FLOPs per training step: {expected:.4g} analytic (6 x parameters x tokens + attention); not counted "
-              "(--no-gpubench)", flush=True)
+        print(
+            f"FLOPs per training step: {expected:.4g} analytic (6 x parameters x tokens + attention); not counted "
+            "(--no-gpubench)",
+            flush=True,
+        )
         return
-    print(f"FLOPs per training step: {flops:.4g} model FLOPs counted by gpubench.count_flops (PaLM's convention; "
-          f"{flops.hardware:.4g} ran, recomputation included), {expected:.4g} analytic (6 x parameters x tokens + "
-          f"attention): {100 * (flops / expected - 1):+.1f}%", flush=True)
+    print(
+        f"FLOPs per training step: {flops:.4g} model FLOPs counted by gpubench.count_flops (PaLM's convention; "
+        f"{flops.hardware:.4g} ran, recomputation included), {expected:.4g} analytic (6 x parameters x tokens + "
+        f"attention): {100 * (flops / expected - 1):+.1f}%",
+        flush=True,
+    )
 
 
 def main(argv=None) -> None:
@@ -203,8 +215,11 @@ def main(argv=None) -> None:
     gb.mark("train")
     n, seconds, median_ms = run_for(train_step, args.steps, args.seconds)
     work = f", {flops * n / seconds / 1e12:.1f} TFLOP/s" if flops is not None else ""
-    print(f"train: {n} steps in {seconds:.2f} s: {n / seconds:.3f} steps/s{work} (host clock), median step "
-          f"{median_ms:.3f} ms", flush=True)
+    print(
+        f"train: {n} steps in {seconds:.2f} s: {n / seconds:.3f} steps/s{work} (host clock), median step "
+        f"{median_ms:.3f} ms",
+        flush=True,
+    )
     gb.mark("eval")
     run_for(eval_step, args.eval_steps, args.eval_seconds)
 

@@ -58,8 +58,13 @@ class Attention(nn.Module):
         b, t, _ = x.shape
         q, k, v = self.qkv(x).view(b, t, -1, self.head_dim).split([self.heads, self.kv_heads, self.kv_heads], 2)
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
-        y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True,
-                                           enable_gqa=self.heads != self.kv_heads)
+        y = F.scaled_dot_product_attention(
+            q.transpose(1, 2),
+            k.transpose(1, 2),
+            v.transpose(1, 2),
+            is_causal=True,
+            enable_gqa=self.heads != self.kv_heads,
+        )
         return self.out(y.transpose(1, 2).reshape(b, t, -1))
 
 
@@ -139,10 +144,14 @@ def palm_flops(model: Llama, args, train: bool = True) -> float:
     """PaLM's count per step (Chowdhery et al. 2022, appendix B): 6 N per token for the matrix products, N
     the parameters a token passes through (the experts it is routed to, not all of them; the embedding is a
     lookup, not a product), plus 12 L d T per token for attention over the whole T x T, causal or not."""
-    expert_params = sum(p.numel() for b in model.blocks if isinstance(b.mlp, Experts)
-                        for p in b.mlp.experts.parameters())
-    active = (sum(p.numel() for p in model.parameters()) - model.embed.weight.numel()
-              - expert_params * (1 - args.top / args.experts if args.experts else 0))
+    expert_params = sum(
+        p.numel() for b in model.blocks if isinstance(b.mlp, Experts) for p in b.mlp.experts.parameters()
+    )
+    active = (
+        sum(p.numel() for p in model.parameters())
+        - model.embed.weight.numel()
+        - expert_params * (1 - args.top / args.experts if args.experts else 0)
+    )
     tokens = args.batch * args.seq
     return (6 if train else 2) * active * tokens + (12 if train else 4) * args.layers * args.width * args.seq * tokens
 
@@ -167,8 +176,11 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=20.0, help="seconds of training after warm-up (default 20)")
     p.add_argument("--eval-seconds", type=float, default=3.0)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--no-gpubench", action="store_true",
-                   help="make no gpubench call (mark, step, count_flops): the job as it would run without gpubench")
+    p.add_argument(
+        "--no-gpubench",
+        action="store_true",
+        help="make no gpubench call (mark, step, count_flops): the job as it would run without gpubench",
+    )
     return p.parse_args(argv)
 
 
@@ -193,8 +205,18 @@ def main(argv=None) -> None:
             torch.cuda.set_device(local)
             args.device = f"cuda:{local}"
     torch.manual_seed(0)
-    model = Llama(args.vocab, args.seq, args.layers, args.width, args.heads, args.kv_heads, args.ffn, args.experts,
-                  args.top, args.checkpoint).to(args.device)
+    model = Llama(
+        args.vocab,
+        args.seq,
+        args.layers,
+        args.width,
+        args.heads,
+        args.kv_heads,
+        args.ffn,
+        args.experts,
+        args.top,
+        args.checkpoint,
+    ).to(args.device)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=args.device.startswith("cuda"))
     gen = torch.Generator().manual_seed(rank)
     sleep_s = args.slow_ms / 1e3 if args.slow_rank is not None and rank == args.slow_rank % max(world, 1) else 0.0
@@ -224,13 +246,19 @@ def main(argv=None) -> None:
         model.train()
     if rank == 0:
         palm = palm_flops(model, args)
-        print(f"llama: {args.layers} layers, {args.width} wide, "
-              f"{sum(p.numel() for p in model.parameters()) / 1e6:.0f}M "
-              f"parameters{f', {args.experts} experts, top {args.top}' if args.experts else ''}; batch {args.batch} x "
-              f"{args.seq} tokens; {world} rank(s)", flush=True)
+        print(
+            f"llama: {args.layers} layers, {args.width} wide, "
+            f"{sum(p.numel() for p in model.parameters()) / 1e6:.0f}M "
+            f"parameters{f', {args.experts} experts, top {args.top}' if args.experts else ''}; batch {args.batch} x "
+            f"{args.seq} tokens; {world} rank(s)",
+            flush=True,
+        )
         if flops is not None:
-            print(f"FLOPs per training step: {flops:.4g} model (PaLM's formula: {palm:.4g}, "
-                  f"{100 * (flops / palm - 1):+.1f}%), {flops.hardware:.4g} hardware", flush=True)
+            print(
+                f"FLOPs per training step: {flops:.4g} model (PaLM's formula: {palm:.4g}, "
+                f"{100 * (flops / palm - 1):+.1f}%), {flops.hardware:.4g} hardware",
+                flush=True,
+            )
         else:
             print(f"FLOPs per training step: {palm:.4g} by PaLM's formula; not counted (--no-gpubench)", flush=True)
     net = model
@@ -261,8 +289,11 @@ def main(argv=None) -> None:
     model.eval()
     run_for(eval_step, None, args.eval_seconds)
     if rank == 0:
-        print(f"train: {n} steps in {seconds:.2f} s: {n / seconds:.3f} steps/s (host clock), median step "
-              f"{median_ms:.3f} ms", flush=True)
+        print(
+            f"train: {n} steps in {seconds:.2f} s: {n / seconds:.3f} steps/s (host clock), median step "
+            f"{median_ms:.3f} ms",
+            flush=True,
+        )
     if world > 1:
         torch.distributed.destroy_process_group()
 

@@ -8,8 +8,11 @@ For the user's own code (each loaded on first use, so `import gpubench` stays ch
 
 __version__ = "0.2.0"
 
-_LAZY = {"count_flops": "gpubench.inside.flops",
-         "weight_bytes": "gpubench.inside.flops", "recording": "gpubench.job.watchcmd"}
+_LAZY = {
+    "count_flops": "gpubench.inside.flops",
+    "weight_bytes": "gpubench.inside.flops",
+    "recording": "gpubench.job.watchcmd",
+}
 
 
 def __getattr__(name: str):

@@ -73,41 +73,69 @@ def parser() -> argparse.ArgumentParser:
     from gpubench.show.top.options import add_parser as add_top_parser
     from gpubench.suite.scenarios import DECODE_S, DURATION_S, GAP_S
 
-    p = argparse.ArgumentParser(prog="gpubench", description=DESCRIPTION, epilog=EPILOG,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="gpubench", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--version", action="version", version=f"gpubench {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
-    r = sub.add_parser("run", help="run scenarios on the local GPU and write a run directory",
-                       description="Run scenarios on the local GPU while sampling every metric; write "
-                                   "manifest.json, samples.arrows and summary.csv/json into a run directory.",
-                       epilog=TORCHRUN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    r = sub.add_parser(
+        "run",
+        help="run scenarios on the local GPU and write a run directory",
+        description="Run scenarios on the local GPU while sampling every metric; write "
+        "manifest.json, samples.arrows and summary.csv/json into a run directory.",
+        epilog=TORCHRUN_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     r.add_argument("names", nargs="*", metavar="NAME", help="scenario names or globs (default: the default suite)")
-    r.add_argument("--duration", type=positive, default=DURATION_S, metavar="S",
-                   help=f"seconds each scenario runs while sampled (default {DURATION_S:g}, and {DECODE_S:g} for "
-                        f"the decode sweep's points, which scale alike; the first {TRIM_S:g} s is not summarized, "
-                        "so it must be longer than that)")
-    r.add_argument("--gap", type=non_negative, default=GAP_S, metavar="S",
-                   help=f"idle seconds between scenarios so their metrics settle apart (default {GAP_S:g})")
+    r.add_argument(
+        "--duration",
+        type=positive,
+        default=DURATION_S,
+        metavar="S",
+        help=f"seconds each scenario runs while sampled (default {DURATION_S:g}, and {DECODE_S:g} for "
+        f"the decode sweep's points, which scale alike; the first {TRIM_S:g} s is not summarized, "
+        "so it must be longer than that)",
+    )
+    r.add_argument(
+        "--gap",
+        type=non_negative,
+        default=GAP_S,
+        metavar="S",
+        help=f"idle seconds between scenarios so their metrics settle apart (default {GAP_S:g})",
+    )
     add_recording_options(r, "run")  # --interval, --device, --all-gpus, --out, --profiling, --no-smi, --no-peaks
-    r.add_argument("--slow-rank", type=int, metavar="R",
-                   help="straggler scenarios under torchrun: the rank that sleeps before each step (default the last)")
+    r.add_argument(
+        "--slow-rank",
+        type=int,
+        metavar="R",
+        help="straggler scenarios under torchrun: the rank that sleeps before each step (default the last)",
+    )
 
     add_watch_parser(sub)
     add_top_parser(sub)
     sub.add_parser("list", help="list the scenarios and what each one demonstrates")
     sub.add_parser("doctor", help="show the GPUs and which metric sources work here, and why not")
     for name, what, where in (
-            ("plot", "write the figures of a run directory", "RUN_DIR/figures"),
-            ("report", "write report.md and report.html (figures embedded) for a run directory", "RUN_DIR")):
-        s = sub.add_parser(name, help=what, description=what[0].upper() + what[1:] + "; needs no GPU. A "
-                           "partial run (interrupted or killed) works too, and says so.")
+        ("plot", "write the figures of a run directory", "RUN_DIR/figures"),
+        ("report", "write report.md and report.html (figures embedded) for a run directory", "RUN_DIR"),
+    ):
+        s = sub.add_parser(
+            name,
+            help=what,
+            description=what[0].upper() + what[1:] + "; needs no GPU. A "
+            "partial run (interrupted or killed) works too, and says so.",
+        )
         s.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-        s.add_argument("--out", type=Path, metavar="DIR",
-                       help=f"write into DIR instead of {where}, leaving the run directory untouched (for a "
-                            "committed or read-only run); DIR must be new, empty, or hold only gpubench's figures "
-                            f"and reports, and lie outside the run directory unless it is {where} itself, as "
-                            "without --out")
+        s.add_argument(
+            "--out",
+            type=Path,
+            metavar="DIR",
+            help=f"write into DIR instead of {where}, leaving the run directory untouched (for a "
+            "committed or read-only run); DIR must be new, empty, or hold only gpubench's figures "
+            f"and reports, and lie outside the run directory unless it is {where} itself, as "
+            "without --out",
+        )
     return p
 
 
@@ -141,24 +169,43 @@ def add_watch_parser(sub) -> None:
     from gpubench.job.phases import UNITS
     from gpubench.job.speak import add_options
 
-    w = sub.add_parser("watch", help="run your own command and record the metric ladder per phase, with a verdict",
-                       usage="gpubench watch [options] -- CMD [ARG ...]\n       gpubench watch [options] --duration S",
-                       description=WATCH_DESCRIPTION, epilog=WATCH_EPILOG,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    w = sub.add_parser(
+        "watch",
+        help="run your own command and record the metric ladder per phase, with a verdict",
+        usage="gpubench watch [options] -- CMD [ARG ...]\n       gpubench watch [options] --duration S",
+        description=WATCH_DESCRIPTION,
+        epilog=WATCH_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     w.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD [ARG ...]", help="the command to run and watch")
-    w.add_argument("--duration", type=positive, metavar="S",
-                   help="no command: record whatever runs on the GPUs for S seconds (or until Ctrl-C)")
-    w.add_argument("--dtype", choices=list(UNITS), default="bf16",
-                   help="the precision whose datasheet peak MFU divides by (default bf16)")
+    w.add_argument(
+        "--duration",
+        type=positive,
+        metavar="S",
+        help="no command: record whatever runs on the GPUs for S seconds (or until Ctrl-C)",
+    )
+    w.add_argument(
+        "--dtype",
+        choices=list(UNITS),
+        default="bf16",
+        help="the precision whose datasheet peak MFU divides by (default bf16)",
+    )
     add_recording_options(w, "watch", "peaks")
-    w.add_argument("--metrics-port", type=port, metavar="PORT",
-                   help="while the command runs, serve the ladder of the latest interval per GPU and the job's "
-                        f"steps/s, MFU, MBU and verdict over the last {WINDOW_S:g} s at http://HOST:PORT/metrics, in "
-                        "Prometheus' text format with dcgm-exporter's names (0: a free port; needs the "
-                        "[metrics] extra)")
-    w.add_argument("--no-auto", action="store_true",
-                   help="no steps or FLOPs from the command's PyTorch optimizer: only what its own "
-                        "gpubench.step() calls report (the same as GPUBENCH_AUTO=0 in its environment)")
+    w.add_argument(
+        "--metrics-port",
+        type=port,
+        metavar="PORT",
+        help="while the command runs, serve the ladder of the latest interval per GPU and the job's "
+        f"steps/s, MFU, MBU and verdict over the last {WINDOW_S:g} s at http://HOST:PORT/metrics, in "
+        "Prometheus' text format with dcgm-exporter's names (0: a free port; needs the "
+        "[metrics] extra)",
+    )
+    w.add_argument(
+        "--no-auto",
+        action="store_true",
+        help="no steps or FLOPs from the command's PyTorch optimizer: only what its own "
+        "gpubench.step() calls report (the same as GPUBENCH_AUTO=0 in its environment)",
+    )
     add_recording_options(w, "watch", "price_per_gpu_hour")
     add_options(w)  # --every, --quiet: the live rows while the command runs
     add_recording_options(w, "watch", "interval_s", "device", "all_gpus", "out", "profiling", "smi")
@@ -181,8 +228,13 @@ def recording_config(args: argparse.Namespace):
 
     from gpubench.record.config import RecordingConfig
 
-    return RecordingConfig(**{f.name: getattr(args, f.name) for f in fields(RecordingConfig)
-                              if any(args.command in flag.verbs for flag in f.metadata.get("flags", ()))})
+    return RecordingConfig(
+        **{
+            f.name: getattr(args, f.name)
+            for f in fields(RecordingConfig)
+            if any(args.command in flag.verbs for flag in f.metadata.get("flags", ()))
+        }
+    )
 
 
 def dispatch(args: argparse.Namespace) -> int:
@@ -204,8 +256,16 @@ def dispatch(args: argparse.Namespace) -> int:
     if args.command == "watch":
         from gpubench.job.watchcmd import cmd
 
-        return cmd(recording_config(args), args.cmd, duration_s=args.duration, dtype=args.dtype,
-                   metrics_port=args.metrics_port, auto=not args.no_auto, every_s=args.every, quiet=args.quiet)
+        return cmd(
+            recording_config(args),
+            args.cmd,
+            duration_s=args.duration,
+            dtype=args.dtype,
+            metrics_port=args.metrics_port,
+            auto=not args.no_auto,
+            every_s=args.every,
+            quiet=args.quiet,
+        )
     if args.command == "top":
         from gpubench.show.top.cmd import cmd as top
 
@@ -216,6 +276,7 @@ def dispatch(args: argparse.Namespace) -> int:
         return list_scenarios()
     if args.command == "doctor":
         from gpubench.record.doctor import cmd
+
         return cmd()
     from gpubench.job.running import so_far  # a watch still running: its phases so far
     from gpubench.show import render
@@ -265,8 +326,10 @@ def _check_cwd() -> None:
     try:
         os.getcwd()
     except FileNotFoundError:
-        raise UsageError("the current directory no longer exists (it was deleted or moved away): cd into one "
-                         "that does, and run gpubench again") from None
+        raise UsageError(
+            "the current directory no longer exists (it was deleted or moved away): cd into one "
+            "that does, and run gpubench again"
+        ) from None
 
 
 class OutputFailed(Exception):

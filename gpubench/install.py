@@ -10,11 +10,15 @@ DIST = "gpubench-ladder"
 CHECKOUT = "in this project's checkout"
 TORCH_INDEX = "https://download.pytorch.org/whl"
 CUPY_HINT = f"{CHECKOUT}, install its CuPy extra: pip install -e '.[cu13]' (or '.[cu12]' on a CUDA 12 driver)"
-TORCH_HINT = (f"install a CUDA build of PyTorch that the driver supports from PyTorch's index (pip install torch "
-              f"--index-url {TORCH_INDEX}/cu130, or {TORCH_INDEX}/cu128 on a CUDA 12 driver), then, {CHECKOUT}: "
-              "pip install -e '.[cu13]' (or '.[cu12]')")
-TRITON_HINT = (f"Triton is not installed: on Linux, pip install -e . {CHECKOUT} installs it; it has no wheels for "
-               "macOS or Windows, where gpubench can list, plot and report but not run")
+TORCH_HINT = (
+    f"install a CUDA build of PyTorch that the driver supports from PyTorch's index (pip install torch "
+    f"--index-url {TORCH_INDEX}/cu130, or {TORCH_INDEX}/cu128 on a CUDA 12 driver), then, {CHECKOUT}: "
+    "pip install -e '.[cu13]' (or '.[cu12]')"
+)
+TRITON_HINT = (
+    f"Triton is not installed: on Linux, pip install -e . {CHECKOUT} installs it; it has no wheels for "
+    "macOS or Windows, where gpubench can list, plot and report but not run"
+)
 
 
 def version(dist: str) -> str | None:

@@ -26,9 +26,13 @@ class Metric:
     sampled: bool = True  # False: derived from a run's timing and work model, not read from the GPU
 
 
-GPU_UTIL_MEANING = ("share of the sample window in which at least one kernel, or a copy, was running on the "
-                    "GPU: it says nothing about how much of the GPU was used")
+GPU_UTIL_MEANING = (
+    "share of the sample window in which at least one kernel, or a copy, was running on the "
+    "GPU: it says nothing about how much of the GPU was used"
+)
 
+# The two tables keep a record's fields together, in Metric's order, so the formatter leaves them as they are.
+# fmt: off
 METRICS: tuple[Metric, ...] = (
     Metric("gpu_util_pct", "nvidia-smi GPU util", "nvidia-smi util", "{:.0f}%", GPU_UTIL_MEANING,
            203, "DCGM_FI_DEV_GPU_UTIL", "GPUTL"),
@@ -131,6 +135,7 @@ DERIVED: tuple[Metric, ...] = (
     Metric("wait_ms", "wait in the collective", "wait ms", "{:.3g}",
            "median over steps of how long this rank waited in the collective for the last rank", sampled=False),
 )
+# fmt: on
 
 BY_COLUMN = {m.column: m for m in METRICS + DERIVED}
 COLUMNS = tuple(m.column for m in METRICS)
@@ -197,7 +202,7 @@ def fmt(value, pattern: str, missing: str = "n/a") -> str:
         return OUT_OF_RANGE if isinstance(value, OutOfRange) else missing
     text = pattern.format(value)
     if len(text) > 16:
-        text = f"{value:.3g}" + pattern[pattern.index("}") + 1:]
+        text = f"{value:.3g}" + pattern[pattern.index("}") + 1 :]
     return text
 
 

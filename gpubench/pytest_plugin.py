@@ -80,12 +80,17 @@ def gpu_benchmark(benchmark, gpu_device, pytestconfig):
     and its counter fingerprint (counters), and the GPU's fingerprint. Once per test, like `benchmark`;
     skips without a GPU."""
     target, counters = configure.effort_for(pytestconfig, benchmark.name, benchmark.fullname)
-    bench = GpuBenchmark(benchmark, gpu_device, min_time_s=pytestconfig.getoption("gpu_min_time"),
-                         max_time_s=pytestconfig.getoption("gpu_max_time"),
-                         flush_l2=not pytestconfig.getoption("gpu_no_flush_l2"),
-                         settle_s=pytestconfig.getoption("gpu_settle"),
-                         graph_before=configure.graph_in_baseline(pytestconfig, benchmark.fullname),
-                         target=target, counters=counters)
+    bench = GpuBenchmark(
+        benchmark,
+        gpu_device,
+        min_time_s=pytestconfig.getoption("gpu_min_time"),
+        max_time_s=pytestconfig.getoption("gpu_max_time"),
+        flush_l2=not pytestconfig.getoption("gpu_no_flush_l2"),
+        settle_s=pytestconfig.getoption("gpu_settle"),
+        graph_before=configure.graph_in_baseline(pytestconfig, benchmark.fullname),
+        target=target,
+        counters=counters,
+    )
     yield bench
     decisions(pytestconfig).keep_run(benchmark, bench.rounds_s)
 

@@ -49,7 +49,7 @@ def _statistics(samples, names) -> dict:
     if "tmean" in names:
         n = samples.shape[-1]
         cut = int(TRIM * n)
-        every["tmean"] = np.sort(samples, axis=-1)[..., cut:n - cut].mean(axis=-1)
+        every["tmean"] = np.sort(samples, axis=-1)[..., cut : n - cut].mean(axis=-1)
     if "mean" in names:
         every["mean"] = samples.mean(axis=-1)
     return {name: every[name] for name in names}
@@ -71,16 +71,18 @@ def _resampled(values, names, reps: int, rng) -> dict:
     return {name: np.concatenate([p[name] for p in parts]) for name in names}
 
 
-def change_intervals(before, now, names=STATISTICS, level: float = 0.95, reps: int = BOOTSTRAP_REPS,
-                     seed: int = BOOTSTRAP_SEED) -> dict[str, Interval]:
+def change_intervals(
+    before, now, names=STATISTICS, level: float = 0.95, reps: int = BOOTSTRAP_REPS, seed: int = BOOTSTRAP_SEED
+) -> dict[str, Interval]:
     """How each statistic of `now` changed from `before` (two lists of positive round times), in percent,
     with its `level` percentile interval from a moving-block bootstrap over rounds: each run resampled on
     its own, `reps` times, from a fixed seed."""
     import numpy as np
 
     b, x = np.asarray(before, dtype=float), np.asarray(now, dtype=float)
-    if min(b.size, x.size) < 2 or not (np.all(np.isfinite(b)) and np.all(np.isfinite(x))
-                                       and b.min() > 0 and x.min() > 0):
+    if min(b.size, x.size) < 2 or not (
+        np.all(np.isfinite(b)) and np.all(np.isfinite(x)) and b.min() > 0 and x.min() > 0
+    ):
         raise ValueError("a change interval needs two runs of at least two positive, finite round times")
     rng = np.random.default_rng(seed)
     point_b, point_x = _statistics(b, names), _statistics(x, names)

@@ -42,8 +42,9 @@ def ranks() -> tuple[int, int]:
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()):
-        raise NoProcessGroup("collectives need several processes: launch with "
-                             "`torchrun --nproc-per-node=N -m gpubench run ...`")
+        raise NoProcessGroup(
+            "collectives need several processes: launch with `torchrun --nproc-per-node=N -m gpubench run ...`"
+        )
     return dist.get_rank(), dist.get_world_size()
 
 
@@ -57,12 +58,14 @@ def bytes_text(n: int) -> str:
 
 # --- the contract: inputs with a known sum, check, work model ----------------------------------------
 
+
 def rank_inputs(count: int, rank: int, world: int, device, seed: int = 0) -> torch.Tensor:
     """Seeded small integers, different on every rank. With |x| <= limit and limit * world <= 256, every
     partial sum is an integer of at most 8 significant bits, so bf16 adds them exactly in any order."""
     limit = max(1, min(4, 256 // world))
-    return torch.randint(-limit, limit + 1, (count,), generator=generator(device, seed + rank), device=device,
-                         dtype=torch.int8)
+    return torch.randint(
+        -limit, limit + 1, (count,), generator=generator(device, seed + rank), device=device, dtype=torch.int8
+    )
 
 
 def expected_sum(count: int, world: int, device, seed: int = 0) -> torch.Tensor:
@@ -80,8 +83,9 @@ def work(size_bytes: int) -> Work:
     return Work(flops=0.0, bytes=2.0 * size_bytes, link_bytes=float(size_bytes))
 
 
-def prepare(impl: str, size_bytes: int = SIZES["size_bytes"], dtype: str = SIZES["dtype"], device="cuda",
-            seed: int = 0) -> Prepared:
+def prepare(
+    impl: str, size_bytes: int = SIZES["size_bytes"], dtype: str = SIZES["dtype"], device="cuda", seed: int = 0
+) -> Prepared:
     import torch.distributed as dist
 
     if impl not in IMPLS:
@@ -105,10 +109,25 @@ def prepare(impl: str, size_bytes: int = SIZES["size_bytes"], dtype: str = SIZES
         return check_equal(f"allreduce[{impl}] over {world} ranks", buf, expected)
 
     size = bytes_text(size_bytes)
-    regime = ("latency-bound: its time is the fixed cost of a call (NCCL's latency and torch's launch of the "
-              "call), and busbw stays far below the links' rate"
-              if size_bytes < LATENCY_BOUND_BYTES else "bandwidth-bound: busbw is the number to hold against the links")
-    info = {"world_size": world, "bus_factor": 2.0 * (world - 1) / world, "msg_text": size,
-            "regime_text": f"At {size} a call is {regime}."}
-    return Prepared(run=run, check=check, work=work(size_bytes), unit=None, bound="interconnect",
-                    launch=f"{dist.get_backend()}-chosen, in place", info=info, sizes={"size": size, "dtype": dtype})
+    regime = (
+        "latency-bound: its time is the fixed cost of a call (NCCL's latency and torch's launch of the "
+        "call), and busbw stays far below the links' rate"
+        if size_bytes < LATENCY_BOUND_BYTES
+        else "bandwidth-bound: busbw is the number to hold against the links"
+    )
+    info = {
+        "world_size": world,
+        "bus_factor": 2.0 * (world - 1) / world,
+        "msg_text": size,
+        "regime_text": f"At {size} a call is {regime}.",
+    }
+    return Prepared(
+        run=run,
+        check=check,
+        work=work(size_bytes),
+        unit=None,
+        bound="interconnect",
+        launch=f"{dist.get_backend()}-chosen, in place",
+        info=info,
+        sizes={"size": size, "dtype": dtype},
+    )

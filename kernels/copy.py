@@ -41,6 +41,7 @@ CONFIG = {
 
 # --- kernels ---------------------------------------------------------------------------------------
 
+
 @triton.jit
 def _copy_kernel(src, dst, n, BLOCK: tl.constexpr):
     # 64-bit offsets: buffers of a few GiB overflow int32 element indices.
@@ -62,6 +63,7 @@ extern "C" __global__ void copy_f32(const float* __restrict__ src, float* __rest
 
 
 # --- host wrappers ---------------------------------------------------------------------------------
+
 
 def _same(src, dst):
     if src.shape != dst.shape or src.dtype != dst.dtype:
@@ -97,8 +99,9 @@ def cupy_memcpy(src, dst) -> str:
     """cudaMemcpyAsync device-to-device on the current stream."""
     cp = cupy()
     _same(src, dst)
-    cp.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, src.nbytes,
-                                cp.cuda.runtime.memcpyDeviceToDevice, cp.cuda.get_current_stream().ptr)
+    cp.cuda.runtime.memcpyAsync(
+        dst.data.ptr, src.data.ptr, src.nbytes, cp.cuda.runtime.memcpyDeviceToDevice, cp.cuda.get_current_stream().ptr
+    )
     return "cudaMemcpyAsync, driver-chosen"
 
 
@@ -111,6 +114,7 @@ WRAPPERS = {"triton": triton_copy, "cupy": cupy_copy, "cupy-memcpy": cupy_memcpy
 
 
 # --- the contract: buffers, check, work model -------------------------------------------------------
+
 
 def make_buffers(n: int, impl: str, device="cuda", seed: int = 0):
     """A seeded random source and a poisoned destination of n float32 values, in the impl's framework."""
@@ -140,5 +144,12 @@ def prepare(impl: str, n: int = SIZES["n"], device="cuda", seed: int = 0) -> Pre
         return check_equal(f"copy[{impl}]", dst, src)
 
     launch = fn(src, dst)
-    return Prepared(run=lambda: fn(src, dst), check=check, work=work(n), unit="fp32", bound="dram",
-                    launch=launch, sizes={"n": powers_of_two(n), "dtype": "float32"})
+    return Prepared(
+        run=lambda: fn(src, dst),
+        check=check,
+        work=work(n),
+        unit="fp32",
+        bound="dram",
+        launch=launch,
+        sizes={"n": powers_of_two(n), "dtype": "float32"},
+    )

@@ -46,14 +46,19 @@ CUPY_MAX_B = 16  # the CuPy kernel keeps one accumulator per token in registers,
 # kernels/decode_gluon.py's persistent kernel, its loads running ahead across the end of a tile. A GPU
 # without a line gets the fallback rule: 16-row weight tiles up to 16 tokens, 64x32 tiles up to 32, GEMM-like
 # 128x128 tiles above.
-FALLBACK = ((16, {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 512, "num_warps": 4, "num_stages": 4}),
-            (32, {"BLOCK_N": 64, "BLOCK_B": 32, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4}),
-            (None, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4}))
+FALLBACK = (
+    (16, {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 512, "num_warps": 4, "num_stages": 4}),
+    (32, {"BLOCK_N": 64, "BLOCK_B": 32, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4}),
+    (None, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4}),
+)
+# tools/tune/choice.py reads and writes each GPU's line whole, so the formatter leaves the table as it is
+# fmt: off
 CONFIG = {  # python -m tools.tune.kernels --only decode --apply writes a GPU's line here
     "NVIDIA H100 80GB HBM3": {"triton": ((1, {"BLOCK_N": 8, "BLOCK_B": 1, "BLOCK_K": 1024, "num_warps": 4, "num_stages": 1, "fma": True, "evict": "evict_first"}), (2, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 5, "tma": True}), (4, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4, "evict": "evict_first"}), (8, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 5, "tma": True}), (16, {"BLOCK_N": 32, "BLOCK_B": 16, "BLOCK_K": 512, "num_warps": 4, "num_stages": 4}), (32, {"BLOCK_N": 64, "BLOCK_B": 32, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4, "tma": True}), (64, {"BLOCK_N": 128, "BLOCK_B": 64, "BLOCK_K": 64, "num_warps": 4, "num_stages": 5, "tma": True}), (128, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3, "tma": True}), (256, {"BLOCK_N": 128, "BLOCK_B": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True, "per_sm": 1, "flatten": True}), (None, {"BLOCK_N": 128, "BLOCK_B": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3, "tma": True, "per_sm": 1, "tail": {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True}})), "cupy_threads": 512},
     "NVIDIA H200": {"triton": ((1, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4}), (2, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4, "evict": "evict_first"}), (4, {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4, "evict": "evict_first"}), (8, {"BLOCK_N": 256, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 8, "num_stages": 3}), (16, {"BLOCK_N": 256, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 8, "num_stages": 3}), (32, {"BLOCK_N": 128, "BLOCK_B": 32, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "evict": "evict_first"}), (64, {"BLOCK_N": 128, "BLOCK_B": 64, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "tma": True}), (128, {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3, "tma": True}), (256, {"BLOCK_N": 128, "BLOCK_B": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True}), (None, {"BLOCK_N": 128, "BLOCK_B": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3, "tma": True, "per_sm": 1, "tail": {"BLOCK_N": 128, "BLOCK_B": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "tma": True}})), "cupy_threads": 128},
     "*": {"triton": FALLBACK, "cupy_threads": 256},
 }
+# fmt: on
 
 
 # --- kernels: the Triton ones in decode_tiles.py; the CUDA-core RawKernel here --------------------
@@ -120,6 +125,7 @@ extern "C" __global__ void decode_bf16(const unsigned short* __restrict__ x, con
 
 # --- host wrappers ---------------------------------------------------------------------------------
 
+
 def _check_shapes(x, w, y):
     if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[1]:
         raise ValueError(f"decode needs x (B×K) and W (N×K), got {tuple(x.shape)} and {tuple(w.shape)}")
@@ -176,8 +182,10 @@ def triton_decode(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, config: dic
 
 def _cupy_fits(b: int) -> None:
     if b > CUPY_MAX_B:
-        raise ValueError(f"the CuPy decode kernel runs on CUDA cores for batches up to {CUPY_MAX_B}, not {b}: "
-                         "larger batches are matrix products for the tensor cores (triton, torch)")
+        raise ValueError(
+            f"the CuPy decode kernel runs on CUDA cores for batches up to {CUPY_MAX_B}, not {b}: "
+            "larger batches are matrix products for the tensor cores (triton, torch)"
+        )
 
 
 def cupy_decode(x, w, y, threads: int | None = None) -> str:
@@ -202,6 +210,7 @@ def torch_decode(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor) -> torch.Ten
 
 
 # --- the contract: inputs, check, work model --------------------------------------------------------
+
 
 def unit_of(impl: str, launch: str) -> str:
     """The peak a call's FLOPs are held to: that of the unit that ran them, from the launch as launched. The CuPy
@@ -228,8 +237,9 @@ def work(b: int, k: int, n: int, itemsize: int = 2) -> Work:
     return Work(flops=2.0 * b * k * n, bytes=float((n * k + b * k + b * n) * itemsize), tokens=float(b))
 
 
-def prepare(impl: str, b: int = SIZES["b"], k: int = SIZES["k"], n: int = SIZES["n"], device="cuda",
-            seed: int = 0) -> Prepared:
+def prepare(
+    impl: str, b: int = SIZES["b"], k: int = SIZES["k"], n: int = SIZES["n"], device="cuda", seed: int = 0
+) -> Prepared:
     if impl not in IMPLS:
         raise ValueError(f"unknown decode implementation {impl!r}; choose from {', '.join(IMPLS)}")
     if impl == "cupy":
@@ -252,5 +262,13 @@ def prepare(impl: str, b: int = SIZES["b"], k: int = SIZES["k"], n: int = SIZES[
 
     how = run() if impl != "torch" else "cuBLAS-chosen"
     # the bytes are judged against the read peak as well as the datasheet (gpubench.read.summary)
-    return Prepared(run=run, check=check, work=work(b, k, n), unit=unit_of(impl, how), bound="both", launch=how,
-                    sizes={"b": b, "k": k, "n": n, "dtype": "bfloat16"}, info={"roof": "read"})
+    return Prepared(
+        run=run,
+        check=check,
+        work=work(b, k, n),
+        unit=unit_of(impl, how),
+        bound="both",
+        launch=how,
+        sizes={"b": b, "k": k, "n": n, "dtype": "bfloat16"},
+        info={"roof": "read"},
+    )

@@ -42,8 +42,7 @@ def _acc_layout(BLOCK_M, BLOCK_N, num_warps):
 
 
 @gluon.jit
-def _load(step, k_tiles, pid, progs, num_m, x_desc, w_desc, x_bufs, w_bufs, bars, NUM_STAGES: gl.constexpr,
-          pred):
+def _load(step, k_tiles, pid, progs, num_m, x_desc, w_desc, x_bufs, w_bufs, bars, NUM_STAGES: gl.constexpr, pred):
     # the loads of the program's k-step `step`: its tile is the (step // k_tiles)-th of the program's tiles
     t = pid + (step // k_tiles) * progs
     k = (step % k_tiles) * x_desc.block_type.shape[1]
@@ -81,11 +80,11 @@ def _decode_gluon(x_desc, w_desc, y_desc, B, N, K, NUM_STAGES: gl.constexpr, num
         mbarrier.wait(bars.index(s), (i // NUM_STAGES) & 1)
         acc = warpgroup_mma(x_bufs.index(s), w_bufs.index(s).permute((1, 0)), acc, use_acc=kt > 0, is_async=True)
         # the product of step i - 1 is done: its buffers take the loads NUM_STAGES - 1 steps ahead
-        acc = warpgroup_mma_wait(1, deps=(acc, ))
+        acc = warpgroup_mma_wait(1, deps=(acc,))
         nxt = i + NUM_STAGES - 1
         _load(nxt, k_tiles, pid, progs, num_m, x_desc, w_desc, x_bufs, w_bufs, bars, NUM_STAGES, nxt < total)
         if kt == k_tiles - 1:  # the tile's last step: store it while the next tile's loads are in flight
-            acc = warpgroup_mma_wait(0, deps=(acc, ))
+            acc = warpgroup_mma_wait(0, deps=(acc,))
             t = pid + (i // k_tiles) * progs
             tma.store_wait(pendings=0)  # the previous tile's store has left y_smem
             y_smem.store(acc.to(dtype))
@@ -114,5 +113,7 @@ def launch_gluon(x, w, y, cfg: dict) -> str:
     progs = min(tiles, sm_count(x.device))
     warps, stages = cfg.get("num_warps", 8), cfg.get("num_stages", 3)
     _decode_gluon[(progs,)](*descriptors(x, w, y, bm, bn, bk), b, n, k, NUM_STAGES=stages, num_warps=warps)
-    return (f"{count(progs, 'persistent program')} x {count(warps, 'warp')}, {bn}x{bm}x{bk} tiles (weights x tokens "
-            f"x depth) in Gluon, loads across tiles, {count(stages, 'stage')}")
+    return (
+        f"{count(progs, 'persistent program')} x {count(warps, 'warp')}, {bn}x{bm}x{bk} tiles (weights x tokens "
+        f"x depth) in Gluon, loads across tiles, {count(stages, 'stage')}"
+    )

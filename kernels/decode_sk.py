@@ -26,8 +26,20 @@ from .common import count, sm_count
 
 
 @triton.jit
-def _tile_product(x_desc, w_desc, pid_n, pid_b, k_lo, k_hi, BLOCK_N: tl.constexpr, BLOCK_B: tl.constexpr,
-                  BLOCK_K: tl.constexpr, SWAP: tl.constexpr, WARP_SPEC: tl.constexpr, UPCAST: tl.constexpr):
+def _tile_product(
+    x_desc,
+    w_desc,
+    pid_n,
+    pid_b,
+    k_lo,
+    k_hi,
+    BLOCK_N: tl.constexpr,
+    BLOCK_B: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    SWAP: tl.constexpr,
+    WARP_SPEC: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
     # the k-steps [k_lo, k_hi) of one tile: (tokens x rows) when SWAP, else (rows of W x tokens)
     if SWAP:
         acc = tl.zeros((BLOCK_B, BLOCK_N), dtype=tl.float32)
@@ -46,20 +58,38 @@ def _tile_product(x_desc, w_desc, pid_n, pid_b, k_lo, k_hi, BLOCK_N: tl.constexp
 
 
 @triton.jit
-def _store(acc, y_ptr, y_desc, pid_n, pid_b, B, N, stride_yb, BLOCK_N: tl.constexpr, BLOCK_B: tl.constexpr,
-           SWAP: tl.constexpr, TMA_STORE: tl.constexpr):
+def _store(
+    acc,
+    y_ptr,
+    y_desc,
+    pid_n,
+    pid_b,
+    B,
+    N,
+    stride_yb,
+    BLOCK_N: tl.constexpr,
+    BLOCK_B: tl.constexpr,
+    SWAP: tl.constexpr,
+    TMA_STORE: tl.constexpr,
+):
     if TMA_STORE:  # the tile lies as y does (SWAP); the copy engine clips rows past B and columns past N
         y_desc.store([pid_b * BLOCK_B, pid_n * BLOCK_N], acc.to(y_desc.dtype))
     elif SWAP:
         offs_b = pid_b * BLOCK_B + tl.arange(0, BLOCK_B)
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        tl.store(y_ptr + offs_b[:, None].to(tl.int64) * stride_yb + offs_n[None, :], acc.to(y_ptr.dtype.element_ty),
-                 mask=(offs_b[:, None] < B) & (offs_n[None, :] < N))
+        tl.store(
+            y_ptr + offs_b[:, None].to(tl.int64) * stride_yb + offs_n[None, :],
+            acc.to(y_ptr.dtype.element_ty),
+            mask=(offs_b[:, None] < B) & (offs_n[None, :] < N),
+        )
     else:
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         offs_b = pid_b * BLOCK_B + tl.arange(0, BLOCK_B)
-        tl.store(y_ptr + offs_b[None, :].to(tl.int64) * stride_yb + offs_n[:, None], acc.to(y_ptr.dtype.element_ty),
-                 mask=(offs_n[:, None] < N) & (offs_b[None, :] < B))
+        tl.store(
+            y_ptr + offs_b[None, :].to(tl.int64) * stride_yb + offs_n[:, None],
+            acc.to(y_ptr.dtype.element_ty),
+            mask=(offs_n[:, None] < N) & (offs_b[None, :] < B),
+        )
 
 
 @triton.jit
@@ -69,9 +99,26 @@ def _slot(ws_ptr, slot, D0: tl.constexpr, D1: tl.constexpr):
 
 
 @triton.jit
-def _decode_sk(x_desc, w_desc, y_desc, y_ptr, ws_ptr, cnt_ptr, B, N, K, stride_yb, sk_tiles,
-               BLOCK_N: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_K: tl.constexpr, SWAP: tl.constexpr,
-               TMA_STORE: tl.constexpr, WARP_SPEC: tl.constexpr, UPCAST: tl.constexpr):
+def _decode_sk(
+    x_desc,
+    w_desc,
+    y_desc,
+    y_ptr,
+    ws_ptr,
+    cnt_ptr,
+    B,
+    N,
+    K,
+    stride_yb,
+    sk_tiles,
+    BLOCK_N: tl.constexpr,
+    BLOCK_B: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    SWAP: tl.constexpr,
+    TMA_STORE: tl.constexpr,
+    WARP_SPEC: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
     # Tiles in the order (rows of W, tokens), tokens fastest: the programs that share a tile of W run side
     # by side, so W comes from DRAM once however many token tiles there are; x stays in L2.
     num_b = tl.cdiv(B, BLOCK_B)
@@ -83,8 +130,9 @@ def _decode_sk(x_desc, w_desc, y_desc, y_ptr, ws_ptr, cnt_ptr, B, N, K, stride_y
     D1: tl.constexpr = BLOCK_N if SWAP else BLOCK_B
     dp_tiles = tiles - sk_tiles
     for t in tl.range(pid, dp_tiles, progs):  # whole tiles: the waves that fill every SM
-        acc = _tile_product(x_desc, w_desc, t // num_b, t % num_b, 0, k_tiles, BLOCK_N, BLOCK_B, BLOCK_K, SWAP,
-                            WARP_SPEC, UPCAST)
+        acc = _tile_product(
+            x_desc, w_desc, t // num_b, t % num_b, 0, k_tiles, BLOCK_N, BLOCK_B, BLOCK_K, SWAP, WARP_SPEC, UPCAST
+        )
         _store(acc, y_ptr, y_desc, t // num_b, t % num_b, B, N, stride_yb, BLOCK_N, BLOCK_B, SWAP, TMA_STORE)
     if not WARP_SPEC:  # (Triton 3.6 specializes the warps of a kernel with one loop nest only)
         # The last sk_tiles tiles: their k-steps dealt out in equal runs, `per` to a group of num_b programs
@@ -103,8 +151,9 @@ def _decode_sk(x_desc, w_desc, y_desc, y_ptr, ws_ptr, cnt_ptr, B, N, K, stride_y
             k_lo = it - s * k_tiles
             k_hi = tl.minimum(k_tiles, k_lo + end - it)
             t = dp_tiles + s * num_b + lane
-            acc = _tile_product(x_desc, w_desc, t // num_b, lane, k_lo, k_hi, BLOCK_N, BLOCK_B, BLOCK_K, SWAP,
-                                False, UPCAST)
+            acc = _tile_product(
+                x_desc, w_desc, t // num_b, lane, k_lo, k_hi, BLOCK_N, BLOCK_B, BLOCK_K, SWAP, False, UPCAST
+            )
             if k_hi - k_lo == k_tiles:  # the whole tile is this program's
                 _store(acc, y_ptr, y_desc, t // num_b, lane, B, N, stride_yb, BLOCK_N, BLOCK_B, SWAP, TMA_STORE)
             else:
@@ -119,8 +168,7 @@ def _decode_sk(x_desc, w_desc, y_desc, y_ptr, ws_ptr, cnt_ptr, B, N, K, stride_y
                     for q in range(p0, p1 + 1):
                         q_slot = 2 * (q * num_b + lane) + (q * per < s * k_tiles).to(tl.int32)
                         sum_ += tl.load(_slot(ws_ptr, q_slot, D0, D1), cache_modifier=".cg")
-                    _store(sum_, y_ptr, y_desc, t // num_b, lane, B, N, stride_yb, BLOCK_N, BLOCK_B, SWAP,
-                           TMA_STORE)
+                    _store(sum_, y_ptr, y_desc, t // num_b, lane, B, N, stride_yb, BLOCK_N, BLOCK_B, SWAP, TMA_STORE)
                     tl.atomic_xchg(cnt_ptr + s * num_b + lane, 0)
             it += k_hi - k_lo
 
@@ -154,8 +202,10 @@ def workspace(device, progs: int, tile: int, streamed: int):
     allocated once per shape: launches of one shape must not run at once on two streams."""
     key = (str(device), progs, tile, streamed)
     if key not in _workspaces:
-        _workspaces[key] = (torch.empty(max(2 * progs * tile, 1), device=device, dtype=torch.float32),
-                            torch.zeros(max(streamed, 1), device=device, dtype=torch.int32))
+        _workspaces[key] = (
+            torch.empty(max(2 * progs * tile, 1), device=device, dtype=torch.float32),
+            torch.zeros(max(streamed, 1), device=device, dtype=torch.int32),
+        )
     return _workspaces[key]
 
 
@@ -180,18 +230,42 @@ def launch_sk(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, cfg: dict) -> s
     tma_store = swap and not spec and (y.stride(0) * y.element_size()) % 16 == 0
     x_desc, w_desc = TensorDescriptor.from_tensor(x, [bb, bk]), TensorDescriptor.from_tensor(w, [bn, bk])
     y_desc = TensorDescriptor.from_tensor(y, [bb, bn]) if tma_store else None
-    _decode_sk[(progs,)](x_desc, w_desc, y_desc, y, ws, cnt, b, n, k, y.stride(0), streamed, BLOCK_N=bn, BLOCK_B=bb,
-                         BLOCK_K=bk, SWAP=swap, TMA_STORE=tma_store, WARP_SPEC=spec, UPCAST=not x.is_cuda, **cfg)
+    _decode_sk[(progs,)](
+        x_desc,
+        w_desc,
+        y_desc,
+        y,
+        ws,
+        cnt,
+        b,
+        n,
+        k,
+        y.stride(0),
+        streamed,
+        BLOCK_N=bn,
+        BLOCK_B=bb,
+        BLOCK_K=bk,
+        SWAP=swap,
+        TMA_STORE=tma_store,
+        WARP_SPEC=spec,
+        UPCAST=not x.is_cuda,
+        **cfg,
+    )
     warps = cfg.get("num_warps", 4)
-    how = [f"{count(progs, 'program')} x {count(3 * warps if spec else warps, 'warp')}",
-           f"{bn}x{bb}x{bk} tiles (weights x tokens x depth) through TMA"]
+    how = [
+        f"{count(progs, 'program')} x {count(3 * warps if spec else warps, 'warp')}",
+        f"{bn}x{bb}x{bk} tiles (weights x tokens x depth) through TMA",
+    ]
     if swap:
         how.append("tokens as the rows" + (", stored through TMA" if tma_store else ""))
     if spec:
         how.append("warp-specialized")
     if per_sm or sk:
-        how.append(f"persistent ({per_sm or 1} a SM)" if progs == sms * (per_sm or 1)
-                   else f"persistent ({count(progs, 'program')})")
+        how.append(
+            f"persistent ({per_sm or 1} a SM)"
+            if progs == sms * (per_sm or 1)
+            else f"persistent ({count(progs, 'program')})"
+        )
     if streamed:
         how.append(f"the last {count(streamed, 'tile')} of {tiles} streamed over K")
     return ", ".join(how + [count(cfg.get("num_stages", 3), "stage")])

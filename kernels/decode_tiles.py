@@ -24,8 +24,22 @@ ON_CUDA_CORES = "on CUDA cores"  # in the launch's text where _decode_fma ran: d
 
 
 @triton.jit
-def _finish(acc, y_ptr, ws_ptr, cnt_ptr, pid_n, pid_s, pid_b, num_b, B, N, stride_yb,
-            BLOCK_N: tl.constexpr, BLOCK_B: tl.constexpr, SPLIT_K: tl.constexpr):
+def _finish(
+    acc,
+    y_ptr,
+    ws_ptr,
+    cnt_ptr,
+    pid_n,
+    pid_s,
+    pid_b,
+    num_b,
+    B,
+    N,
+    stride_yb,
+    BLOCK_N: tl.constexpr,
+    BLOCK_B: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+):
     # acc: this program's (BLOCK_N x BLOCK_B) sums over its share of K
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_b = pid_b * BLOCK_B + tl.arange(0, BLOCK_B)
@@ -49,10 +63,30 @@ def _finish(acc, y_ptr, ws_ptr, cnt_ptr, pid_n, pid_s, pid_b, num_b, B, N, strid
 
 
 @triton.jit
-def _decode_dot(x_ptr, w_ptr, x_desc, w_desc, y_ptr, ws_ptr, cnt_ptr, B, N, K, stride_xb, stride_wn, stride_yb,
-                BLOCK_N: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
-                TMA: tl.constexpr, EVEN: tl.constexpr, EVICT: tl.constexpr, FLATTEN: tl.constexpr,
-                UPCAST: tl.constexpr):
+def _decode_dot(
+    x_ptr,
+    w_ptr,
+    x_desc,
+    w_desc,
+    y_ptr,
+    ws_ptr,
+    cnt_ptr,
+    B,
+    N,
+    K,
+    stride_xb,
+    stride_wn,
+    stride_yb,
+    BLOCK_N: tl.constexpr,
+    BLOCK_B: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    TMA: tl.constexpr,
+    EVEN: tl.constexpr,
+    EVICT: tl.constexpr,
+    FLATTEN: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
     # Tiles in the order (rows of W, split of K, tokens), tokens fastest: the programs that share a tile
     # of W run side by side, so W comes from DRAM once however many token tiles there are.
     num_b = tl.cdiv(B, BLOCK_B)
@@ -80,8 +114,12 @@ def _decode_dot(x_ptr, w_ptr, x_desc, w_desc, y_ptr, ws_ptr, cnt_ptr, B, N, K, s
                 xt = tl.load(x_ptrs + kt * BLOCK_K, mask=offs_b[None, :] < B, other=0.0)
             else:
                 k_left = K - kt * BLOCK_K
-                w = tl.load(w_ptrs + kt * BLOCK_K, mask=(offs_n[:, None] < N) & (offs_k[None, :] < k_left), other=0.0,
-                            eviction_policy=EVICT)
+                w = tl.load(
+                    w_ptrs + kt * BLOCK_K,
+                    mask=(offs_n[:, None] < N) & (offs_k[None, :] < k_left),
+                    other=0.0,
+                    eviction_policy=EVICT,
+                )
                 xt = tl.load(x_ptrs + kt * BLOCK_K, mask=(offs_b[None, :] < B) & (offs_k[:, None] < k_left), other=0.0)
             if UPCAST:  # Triton's CPU interpreter gets bf16 dots wrong; it computes them in float32 instead
                 w, xt = w.to(tl.float32), xt.to(tl.float32)
@@ -90,9 +128,25 @@ def _decode_dot(x_ptr, w_ptr, x_desc, w_desc, y_ptr, ws_ptr, cnt_ptr, B, N, K, s
 
 
 @triton.jit
-def _decode_fma(x_ptr, w_ptr, y_ptr, ws_ptr, cnt_ptr, B, N, K, stride_xb, stride_wn, stride_yb,
-                BLOCK_N: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
-                EVEN: tl.constexpr, EVICT: tl.constexpr):
+def _decode_fma(
+    x_ptr,
+    w_ptr,
+    y_ptr,
+    ws_ptr,
+    cnt_ptr,
+    B,
+    N,
+    K,
+    stride_xb,
+    stride_wn,
+    stride_yb,
+    BLOCK_N: tl.constexpr,
+    BLOCK_B: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    EVEN: tl.constexpr,
+    EVICT: tl.constexpr,
+):
     num_b = tl.cdiv(B, BLOCK_B)
     k_tiles = tl.cdiv(K, BLOCK_K)
     k_per = tl.cdiv(k_tiles, SPLIT_K)
@@ -116,12 +170,30 @@ def _decode_fma(x_ptr, w_ptr, y_ptr, ws_ptr, cnt_ptr, B, N, K, stride_xb, stride
                 x = tl.load(x_ptrs + kt * BLOCK_K, mask=offs_b[:, None] < B, other=0.0)
             else:
                 k_left = K - kt * BLOCK_K
-                w = tl.load(w_ptrs + kt * BLOCK_K, mask=(offs_n[:, None] < N) & (offs_k[None, :] < k_left), other=0.0,
-                            eviction_policy=EVICT)
+                w = tl.load(
+                    w_ptrs + kt * BLOCK_K,
+                    mask=(offs_n[:, None] < N) & (offs_k[None, :] < k_left),
+                    other=0.0,
+                    eviction_policy=EVICT,
+                )
                 x = tl.load(x_ptrs + kt * BLOCK_K, mask=(offs_b[:, None] < B) & (offs_k[None, :] < k_left), other=0.0)
             acc += w.to(tl.float32)[None, :, :] * x.to(tl.float32)[:, None, :]
-        _finish(tl.trans(tl.sum(acc, axis=2)), y_ptr, ws_ptr, cnt_ptr, pid_n, pid_s, pid_b, num_b, B, N, stride_yb,
-                BLOCK_N, BLOCK_B, SPLIT_K)
+        _finish(
+            tl.trans(tl.sum(acc, axis=2)),
+            y_ptr,
+            ws_ptr,
+            cnt_ptr,
+            pid_n,
+            pid_s,
+            pid_b,
+            num_b,
+            B,
+            N,
+            stride_yb,
+            BLOCK_N,
+            BLOCK_B,
+            SPLIT_K,
+        )
 
 
 # --- launching -------------------------------------------------------------------------------------
@@ -134,8 +206,10 @@ def workspace(device, split_k: int, b: int, n: int, tiles: int):
     launch, allocated once per shape: launches of one shape must not run at once on two streams."""
     key = (str(device), split_k, b, n, tiles)
     if key not in _workspaces:
-        _workspaces[key] = (torch.empty(split_k * b * n, device=device, dtype=torch.float32),
-                            torch.zeros(tiles, device=device, dtype=torch.int32))
+        _workspaces[key] = (
+            torch.empty(split_k * b * n, device=device, dtype=torch.float32),
+            torch.zeros(tiles, device=device, dtype=torch.int32),
+        )
     return _workspaces[key]
 
 
@@ -153,20 +227,61 @@ def launch(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor, cfg: dict, tma: bo
     ws, cnt = workspace(x.device, split, b, n, tiles) if split > 1 else (y, y)  # y stands in: never touched
     even = n % bn == 0 and k % bk == 0
     if fma:
-        _decode_fma[(grid,)](x, w, y, ws, cnt, b, n, k, x.stride(0), w.stride(0), y.stride(0), BLOCK_N=bn,
-                             BLOCK_B=bb, BLOCK_K=bk, SPLIT_K=split, EVEN=even, EVICT=evict, **cfg)
+        _decode_fma[(grid,)](
+            x,
+            w,
+            y,
+            ws,
+            cnt,
+            b,
+            n,
+            k,
+            x.stride(0),
+            w.stride(0),
+            y.stride(0),
+            BLOCK_N=bn,
+            BLOCK_B=bb,
+            BLOCK_K=bk,
+            SPLIT_K=split,
+            EVEN=even,
+            EVICT=evict,
+            **cfg,
+        )
     else:
         descs = (None, None)
         if tma:
             from triton.tools.tensor_descriptor import TensorDescriptor
 
             descs = (TensorDescriptor.from_tensor(x, [bb, bk]), TensorDescriptor.from_tensor(w, [bn, bk]))
-        _decode_dot[(grid,)](x, w, *descs, y, ws, cnt, b, n, k, x.stride(0), w.stride(0), y.stride(0), BLOCK_N=bn,
-                             BLOCK_B=bb, BLOCK_K=bk, SPLIT_K=split, TMA=tma, EVEN=even, EVICT=evict,
-                             FLATTEN=flatten and split == 1, UPCAST=not x.is_cuda, **cfg)
-    how = [f"{count(grid, 'program')} x {count(cfg.get('num_warps', 4), 'warp')}",
-           f"{bn}x{bb}x{bk} tiles (weights x tokens x depth){' through TMA' if tma else ''}"
-           f"{' ' + ON_CUDA_CORES if fma else ''}"]
+        _decode_dot[(grid,)](
+            x,
+            w,
+            *descs,
+            y,
+            ws,
+            cnt,
+            b,
+            n,
+            k,
+            x.stride(0),
+            w.stride(0),
+            y.stride(0),
+            BLOCK_N=bn,
+            BLOCK_B=bb,
+            BLOCK_K=bk,
+            SPLIT_K=split,
+            TMA=tma,
+            EVEN=even,
+            EVICT=evict,
+            FLATTEN=flatten and split == 1,
+            UPCAST=not x.is_cuda,
+            **cfg,
+        )
+    how = [
+        f"{count(grid, 'program')} x {count(cfg.get('num_warps', 4), 'warp')}",
+        f"{bn}x{bb}x{bk} tiles (weights x tokens x depth){' through TMA' if tma else ''}"
+        f"{' ' + ON_CUDA_CORES if fma else ''}",
+    ]
     if split > 1:
         how.append(f"K split {split} ways")
     if per_sm is not None:

@@ -58,5 +58,12 @@ def prepare(impl: str, n: int = SIZES["n"], device="cuda", seed: int = 0) -> Pre
         return check_equal(f"fill[{impl}]", dst, VALUE)
 
     launch = run() if impl == "triton" else f"{impl}-chosen"
-    return Prepared(run=run, check=check, work=work(n), unit="fp32", bound="dram", launch=launch,
-                    sizes={"n": powers_of_two(n), "dtype": "float32"})
+    return Prepared(
+        run=run,
+        check=check,
+        work=work(n),
+        unit="fp32",
+        bound="dram",
+        launch=launch,
+        sizes={"n": powers_of_two(n), "dtype": "float32"},
+    )

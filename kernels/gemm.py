@@ -53,9 +53,24 @@ def _tile(tile_id, num_m, num_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
-def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
-                   stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                   BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+def _matmul_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
     pid_m, pid_n = _tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -75,8 +90,19 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk
 
 
 @triton.jit
-def _matmul_tma_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                       BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr):
+def _matmul_tma_kernel(
+    a_desc,
+    b_desc,
+    c_desc,
+    M,
+    N,
+    K,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    NUM_PROGRAMS: tl.constexpr,
+):
     # Persistent: NUM_PROGRAMS programs (one per SM) walk the tiles, so a program's next tile starts
     # while the SM is still warm. Tiles arrive through tensor descriptors (TMA on Hopper): the copy
     # engine computes addresses and masks the edges, freeing the warps for the matrix instructions.
@@ -100,12 +126,26 @@ def _set_block_shapes(nargs):
 TILES = [(128, 256, 64, 3, 8), (256, 128, 64, 3, 8), (128, 128, 64, 4, 4)]
 _AUTOTUNE_CACHE = {"cache_results": True} if "cache_results" in inspect.signature(triton.autotune).parameters else {}
 _matmul_autotuned = triton.autotune(
-    configs=[triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_stages=s, num_warps=w)
-             for m, n, k, s, w in TILES], key=["M", "N", "K"], **_AUTOTUNE_CACHE)(_matmul_kernel)
+    configs=[
+        triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_stages=s, num_warps=w)
+        for m, n, k, s, w in TILES
+    ],
+    key=["M", "N", "K"],
+    **_AUTOTUNE_CACHE,
+)(_matmul_kernel)
 _matmul_tma_autotuned = triton.autotune(
-    configs=[triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_stages=s, num_warps=w,
-                           pre_hook=_set_block_shapes) for m, n, k, s, w in TILES],
-    key=["M", "N", "K"], **_AUTOTUNE_CACHE)(_matmul_tma_kernel)
+    configs=[
+        triton.Config(
+            {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8},
+            num_stages=s,
+            num_warps=w,
+            pre_hook=_set_block_shapes,
+        )
+        for m, n, k, s, w in TILES
+    ],
+    key=["M", "N", "K"],
+    **_AUTOTUNE_CACHE,
+)(_matmul_tma_kernel)
 
 
 def _tma_ok(*tensors) -> bool:
@@ -113,11 +153,13 @@ def _tma_ok(*tensors) -> bool:
     t = tensors[0]
     if not t.is_cuda or torch.cuda.get_device_capability(t.device)[0] < 9:
         return False
-    return all(x.stride(1) == 1 and (x.stride(0) * x.element_size()) % 16 == 0 and x.data_ptr() % 16 == 0
-               for x in tensors)
+    return all(
+        x.stride(1) == 1 and (x.stride(0) * x.element_size()) % 16 == 0 and x.data_ptr() % 16 == 0 for x in tensors
+    )
 
 
 # --- host wrappers ---------------------------------------------------------------------------------
+
 
 def _check_shapes(a, b):
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
@@ -127,12 +169,15 @@ def _check_shapes(a, b):
 
 
 def _describe(cfg: dict, programs) -> str:
-    return (f"{programs} x {count(cfg['num_warps'], 'warp')}, {cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']} "
-            f"tiles, {count(cfg['num_stages'], 'stage')}")
+    return (
+        f"{programs} x {count(cfg['num_warps'], 'warp')}, {cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']} "
+        f"tiles, {count(cfg['num_stages'], 'stage')}"
+    )
 
 
-def triton_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None,
-                  config: dict | None = None, tma: bool = True) -> str:
+def triton_matmul(
+    a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, config: dict | None = None, tma: bool = True
+) -> str:
     """C = A·B into out; returns the launch as launched.
 
     config (BLOCK_M/N/K, GROUP_M, num_warps, num_stages) fixes the tiles: small tests use it, and the
@@ -153,11 +198,16 @@ def triton_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = N
             descs = [TensorDescriptor.from_tensor(t, [1, 1]) for t in (a, b, out)]  # the pre_hook sets shapes
             _matmul_tma_autotuned[lambda meta: (min(programs, tiles(meta)),)](*descs, m, n, k, NUM_PROGRAMS=programs)
             best = _matmul_tma_autotuned.best_config
-            return "autotuned: " + _describe({**best.kwargs, "num_warps": best.num_warps,
-                                              "num_stages": best.num_stages}, f"{programs} persistent programs")
+            return "autotuned: " + _describe(
+                {**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages},
+                f"{programs} persistent programs",
+            )
         bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
-        descs = [TensorDescriptor.from_tensor(a, [bm, bk]), TensorDescriptor.from_tensor(b, [bk, bn]),
-                 TensorDescriptor.from_tensor(out, [bm, bn])]
+        descs = [
+            TensorDescriptor.from_tensor(a, [bm, bk]),
+            TensorDescriptor.from_tensor(b, [bk, bn]),
+            TensorDescriptor.from_tensor(out, [bm, bn]),
+        ]
         grid = min(programs, tiles(config))
         _matmul_tma_kernel[(grid,)](*descs, m, n, k, NUM_PROGRAMS=grid, **config)
         return _describe(config, f"{count(grid, 'persistent program')}")
@@ -165,8 +215,9 @@ def triton_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = N
     if config is None:
         _matmul_autotuned[lambda meta: (tiles(meta),)](*args)
         best = _matmul_autotuned.best_config
-        return "autotuned: " + _describe({**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages},
-                                         "one program per tile")
+        return "autotuned: " + _describe(
+            {**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages}, "one program per tile"
+        )
     _matmul_kernel[(tiles(config),)](*args, **config)
     return _describe({"num_stages": 1, "num_warps": 4, **config}, count(tiles(config), "program"))
 
@@ -180,6 +231,7 @@ def torch_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = No
 
 
 # --- the contract: inputs, check, work model --------------------------------------------------------
+
 
 def make_inputs(m: int, n: int, k: int, dtype=torch.bfloat16, device="cuda", seed: int = 0):
     g = generator(device, seed)
@@ -198,8 +250,15 @@ def work(m: int, n: int, k: int, itemsize: int = 2) -> Work:
     return Work(flops=2.0 * m * n * k, bytes=float((m * k + k * n + m * n) * itemsize))
 
 
-def prepare(impl: str, m: int = SIZES["m"], n: int = SIZES["n"], k: int = SIZES["k"], dtype: str = SIZES["dtype"],
-            device="cuda", seed: int = 0) -> Prepared:
+def prepare(
+    impl: str,
+    m: int = SIZES["m"],
+    n: int = SIZES["n"],
+    k: int = SIZES["k"],
+    dtype: str = SIZES["dtype"],
+    device="cuda",
+    seed: int = 0,
+) -> Prepared:
     if dtype not in MATMUL_UNITS:
         raise ValueError(f"gemm runs in {' or '.join(MATMUL_UNITS)}, not {dtype}")
     tdtype = DTYPES[dtype]
@@ -225,5 +284,12 @@ def prepare(impl: str, m: int = SIZES["m"], n: int = SIZES["n"], k: int = SIZES[
         return check_close(f"gemm[{impl}]", c, reference(a, b))
 
     unit = MATMUL_UNITS[dtype]
-    return Prepared(run=run, check=check, work=work(m, n, k, tdtype.itemsize), unit=unit, bound="compute",
-                    launch=launch, sizes={"m": m, "n": n, "k": k, "dtype": dtype})
+    return Prepared(
+        run=run,
+        check=check,
+        work=work(m, n, k, tdtype.itemsize),
+        unit=unit,
+        bound="compute",
+        launch=launch,
+        sizes={"m": m, "n": n, "k": k, "dtype": dtype},
+    )

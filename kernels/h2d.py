@@ -37,5 +37,12 @@ def prepare(impl: str = "torch", n: int = SIZES["n"], device="cuda", seed: int =
         run()
         return check_equal("h2d-copy", dst.cpu(), host)
 
-    return Prepared(run=run, check=check, work=work(n), unit=None, bound="link",
-                    launch="copy engine, no kernel", sizes={"n": powers_of_two(n), "dtype": "float32"})
+    return Prepared(
+        run=run,
+        check=check,
+        work=work(n),
+        unit=None,
+        bound="link",
+        launch="copy engine, no kernel",
+        sizes={"n": powers_of_two(n), "dtype": "float32"},
+    )

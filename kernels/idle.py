@@ -6,8 +6,7 @@ from .common import Prepared, Work
 
 IMPLS = ("none",)
 SIZES: dict = {}
-STORY = ["Nothing ran. {said}, and SM activity read {sm_active_pct:.1f}%: this is the floor the other rows "
-         "stand on."]
+STORY = ["Nothing ran. {said}, and SM activity read {sm_active_pct:.1f}%: this is the floor the other rows stand on."]
 
 
 def prepare(impl: str = "none", device="cuda", seed: int = 0) -> Prepared:

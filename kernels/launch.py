@@ -42,6 +42,13 @@ def prepare(impl: str = "cupy", launches: int = SIZES["launches"], device="cuda"
             raise CheckFailed(f"launch-bound: {got} after {launches} launches")
         return {"check": "exact"}
 
-    return Prepared(run=lambda: cupy_bump(x), check=check, work=work(), unit="fp32", bound="dram",
-                    launch="1 block x 1 thread, back to back", calls_per_timing=launches,
-                    sizes={"launches": launches})
+    return Prepared(
+        run=lambda: cupy_bump(x),
+        check=check,
+        work=work(),
+        unit="fp32",
+        bound="dram",
+        launch="1 block x 1 thread, back to back",
+        calls_per_timing=launches,
+        sizes={"launches": launches},
+    )

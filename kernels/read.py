@@ -42,19 +42,33 @@ TOLERANCE = 5e-7
 # interleaved with torch.sum at sustained clocks (results/tune-read-*.csv). A GPU without a line gets
 # the fallback: 4096 elements an iteration, 8 warps, 4 programs per SM; CuPy 256 threads, 8 blocks per
 # SM, 4 loads in flight per thread.
+# tools/tune/choice.py reads and writes each GPU's line whole, so the formatter leaves the table as it is
+# fmt: off
 CONFIG = {  # python -m tools.tune.kernels --only read --apply writes a GPU's line here
     "NVIDIA H100 80GB HBM3": {"triton": {"BLOCK": 4096, "num_warps": 4, "per_sm": 4, "stages": 3, "evict": ""}, "cupy": {"threads": 1024, "per_sm": 2, "unroll": 8}},
     "NVIDIA H200": {"triton": {"BLOCK": 8192, "num_warps": 8, "per_sm": 2, "stages": 3, "evict": ""}, "cupy": {"threads": 1024, "per_sm": 2, "unroll": 4}},
     "*": {"triton": {"BLOCK": 4096, "num_warps": 8, "per_sm": 4, "stages": 1, "evict": ""},
           "cupy": {"threads": 256, "per_sm": 8, "unroll": 4}},
 }
+# fmt: on
 
 
 # --- kernels ---------------------------------------------------------------------------------------
 
+
 @triton.jit
-def _sum_kernel(x_ptr, out_ptr, partial_ptr, count_ptr, n, BLOCK: tl.constexpr, PARTIALS: tl.constexpr,
-                STAGES: tl.constexpr, EVEN: tl.constexpr, EVICT: tl.constexpr):
+def _sum_kernel(
+    x_ptr,
+    out_ptr,
+    partial_ptr,
+    count_ptr,
+    n,
+    BLOCK: tl.constexpr,
+    PARTIALS: tl.constexpr,
+    STAGES: tl.constexpr,
+    EVEN: tl.constexpr,
+    EVICT: tl.constexpr,
+):
     # Grid-stride: at any moment the programs read neighbouring tiles, so DRAM sees one front moving
     # through the array; each thread keeps BLOCK / threads sums in registers until the end.
     pid, programs = tl.program_id(0), tl.num_programs(0)
@@ -128,6 +142,7 @@ extern "C" __global__ void sum_f32(const float* __restrict__ x, long long n, flo
 
 # --- host wrappers ---------------------------------------------------------------------------------
 
+
 class Workspace:
     """One partial per program and the ticket counter (zero between calls): allocated once per call
     site, never shared by two launches in flight at once."""
@@ -157,11 +172,22 @@ def triton_read(x: torch.Tensor, out: torch.Tensor, ws: Workspace, config: dict 
     programs = min(triton_programs(x.device, cfg), triton.cdiv(n, block))
     if ws.partial.numel() < programs:
         raise ValueError(f"the workspace holds {ws.partial.numel()} partials, the launch needs {programs}")
-    _sum_kernel[(programs,)](x, out, ws.partial, ws.count, n, BLOCK=block, PARTIALS=triton.next_power_of_2(programs),
-                             STAGES=cfg.get("stages", 1), EVEN=n % block == 0, EVICT=cfg.get("evict", ""),
-                             num_warps=cfg["num_warps"])
-    return (f"{count(programs, 'program')} x {count(cfg['num_warps'], 'warp')}, {block} elements an iteration, "
-            "grid-stride")
+    _sum_kernel[(programs,)](
+        x,
+        out,
+        ws.partial,
+        ws.count,
+        n,
+        BLOCK=block,
+        PARTIALS=triton.next_power_of_2(programs),
+        STAGES=cfg.get("stages", 1),
+        EVEN=n % block == 0,
+        EVICT=cfg.get("evict", ""),
+        num_warps=cfg["num_warps"],
+    )
+    return (
+        f"{count(programs, 'program')} x {count(cfg['num_warps'], 'warp')}, {block} elements an iteration, grid-stride"
+    )
 
 
 def cupy_read(x, out, ws: Workspace, config: dict | None = None) -> str:
@@ -186,6 +212,7 @@ def torch_read(x: torch.Tensor, out: torch.Tensor) -> str:
 
 
 # --- the contract: input, check, work model ---------------------------------------------------------
+
 
 def make_input(n: int, device="cuda", seed: int = 0) -> torch.Tensor:
     """n seeded uniform float32 values in [0, 1): never zeros, and a sum that no cancellation hides."""
@@ -225,5 +252,13 @@ def prepare(impl: str, n: int = SIZES["n"], device="cuda", seed: int = 0, config
 
     launch = run()
     # the bytes are judged against the read peak as well as the datasheet (gpubench.read.summary)
-    return Prepared(run=run, check=check, work=work(n), unit="fp32", bound="dram", launch=launch,
-                    sizes={"n": powers_of_two(n), "dtype": "float32"}, info={"roof": "read"})
+    return Prepared(
+        run=run,
+        check=check,
+        work=work(n),
+        unit="fp32",
+        bound="dram",
+        launch=launch,
+        sizes={"n": powers_of_two(n), "dtype": "float32"},
+        info={"roof": "read"},
+    )

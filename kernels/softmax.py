@@ -49,6 +49,7 @@ def _softmax_kernel(out_ptr, in_ptr, in_stride, out_stride, n_cols, BLOCK: tl.co
 
 # --- host wrappers ---------------------------------------------------------------------------------
 
+
 def _check_input(x):
     if x.ndim != 2:
         raise ValueError(f"softmax takes an M×N matrix, got shape {tuple(x.shape)}")
@@ -67,30 +68,31 @@ def triton_fused(x: torch.Tensor, out: torch.Tensor | None = None, num_warps: in
     m, n = x.shape
     out = torch.empty_like(x) if out is None else out
     block = triton.next_power_of_2(n)
-    _softmax_kernel[(m,)](out, x, x.stride(0), out.stride(0), n, BLOCK=block,
-                          num_warps=num_warps or warps_for(block, x.device))
+    _softmax_kernel[(m,)](
+        out, x, x.stride(0), out.stride(0), n, BLOCK=block, num_warps=num_warps or warps_for(block, x.device)
+    )
     return out
 
 
 def torch_naive(x: torch.Tensor) -> torch.Tensor:
     """The eager sequence, one kernel per line, each reading and writing device memory."""
     _check_input(x)
-    x_max = x.max(dim=1)[0]          # read MN, write M
-    z = x - x_max[:, None]           # read MN + M, write MN
-    num = torch.exp(z)               # read MN, write MN
-    den = num.sum(dim=1)             # read MN, write M
-    return num / den[:, None]        # read MN + M, write MN
+    x_max = x.max(dim=1)[0]  # read MN, write M
+    z = x - x_max[:, None]  # read MN + M, write MN
+    num = torch.exp(z)  # read MN, write MN
+    den = num.sum(dim=1)  # read MN, write M
+    return num / den[:, None]  # read MN + M, write MN
 
 
 def cupy_naive(x):
     """The same five passes in CuPy."""
     cp = cupy()
     _check_input(x)
-    x_max = x.max(axis=1, keepdims=True)   # read MN, write M
-    z = x - x_max                           # read MN + M, write MN
-    num = cp.exp(z)                         # read MN, write MN
-    den = num.sum(axis=1, keepdims=True)    # read MN, write M
-    return num / den                        # read MN + M, write MN
+    x_max = x.max(axis=1, keepdims=True)  # read MN, write M
+    z = x - x_max  # read MN + M, write MN
+    num = cp.exp(z)  # read MN, write MN
+    den = num.sum(axis=1, keepdims=True)  # read MN, write M
+    return num / den  # read MN + M, write MN
 
 
 def torch_softmax(x: torch.Tensor) -> torch.Tensor:
@@ -98,6 +100,7 @@ def torch_softmax(x: torch.Tensor) -> torch.Tensor:
 
 
 # --- the contract: input, check, work model ---------------------------------------------------------
+
 
 def make_input(m: int, n: int, device="cuda", seed: int = 0) -> torch.Tensor:
     # spread of a few units, so exp() neither underflows everything nor overflows
@@ -148,6 +151,12 @@ def prepare(impl: str, m: int = SIZES["m"], n: int = SIZES["n"], device="cuda", 
         launch = "torch-chosen, 5 kernels" if impl == "torch-naive" else "torch-chosen"
     else:
         raise ValueError(f"unknown softmax implementation {impl!r}; choose from {', '.join(IMPLS)}")
-    return Prepared(run=run, check=lambda: check_close(f"softmax[{impl}]", result(), reference(x)),
-                    work=work(impl, m, n), unit="fp32", bound="dram", launch=launch,
-                    sizes={"m": m, "n": n, "dtype": "float32"})
+    return Prepared(
+        run=run,
+        check=lambda: check_close(f"softmax[{impl}]", result(), reference(x)),
+        work=work(impl, m, n),
+        unit="fp32",
+        bound="dram",
+        launch=launch,
+        sizes={"m": m, "n": n, "dtype": "float32"},
+    )

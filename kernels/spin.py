@@ -51,8 +51,7 @@ extern "C" __global__ void spin(long long ns, long long* out) {
 
 @triton.jit
 def _globaltimer():
-    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64,
-                                     is_pure=False, pack=1)
+    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
 
 
 @triton.jit
@@ -72,6 +71,7 @@ def _spin_kernel(out, ns):
 
 
 # --- host wrappers ---------------------------------------------------------------------------------
+
 
 def launch_shape(shape: str, sms: int) -> tuple[int, int]:
     """(blocks, threads per block) for a named launch shape."""
@@ -109,6 +109,7 @@ def triton_spin(ns: int, out: torch.Tensor | None = None, programs: int = 1, num
 
 # --- the contract: buffers, check, work model -------------------------------------------------------
 
+
 def check_result(out, ns: int, blocks: int) -> dict:
     """Every block spun at least ns; return the SMs the blocks ran on."""
     res = as_torch(out).view(-1, 2).cpu()
@@ -145,6 +146,14 @@ def prepare(impl: str, shape: str = SIZES["shape"], ns: int = SIZES["ns"], devic
         run()
         return check_result(out, ns, blocks)
 
-    return Prepared(run=run, check=check, work=work(), unit="fp32", bound="none", launch=launch,
-                    calls_per_timing=1, info={"blocks": blocks, "threads_per_block": threads},
-                    sizes={"shape": shape, "ns": ns})
+    return Prepared(
+        run=run,
+        check=check,
+        work=work(),
+        unit="fp32",
+        bound="none",
+        launch=launch,
+        calls_per_timing=1,
+        info={"blocks": blocks, "threads_per_block": threads},
+        sizes={"shape": shape, "ns": ns},
+    )

@@ -42,9 +42,18 @@ def work(m: int, n: int, k: int, gemms: int, itemsize: int = 2) -> Work:
     return Work(flops=gemms * one.flops, bytes=gemms * one.bytes)
 
 
-def prepare(impl: str, m: int = SIZES["m"], n: int = SIZES["n"], k: int = SIZES["k"], gemms: int = SIZES["gemms"],
-            delay_ms: float = SIZES["delay_ms"], slow_rank: int = SIZES["slow_rank"], dtype: str = SIZES["dtype"],
-            device="cuda", seed: int = 0) -> Prepared:
+def prepare(
+    impl: str,
+    m: int = SIZES["m"],
+    n: int = SIZES["n"],
+    k: int = SIZES["k"],
+    gemms: int = SIZES["gemms"],
+    delay_ms: float = SIZES["delay_ms"],
+    slow_rank: int = SIZES["slow_rank"],
+    dtype: str = SIZES["dtype"],
+    device="cuda",
+    seed: int = 0,
+) -> Prepared:
     import torch.distributed as dist
 
     if impl not in IMPLS:
@@ -76,10 +85,20 @@ def prepare(impl: str, m: int = SIZES["m"], n: int = SIZES["n"], k: int = SIZES[
         return check_close(f"straggler[{impl}] over {world} ranks", c, world * gemm.reference(a, b))
 
     size = bytes_text(c.numel() * c.element_size())
-    launch = (f"{gemms} x torch.matmul {m}x{n}x{k}, then all_reduce of {size}; "
-              f"rank {slow} sleeps {delay_ms:g} ms before each step")
+    launch = (
+        f"{gemms} x torch.matmul {m}x{n}x{k}, then all_reduce of {size}; "
+        f"rank {slow} sleeps {delay_ms:g} ms before each step"
+    )
     unit = MATMUL_UNITS[dtype]
-    return Prepared(run=step, check=check, work=work(m, n, k, gemms, a.element_size()), unit=unit,
-                    bound="compute", launch=launch, calls_per_timing=1, arrivals=arrivals,
-                    info={"slow_rank": slow, "delay_ms": float(delay_ms), "world_size": world, "gemms": gemms},
-                    sizes={"m": m, "n": n, "k": k, "gemms": gemms, "dtype": dtype})
+    return Prepared(
+        run=step,
+        check=check,
+        work=work(m, n, k, gemms, a.element_size()),
+        unit=unit,
+        bound="compute",
+        launch=launch,
+        calls_per_timing=1,
+        arrivals=arrivals,
+        info={"slow_rank": slow, "delay_ms": float(delay_ms), "world_size": world, "gemms": gemms},
+        sizes={"m": m, "n": n, "k": k, "gemms": gemms, "dtype": dtype},
+    )

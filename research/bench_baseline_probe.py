@@ -39,8 +39,15 @@ PAD_BYTES = 1_572_864 + 4096  # 1.5 MiB and a page: each placement lands at anot
 
 
 def plan() -> dict:
-    return {"placements": PLACEMENTS, "rounds": ROUNDS, "warm_rounds": WARM_ROUNDS, "graph_calls": GRAPH_CALLS,
-            "fit_calls": list(FIT_CALLS), "lead_us": LEAD_US, "calls": ["matmul 512^3 bf16", "sum 2^22 fp32"]}
+    return {
+        "placements": PLACEMENTS,
+        "rounds": ROUNDS,
+        "warm_rounds": WARM_ROUNDS,
+        "graph_calls": GRAPH_CALLS,
+        "fit_calls": list(FIT_CALLS),
+        "lead_us": LEAD_US,
+        "calls": ["matmul 512^3 bf16", "sum 2^22 fp32"],
+    }
 
 
 class Gpu:
@@ -140,11 +147,13 @@ def place_and_time(gpu: Gpu) -> dict:
         for name, run in pairs:
             run()
             one, many = gpu.graph(run, 1), gpu.graph(run, GRAPH_CALLS)
-            row = {"address_mod_2mib": keep[1].data_ptr() % 2**21,
-                   "host_us": median(gpu.timed(run, ROUNDS, "write")),
-                   "graph1_us": median(gpu.timed(one.replay, ROUNDS, "write")),
-                   "warm_graph_us": median(gpu.timed(many.replay, WARM_ROUNDS, None, GRAPH_CALLS)),
-                   "sm_clock_mhz": gpu.clock()}
+            row = {
+                "address_mod_2mib": keep[1].data_ptr() % 2**21,
+                "host_us": median(gpu.timed(run, ROUNDS, "write")),
+                "graph1_us": median(gpu.timed(one.replay, ROUNDS, "write")),
+                "warm_graph_us": median(gpu.timed(many.replay, WARM_ROUNDS, None, GRAPH_CALLS)),
+                "sm_clock_mhz": gpu.clock(),
+            }
             if p == 0:
                 row["host_read_flush_us"] = median(gpu.timed(run, ROUNDS, "read"))
                 row["host_write_flush_again_us"] = median(gpu.timed(run, ROUNDS, "write"))

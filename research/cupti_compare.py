@@ -50,8 +50,17 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PY = sys.executable
-SCENARIOS = ["idle", "spin-1thread", "spin-1block", "spin-1warp-per-sm", "spin-half-sms", "copy-torch",
-             "softmax-torch", "gemm-torch", "gemm-cupy"]
+SCENARIOS = [
+    "idle",
+    "spin-1thread",
+    "spin-1block",
+    "spin-1warp-per-sm",
+    "spin-half-sms",
+    "copy-torch",
+    "softmax-torch",
+    "gemm-torch",
+    "gemm-cupy",
+]
 LOG = None
 
 
@@ -66,8 +75,9 @@ def sh(cmd: list[str] | str, timeout: float, env: dict | None = None) -> tuple[i
     shown = cmd if isinstance(cmd, str) else " ".join(c.splitlines()[1] + " ..." if "\n" in c else c for c in cmd)
     log(f"$ {shown}")
     try:
-        r = subprocess.run(cmd, shell=isinstance(cmd, str), capture_output=True, text=True, timeout=timeout,
-                           env=env, cwd=ROOT)
+        r = subprocess.run(
+            cmd, shell=isinstance(cmd, str), capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT
+        )
         code, text = r.returncode, r.stdout + r.stderr
     except subprocess.TimeoutExpired as err:
         code, text = None, f"{err.stdout or ''}{err.stderr or ''}\n(stopped at its deadline of {timeout:.0f} s)"
@@ -79,8 +89,9 @@ def sh(cmd: list[str] | str, timeout: float, env: dict | None = None) -> tuple[i
 
 def start(cmd: list[str]) -> subprocess.Popen:
     log(f"$ {' '.join(cmd)} &")
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    return subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
 
 
 def finish(proc: subprocess.Popen, timeout: float) -> str:
@@ -99,13 +110,13 @@ def last_json(text: str, tag: str) -> dict:
     """The JSON a helper printed on its line starting with `tag`."""
     for line in reversed(text.splitlines()):
         if line.startswith(tag + " "):
-            return json.loads(line[len(tag) + 1:])
+            return json.loads(line[len(tag) + 1 :])
     return {}
 
 
 # --- code run in helper processes (python -c), so that each measures from a clean process -------------
 
-SELFCHECK = r'''
+SELFCHECK = r"""
 import json, os, time
 from gpubench.record import nvml
 from gpubench.record.sources.policy import open_sources
@@ -132,9 +143,9 @@ print("SELFCHECK " + json.dumps({"used": [s.name for s in got.sources], "unavail
     "resolution": src[0].resolution if src else {}, "open_s": open_s, "device_used_mib_delta": after - before,
     "in_compute_processes": process_mib is not None, "process_mib": process_mib,
     "device_used_mib_after_close_delta": closed - before, "idle_reads": reads}, default=str))
-'''
+"""
 
-LOAD = r'''
+LOAD = r"""
 import sys, time, torch
 a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16); b = torch.randn_like(a)
 torch.matmul(a, b); torch.cuda.synchronize()
@@ -145,9 +156,9 @@ while time.monotonic() < end:
         torch.matmul(a, b)
     torch.cuda.synchronize()
 print("LOAD " + '{"t0": %f, "t1": %f}' % (t0, time.monotonic()), flush=True)
-'''
+"""
 
-OVERHEAD = r'''
+OVERHEAD = r"""
 import json, statistics, threading, time
 from gpubench.kernels import gemm
 from gpubench.record import nvml
@@ -188,10 +199,11 @@ def clock(k):
 print("OVERHEAD " + json.dumps({"pairs": len(rows), "cupti_pct": slow("cupti"), "gpm_pct": slow("gpm"),
     "clock_off_mhz": clock("none"), "clock_cupti_mhz": clock("cupti"), "clock_gpm_mhz": clock("gpm"),
     "cupti_used": rows[0]["cupti"]["used"], "gpm_used": rows[0]["gpm"]["used"], "windows": rows}))
-'''
+"""
 
 
 # --- the steps -----------------------------------------------------------------------------------------
+
 
 class Compare:
     def __init__(self, out: Path, wheels: Path | None, budget_s: float):
@@ -219,10 +231,14 @@ class Compare:
 
         from gpubench.record import nvml
         from gpubench.record.rundir import slug
+
         self.slug = slug(nvml.name_of(nvml.handle(0)))
         self.found["gpu"] = nvml.name_of(nvml.handle(0))
-        sh("nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv; "
-           "grep -iE 'Profil|Restrict' /proc/driver/nvidia/params", timeout=20)
+        sh(
+            "nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv; "
+            "grep -iE 'Profil|Restrict' /proc/driver/nvidia/params",
+            timeout=20,
+        )
         if self.wheels:
             probe = cupti_probe.Driver(self.work, self.wheels, self.left())
             cupti_probe.LOG = LOG
@@ -239,6 +255,7 @@ class Compare:
         self.found["chip"] = chip = q.get("chip")
         if chip:
             from research import cupti_probe
+
             probe = cupti_probe.Driver(self.work, self.wheels or self.work, 60)
             probe.write_metrics(q)
             shutil.move(self.work / "metrics.txt", self.out / f"cupti-metrics-{chip}.txt")
@@ -246,26 +263,42 @@ class Compare:
         self.found["selfcheck"] = check = last_json(text, "SELFCHECK")
         log(f"== the source alone: {json.dumps({k: v for k, v in check.items() if k != 'idle_reads'})}")
         # the same as an ordinary user (nobody): what the profiling permission means here
-        code, text = sh(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", "HOME=/tmp",
-                         PY, "-c", SELFCHECK], timeout=self.t(60))
+        code, text = sh(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", "HOME=/tmp", PY, "-c", SELFCHECK],
+            timeout=self.t(60),
+        )
         nobody = last_json(text, "SELFCHECK")
-        self.found["selfcheck_nobody"] = {k: nobody.get(k) for k in ("used", "unavailable")} if nobody else \
-            {"error": text.strip().splitlines()[-1:] or ["no answer"]}
+        self.found["selfcheck_nobody"] = (
+            {k: nobody.get(k) for k in ("used", "unavailable")}
+            if nobody
+            else {"error": text.strip().splitlines()[-1:] or ["no answer"]}
+        )
         log(f"== the source as user nobody: {json.dumps(self.found['selfcheck_nobody'])}")
         return "cupti" in (check.get("used") or [])
 
     def suite(self):
         for profiling in ("cupti", "gpm"):
             run = self.work / f"profiling-{profiling}-{self.slug}"
-            self.gpubench("run", *SCENARIOS, "--profiling", profiling, "--no-peaks", "--duration", "3",
-                          "--out", str(run), timeout=150)
+            self.gpubench(
+                "run",
+                *SCENARIOS,
+                "--profiling",
+                profiling,
+                "--no-peaks",
+                "--duration",
+                "3",
+                "--out",
+                str(run),
+                timeout=150,
+            )
 
     def watch_another_process(self):
         run = self.work / f"profiling-cupti-watch-{self.slug}"
         load = start([PY, "-c", LOAD, "10"])
         time.sleep(4.0)  # torch's start-up, then the GEMM runs
-        watch = start([PY, "-m", "gpubench", "watch", "--profiling", "cupti", "--duration", "5", "--no-smi",
-                       "--out", str(run)])
+        watch = start(
+            [PY, "-m", "gpubench", "watch", "--profiling", "cupti", "--duration", "5", "--no-smi", "--out", str(run)]
+        )
         seen = []
         for _ in range(8):
             time.sleep(0.5)
@@ -276,10 +309,24 @@ class Compare:
         summary = run / "summary.json"
         rows = json.loads(summary.read_text()) if summary.exists() else []
         rows = rows if isinstance(rows, list) else rows.get("rows", [])
-        self.found["watch"] = {"pid": watch.pid, "compute_apps": seen,
-                               "summary": [{k: r.get(k) for k in ("phase", "gpu_util_pct", "sm_active_pct",
-                                                                   "sm_occupancy_pct", "tensor_active_pct",
-                                                                   "dram_active_pct")} for r in rows]}
+        self.found["watch"] = {
+            "pid": watch.pid,
+            "compute_apps": seen,
+            "summary": [
+                {
+                    k: r.get(k)
+                    for k in (
+                        "phase",
+                        "gpu_util_pct",
+                        "sm_active_pct",
+                        "sm_occupancy_pct",
+                        "tensor_active_pct",
+                        "dram_active_pct",
+                    )
+                }
+                for r in rows
+            ],
+        }
         log(f"== watch of another process's GEMM through CUPTI: {json.dumps(self.found['watch'])}")
 
     def overhead(self):
@@ -291,16 +338,31 @@ class Compare:
         """Each case: a first recording (8 s), a second reader started 2 s into it; a GEMM meanwhile."""
         load = start([PY, "-c", LOAD, "60"])
         time.sleep(4.0)
-        cases, said = [("gpm", "cupti"), ("cupti", "gpm"), ("cupti", "cupti"), ("cupti", "doctor"),
-                       ("cupti", "ncu")], []
+        cases, said = (
+            [("gpm", "cupti"), ("cupti", "gpm"), ("cupti", "cupti"), ("cupti", "doctor"), ("cupti", "ncu")],
+            [],
+        )
         tiny = self.tiny_kernel()
         for first, second in cases:
             if self.left() < 30:
                 log(f"(no time left for {first} then {second})")
                 break
             a_dir, b_dir = self.work / f"two-{first}-{second}-a", self.work / f"two-{first}-{second}-b"
-            a = start([PY, "-m", "gpubench", "watch", "--profiling", first, "--duration", "8", "--no-smi",
-                       "--out", str(a_dir)])
+            a = start(
+                [
+                    PY,
+                    "-m",
+                    "gpubench",
+                    "watch",
+                    "--profiling",
+                    first,
+                    "--duration",
+                    "8",
+                    "--no-smi",
+                    "--out",
+                    str(a_dir),
+                ]
+            )
             time.sleep(2.5)
             if second == "doctor":
                 code, text = sh([PY, "-m", "gpubench", "doctor"], timeout=60)
@@ -310,8 +372,9 @@ class Compare:
                 code, text = sh(f"{ncu} --metrics sm__cycles_active.avg --launch-count 1 {tiny}", timeout=40)
                 b = {"ncu": [x for x in text.splitlines() if "==" in x or "sm__cycles_active" in x][-6:]}
             else:
-                self.gpubench("watch", "--profiling", second, "--duration", "3", "--no-smi", "--out", str(b_dir),
-                              timeout=40)
+                self.gpubench(
+                    "watch", "--profiling", second, "--duration", "3", "--no-smi", "--out", str(b_dir), timeout=40
+                )
                 b = self.reader(b_dir)
             finish(a, 30)
             case = {"case": f"{first} then {second}", "first": self.reader(a_dir), "second": b}
@@ -332,18 +395,24 @@ class Compare:
         rows = []
         try:
             import csv
+
             with open(run / "samples.csv", newline="") as f:
                 rows = [(float(r["t_end_s"]), r.get("sm_active_pct", "")) for r in csv.DictReader(f)]
         except (OSError, ValueError, KeyError):
             pass
-        return {"used": m.get("sources", {}).get("used"), "unavailable": m.get("sources", {}).get("unavailable"),
-                "failures": m.get("source_failures"), "warnings": m.get("warnings"),
-                "sm_active_by_row": [v for _, v in rows]}
+        return {
+            "used": m.get("sources", {}).get("used"),
+            "unavailable": m.get("sources", {}).get("unavailable"),
+            "failures": m.get("source_failures"),
+            "warnings": m.get("warnings"),
+            "sm_active_by_row": [v for _, v in rows],
+        }
 
     @staticmethod
     def tell(case: dict) -> str:
         """The case in a few words, for the README: what the second reader met, and what the first then read."""
         first, second = case["first"], case["second"]
+
         def what(r):
             if "doctor" in r:
                 return "doctor said " + " / ".join(r["doctor"])
@@ -352,16 +421,21 @@ class Compare:
             prof = [s for s in (r.get("used") or []) if s not in ("nvml", "smi")]
             why = {k: v for k, v in (r.get("unavailable") or {}).items() if k not in ("smi",)}
             fails = r.get("failures") or []
-            return (f"used {', '.join(prof) or 'no profiling source'}"
-                    + (f" ({'; '.join(f'{k}: {v}' for k, v in why.items())})" if not prof and why else "")
-                    + (f", failed mid-run: {fails[0].get('error')}" if fails else ""))
+            return (
+                f"used {', '.join(prof) or 'no profiling source'}"
+                + (f" ({'; '.join(f'{k}: {v}' for k, v in why.items())})" if not prof and why else "")
+                + (f", failed mid-run: {fails[0].get('error')}" if fails else "")
+            )
+
         return f"the second {what(second)}; the first {what(first)}"
 
     def tiny_kernel(self) -> Path:
         src, exe = self.work / "tiny.cu", self.work / "tiny"
-        src.write_text("__global__ void k(float* x){int i=blockIdx.x*blockDim.x+threadIdx.x; for(int j=0;j<20000;j++)"
-                       " x[i]=x[i]*0.999f+1.0f;}\nint main(){float* x; cudaMalloc(&x, 1<<24); for(int r=0;r<5;r++)"
-                       " k<<<4096,1024>>>(x); cudaDeviceSynchronize(); return 0;}\n")
+        src.write_text(
+            "__global__ void k(float* x){int i=blockIdx.x*blockDim.x+threadIdx.x; for(int j=0;j<20000;j++)"
+            " x[i]=x[i]*0.999f+1.0f;}\nint main(){float* x; cudaMalloc(&x, 1<<24); for(int r=0;r<5;r++)"
+            " k<<<4096,1024>>>(x); cudaDeviceSynchronize(); return 0;}\n"
+        )
         nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
         sh([nvcc, "-o", str(exe), str(src)], timeout=60)
         return exe
@@ -393,6 +467,7 @@ def main() -> int:
             return fn()
         except Exception:  # noqa: BLE001  (one step's failure is logged; the others still run)
             import traceback
+
             log(traceback.format_exc())
             c.found.setdefault("step_failures", []).append(title)
             return None
@@ -400,17 +475,33 @@ def main() -> int:
     try:
         step("1. the machine and cupti-python", c.setup)
         if not step("2. doctor, the chip's metrics, the source alone", c.discover):
-            log("The CUPTI source does not open here (see doctor and the self-check above): nothing to compare; "
-                "the probe records what PM sampling itself does here instead.")
-            sh([PY, "-m", "research.cupti_probe", "--wheels", str(args.wheels or c.work), "--out",
-                str(args.out / "probe"), "--budget", f"{max(30.0, c.left() - 20):.0f}"], timeout=max(40.0, c.left()))
+            log(
+                "The CUPTI source does not open here (see doctor and the self-check above): nothing to compare; "
+                "the probe records what PM sampling itself does here instead."
+            )
+            sh(
+                [
+                    PY,
+                    "-m",
+                    "research.cupti_probe",
+                    "--wheels",
+                    str(args.wheels or c.work),
+                    "--out",
+                    str(args.out / "probe"),
+                    "--budget",
+                    f"{max(30.0, c.left() - 20):.0f}",
+                ],
+                timeout=max(40.0, c.left()),
+            )
             return 1
         step("3. the suite with --profiling cupti, then gpm", c.suite)
         step("4. a watch through CUPTI of another process's GEMM", c.watch_another_process)
         step("5. two readers at once", c.two_readers)
         step("6. overhead on a bf16 GEMM: no source, CUPTI, GPM in turns", c.overhead)
-        step("7. the GPU tests of the CUPTI source", lambda: sh([PY, "-m", "pytest", "-q", "-rs", "-s",
-                                                                "tests/record/test_gpu_cupti.py"], timeout=c.t(90)))
+        step(
+            "7. the GPU tests of the CUPTI source",
+            lambda: sh([PY, "-m", "pytest", "-q", "-rs", "-s", "tests/record/test_gpu_cupti.py"], timeout=c.t(90)),
+        )
     finally:
         log(f"== done in {time.monotonic() - t0:.0f} s")
         step("packing", c.pack)

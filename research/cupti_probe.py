@@ -47,35 +47,77 @@ BUFFER_MIB = 64
 # so that the probe tries what the source would choose; a ratio's two counters are tried among RAW below.
 # Columns the source ships no counter for (NOT_SHIPPED) keep the probe's own candidates, DCGM's definitions as
 # Nsight Compute names them: the probe is where a match for them is looked for.
-SEARCHED = {"dram_active_pct": ["dram__throughput.avg.pct_of_peak_sustained_elapsed",
-                                "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
-                                "dramc__throughput.avg.pct_of_peak_sustained_elapsed",
-                                "dram__cycles_active.avg.pct_of_peak_sustained_elapsed",
-                                "dramc__read_throughput.avg.pct_of_peak_sustained_elapsed"]}
+SEARCHED = {
+    "dram_active_pct": [
+        "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+        "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+        "dramc__throughput.avg.pct_of_peak_sustained_elapsed",
+        "dram__cycles_active.avg.pct_of_peak_sustained_elapsed",
+        "dramc__read_throughput.avg.pct_of_peak_sustained_elapsed",
+    ]
+}
 ROLES: dict[str, list[str]] = {}
 for _column, _readings in CANDIDATES.items():
     ROLES[_column] = [r.metrics[0] for r in _readings if len(r.metrics) == 1]
     if _column == "tensor_active_pct":  # DRAM after the tensor pipes, its rung on the ladder
         ROLES |= {c: SEARCHED[c] for c in NOT_SHIPPED}
 # Raw counters to fall back on where a percentage is not offered (ratios computed afterwards).
-RAW = ["sm__cycles_active.avg", "sm__cycles_elapsed.avg", "sm__warps_active.avg", "sm__warps_active.sum",
-       "gpc__cycles_elapsed.max", "sys__cycles_elapsed.max", "gr__cycles_elapsed.max", "dram__bytes.sum",
-       "dram__bytes_read.sum", "dram__bytes_write.sum", "sm__pipe_tensor_cycles_active.avg",
-       "sm__inst_executed_pipe_tensor.sum", "gpu__time_duration.sum"]
-RAW += [m for readings in CANDIDATES.values() for r in readings if len(r.metrics) > 1 for m in r.metrics
-        if m not in RAW]
-INTERESTING = ("sm__cycles", "sm__warps", "sm__pipe", "sm__inst_executed_pipe", "dram", "gpu__dram", "gr__",
-               "gpc__cycles", "sys__cycles", "gpu__time", "sm__throughput", "gpu__compute_memory", "fbpa",
-               "pcie", "nvl", "lts__t_bytes", "sm__maximum_warps", "tpc__")
+RAW = [
+    "sm__cycles_active.avg",
+    "sm__cycles_elapsed.avg",
+    "sm__warps_active.avg",
+    "sm__warps_active.sum",
+    "gpc__cycles_elapsed.max",
+    "sys__cycles_elapsed.max",
+    "gr__cycles_elapsed.max",
+    "dram__bytes.sum",
+    "dram__bytes_read.sum",
+    "dram__bytes_write.sum",
+    "sm__pipe_tensor_cycles_active.avg",
+    "sm__inst_executed_pipe_tensor.sum",
+    "gpu__time_duration.sum",
+]
+RAW += [
+    m for readings in CANDIDATES.values() for r in readings if len(r.metrics) > 1 for m in r.metrics if m not in RAW
+]
+INTERESTING = (
+    "sm__cycles",
+    "sm__warps",
+    "sm__pipe",
+    "sm__inst_executed_pipe",
+    "dram",
+    "gpu__dram",
+    "gr__",
+    "gpc__cycles",
+    "sys__cycles",
+    "gpu__time",
+    "sm__throughput",
+    "gpu__compute_memory",
+    "fbpa",
+    "pcie",
+    "nvl",
+    "lts__t_bytes",
+    "sm__maximum_warps",
+    "tpc__",
+)
 # Where none of ROLES' names is offered, base metrics matching these are tried with their sub-metrics.
-AUTO = {"sm_active_pct": ("sm__cycles_active",), "sm_occupancy_pct": ("sm__warps_active",),
-        "tensor_active_pct": ("sm__pipe_tensor", "sm__inst_executed_pipe_tensor", "sm__pipe_shared"),
-        "dram_active_pct": ("dram__throughput", "gpu__dram_throughput", "dramc__", "dram__cycles_active",
-                            "fbpa__dram", "dram__bytes"),
-        "fp32_active_pct": ("sm__pipe_fma", "sm__inst_executed_pipe_fma"),
-        "fp64_active_pct": ("sm__pipe_fp64", "sm__inst_executed_pipe_fp64"),
-        "fp16_active_pct": ("sm__pipe_fp16", "sm__inst_executed_pipe_fp16"),
-        "graphics_active_pct": ("gr__cycles_active", "gpu__time_active")}
+AUTO = {
+    "sm_active_pct": ("sm__cycles_active",),
+    "sm_occupancy_pct": ("sm__warps_active",),
+    "tensor_active_pct": ("sm__pipe_tensor", "sm__inst_executed_pipe_tensor", "sm__pipe_shared"),
+    "dram_active_pct": (
+        "dram__throughput",
+        "gpu__dram_throughput",
+        "dramc__",
+        "dram__cycles_active",
+        "fbpa__dram",
+        "dram__bytes",
+    ),
+    "fp32_active_pct": ("sm__pipe_fma", "sm__inst_executed_pipe_fma"),
+    "fp64_active_pct": ("sm__pipe_fp64", "sm__inst_executed_pipe_fp64"),
+    "fp16_active_pct": ("sm__pipe_fp16", "sm__inst_executed_pipe_fp16"),
+    "graphics_active_pct": ("gr__cycles_active", "gpu__time_active"),
+}
 LOAD_PLAN = "idle:1.5,spin-1thread:1.5,spin-1warp-per-sm:1.5,copy:1.5,gemm-bf16:1.5,gemm-fp32:1.5"
 
 LOG = None
@@ -101,6 +143,7 @@ def err(e) -> str:
     if status is not None:
         try:
             import cupti.cupti as C
+
             return f"{type(e).__name__} {C.Result(status).name} ({int(status)}): {e}"
         except Exception:
             return f"{type(e).__name__} status {status}: {e}"
@@ -109,21 +152,30 @@ def err(e) -> str:
 
 # --- helpers used inside the step processes ---------------------------------------------------------
 
+
 def nvml_state() -> dict:
     import pynvml
+
     pynvml.nvmlInit()
     h = pynvml.nvmlDeviceGetHandleByIndex(0)
     mem = pynvml.nvmlDeviceGetMemoryInfo(h)
-    procs = [{"pid": p.pid, "used_mib": (p.usedGpuMemory or 0) / 2**20}
-             for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)]
-    return {"t": time.monotonic(), "used_mib": mem.used / 2**20, "procs": procs,
-            "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
-            "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM)}
+    procs = [
+        {"pid": p.pid, "used_mib": (p.usedGpuMemory or 0) / 2**20}
+        for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)
+    ]
+    return {
+        "t": time.monotonic(),
+        "used_mib": mem.used / 2**20,
+        "procs": procs,
+        "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+        "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
+    }
 
 
 def libcupti_info() -> dict:
     """Which libcupti this process loaded, and its API version (cuptiGetVersion)."""
     import ctypes
+
     paths = sorted({line.split()[-1] for line in open("/proc/self/maps") if "libcupti" in line})
     out = {"loaded": paths}
     for p in paths:
@@ -140,6 +192,7 @@ def cuda_init() -> int:
     """cuInit in this process: CUPTI cannot name a device's chip before it (the first try of this probe, on an
     H100 with driver 580, got ERROR_INVALID_PARAMETER from libcupti 13.4 and ERROR_UNKNOWN from 13.0)."""
     import ctypes
+
     return ctypes.CDLL("libcuda.so.1").cuInit(0)
 
 
@@ -147,17 +200,24 @@ def patch_host_struct(size: int | None):
     """libcupti 13.0's cuptiProfilerHostInitialize takes a 48-byte struct; cupti-python 13.4 passes 56."""
     if size:
         import cupti.cupti as C
+
         C.PROFILER_HOST_INITIALIZE_PARAMS_STRUCT_SIZE = size
 
 
 def configure(col, metrics, buffer_mib=BUFFER_MIB, interval_ns=INTERVAL_NS):
     from cupti import pm_sampling as pm
+
     tries = [(pm.TriggerMode.GPU_TIME_INTERVAL, interval_ns), (pm.TriggerMode.GPU_SYSCLK_INTERVAL, interval_ns)]
     last = None
     for mode, interval in tries:
         try:
-            col.configure(metrics=metrics, hardware_buffer_size=buffer_mib * 2**20, sampling_interval=interval,
-                          trigger_mode=mode, hw_buffer_append_mode=pm.HardwareBufferAppendMode.KEEP_LATEST)
+            col.configure(
+                metrics=metrics,
+                hardware_buffer_size=buffer_mib * 2**20,
+                sampling_interval=interval,
+                trigger_mode=mode,
+                hw_buffer_append_mode=pm.HardwareBufferAppendMode.KEEP_LATEST,
+            )
             return mode.name
         except Exception as e:  # noqa: BLE001
             last = e
@@ -170,12 +230,20 @@ def decode(col, out: list, t_decode: list):
     data = col.decode(max_samples=2000)
     rows = [(s.start_timestamp, s.end_timestamp, [round(v, 5) for v in s.metric_values]) for s in data]
     out.extend(rows)
-    t_decode.append({"mono_ns": time.monotonic_ns(), "real_ns": time.time_ns(), "n": len(rows),
-                     "last_end": rows[-1][1] if rows else None, "decode_ms": 1000 * (time.perf_counter() - t0)})
+    t_decode.append(
+        {
+            "mono_ns": time.monotonic_ns(),
+            "real_ns": time.time_ns(),
+            "n": len(rows),
+            "last_end": rows[-1][1] if rows else None,
+            "decode_ms": 1000 * (time.perf_counter() - t0),
+        }
+    )
     return len(rows)
 
 
 # --- steps (each runs in its own process) -----------------------------------------------------------
+
 
 def step_query(args) -> dict:
     res = {"errors": {}, "cuinit": cuda_init()}
@@ -183,6 +251,7 @@ def step_query(args) -> dict:
     import cupti.cupti as C
     from cupti import pm_sampling as pm
     from cupti import profiler_host as ph
+
     try:
         res["supported_chips"] = ph.get_supported_chips()
     except Exception as e:  # noqa: BLE001
@@ -230,8 +299,12 @@ def step_query(args) -> dict:
                             subs[b] = err(e)
                         try:
                             mp = host.get_metric_properties(b)
-                            props[b] = {"description": mp.description, "hw_unit": mp.hw_unit,
-                                        "dim_unit": mp.dim_unit, "scope": mp.metric_collection_scope.name}
+                            props[b] = {
+                                "description": mp.description,
+                                "hw_unit": mp.hw_unit,
+                                "dim_unit": mp.dim_unit,
+                                "scope": mp.metric_collection_scope.name,
+                            }
                         except Exception as e:  # noqa: BLE001
                             props[b] = err(e)
             res["sub_metrics"], res["properties"] = subs, props
@@ -244,8 +317,9 @@ def step_query(args) -> dict:
                 if not b.startswith(prefixes) or not isinstance(subs, list):
                     continue
                 full = [x if x.startswith(b) else b + ("" if x.startswith(".") else ".") + x for x in subs]
-                best = [f for f in full if f.endswith("pct_of_peak_sustained_elapsed")] or \
-                       [f for f in full if f.endswith((".avg", ".sum"))]
+                best = [f for f in full if f.endswith("pct_of_peak_sustained_elapsed")] or [
+                    f for f in full if f.endswith((".avg", ".sum"))
+                ]
                 auto.setdefault(role, []).extend(best[:2])
         res["auto_candidates"] = auto
         valid = {}
@@ -304,8 +378,12 @@ def step_query(args) -> dict:
         stage = "decode"
         samples, td = [], []
         decode(col, samples, td)
-        res["mini_collect"] = {"metrics": metrics, "samples": len(samples), "first": samples[:3],
-                               "decode_ms": td[-1]["decode_ms"]}
+        res["mini_collect"] = {
+            "metrics": metrics,
+            "samples": len(samples),
+            "first": samples[:3],
+            "decode_ms": td[-1]["decode_ms"],
+        }
         stage = "stop"
         col.stop()
         res["mini_collect"]["ok"] = True
@@ -323,6 +401,7 @@ def step_query(args) -> dict:
 def step_collect(args) -> dict:
     """A CUPTI reader: waits until --start-at, samples for --seconds, logs every error with its stage."""
     from cupti import pm_sampling as pm
+
     res = {"nvml": [nvml_state()], "pid": os.getpid(), "events": [], "cuinit": cuda_init()}
     if args.start_at:
         time.sleep(max(0.0, args.start_at - time.monotonic()))
@@ -340,6 +419,7 @@ def step_collect(args) -> dict:
             res["nvml"].append(nvml_state() | {"after": "failed enable"})
             save(res)
             from cuda.bindings import driver as cu
+
             cu.cuInit(0)
             ctx = cu.cuDevicePrimaryCtxRetain(cu.cuDeviceGet(0)[1])[1]
             cu.cuCtxSetCurrent(ctx)
@@ -393,6 +473,7 @@ def step_collect(args) -> dict:
 def step_gpm(args) -> dict:
     """An NVML GPM reader through gpubench's own source, every 100 ms, every value and error kept."""
     from gpubench.record.sources.gpm import GpmSource
+
     if args.start_at:
         time.sleep(max(0.0, args.start_at - time.monotonic()))
     src = GpmSource()
@@ -422,6 +503,7 @@ def step_load(args) -> dict:
     """Known kernels in phases, each long enough to read; boundaries on the monotonic and wall clocks."""
     import torch
     from gpubench.kernels.spin import cupy_spin, sm_count
+
     torch.backends.cuda.matmul.allow_tf32 = False
     sms = sm_count()
     n = 2**27  # 512 MiB of fp32 each side: a 1 GiB copy counting read and write
@@ -475,6 +557,7 @@ def step_overhead(args) -> dict:
     from gpubench.kernels import gemm
 
     from gpubench.truth.timing import time_loop
+
     res = {"pairs": [], "libcupti_after_torch": libcupti_info()}
     p = gemm.prepare("torch")
     time_loop(p.run, calls_per_timing=10, groups=3)
@@ -500,8 +583,11 @@ def step_overhead(args) -> dict:
             col.enable()
             configure(col, metrics)
             col.start()
-            extra = {"open_ms": 1000 * (time.perf_counter() - t), "clock_status": clock_status(),
-                     "device_mib_taken": (free0 - torch.cuda.mem_get_info()[0]) / 2**20}
+            extra = {
+                "open_ms": 1000 * (time.perf_counter() - t),
+                "clock_status": clock_status(),
+                "device_mib_taken": (free0 - torch.cuda.mem_get_info()[0]) / 2**20,
+            }
 
         def reader():
             while not stop.wait(0.1):
@@ -518,8 +604,12 @@ def step_overhead(args) -> dict:
             col.stop()
             col.disable()
             extra["means"] = [statistics.mean(v[2][i] for v in samples) for i in range(len(metrics))] if samples else []
-        return {"ms": ms, "sm_clock_mhz": statistics.median(clocks) if clocks else None, "samples": len(samples),
-                "decode_ms": statistics.median([d["decode_ms"] for d in td]) if td else None} | extra
+        return {
+            "ms": ms,
+            "sm_clock_mhz": statistics.median(clocks) if clocks else None,
+            "samples": len(samples),
+            "decode_ms": statistics.median([d["decode_ms"] for d in td]) if td else None,
+        } | extra
 
     for i in range(args.pairs):
         off, on = window(False), window(True)
@@ -528,9 +618,11 @@ def step_overhead(args) -> dict:
         ratios = [x["ratio"] for x in res["pairs"]]
         res["median_slowdown_pct"] = 100 * (statistics.median(ratios) - 1)
         save(res)
-        log(f"  pair {i}: off {off['ms']:.4f} ms at {off['sm_clock_mhz']} MHz, on {on['ms']:.4f} ms at "
+        log(
+            f"  pair {i}: off {off['ms']:.4f} ms at {off['sm_clock_mhz']} MHz, on {on['ms']:.4f} ms at "
             f"{on['sm_clock_mhz']} MHz, ratio {pair['ratio']:.4f}; opened in {on['open_ms']:.0f} ms, "
-            f"{on['device_mib_taken']:.0f} MiB, clock {on['clock_status']}, in-process means {on['means']}")
+            f"{on['device_mib_taken']:.0f} MiB, clock {on['clock_status']}, in-process means {on['means']}"
+        )
     res["clock_status_after"] = clock_status()
     return res
 
@@ -539,6 +631,7 @@ STEPS = {"query": step_query, "collect": step_collect, "gpm": step_gpm, "load": 
 
 
 # --- the driver -------------------------------------------------------------------------------------
+
 
 class Driver:
     def __init__(self, out: Path, wheels: Path, budget_s: float):
@@ -600,33 +693,51 @@ class Driver:
 
     def environment(self):
         from importlib import metadata
+
         env = {}
-        for pkg in ("torch", "nvidia-cuda-cupti", "cuda-bindings", "cuda-pathfinder", "cupti-python", "numpy",
-                    "nvidia-ml-py", "cupy-cuda13x"):
+        for pkg in (
+            "torch",
+            "nvidia-cuda-cupti",
+            "cuda-bindings",
+            "cuda-pathfinder",
+            "cupti-python",
+            "numpy",
+            "nvidia-ml-py",
+            "cupy-cuda13x",
+        ):
             try:
                 env[pkg] = metadata.version(pkg)
             except metadata.PackageNotFoundError:
                 env[pkg] = None
-        env["nvidia_smi"] = self.sh("nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,"
-                                    "clocks.applications.graphics,power.limit --format=csv")
+        env["nvidia_smi"] = self.sh(
+            "nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,"
+            "clocks.applications.graphics,power.limit --format=csv"
+        )
         env["profiling_params"] = self.sh("grep -iE 'Profil|Restrict' /proc/driver/nvidia/params")
         env["whoami"] = self.sh("id")
         import importlib.util
+
         torch_dir = Path(importlib.util.find_spec("torch").origin).parent
         site = torch_dir.parent
-        env["torch_cupti_link"] = self.sh(f"ldd {torch_dir}/lib/libtorch_cuda.so | grep -i cupti; readelf -d "
-                                          f"{torch_dir}/lib/libtorch_cuda.so | grep -iE 'rpath|runpath|cupti'")
+        env["torch_cupti_link"] = self.sh(
+            f"ldd {torch_dir}/lib/libtorch_cuda.so | grep -i cupti; readelf -d "
+            f"{torch_dir}/lib/libtorch_cuda.so | grep -iE 'rpath|runpath|cupti'"
+        )
         env["cupti_libs"] = self.sh(f"ls -la {site}/nvidia/cu13/lib | grep -iE 'cupti|nvperf'")
-        env["tools"] = self.sh("which dcgmi nv-hostengine ncu nsys nvcc; ls -d /opt/nvidia/nsight-compute/* "
-                               "2>/dev/null")
-        env["ncu_pm_sections"] = self.sh("grep -rhoE 'pmsampling:[a-zA-Z0-9_.]+' /opt/nvidia/nsight-compute/*/sections "
-                                         "2>/dev/null | sort | uniq -c | sort -rn | head -80")
+        env["tools"] = self.sh(
+            "which dcgmi nv-hostengine ncu nsys nvcc; ls -d /opt/nvidia/nsight-compute/* 2>/dev/null"
+        )
+        env["ncu_pm_sections"] = self.sh(
+            "grep -rhoE 'pmsampling:[a-zA-Z0-9_.]+' /opt/nvidia/nsight-compute/*/sections "
+            "2>/dev/null | sort | uniq -c | sort -rn | head -80"
+        )
         self.results["environment"] = env
         for k, v in env.items():
             log(f"{k}: {v}")
 
     def install_bindings(self):
         from importlib import metadata
+
         lines = [self.pip(*self.wheel("cupti_python"), *self.wheel("pyelftools"))]
 
         def older(pkg, floor):
@@ -649,8 +760,10 @@ class Driver:
         log(line)
 
     def write_metrics(self, q: dict):
-        lines = [f"# PM sampling metrics of {q.get('chip')} as the CUPTI profiler host lists them "
-                 f"(libcupti {q.get('libcupti')})"]
+        lines = [
+            f"# PM sampling metrics of {q.get('chip')} as the CUPTI profiler host lists them "
+            f"(libcupti {q.get('libcupti')})"
+        ]
         for t, names in (q.get("base_metrics") or {}).items():
             for n in names:
                 sub = (q.get("sub_metrics") or {}).get(n)
@@ -682,10 +795,16 @@ class Driver:
         self.results["gpm_reference"] = {"gpm": res, "load": load}
         log("  GPM per phase (reads whose interval lies in the phase, first 0.3 s dropped):")
         for ph in load.get("phases", []):
-            rows = [r["values"] for r in res.get("reads", []) if "values" in r
-                    and r["t0"] >= ph["t0"] + 0.3 and r["t1"] <= ph["t1"]]
-            means = {k: statistics.mean(r[k] for r in rows if not math.isnan(r[k])) for k in (rows[0] if rows else {})
-                     if any(not math.isnan(r[k]) for r in rows)}
+            rows = [
+                r["values"]
+                for r in res.get("reads", [])
+                if "values" in r and r["t0"] >= ph["t0"] + 0.3 and r["t1"] <= ph["t1"]
+            ]
+            means = {
+                k: statistics.mean(r[k] for r in rows if not math.isnan(r[k]))
+                for k in (rows[0] if rows else {})
+                if any(not math.isnan(r[k]) for r in rows)
+            }
             log(f"    {ph['phase']:<18} n={len(rows):<3} " + " ".join(f"{k}={v:.3g}" for k, v in means.items()))
 
     def summarize_cupti(self, label, res, load, metrics):
@@ -700,19 +819,26 @@ class Driver:
         off = min(offs) if offs else 0
         mono_minus_real = statistics.median(d["mono_ns"] - d["real_ns"] for d in td) if td else 0
         durs = [e - s for s, e, _ in samples]
-        log(f"  {label}: {len(samples)} samples, duration median {statistics.median(durs) / 1e6:.3f} ms; GPU clock "
+        log(
+            f"  {label}: {len(samples)} samples, duration median {statistics.median(durs) / 1e6:.3f} ms; GPU clock "
             f"- wall clock ~ {-off / 1e6:.1f} ms (decode latency included); decode "
-            f"{statistics.median(d['decode_ms'] for d in td):.2f} ms median")
+            f"{statistics.median(d['decode_ms'] for d in td):.2f} ms median"
+        )
         for ph in load.get("phases", []):
             lo, hi = ph["t0"] + 0.3, ph["t1"] - 0.05
-            rows = [v for s, e, v in samples
-                    if lo <= (s + off + mono_minus_real) / 1e9 and (e + off + mono_minus_real) / 1e9 <= hi]
+            rows = [
+                v
+                for s, e, v in samples
+                if lo <= (s + off + mono_minus_real) / 1e9 and (e + off + mono_minus_real) / 1e9 <= hi
+            ]
             if not rows:
                 log(f"    {ph['phase']:<18} n=0")
                 continue
             means = [statistics.mean(r[i] for r in rows) for i in range(len(metrics))]
-            log(f"    {ph['phase']:<18} n={len(rows):<3} " + " ".join(f"{m.split('.')[0]}={v:.4g}"
-                                                                    for m, v in zip(metrics, means)))
+            log(
+                f"    {ph['phase']:<18} n={len(rows):<3} "
+                + " ".join(f"{m.split('.')[0]}={v:.4g}" for m, v in zip(metrics, means))
+            )
 
     def two_readers(self, metrics: list[str]):
         """GPM and CUPTI, CUPTI and CUPTI, GPM and GPM, at once, while a GEMM runs in a third process."""
@@ -723,10 +849,12 @@ class Driver:
             time.sleep(0.1)
         m = ",".join(metrics)
         out = {}
-        for name, first, second in (("gpm_then_cupti", ("gpm",), ("collect", "--metrics", m)),
-                                    ("cupti_then_gpm", ("collect", "--metrics", m), ("gpm",)),
-                                    ("cupti_then_cupti", ("collect", "--metrics", m), ("collect", "--metrics", m)),
-                                    ("gpm_then_gpm", ("gpm",), ("gpm",))):
+        for name, first, second in (
+            ("gpm_then_cupti", ("gpm",), ("collect", "--metrics", m)),
+            ("cupti_then_gpm", ("collect", "--metrics", m), ("gpm",)),
+            ("cupti_then_cupti", ("collect", "--metrics", m), ("collect", "--metrics", m)),
+            ("gpm_then_gpm", ("gpm",), ("gpm",)),
+        ):
             if self.left() < 25:
                 break
             now = time.monotonic()
@@ -745,13 +873,17 @@ class Driver:
         """What a reader reported before, while and after the second reader ran."""
         b = {k: r.get(k) for k in ("ok", "failed_at", "error", "disable_error", "events") if r.get(k) is not None}
         if "reads" in r:  # GPM
+
             def mean(rows, key="sm_active_pct"):
                 vals = [x["values"].get(key) for x in rows if "values" in x and x["values"].get(key) is not None]
                 vals = [v for v in vals if not math.isnan(v)]
                 return round(statistics.mean(vals), 2) if vals else None
-            parts = {"before": [x for x in r["reads"] if x["t1"] < t_b0],
-                     "during": [x for x in r["reads"] if x["t0"] >= t_b0 and x["t1"] <= t_b1],
-                     "after": [x for x in r["reads"] if x["t0"] > t_b1]}
+
+            parts = {
+                "before": [x for x in r["reads"] if x["t1"] < t_b0],
+                "during": [x for x in r["reads"] if x["t0"] >= t_b0 and x["t1"] <= t_b1],
+                "after": [x for x in r["reads"] if x["t0"] > t_b1],
+            }
             b["sm_active"] = {k: mean(v) for k, v in parts.items()}
             b["read_errors"] = sorted({x["error"] for x in r["reads"] if "error" in x})[:3]
         if "samples" in r:  # CUPTI
@@ -768,9 +900,11 @@ class Driver:
             log("  no ncu here")
             return
         src = self.tmp / "tiny.cu"
-        src.write_text("__global__ void k(float* x){int i=blockIdx.x*blockDim.x+threadIdx.x; for(int j=0;j<20000;j++)"
-                       " x[i]=x[i]*0.999f+1.0f;}\nint main(){float* x; cudaMalloc(&x, 1<<24); for(int r=0;r<20;r++)"
-                       " k<<<4096,1024>>>(x); cudaDeviceSynchronize(); return 0;}\n")
+        src.write_text(
+            "__global__ void k(float* x){int i=blockIdx.x*blockDim.x+threadIdx.x; for(int j=0;j<20000;j++)"
+            " x[i]=x[i]*0.999f+1.0f;}\nint main(){float* x; cudaMalloc(&x, 1<<24); for(int r=0;r<20;r++)"
+            " k<<<4096,1024>>>(x); cudaDeviceSynchronize(); return 0;}\n"
+        )
         exe = self.tmp / "tiny"
         log("  nvcc: " + self.sh(f"{nvcc} -o {exe} {src}", timeout=60)[-300:])
         res = {"alone": self.sh(f"{ncu} --metrics sm__cycles_active.avg --launch-count 2 {exe}", timeout=60)[-1500:]}
@@ -779,8 +913,9 @@ class Driver:
             now = time.monotonic()
             c = self.spawn("collect", "--metrics", ",".join(metrics), "--seconds", "8", "--start-at", str(now + 1))
             time.sleep(3.0)
-            res["during_cupti"] = self.sh(f"{ncu} --metrics sm__cycles_active.avg --launch-count 2 {exe}",
-                                          timeout=40)[-1500:]
+            res["during_cupti"] = self.sh(f"{ncu} --metrics sm__cycles_active.avg --launch-count 2 {exe}", timeout=40)[
+                -1500:
+            ]
             log("  ncu while a CUPTI collector runs:\n" + res["during_cupti"])
             r = self.finish(*c, timeout=20)
             res["cupti_during_ncu"] = self.brief(r, 0, 0)
@@ -789,12 +924,15 @@ class Driver:
             now = time.monotonic()
             g = self.spawn("gpm", "--seconds", "8", "--start-at", str(now + 1))
             time.sleep(3.0)
-            res["during_gpm"] = self.sh(f"{ncu} --metrics sm__cycles_active.avg --launch-count 2 {exe}",
-                                        timeout=40)[-1500:]
+            res["during_gpm"] = self.sh(f"{ncu} --metrics sm__cycles_active.avg --launch-count 2 {exe}", timeout=40)[
+                -1500:
+            ]
             log("  ncu while GPM reads:\n" + res["during_gpm"])
             r = self.finish(*g, timeout=20)
-            res["gpm_during_ncu"] = {"errors": sorted({x["error"] for x in r.get("reads", []) if "error" in x})[:3],
-                                     "reads": len(r.get("reads", []))}
+            res["gpm_during_ncu"] = {
+                "errors": sorted({x["error"] for x in r.get("reads", []) if "error" in x})[:3],
+                "reads": len(r.get("reads", [])),
+            }
             log("  GPM meanwhile: " + json.dumps(res["gpm_during_ncu"]))
         self.results["ncu"] = res
 
@@ -805,11 +943,13 @@ class Driver:
         res = {"start": self.sh("nv-hostengine", timeout=15)}
         time.sleep(2)
         res["dmon"] = self.sh("dcgmi dmon -e 1002 -c 5 -d 200", timeout=20)
-        res["cupti"] = self.brief(self.run("collect", "--metrics", ",".join(metrics), "--seconds", "2", timeout=30),
-                                  0, 0)
+        res["cupti"] = self.brief(
+            self.run("collect", "--metrics", ",".join(metrics), "--seconds", "2", timeout=30), 0, 0
+        )
         res["pause"] = self.sh("dcgmi profile --pause", timeout=15)
-        res["cupti_paused"] = self.brief(self.run("collect", "--metrics", ",".join(metrics), "--seconds", "2",
-                                                  timeout=30), 0, 0)
+        res["cupti_paused"] = self.brief(
+            self.run("collect", "--metrics", ",".join(metrics), "--seconds", "2", timeout=30), 0, 0
+        )
         res["resume"] = self.sh("dcgmi profile --resume", timeout=15)
         res["stop"] = self.sh("nv-hostengine --term", timeout=15)
         self.results["dcgm"] = res
@@ -841,6 +981,7 @@ def main() -> int:
             res = STEPS[args.step](args)
         except Exception as e:  # noqa: BLE001
             import traceback
+
             traceback.print_exc()
             res = {"step_error": err(e)}
         args.result.write_text(json.dumps(res, default=str))
@@ -880,8 +1021,10 @@ def main() -> int:
         log("== 5. overhead on a bf16 GEMM, collector in the same process as torch")
         r = d.run("overhead", "--metrics", ",".join(set_a), timeout=70)
         d.results["overhead"] = {k: v for k, v in r.items()}
-        log(f"  median slowdown {r.get('median_slowdown_pct')}%; clock status before {r.get('clock_status_before')}, "
-            f"after {r.get('clock_status_after')}; libcupti {r.get('libcupti_after_torch')}")
+        log(
+            f"  median slowdown {r.get('median_slowdown_pct')}%; clock status before {r.get('clock_status_before')}, "
+            f"after {r.get('clock_status_after')}; libcupti {r.get('libcupti_after_torch')}"
+        )
         d.checkpoint()
         log("== 6. hardware buffer of 512 MiB (the default) against 64 MiB, and a non-root user")
         big = d.run("collect", "--metrics", ",".join(set_a), "--seconds", "1", "--buffer-mib", "512", timeout=30)
@@ -903,8 +1046,12 @@ def main() -> int:
         if set_b and d.left() > 30:
             log("== 9. the alternates (set B) over the same kernels")
             d.cross_process("set_b", set_b)
-        log("== after: " + d.sh("nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,clocks.applications.graphics,"
-                                 "power.draw --format=csv"))
+        log(
+            "== after: "
+            + d.sh(
+                "nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,clocks.applications.graphics,power.draw --format=csv"
+            )
+        )
     finally:
         d.checkpoint()
         log(f"probe done, {d.left():.0f} s of its budget left")

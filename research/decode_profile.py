@@ -63,8 +63,10 @@ def main(argv=None) -> int:
         p.error("this tool needs a CUDA GPU")
     batches = [int(s) for s in a.batches.split(",")]
     w = torch.randn(N, K, device="cuda", dtype=torch.bfloat16, generator=torch.Generator(device="cuda").manual_seed(0))
-    print(f"{torch.cuda.get_device_name()}: W {N} x {K} bf16; settings in force "
-          f"{[decode.settings_for(b) for b in batches]}")
+    print(
+        f"{torch.cuda.get_device_name()}: W {N} x {K} bf16; settings in force "
+        f"{[decode.settings_for(b) for b in batches]}"
+    )
     rows = []
     for b in batches:
         for who, fn in calls(b, w).items():
@@ -81,13 +83,23 @@ def main(argv=None) -> int:
                 by_name[e["name"]].append(e)
             for name, es in by_name.items():
                 durs = sorted(e["dur"] for e in es)
-                row = {"b": b, "who": who, "kernel": name, "count": len(es), "median_us": durs[len(durs) // 2],
-                       "min_us": durs[0], "max_us": durs[-1]}
+                row = {
+                    "b": b,
+                    "who": who,
+                    "kernel": name,
+                    "count": len(es),
+                    "median_us": durs[len(durs) // 2],
+                    "min_us": durs[0],
+                    "max_us": durs[-1],
+                }
                 row.update({k: json.dumps(es[0]["args"].get(k)) for k in ARGS})
                 rows.append(row)
-                print(f"B={b:<4} {who:<7} {row['median_us']:8.1f} us (min {row['min_us']:.1f}) x{len(es):<3} "
-                      f"grid {row['grid']} block {row['block']} regs {row['registers per thread']} "
-                      f"smem {row['shared memory']}  {name}", flush=True)
+                print(
+                    f"B={b:<4} {who:<7} {row['median_us']:8.1f} us (min {row['min_us']:.1f}) x{len(es):<3} "
+                    f"grid {row['grid']} block {row['block']} regs {row['registers per thread']} "
+                    f"smem {row['shared memory']}  {name}",
+                    flush=True,
+                )
     if a.out and rows:
         with a.out.open("w", newline="") as f:
             wr = csv.DictWriter(f, fieldnames=list(rows[0]))

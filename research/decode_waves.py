@@ -43,36 +43,37 @@ c = functools.partial(space.cfg, tma=True)  # c(BLOCK_N, BLOCK_B, BLOCK_K, num_w
 def settings(b: int) -> dict:
     """name -> (head settings, tail settings or None): a tail splits the launch at decode.whole_wave_rows."""
     big = c(128, 256, 64, 8, 3) if b >= 256 else c(128, 128, 64, 8, 4)
-    out = {"in-use": (decode.settings_for(b), None),
-           "sk1-128x256x64-s3": (c(128, 256, 64, 8, 3, per_sm=1, sk=1), None),
-           "sk1-128x256x64-s4": (c(128, 256, 64, 8, 4, per_sm=1, sk=1), None),
-           "sk1-256x128x64-s4": (c(256, 128, 64, 8, 4, per_sm=1, sk=1), None),
-           "sk2-256x128x64-s4": (c(256, 128, 64, 8, 4, per_sm=1, sk=2), None),
-           "gluon-256x128x64-s3": (c(256, 128, 64, 8, 3, gluon=True), None),
-           "gluon-256x128x32-s6": (c(256, 128, 32, 8, 6, gluon=True), None),
-           "gluon-128x128x64-s4": (c(128, 128, 64, 8, 4, gluon=True), None),
-           "128x128x64-s4": (c(128, 128, 64, 8, 4), None),
-           "split+128x128-p1": ({**big, "per_sm": 1}, c(128, 128, 64, 8, 4)),
-           "split256x128+128x128": (c(256, 128, 64, 8, 4), c(128, 128, 64, 8, 4)),
-           "split256x128+128x64": (c(256, 128, 64, 8, 4), c(128, 64, 64, 4, 4)),
-           "128x256x64-s3": (c(128, 256, 64, 8, 3), None),
-           "128x256x64-s4": (c(128, 256, 64, 8, 4), None),
-           "128x256x64-s4-p1": (c(128, 256, 64, 8, 4, per_sm=1), None),
-           "128x256x64-s4-p1f": (c(128, 256, 64, 8, 4, per_sm=1, flatten=True), None),
-           "256x128x64-s4-p1": (c(256, 128, 64, 8, 4, per_sm=1), None),
-           "128x256x32-s8-p1f": (c(128, 256, 32, 8, 8, per_sm=1, flatten=True), None),
-           "256x128x32-s8-p1f": (c(256, 128, 32, 8, 8, per_sm=1, flatten=True), None),
-           "before": (c(256, 128, 64, 8, 4), None),  # the H100's B = 256 setting before 128x256x64-s4-p1f
-           "256x128x64-s4-p1f": (c(256, 128, 64, 8, 4, per_sm=1, flatten=True), None),
-           "256x128x64-s4": (c(256, 128, 64, 8, 4), None),
-           "split+128x128": (big, c(128, 128, 64, 8, 4)),
-           "split4+128x128": (c(128, 256, 64, 8, 4), c(128, 128, 64, 8, 4)),
-           "split4+128x128-p1": (c(128, 256, 64, 8, 4, per_sm=1), c(128, 128, 64, 8, 4)),
-           "split4+128x128-p1f": (c(128, 256, 64, 8, 4, per_sm=1, flatten=True), c(128, 128, 64, 8, 4)),
-           "split+64x256": (big, c(64, 256, 64, 4, 4)),
-           "split+k2": (big, c(128, 256, 64, 8, 3, split_k=2)),
-           "split+k4": (big, c(128, 256, 64, 8, 3, split_k=4)),
-           }
+    out = {
+        "in-use": (decode.settings_for(b), None),
+        "sk1-128x256x64-s3": (c(128, 256, 64, 8, 3, per_sm=1, sk=1), None),
+        "sk1-128x256x64-s4": (c(128, 256, 64, 8, 4, per_sm=1, sk=1), None),
+        "sk1-256x128x64-s4": (c(256, 128, 64, 8, 4, per_sm=1, sk=1), None),
+        "sk2-256x128x64-s4": (c(256, 128, 64, 8, 4, per_sm=1, sk=2), None),
+        "gluon-256x128x64-s3": (c(256, 128, 64, 8, 3, gluon=True), None),
+        "gluon-256x128x32-s6": (c(256, 128, 32, 8, 6, gluon=True), None),
+        "gluon-128x128x64-s4": (c(128, 128, 64, 8, 4, gluon=True), None),
+        "128x128x64-s4": (c(128, 128, 64, 8, 4), None),
+        "split+128x128-p1": ({**big, "per_sm": 1}, c(128, 128, 64, 8, 4)),
+        "split256x128+128x128": (c(256, 128, 64, 8, 4), c(128, 128, 64, 8, 4)),
+        "split256x128+128x64": (c(256, 128, 64, 8, 4), c(128, 64, 64, 4, 4)),
+        "128x256x64-s3": (c(128, 256, 64, 8, 3), None),
+        "128x256x64-s4": (c(128, 256, 64, 8, 4), None),
+        "128x256x64-s4-p1": (c(128, 256, 64, 8, 4, per_sm=1), None),
+        "128x256x64-s4-p1f": (c(128, 256, 64, 8, 4, per_sm=1, flatten=True), None),
+        "256x128x64-s4-p1": (c(256, 128, 64, 8, 4, per_sm=1), None),
+        "128x256x32-s8-p1f": (c(128, 256, 32, 8, 8, per_sm=1, flatten=True), None),
+        "256x128x32-s8-p1f": (c(256, 128, 32, 8, 8, per_sm=1, flatten=True), None),
+        "before": (c(256, 128, 64, 8, 4), None),  # the H100's B = 256 setting before 128x256x64-s4-p1f
+        "256x128x64-s4-p1f": (c(256, 128, 64, 8, 4, per_sm=1, flatten=True), None),
+        "256x128x64-s4": (c(256, 128, 64, 8, 4), None),
+        "split+128x128": (big, c(128, 128, 64, 8, 4)),
+        "split4+128x128": (c(128, 256, 64, 8, 4), c(128, 128, 64, 8, 4)),
+        "split4+128x128-p1": (c(128, 256, 64, 8, 4, per_sm=1), c(128, 128, 64, 8, 4)),
+        "split4+128x128-p1f": (c(128, 256, 64, 8, 4, per_sm=1, flatten=True), c(128, 128, 64, 8, 4)),
+        "split+64x256": (big, c(64, 256, 64, 4, 4)),
+        "split+k2": (big, c(128, 256, 64, 8, 3, split_k=2)),
+        "split+k4": (big, c(128, 256, 64, 8, 3, split_k=4)),
+    }
     return out
 
 
@@ -115,12 +116,17 @@ def held(fn, seconds: float = 1.5) -> dict:
     t.join()
     kept = [(w, mhz) for ts, w, mhz in samples if t_from <= ts <= t_to]
     watts = sum(w for w, _ in kept) / len(kept)
-    return {"power_w": watts, "sm_mhz": sorted(m for _, m in kept)[len(kept) // 2],
-            "ms_held": (t_to - t_from) * 1e3 / calls, "mj_per_call": watts * (t_to - t_from) / calls * 1e3}
+    return {
+        "power_w": watts,
+        "sm_mhz": sorted(m for _, m in kept)[len(kept) // 2],
+        "ms_held": (t_to - t_from) * 1e3 / calls,
+        "mj_per_call": watts * (t_to - t_from) / calls * 1e3,
+    }
 
 
-def measure(b: int, n: int, named: dict, sms: int, rounds: int, window_s: float, label: str, rows: list,
-            power: bool = False) -> None:
+def measure(
+    b: int, n: int, named: dict, sms: int, rounds: int, window_s: float, label: str, rows: list, power: bool = False
+) -> None:
     x, w = decode.make_inputs(b, K, n)
     ref = decode.reference(x, w)
     y = torch.empty(b, n, device="cuda", dtype=torch.bfloat16)
@@ -144,8 +150,11 @@ def measure(b: int, n: int, named: dict, sms: int, rounds: int, window_s: float,
         r.update(b=b, n=n)
         if power:
             r.update(held(fns[r["name"]]))
-            print(f"{label} {r['name']:<30} {r['power_w']:.0f} W at {r['sm_mhz']:.0f} MHz: "
-                  f"{r['mj_per_call']:.1f} mJ a call ({r['ms_held']:.4f} ms a call held)", flush=True)
+            print(
+                f"{label} {r['name']:<30} {r['power_w']:.0f} W at {r['sm_mhz']:.0f} MHz: "
+                f"{r['mj_per_call']:.1f} mJ a call ({r['ms_held']:.4f} ms a call held)",
+                flush=True,
+            )
     timing.say(label, got)
     rows += got
 
@@ -174,8 +183,16 @@ def main(argv=None) -> int:
         for name in () if args.skip_whole else ("128x256x64-s3", "256x128x64-s4"):  # tiles alone: N cut to whole waves
             head = every[name][0]
             nw = decode.whole_wave_rows(b, N, head, sms)
-            measure(b, nw, {name: (head, None), name + "-p1": ({**head, "per_sm": 1}, None)}, sms, args.rounds,
-                    args.window_s, f"b{b}-whole-{name}", rows)
+            measure(
+                b,
+                nw,
+                {name: (head, None), name + "-p1": ({**head, "per_sm": 1}, None)},
+                sms,
+                args.rounds,
+                args.window_s,
+                f"b{b}-whole-{name}",
+                rows,
+            )
             tune_io.write(args.out, rows)  # after each measurement: a run stopped at its limit keeps them
         measure(b, N, named, sms, args.rounds, args.window_s, f"b{b}-full", rows, args.power)
         tune_io.write(args.out, rows)

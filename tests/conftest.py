@@ -33,18 +33,36 @@ def _share(text: str) -> float:
 
 
 def pytest_addoption(parser):
-    parser.addoption("--slow-copy", action="store_true",
-                     help="benchmarks: run the Triton copy with a tiny block size, a deliberate slowdown that "
-                          "--benchmark-compare-fail must catch")
-    parser.addoption("--slow-calls", metavar="PCT", type=non_negative, default=0.0,
-                     help="benchmarks: each copy and GEMM call also runs its own kernel on PCT%% of its size, "
-                          "real work that slows it by about PCT%%, which the gate must never read as same")
-    parser.addoption("--slow-share", metavar="F", type=_share, default=1.0,
-                     help="benchmarks: with --slow-calls or --more-work, slow only a share F of the calls, in bursts "
-                          "that slow whole rounds (default 1: every call)")
-    parser.addoption("--more-work", metavar="PCT", type=non_negative, default=0.0,
-                     help="gate benchmarks (tests/gate_benchmarks): every call does PCT%% more work, its size grown "
-                          "by as much, which the gate must read as slower")
+    parser.addoption(
+        "--slow-copy",
+        action="store_true",
+        help="benchmarks: run the Triton copy with a tiny block size, a deliberate slowdown that "
+        "--benchmark-compare-fail must catch",
+    )
+    parser.addoption(
+        "--slow-calls",
+        metavar="PCT",
+        type=non_negative,
+        default=0.0,
+        help="benchmarks: each copy and GEMM call also runs its own kernel on PCT%% of its size, "
+        "real work that slows it by about PCT%%, which the gate must never read as same",
+    )
+    parser.addoption(
+        "--slow-share",
+        metavar="F",
+        type=_share,
+        default=1.0,
+        help="benchmarks: with --slow-calls or --more-work, slow only a share F of the calls, in bursts "
+        "that slow whole rounds (default 1: every call)",
+    )
+    parser.addoption(
+        "--more-work",
+        metavar="PCT",
+        type=non_negative,
+        default=0.0,
+        help="gate benchmarks (tests/gate_benchmarks): every call does PCT%% more work, its size grown "
+        "by as much, which the gate must read as slower",
+    )
 
 
 def pytest_collection_modifyitems(config, items):

@@ -30,9 +30,15 @@ def spawn(fn, world: int, *args, nodes: int = 1) -> None:
 
 def _entry(rank, fn, world, nodes, port, args):
     per_node = world // nodes
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank % per_node),
-                      LOCAL_WORLD_SIZE=str(per_node), GROUP_RANK=str(rank // per_node),
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    os.environ.update(
+        RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_RANK=str(rank % per_node),
+        LOCAL_WORLD_SIZE=str(per_node),
+        GROUP_RANK=str(rank // per_node),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
     launch = dist.launch_from(os.environ)
     comm = dist.start(launch, "gloo", timeout_s=60)
     try:
@@ -65,11 +71,29 @@ class CpuBackend:
         return []
 
     def device_info(self, gpu):
-        return {"nvml_index": gpu.nvml_index, "uuid": gpu.uuid, "name": gpu.name, "memory_mib": 143771,
-                "sm_count": 132, "pcie": {"bytes_per_s": 63e9},
-                "nvlink": {"links": [{"link": i, "active": True, "version": 5, "speed_mbps": NVLINK_BYTES_PER_S / 18e6,
-                                      "peer_bus": None, "peer": None} for i in range(18)],
-                           "active_links": 18, "bytes_per_s": NVLINK_BYTES_PER_S}}
+        return {
+            "nvml_index": gpu.nvml_index,
+            "uuid": gpu.uuid,
+            "name": gpu.name,
+            "memory_mib": 143771,
+            "sm_count": 132,
+            "pcie": {"bytes_per_s": 63e9},
+            "nvlink": {
+                "links": [
+                    {
+                        "link": i,
+                        "active": True,
+                        "version": 5,
+                        "speed_mbps": NVLINK_BYTES_PER_S / 18e6,
+                        "peer_bus": None,
+                        "peer": None,
+                    }
+                    for i in range(18)
+                ],
+                "active_links": 18,
+                "bytes_per_s": NVLINK_BYTES_PER_S,
+            },
+        }
 
     def versions(self):
         return {"gpubench": "test"}
@@ -117,5 +141,12 @@ class RankSource(Source):
 
     def read(self):
         t = time.monotonic()
-        return {g: {"gpu_util_pct": 100.0 - g, "sm_active_pct": 5.0 + g, "power_w": 100.0 + 10 * g,
-                    "energy_j": (100.0 + 10 * g) * t} for g in self.gpus}
+        return {
+            g: {
+                "gpu_util_pct": 100.0 - g,
+                "sm_active_pct": 5.0 + g,
+                "power_w": 100.0 + 10 * g,
+                "energy_j": (100.0 + 10 * g) * t,
+            }
+            for g in self.gpus
+        }

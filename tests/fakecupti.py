@@ -82,7 +82,8 @@ class World:
         for _ in range(n):
             start = next(self.clock_ns)
             self.pending.setdefault(index, []).append(
-                Sample(start, start + 10_000_000, [values.get(m, math.nan) for m in names]))
+                Sample(start, start + 10_000_000, [values.get(m, math.nan) for m in names])
+            )
 
     def modules(self):
         """(bindings, pm_sampling, profiler_host) as cupti-python would give them: made once, like modules."""
@@ -126,11 +127,18 @@ def make_bindings(world: World):
         p.p_chip_name = world.chips[p.device_index]
 
     return SimpleNamespace(
-        Result=Result, cuptiError=cuptiError, ProfilerInitializeParams=Params, ProfilerDeInitializeParams=Params,
-        DeviceGetChipNameParams=Params, PROFILER_INITIALIZE_PARAMS_STRUCT_SIZE=16,
-        PROFILER_DEINITIALIZE_PARAMS_STRUCT_SIZE=16, DEVICE_GET_CHIP_NAME_PARAMS_STRUCT_SIZE=32,
-        profiler_initialize=profiler_initialize, profiler_deinitialize=profiler_deinitialize,
-        device_get_chip_name=device_get_chip_name)
+        Result=Result,
+        cuptiError=cuptiError,
+        ProfilerInitializeParams=Params,
+        ProfilerDeInitializeParams=Params,
+        DeviceGetChipNameParams=Params,
+        PROFILER_INITIALIZE_PARAMS_STRUCT_SIZE=16,
+        PROFILER_DEINITIALIZE_PARAMS_STRUCT_SIZE=16,
+        DEVICE_GET_CHIP_NAME_PARAMS_STRUCT_SIZE=32,
+        profiler_initialize=profiler_initialize,
+        profiler_deinitialize=profiler_deinitialize,
+        device_get_chip_name=device_get_chip_name,
+    )
 
 
 def make_pm_sampling(world: World):
@@ -168,14 +176,22 @@ def make_pm_sampling(world: World):
             world.log.append(f"enable {self.index}")
 
         def configure(self, *, metrics, hardware_buffer_size, sampling_interval, trigger_mode, hw_buffer_append_mode):
-            if trigger_mode == TriggerMode.GPU_TIME_INTERVAL and not world.time_trigger or \
-                    hw_buffer_append_mode == HardwareBufferAppendMode.KEEP_LATEST and not world.keep_latest:
+            if (
+                trigger_mode == TriggerMode.GPU_TIME_INTERVAL
+                and not world.time_trigger
+                or hw_buffer_append_mode == HardwareBufferAppendMode.KEEP_LATEST
+                and not world.keep_latest
+            ):
                 raise ValueError("Requested PM sampling configuration is not supported.")
             if any(m not in world.offered for m in metrics):
                 raise ValueError("One or more metrics are invalid")
-            world.configured[self.index] = {"metrics": list(metrics), "interval": sampling_interval,
-                                            "trigger": trigger_mode, "append": hw_buffer_append_mode,
-                                            "buffer": hardware_buffer_size}
+            world.configured[self.index] = {
+                "metrics": list(metrics),
+                "interval": sampling_interval,
+                "trigger": trigger_mode,
+                "append": hw_buffer_append_mode,
+                "buffer": hardware_buffer_size,
+            }
 
         def start(self):
             self.started = True
@@ -187,7 +203,7 @@ def make_pm_sampling(world: World):
 
         def decode(self, max_samples: int = 10000):
             taken = world.pending.get(self.index, [])[:max_samples]
-            world.pending[self.index] = world.pending.get(self.index, [])[len(taken):]
+            world.pending[self.index] = world.pending.get(self.index, [])[len(taken) :]
             return CounterData(world.configured[self.index]["metrics"], taken)
 
         def disable(self):
@@ -203,8 +219,9 @@ def make_pm_sampling(world: World):
             p.struct_size = 16
             make_bindings(world).profiler_deinitialize(p.ptr)
 
-    return SimpleNamespace(Collector=Collector, TriggerMode=TriggerMode,
-                           HardwareBufferAppendMode=HardwareBufferAppendMode)
+    return SimpleNamespace(
+        Collector=Collector, TriggerMode=TriggerMode, HardwareBufferAppendMode=HardwareBufferAppendMode
+    )
 
 
 def make_profiler_host(world: World):
@@ -231,6 +248,9 @@ def make_profiler_host(world: World):
     def get_num_of_passes(image):
         return max(1, math.ceil(len(image) / world.per_pass))
 
-    return SimpleNamespace(ProfilerHost=ProfilerHost, ProfilerType=ProfilerType,
-                           get_supported_chips=lambda: list(world.supported_chips),
-                           get_num_of_passes=get_num_of_passes)
+    return SimpleNamespace(
+        ProfilerHost=ProfilerHost,
+        ProfilerType=ProfilerType,
+        get_supported_chips=lambda: list(world.supported_chips),
+        get_num_of_passes=get_num_of_passes,
+    )

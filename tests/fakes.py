@@ -60,9 +60,19 @@ class FakeBackend:
         return [4242]
 
     def device_info(self, gpu):
-        return {"nvml_index": gpu.nvml_index, "cuda_index": gpu.cuda_index, "uuid": gpu.uuid, "name": gpu.name,
-                "sm_count": 132, "memory_mib": 81559, "driver": "580.0", "cuda_driver": "13.0", "architecture": 9,
-                "gpm_supported": True, "pcie": {"bytes_per_s": 63.0e9, "max_generation": 5, "max_width": 16}}
+        return {
+            "nvml_index": gpu.nvml_index,
+            "cuda_index": gpu.cuda_index,
+            "uuid": gpu.uuid,
+            "name": gpu.name,
+            "sm_count": 132,
+            "memory_mib": 81559,
+            "driver": "580.0",
+            "cuda_driver": "13.0",
+            "architecture": 9,
+            "gpm_supported": True,
+            "pcie": {"bytes_per_s": 63.0e9, "max_generation": 5, "max_width": 16},
+        }
 
     def versions(self):
         return {"gpubench": "test"}
@@ -107,9 +117,27 @@ class FakeScenario(Scenario):
         return self.make()
 
 
-def scenario(name, flops=0.0, nbytes=0.0, unit=None, bound="none", check=lambda: {}, run=lambda: None,
-             traffic=None, baseline=None):
+def scenario(
+    name,
+    flops=0.0,
+    nbytes=0.0,
+    unit=None,
+    bound="none",
+    check=lambda: {},
+    run=lambda: None,
+    traffic=None,
+    baseline=None,
+):
     def make():
-        return Prepared(run=run, check=check, work=Work(flops, nbytes, traffic), unit=unit, bound=bound,
-                        launch="1 block x 1 thread", info={"name": name}, sizes={"n": 1})
+        return Prepared(
+            run=run,
+            check=check,
+            work=Work(flops, nbytes, traffic),
+            unit=unit,
+            bound=bound,
+            launch="1 block x 1 thread",
+            info={"name": name},
+            sizes={"n": 1},
+        )
+
     return FakeScenario(name, "fake", "fake", f"{name} story", baseline=baseline, make=make)

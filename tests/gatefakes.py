@@ -17,8 +17,15 @@ ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = "gpubench.pytest_plugin"
 # The sessions under test load pytest-benchmark and this plugin only, whatever else is installed here.
 PLUGINS = ("-p", "pytest_benchmark.plugin", "-p", PLUGIN)
-H100 = {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-0a1b", "memory_mib": 81559.0, "driver": "580.65.06",
-        "cuda_driver": "13.0", "power_limit_w": 700.0, "mig_mode": False}
+H100 = {
+    "name": "NVIDIA H100 80GB HBM3",
+    "uuid": "GPU-0a1b",
+    "memory_mib": 81559.0,
+    "driver": "580.65.06",
+    "cuda_driver": "13.0",
+    "power_limit_w": 700.0,
+    "mig_mode": False,
+}
 H200 = {**H100, "name": "NVIDIA H200", "uuid": "GPU-9f8e", "memory_mib": 143771.0}
 
 # A test as a user writes it: the fake device's kernel takes KERNEL_MS of GPU time per call; a second,
@@ -154,8 +161,15 @@ class FakeDevice:
 
     def metrics(self, t_start, t_end):
         nan = float("nan")
-        return {"gpu_util_pct": 100.0, "sm_clock_mhz": self.sm_clock_mhz, "power_w": nan, "sm_active_pct": nan,
-                "tensor_active_pct": nan, **self.ladder, "n_samples": 7}
+        return {
+            "gpu_util_pct": 100.0,
+            "sm_clock_mhz": self.sm_clock_mhz,
+            "power_w": nan,
+            "sm_active_pct": nan,
+            "tensor_active_pct": nan,
+            **self.ladder,
+            "n_samples": 7,
+        }
 
     def close(self):
         self.closed = True
@@ -197,6 +211,7 @@ def no_autoload(monkeypatch):
 def spawned(monkeypatch):
     """The sessions --gpu-save-baseline would start in fresh processes: recorded, not run (each returns 0),
     unless a test puts its own runner in spawned.run."""
+
     class Spawned(list):
         run = None
 
@@ -226,15 +241,48 @@ def suite(pytester, monkeypatch):
 
 def baseline(path: Path, gpu: dict | None, median_s=1e-3) -> Path:
     """A saved pytest-benchmark file, as --gpu-save-baseline writes it, with the GPU it claims."""
-    stats = {"min": median_s, "max": median_s, "mean": median_s, "stddev": 0.0, "rounds": 10, "median": median_s,
-             "iqr": 0.0, "q1": median_s, "q3": median_s, "iqr_outliers": 0, "stddev_outliers": 0, "outliers": "0;0",
-             "ld15iqr": median_s, "hd15iqr": median_s, "ops": 1 / median_s, "total": 10 * median_s, "iterations": 1}
+    stats = {
+        "min": median_s,
+        "max": median_s,
+        "mean": median_s,
+        "stddev": 0.0,
+        "rounds": 10,
+        "median": median_s,
+        "iqr": 0.0,
+        "q1": median_s,
+        "q3": median_s,
+        "iqr_outliers": 0,
+        "stddev_outliers": 0,
+        "outliers": "0;0",
+        "ld15iqr": median_s,
+        "hd15iqr": median_s,
+        "ops": 1 / median_s,
+        "total": 10 * median_s,
+        "iterations": 1,
+    }
     machine = {"node": "x"} | ({"gpu": gpu} if gpu else {})
-    bench = {"group": None, "name": "test_kernel", "fullname": "test_k.py::test_kernel", "params": None,
-             "param": None, "extra_info": {}, "options": {}, "stats": stats}
+    bench = {
+        "group": None,
+        "name": "test_kernel",
+        "fullname": "test_k.py::test_kernel",
+        "params": None,
+        "param": None,
+        "extra_info": {},
+        "options": {},
+        "stats": stats,
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"machine_info": machine, "commit_info": {}, "benchmarks": [bench],
-                                "datetime": "2026-01-01T00:00:00", "version": "5.2.3"}))
+    path.write_text(
+        json.dumps(
+            {
+                "machine_info": machine,
+                "commit_info": {},
+                "benchmarks": [bench],
+                "datetime": "2026-01-01T00:00:00",
+                "version": "5.2.3",
+            }
+        )
+    )
     return path
 
 

@@ -24,8 +24,10 @@ SCENARIOS = [  # name, family, flops, bytes, traffic, unit, bound, util, sm_acti
     ("softmax-naive-torch", "softmax", 3.3e8, 5.4e8, 2.1e9, "fp32", "dram", 100, 98, 1, ""),
     ("softmax-fused", "softmax", 3.3e8, 5.4e8, 5.4e8, "fp32", "dram", 100, 83, 0, "softmax-naive-torch"),
     ("gemm-torch", "gemm", 1.1e12, 4e8, math.nan, "bf16_tensor", "compute", 100, 97, 94, ""),
-    *((f"decode-b{b}", "decode", w.flops, w.bytes, math.nan, "bf16_tensor", "both", 100, 98, min(90, b / 6), "")
-      for b, w in DECODE.items()),
+    *(
+        (f"decode-b{b}", "decode", w.flops, w.bytes, math.nan, "bf16_tensor", "both", 100, 98, min(90, b / 6), "")
+        for b, w in DECODE.items()
+    ),
 ]
 
 
@@ -37,7 +39,9 @@ def make_run(run_dir, profiling=True, completed=True, fmt="arrows", scenarios=SC
     run_dir.mkdir(parents=True)
     columns = ["gpu_util_pct", "power_w", "energy_j"] + (
         ["sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct", "fp32_active_pct"]
-        if profiling else [])
+        if profiling
+        else []
+    )
     path = run_dir / (SAMPLES_FILE if fmt == "arrows" else "samples.csv")
     sink = open_sink(path, columns) if fmt == "arrows" else CsvSink(path, columns)
     rows, results, t, energy = [], [], 0.0, 1000.0
@@ -48,39 +52,82 @@ def make_run(run_dir, profiling=True, completed=True, fmt="arrows", scenarios=SC
                 busy = phase == name
                 power = 100.0 + 40 * k if busy and util else 70.0
                 energy += 0.1 * power  # each row lasts 0.1 s
-                row = {"t_start_s": t, "t_end_s": t + 0.1, "t_wall": 1.7e9 + t, "gpu": 0, "uuid": "GPU-synthetic",
-                       "phase": phase, "gpu_util_pct": util if busy else 0.0, "power_w": power,
-                       "energy_j": energy}
+                row = {
+                    "t_start_s": t,
+                    "t_end_s": t + 0.1,
+                    "t_wall": 1.7e9 + t,
+                    "gpu": 0,
+                    "uuid": "GPU-synthetic",
+                    "phase": phase,
+                    "gpu_util_pct": util if busy else 0.0,
+                    "power_w": power,
+                    "energy_j": energy,
+                }
                 if profiling:
-                    row.update(sm_active_pct=sm if busy else 0.0, sm_occupancy_pct=sm / 2 if busy else 0.0,
-                               tensor_active_pct=tensor if busy else 0.0,
-                               dram_active_pct=50.0 if busy and bound == "dram" else 0.0,
-                               fp32_active_pct=1.0 if busy else 0.0)
+                    row.update(
+                        sm_active_pct=sm if busy else 0.0,
+                        sm_occupancy_pct=sm / 2 if busy else 0.0,
+                        tensor_active_pct=tensor if busy else 0.0,
+                        dram_active_pct=50.0 if busy and bound == "dram" else 0.0,
+                        fp32_active_pct=1.0 if busy else 0.0,
+                    )
                 rows.append(row)
                 sink(row)
                 t += 0.1
             if phase == "gap":
                 start = t
         ms = DECODE_MS[int(name[8:])] if fam == "decode" else 1.0 + k
-        results.append({"scenario": name, "family": fam, "impl": "x", "baseline": base, "launch": "1 block x 1 thread",
-                        "sizes": "n=1", "gpu": 0, "uuid": "GPU-synthetic", "t_start": start, "t_end": t,
-                        "kernel_ms": math.nan if fam == "idle" else ms, "kernel_ms_p10": 0.9 * ms,
-                        "kernel_ms_p90": 1.1 * ms, "flops_per_call": flops, "bytes_per_call": nbytes,
-                        "tokens_per_call": DECODE[int(name[8:])].tokens if fam == "decode" else math.nan,
-                        "traffic_per_call": traffic, "link_bytes_per_call": nbytes / 2 if bound == "link" else 0.0,
-                        "unit": unit or "", "bound": bound, "check": "ok", "sms_used": 1, "blocks": 1})
+        results.append(
+            {
+                "scenario": name,
+                "family": fam,
+                "impl": "x",
+                "baseline": base,
+                "launch": "1 block x 1 thread",
+                "sizes": "n=1",
+                "gpu": 0,
+                "uuid": "GPU-synthetic",
+                "t_start": start,
+                "t_end": t,
+                "kernel_ms": math.nan if fam == "idle" else ms,
+                "kernel_ms_p10": 0.9 * ms,
+                "kernel_ms_p90": 1.1 * ms,
+                "flops_per_call": flops,
+                "bytes_per_call": nbytes,
+                "tokens_per_call": DECODE[int(name[8:])].tokens if fam == "decode" else math.nan,
+                "traffic_per_call": traffic,
+                "link_bytes_per_call": nbytes / 2 if bound == "link" else 0.0,
+                "unit": unit or "",
+                "bound": bound,
+                "check": "ok",
+                "sms_used": 1,
+                "blocks": 1,
+            }
+        )
     sink.close()
-    peaks = {"datasheet": {"bf16_tensor": 989.4e12, "fp32": 66.9e12, "dram": 4.8e12, "link": 63e9},
-             "measured": {"bf16_tensor": 790e12, "dram": 4.28e12},
-             "conditions": {"bf16_tensor": {"sm_clock_mhz": 1500.0, "power_w_energy": 690.0}}}
+    peaks = {
+        "datasheet": {"bf16_tensor": 989.4e12, "fp32": 66.9e12, "dram": 4.8e12, "link": 63e9},
+        "measured": {"bf16_tensor": 790e12, "dram": 4.28e12},
+        "conditions": {"bf16_tensor": {"sm_clock_mhz": 1500.0, "power_w_energy": 690.0}},
+    }
     families = {f: {"story": importlib.import_module(f"gpubench.kernels.{f}").STORY} for _, f, *_ in scenarios}
-    manifest = {"kind": kind, "gpu": {"name": "NVIDIA H200", "sm_count": 132, "nvml_index": 0, "memory_mib": 143771},
-                "start_wall": "2026-11-21T11:39:11+0000", "completed": completed,
-                "status": "completed" if completed else "interrupted", "peaks": peaks, "families": families,
-                "versions": {"gpubench": "test"}, "options": {"trim_s": 0.5},
-                "sources": {"used": ["nvml"] + (["gpm"] if profiling else []),
-                            "unavailable": {} if profiling else {"gpm": "GPU 0 does not support NVML GPM"}},
-                "warnings": [], "errors": []}
+    manifest = {
+        "kind": kind,
+        "gpu": {"name": "NVIDIA H200", "sm_count": 132, "nvml_index": 0, "memory_mib": 143771},
+        "start_wall": "2026-11-21T11:39:11+0000",
+        "completed": completed,
+        "status": "completed" if completed else "interrupted",
+        "peaks": peaks,
+        "families": families,
+        "versions": {"gpubench": "test"},
+        "options": {"trim_s": 0.5},
+        "sources": {
+            "used": ["nvml"] + (["gpm"] if profiling else []),
+            "unavailable": {} if profiling else {"gpm": "GPU 0 does not support NVML GPM"},
+        },
+        "warnings": [],
+        "errors": [],
+    }
     write_json(run_dir / "manifest.json", manifest)
     # summarized from what the file holds, as a recording does
     write_summary(run_dir, summarize(read_samples(path), results, peaks, columns))

@@ -31,31 +31,55 @@ def test_list_names_every_scenario_with_its_story(capsys):
 
 def test_default_suite_covers_what_the_suite_promises():
     names = {s.name for s in select(None)}
-    for required in ("idle", "copy-triton", "copy-cupy", "copy-torch", "h2d-copy", "spin-1thread", "spin-1block",
-                     "spin-1warp-per-sm", "spin-half-sms", "softmax-naive-torch", "softmax-naive-cupy",
-                     "softmax-fused", "softmax-torch", "gemm-triton", "gemm-cupy", "gemm-torch", "launch-bound"):
+    for required in (
+        "idle",
+        "copy-triton",
+        "copy-cupy",
+        "copy-torch",
+        "h2d-copy",
+        "spin-1thread",
+        "spin-1block",
+        "spin-1warp-per-sm",
+        "spin-half-sms",
+        "softmax-naive-torch",
+        "softmax-naive-cupy",
+        "softmax-fused",
+        "softmax-torch",
+        "gemm-triton",
+        "gemm-cupy",
+        "gemm-torch",
+        "launch-bound",
+    ):
         assert required in names
 
 
 def test_globs_select_in_suite_order():
-    assert [s.name for s in select(["spin-*"])] == ["spin-1thread", "spin-1block", "spin-1warp-per-sm",
-                                                   "spin-half-sms", "spin-triton"]
+    assert [s.name for s in select(["spin-*"])] == [
+        "spin-1thread",
+        "spin-1block",
+        "spin-1warp-per-sm",
+        "spin-half-sms",
+        "spin-triton",
+    ]
     with pytest.raises(UnknownScenario, match="valid names: idle, copy-triton"):
         select(["spni-*"])
 
 
-@pytest.mark.parametrize("args,message", [
-    (["run", "nope"], "no scenario matches 'nope'; valid names:"),
-    (["run", "--duration", "0"], "--duration: must be greater than 0"),
-    (["run", "--duration", "-3"], "--duration: must be greater than 0"),
-    (["run", "--interval", "abc"], "is not a number"),
-    (["run", "--gap", "-1"], "--gap: must be 0 or more"),
-    (["run", "--duration", "inf"], "--duration: must be a finite number"),
-    (["run", "--duration", "nan"], "--duration: must be a finite number"),
-    (["run", "--duration", "0.5"], "--duration must be longer than the 0.5 s"),
-    (["run", "--out", "/proc/gpubench-run"], "lies under /proc, a kernel file system"),
-    (["run", "--out", "/sys/gpubench-run"], "lies under /sys, a kernel file system"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["run", "nope"], "no scenario matches 'nope'; valid names:"),
+        (["run", "--duration", "0"], "--duration: must be greater than 0"),
+        (["run", "--duration", "-3"], "--duration: must be greater than 0"),
+        (["run", "--interval", "abc"], "is not a number"),
+        (["run", "--gap", "-1"], "--gap: must be 0 or more"),
+        (["run", "--duration", "inf"], "--duration: must be a finite number"),
+        (["run", "--duration", "nan"], "--duration: must be a finite number"),
+        (["run", "--duration", "0.5"], "--duration must be longer than the 0.5 s"),
+        (["run", "--out", "/proc/gpubench-run"], "lies under /proc, a kernel file system"),
+        (["run", "--out", "/sys/gpubench-run"], "lies under /sys, a kernel file system"),
+    ],
+)
 def test_bad_input_is_one_sentence_and_exit_2(args, message):
     r = run(*args)
     assert r.returncode == 2
@@ -103,8 +127,16 @@ def test_doctor_on_a_machine_without_gpm(fake_bin, monkeypatch, capsys):
 
     from gpubench.record import doctor, nvml
 
-    info = {"nvml_index": 0, "name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-a100", "memory_mib": 81920,
-            "driver": "550.54", "cuda_driver": "12.4", "architecture": 8, "gpm_supported": False}
+    info = {
+        "nvml_index": 0,
+        "name": "NVIDIA A100-SXM4-80GB",
+        "uuid": "GPU-a100",
+        "memory_mib": 81920,
+        "driver": "550.54",
+        "cuda_driver": "12.4",
+        "architecture": 8,
+        "gpm_supported": False,
+    }
     from gpubench.record.sources import SourceUnavailable, cupti, cupti_library
 
     def no_cupti():
@@ -112,12 +144,14 @@ def test_doctor_on_a_machine_without_gpm(fake_bin, monkeypatch, capsys):
 
     monkeypatch.setattr(cupti, "load", no_cupti)
     fake_bin("nvidia-smi", 'echo "2026/11/21 12:00:00.100, 0, 0, 0, 60.00, 1410"\nsleep 30\n')
-    with mock.patch.object(nvml, "device_count", return_value=1), \
-            mock.patch.object(nvml, "device_info", return_value=info), \
-            mock.patch.object(nvml, "handle", return_value="h0"), \
-            mock.patch.object(nvml, "gpm_supported", return_value=False), \
-            mock.patch.object(nvml, "read_basic", return_value={"gpu_util_pct": 0.0}), \
-            mock.patch.object(doctor, "torch_cuda", return_value=(False, "no CUDA torch here")):
+    with (
+        mock.patch.object(nvml, "device_count", return_value=1),
+        mock.patch.object(nvml, "device_info", return_value=info),
+        mock.patch.object(nvml, "handle", return_value="h0"),
+        mock.patch.object(nvml, "gpm_supported", return_value=False),
+        mock.patch.object(nvml, "read_basic", return_value={"gpu_util_pct": 0.0}),
+        mock.patch.object(doctor, "torch_cuda", return_value=(False, "no CUDA torch here")),
+    ):
         code, lines = doctor.diagnose()
     text = "\n".join(lines)
     assert code == 0
@@ -143,18 +177,28 @@ def test_doctor_says_cupti_works_and_who_holds_the_counters_when_it_cannot(fake_
     monkeypatch.setattr(cupti, "cuda_uuids", lambda: ["GPU-a100"])
     monkeypatch.setattr(cupti, "libcupti_versions", lambda: {})
     monkeypatch.setattr(holders, "PROC", tmp_path)
-    info = {"nvml_index": 0, "name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-a100", "memory_mib": 81920,
-            "driver": "550.54", "cuda_driver": "12.4", "architecture": 8, "gpm_supported": False}
+    info = {
+        "nvml_index": 0,
+        "name": "NVIDIA A100-SXM4-80GB",
+        "uuid": "GPU-a100",
+        "memory_mib": 81920,
+        "driver": "550.54",
+        "cuda_driver": "12.4",
+        "architecture": 8,
+        "gpm_supported": False,
+    }
     fake_bin("nvidia-smi", 'echo "2026/11/21 12:00:00.100, 0, 0, 0, 60.00, 1410"\nsleep 30\n')
 
     def diagnose():
-        with mock.patch.object(nvml, "device_count", return_value=1), \
-                mock.patch.object(nvml, "device_info", return_value=info), \
-                mock.patch.object(nvml, "handle", return_value="h0"), \
-                mock.patch.object(nvml, "uuid_of", return_value="GPU-a100"), \
-                mock.patch.object(nvml, "gpm_supported", return_value=False), \
-                mock.patch.object(nvml, "read_basic", return_value={"gpu_util_pct": 0.0}), \
-                mock.patch.object(doctor, "torch_cuda", return_value=(False, "no CUDA torch here")):
+        with (
+            mock.patch.object(nvml, "device_count", return_value=1),
+            mock.patch.object(nvml, "device_info", return_value=info),
+            mock.patch.object(nvml, "handle", return_value="h0"),
+            mock.patch.object(nvml, "uuid_of", return_value="GPU-a100"),
+            mock.patch.object(nvml, "gpm_supported", return_value=False),
+            mock.patch.object(nvml, "read_basic", return_value={"gpu_util_pct": 0.0}),
+            mock.patch.object(doctor, "torch_cuda", return_value=(False, "no CUDA torch here")),
+        ):
             return "\n".join(doctor.diagnose()[1])
 
     text = diagnose()
@@ -165,15 +209,19 @@ def test_doctor_says_cupti_works_and_who_holds_the_counters_when_it_cannot(fake_
     world.busy = True
     text = diagnose()
     line = next(x for x in text.splitlines() if x.strip().startswith("cupti"))
-    assert line.strip().startswith("cupti unavailable: the GPU's performance counters serve one reader at a time "
-                                   "and the DCGM host engine (nv-hostengine, pid 812) holds them: pause its profiling "
-                                   "with `dcgmi profile --pause`")
+    assert line.strip().startswith(
+        "cupti unavailable: the GPU's performance counters serve one reader at a time "
+        "and the DCGM host engine (nv-hostengine, pid 812) holds them: pause its profiling "
+        "with `dcgmi profile --pause`"
+    )
     assert "--profiling dcgm" in line and "profiling metrics by default from: none" in text
 
 
 def test_version_and_list_load_no_gpu_library():
-    code = ("import sys; from gpubench.cli import main; main(['list']); "
-            "assert 'torch' not in sys.modules and 'triton' not in sys.modules, sorted(sys.modules)")
+    code = (
+        "import sys; from gpubench.cli import main; main(['list']); "
+        "assert 'torch' not in sys.modules and 'triton' not in sys.modules, sorted(sys.modules)"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     v = run("--version")
@@ -199,8 +247,13 @@ def test_a_backend_matplotlib_does_not_know_does_not_stop_plot(tmp_path):
     from synthetic import SCENARIOS, make_run
 
     run_dir = make_run(tmp_path / "run", kind="watch", scenarios=[s for s in SCENARIOS if s[0] == "gemm-torch"])
-    r = subprocess.run([sys.executable, "-m", "gpubench", "plot", str(run_dir), "--out", str(tmp_path / "out")],
-                       capture_output=True, text=True, timeout=600, env={**os.environ, "MPLBACKEND": "no-such-backend"})
+    r = subprocess.run(
+        [sys.executable, "-m", "gpubench", "plot", str(run_dir), "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "MPLBACKEND": "no-such-backend"},
+    )
     assert r.returncode == 0 and r.stderr == "", r.stderr
     assert (tmp_path / "out" / "timeline.png").is_file()
 
@@ -210,8 +263,10 @@ def test_doctor_says_triton_is_installed_but_has_no_gpu_to_run_on():
 
     from gpubench.record import doctor, nvml
 
-    with mock.patch.object(nvml, "device_count", side_effect=nvml.GpuUnavailable("no NVIDIA driver found")), \
-            mock.patch.object(doctor, "_triton", return_value=(True, "Triton 3.9.0")):
+    with (
+        mock.patch.object(nvml, "device_count", side_effect=nvml.GpuUnavailable("no NVIDIA driver found")),
+        mock.patch.object(doctor, "_triton", return_value=(True, "Triton 3.9.0")),
+    ):
         code, lines = doctor.diagnose()
     triton = next(line.strip() for line in lines if line.strip().startswith("triton"))
     assert code == 2
@@ -221,8 +276,14 @@ def test_doctor_says_triton_is_installed_but_has_no_gpu_to_run_on():
 def shell(command: str, cwd=None, **env) -> subprocess.CompletedProcess:
     """A gpubench command line as a shell runs it (redirections and all)."""
     gpubench = f"{sys.executable} -m gpubench"
-    return subprocess.run(["sh", "-c", command.replace("gpubench", gpubench, 1)], capture_output=True, text=True,
-                          timeout=600, cwd=cwd, env=dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1]), **env))
+    return subprocess.run(
+        ["sh", "-c", command.replace("gpubench", gpubench, 1)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=cwd,
+        env=dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1]), **env),
+    )
 
 
 @pytest.mark.parametrize("redirect,why", [(">&-", "it is closed"), ("> /dev/full", "No space left on device")])
@@ -244,8 +305,10 @@ def test_a_working_directory_deleted_under_gpubench_is_one_sentence(tmp_path):
     for command in ("run", "report results/x", "plot x"):  # watch: tests/job/test_watch_cwd.py
         r = shell(f"cd {gone} && rmdir {gone} && gpubench {command}", cwd=tmp_path)
         assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
-        assert r.stderr.endswith("error: the current directory no longer exists (it was deleted or moved away): cd "
-                                 "into one that does, and run gpubench again\n"), r.stderr
+        assert r.stderr.endswith(
+            "error: the current directory no longer exists (it was deleted or moved away): cd "
+            "into one that does, and run gpubench again\n"
+        ), r.stderr
         gone.mkdir()
     assert shell(f"cd {gone} && rmdir {gone} && gpubench list").returncode == 0  # list needs no directory
 

@@ -22,8 +22,9 @@ ROOT = Path(__file__).parents[1]
 def shell(command: str) -> subprocess.CompletedProcess:
     """A gpubench command line as a shell runs it, redirections and all (a hang guard only as its bound)."""
     line = command.replace("gpubench", f"{sys.executable} -m gpubench", 1)
-    return subprocess.run(["sh", "-c", line], capture_output=True, text=True, timeout=600,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    return subprocess.run(
+        ["sh", "-c", line], capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONPATH=str(ROOT))
+    )
 
 
 @pytest.mark.parametrize("args", ["--help", "--version", "plot --help"])
@@ -31,8 +32,9 @@ def test_help_that_cannot_be_written_is_exit_2_in_one_sentence(args):
     if not Path("/dev/full").exists():
         pytest.skip("no /dev/full here")
     r = shell(f"gpubench {args} > /dev/full")
-    assert r.returncode == 2 and r.stderr == "gpubench: error: cannot write to standard output: No space left on " \
-                                             "device\n", r.stderr
+    assert (
+        r.returncode == 2 and r.stderr == "gpubench: error: cannot write to standard output: No space left on device\n"
+    ), r.stderr
 
 
 def test_help_is_still_printed_and_exits_0(capsys):
@@ -90,5 +92,6 @@ def test_a_summary_row_repeated_many_times_is_one_note(tmp_path):
     notes: list[str] = []
     summary = read_summary(path, notes)
     assert len(summary) == len(rows) - 1
-    assert notes == ["summary.csv: 5,000 lines repeat earlier rows whole and are left out; the first is line 4, a "
-                     "repeat of line 3"]
+    assert notes == [
+        "summary.csv: 5,000 lines repeat earlier rows whole and are left out; the first is line 4, a repeat of line 3"
+    ]

@@ -14,8 +14,21 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-NAV_PAGES = ["index", "tutorial", "watch", "gate", "gpus", "dashboards", "measured", "ceiling", "cupti", "kernels",
-             "storage", "promises", "contributing"]
+NAV_PAGES = [
+    "index",
+    "tutorial",
+    "watch",
+    "gate",
+    "gpus",
+    "dashboards",
+    "measured",
+    "ceiling",
+    "cupti",
+    "kernels",
+    "storage",
+    "promises",
+    "contributing",
+]
 
 
 def hooks():
@@ -31,9 +44,14 @@ def site(tmp_path_factory):
     pytest.importorskip("mkdocs")
     pytest.importorskip("mkdocs_jupyter")
     out = tmp_path_factory.mktemp("site")
-    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)], cwd=ROOT,
-                       capture_output=True, text=True, timeout=600, env={**__import__("os").environ,
-                                                                        "NO_MKDOCS_2_WARNING": "1"})
+    r = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert not re.search(r"^WARNING", r.stderr, re.M), r.stderr[-3000:]
     return out
@@ -86,8 +104,9 @@ def test_the_tutorial_executes_and_says_its_point(tmp_path):
     jupytext = pytest.importorskip("jupytext")
     nbclient = pytest.importorskip("nbclient")
     nb = jupytext.read(DOCS / "tutorial.py")
-    nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
-                            resources={"metadata": {"path": str(ROOT)}}).execute()
+    nbclient.NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
+    ).execute()
     text = "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
     images = sum("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
     assert "spin-1thread                    100%         0.76%" in text
@@ -106,7 +125,7 @@ def test_the_hook_serves_a_run_by_its_report_and_names_what_it_cannot_serve():
 def map_rooms() -> dict[str, int]:
     """The map's table on the contributing page: room -> level."""
     text = (DOCS / "contributing.md").read_text()
-    table = text[text.index("## The map"):text.index("\n## ", text.index("## The map") + 1)]
+    table = text[text.index("## The map") : text.index("\n## ", text.index("## The map") + 1)]
     return {room: int(level) for level, room in re.findall(r"^\| (\d+) \| `(\w+)/?` \|", table, re.M)}
 
 

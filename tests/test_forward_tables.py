@@ -17,8 +17,13 @@ def tables():
 
 
 def test_the_docs_and_readme_tables_agree_with_the_committed_runs():
-    r = subprocess.run([sys.executable, "-m", "tools.watch.forward_tables", "--check"], cwd=ROOT, capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "tools.watch.forward_tables", "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
 
 
@@ -44,8 +49,10 @@ def test_the_own_mfu_is_over_the_peak_the_run_used():
     t = tables()
     bert = next(r for r in t.compared() if r["job"] == "bert")
     peak = json.loads((t.run_dir("bert") / "manifest.json").read_text())["peaks"]["datasheet"]["bf16_tensor"]
-    own = re.search(r"own count: (\S+) FLOPs a forward .*?; (\S+) forwards/s", t.sections(
-        ROOT / "results" / "logs" / t.INFER)["bert"])
+    own = re.search(
+        r"own count: (\S+) FLOPs a forward .*?; (\S+) forwards/s",
+        t.sections(ROOT / "results" / "logs" / t.INFER)["bert"],
+    )
     assert abs(bert["own_mfu"] - 100 * float(own[1]) * float(own[2]) / peak) < 1e-9
 
 
@@ -62,7 +69,7 @@ def test_the_cost_medians_are_the_log_lines_medians():
             found.setdefault(int(m[1]), {}).setdefault(m[4], {})[int(m[3])] = rate
     assert set(found) == {1024, 4096}
     docs = (ROOT / "docs" / "watch.md").read_text()
-    part = docs[docs.index("<!-- gpubench:forward-cost -->"):docs.index("<!-- /gpubench:forward-cost -->")]
+    part = docs[docs.index("<!-- gpubench:forward-cost -->") : docs.index("<!-- /gpubench:forward-cost -->")]
     for width, arms in found.items():
         assert set(arms["on"]) == set(arms["off"]) and len(arms["on"]) >= 3, width
         assert all((ROOT / "results" / f"forward-cost-w{width}-on-{i}-{t.GPU}").is_dir() for i in arms["on"])
@@ -81,5 +88,5 @@ def test_the_section_states_the_discovery_as_the_hook_does():
     docs = (ROOT / "docs" / "watch.md").read_text()
     assert f"first {DISCOVER} outermost calls" in docs
     readme = (ROOT / "README.md").read_text()
-    brief = readme[readme.index("<!-- gpubench:forward-brief -->"):readme.index("<!-- /gpubench:forward-brief -->")]
+    brief = readme[readme.index("<!-- gpubench:forward-brief -->") : readme.index("<!-- /gpubench:forward-brief -->")]
     assert "jax_mlp.py" in brief and "generate_kv.py" in brief and "–" not in brief

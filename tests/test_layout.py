@@ -21,7 +21,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LEVELS = [
-    ["inside"], ["floor"], ["read"], ["record", "truth"], ["kernels"], ["show"], ["suite", "job"], ["ranks", "gate"],
+    ["inside"],
+    ["floor"],
+    ["read"],
+    ["record", "truth"],
+    ["kernels"],
+    ["show"],
+    ["suite", "job"],
+    ["ranks", "gate"],
     ["top"],
 ]
 FLOOR = {"gpubench", "gpubench.metrics", "gpubench.stats", "gpubench.install", "gpubench.usage"}
@@ -85,8 +92,12 @@ def test_every_module_belongs_to_a_part():
 def upward(g) -> list[str]:
     """Imports of a part on the same level or above."""
     level = {p: i for i, ps in enumerate(LEVELS) for p in ps}
-    return sorted(f"{a} -> {b}" for a, targets in g.items() for b in targets
-                  if part(a) != part(b) and level[part(a)] <= level[part(b)])
+    return sorted(
+        f"{a} -> {b}"
+        for a, targets in g.items()
+        for b in targets
+        if part(a) != part(b) and level[part(a)] <= level[part(b)]
+    )
 
 
 def cycles(g) -> list[list[str]]:
@@ -158,9 +169,10 @@ def house() -> list[str]:
             sizes = {m: len(known[m].read_text().splitlines()) for m in mine}
             big = max(sizes, key=sizes.get)
             out = Counter(part(t) for m in mine for t in edges[m] if part(t) != room)
-            lines.append(f"{depth}  {room:<8} {len(mine):>3} modules {sum(sizes.values()):>6} lines  largest "
-                         f"{big.rpartition('.')[2]} {sizes[big]:>4}  -> "
-                         + ", ".join(f"{r} {n}" for r, n in sorted(out.items())))
+            lines.append(
+                f"{depth}  {room:<8} {len(mine):>3} modules {sum(sizes.values()):>6} lines  largest "
+                f"{big.rpartition('.')[2]} {sizes[big]:>4}  -> " + ", ".join(f"{r} {n}" for r, n in sorted(out.items()))
+            )
     return lines
 
 
@@ -180,8 +192,13 @@ def test_the_code_inside_the_job_imports_nothing_of_gpubench_but_itself():
     found = {}
     for path in (ROOT / "gpubench" / "inside").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                     [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
             found.update({f"{path.name}: {n}": path for n in names if n.split(".")[0] == "gpubench"})
     assert found == {}
 

@@ -24,8 +24,14 @@ def _ruff() -> list[str]:
 
 def _check(*args: str, source: str | None = None) -> subprocess.CompletedProcess:
     # --no-cache: the gate writes nothing into the checkout
-    return subprocess.run([*_ruff(), "check", "--no-cache", "--output-format=concise", *args], cwd=ROOT,
-                          input=source, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [*_ruff(), "check", "--no-cache", "--output-format=concise", *args],
+        cwd=ROOT,
+        input=source,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_ruff_reports_nothing_over_the_repository():

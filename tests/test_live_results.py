@@ -31,8 +31,9 @@ def test_the_readme_quotes_the_last_live_line_and_the_final_row():
     last = [line for line in LOG.read_text().splitlines() if line.startswith("gpubench live ")][-1]
     assert f"\n{last}\n" in readme and "phase_steps_per_s=" in last
     row = train_row()
-    assert (f"final row read {float(row['steps_per_s']):.4g} steps/s and MFU {float(row['mfu_pct']):.3g}%"
-            in re.sub(r"\s+", " ", readme))
+    assert f"final row read {float(row['steps_per_s']):.4g} steps/s and MFU {float(row['mfu_pct']):.3g}%" in re.sub(
+        r"\s+", " ", readme
+    )
 
 
 def test_docs_watch_says_the_runs_numbers():
@@ -40,8 +41,10 @@ def test_docs_watch_says_the_runs_numbers():
     lines = live_check.live_lines(LOG)
     last, row = lines[-1], train_row()
     assert f"gave {len(lines)} live lines" in text
-    assert (f"the last said {last['phase_steps_per_s']} steps/s and MFU {last['phase_mfu_pct']}% so far, against "
-            f"its final row's {float(row['steps_per_s']):.4g} steps/s") in text
+    assert (
+        f"the last said {last['phase_steps_per_s']} steps/s and MFU {last['phase_mfu_pct']}% so far, against "
+        f"its final row's {float(row['steps_per_s']):.4g} steps/s"
+    ) in text
     assert f"where its last window read {last['steps_per_s']} steps/s" in text
     shown = re.search(r"```\n(GPU 0 .*?)  …\n```", (ROOT / "docs" / "watch.md").read_text())[1]
     assert shown in (LOGS / "live-tty-h200-at-50-s.txt").read_text() and "so far" in shown

@@ -28,8 +28,14 @@ def test_triton_is_required_only_on_linux():
 
 
 def test_every_install_hint_installs_this_project_from_its_checkout():
-    sources = [ROOT / "README.md", *ROOT.glob("docs/*"), *ROOT.glob("gpubench/**/*.py"), *ROOT.glob("kernels/*.py"),
-               *ROOT.glob("tools/**/*"), *ROOT.glob("research/*")]
+    sources = [
+        ROOT / "README.md",
+        *ROOT.glob("docs/*"),
+        *ROOT.glob("gpubench/**/*.py"),
+        *ROOT.glob("kernels/*.py"),
+        *ROOT.glob("tools/**/*"),
+        *ROOT.glob("research/*"),
+    ]
     for path in (p for p in sources if p.is_file() and p.suffix != ".pyc"):  # not a folder, nor compiled bytes
         text = path.read_text()
         assert not re.search(r"pip install\s+['\"]?gpubench(?![-\w])", text), f"{path} installs PyPI's gpubench"
@@ -70,9 +76,11 @@ def test_list_plot_and_report_work_without_torch_or_triton(tmp_path):
     )
 
     run = make_run(tmp_path / "run")
-    code = BLOCK_GPU_LIBRARIES + (f"assert main(['list']) == 0\n"
-                                  f"assert main(['report', {str(run)!r}, '--out', {str(tmp_path / 'out')!r}]) == 0\n"
-                                  f"assert main(['plot', {str(run)!r}, '--out', {str(tmp_path / 'figs')!r}]) == 0\n")
+    code = BLOCK_GPU_LIBRARIES + (
+        f"assert main(['list']) == 0\n"
+        f"assert main(['report', {str(run)!r}, '--out', {str(tmp_path / 'out')!r}]) == 0\n"
+        f"assert main(['plot', {str(run)!r}, '--out', {str(tmp_path / 'figs')!r}]) == 0\n"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "out" / "report.html").is_file() and (tmp_path / "figs" / "headline.svg").is_file()
@@ -81,9 +89,11 @@ def test_list_plot_and_report_work_without_torch_or_triton(tmp_path):
 def test_list_starts_fast():
     """Fast as in loading nothing heavy, which a loaded machine's clock cannot judge: `gpubench list` imports
     none of the libraries whose import takes seconds."""
-    code = ("import io, sys\nfrom contextlib import redirect_stdout\nfrom gpubench.cli import main\n"
-            "with redirect_stdout(io.StringIO()):\n    assert main(['list']) == 0\n"
-            "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))")
+    code = (
+        "import io, sys\nfrom contextlib import redirect_stdout\nfrom gpubench.cli import main\n"
+        "with redirect_stdout(io.StringIO()):\n    assert main(['list']) == 0\n"
+        "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     heavy = {"torch", "triton", "cupy", "numpy", "pyarrow", "matplotlib", "pandas", "scipy"}

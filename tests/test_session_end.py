@@ -39,7 +39,13 @@ INNER = textwrap.dedent('''
 def test_the_count_line_is_the_last_line_and_the_status_pytests(tmp_path, fail, status, counts):
     (tmp_path / "test_inner.py").write_text(INNER)
     env = dict(os.environ, INNER_FAIL=fail, PYTHONPATH=str(Path(__file__).parent))
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "conftest",
-                        "test_inner.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "conftest", "test_inner.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == status, r.stdout + r.stderr
     assert r.stdout.splitlines()[-1].startswith(counts) and "leaked" not in r.stdout + r.stderr, r.stdout + r.stderr

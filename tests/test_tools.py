@@ -29,8 +29,11 @@ def imported(path: Path) -> set[str]:
 def test_gpubench_never_imports_the_tools_or_the_probes():
     files = [*(ROOT / "gpubench").rglob("*.py"), *(ROOT / "kernels").rglob("*.py")]
     assert len(files) > 50
-    assert {str(p.relative_to(ROOT)): sorted(imported(p) & {"tools", "research"}) for p in files
-            if imported(p) & {"tools", "research"}} == {}
+    assert {
+        str(p.relative_to(ROOT)): sorted(imported(p) & {"tools", "research"})
+        for p in files
+        if imported(p) & {"tools", "research"}
+    } == {}
 
 
 def test_the_tools_import_gpubench_and_never_a_research_probe():
@@ -60,8 +63,9 @@ def reaches(text: str) -> list[str]:
     sys.path.insert/append, a slice of sys.path assigned, spec_from_file_location, or a helper of the file
     that calls spec_from_file_location, named with scripts, tools or research in their arguments."""
     tree = ast.parse(text)
-    helpers = {f.name for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
-               and "spec_from_file_location" in ast.unparse(f)}
+    helpers = {
+        f.name for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and "spec_from_file_location" in ast.unparse(f)
+    }
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
@@ -87,7 +91,7 @@ def test_the_check_finds_what_was_planted():
         'sys.path[:0] = [str(ROOT), str(ROOT / "tools")]': True,
         'spec = importlib.util.spec_from_file_location("x", ROOT / "research" / "x.py")': True,
         # a helper whose own call names no folder: its caller does
-        'def load(path):\n    return importlib.util.spec_from_file_location(path.stem, path)\n'
+        "def load(path):\n    return importlib.util.spec_from_file_location(path.stem, path)\n"
         'load(ROOT / "tools" / "tune" / "space.py")': True,
         'spec = importlib.util.spec_from_file_location("hooks", DOCS / "hooks.py")': False,
         'sys.path.insert(0, str(ROOT / "tests"))': False,
@@ -100,9 +104,12 @@ def lines_by_folder() -> dict[str, int]:
     out = {}
     for path in ROOT.rglob("*"):
         parts = path.relative_to(ROOT).parts
-        if path.suffix in (".py", ".sh") and path.is_file() and not any(
-                p.startswith(".") or p in ("__pycache__", "build", "site") for p in parts) and not (
-                ROOT / parts[0] / "pyvenv.cfg").exists():  # a virtual environment made in the checkout
+        if (
+            path.suffix in (".py", ".sh")
+            and path.is_file()
+            and not any(p.startswith(".") or p in ("__pycache__", "build", "site") for p in parts)
+            and not (ROOT / parts[0] / "pyvenv.cfg").exists()
+        ):  # a virtual environment made in the checkout
             folder = "/".join(parts[:-1]) or "."
             out[folder] = out.get(folder, 0) + len(path.read_text(errors="replace").splitlines())
     return out
@@ -112,5 +119,6 @@ def test_no_folder_outside_the_package_holds_a_large_share_of_the_code():
     sizes = lines_by_folder()
     total = sum(sizes.values())
     assert total > 20_000 and sizes["tools/readme"] > 0
-    assert {f: round(n / total, 3) for f, n in sizes.items()
-            if n > SHARE * total and not f.startswith("gpubench")} == {}
+    assert {
+        f: round(n / total, 3) for f, n in sizes.items() if n > SHARE * total and not f.startswith("gpubench")
+    } == {}

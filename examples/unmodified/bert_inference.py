@@ -25,8 +25,11 @@ def main():
     p.add_argument("--tiny", action="store_true", help="a model small enough for a CPU (a smoke test)")
     args = p.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    size = dict(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                intermediate_size=128) if args.tiny else {}
+    size = (
+        dict(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
+        if args.tiny
+        else {}
+    )
     batch, seq = (4, 64) if args.tiny else (args.batch, args.seq)
     config = BertConfig(max_position_embeddings=seq, attn_implementation="sdpa", **size)
     torch.manual_seed(0)
@@ -46,14 +49,17 @@ def main():
                 out.float().sum().item()  # the job looks at a result now and then, as a real one would
     if device == "cuda":
         torch.cuda.synchronize()
-        half = stamps[len(stamps) // 2:]
+        half = stamps[len(stamps) // 2 :]
         ms = statistics.median(a.elapsed_time(b) for a, b in zip(half, half[1:]))
     else:
         ms = float("nan")
     matrices = sum(q.numel() for n, q in model.named_parameters() if q.dim() == 2 and "embeddings" not in n)
     per_token = 2 * matrices + 4 * config.num_hidden_layers * config.hidden_size * seq
-    print(f"own count: {per_token * batch * seq:.6g} FLOPs a forward by PaLM's formula; {1e3 / ms:.6g} forwards/s "
-          f"on the GPU clock over the last half of its {i} forwards; {batch * seq * 1e3 / ms:.6g} tokens/s", flush=True)
+    print(
+        f"own count: {per_token * batch * seq:.6g} FLOPs a forward by PaLM's formula; {1e3 / ms:.6g} forwards/s "
+        f"on the GPU clock over the last half of its {i} forwards; {batch * seq * 1e3 / ms:.6g} tokens/s",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

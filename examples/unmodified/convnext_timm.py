@@ -55,11 +55,14 @@ def main():
         times.append(now - last)
         last = now
 
-    tail = times[len(times) // 2:]
+    tail = times[len(times) // 2 :]
     rate = 1.0 / statistics.median(tail) if len(tail) > 1 else float("nan")
     flops = 3 * 2 * FORWARD_MACS[arch] * batch * (side / 224) ** 2
-    print(f"own count: {flops:.6g} FLOPs a step by timm's figure; {rate:.6g} steps/s on the host clock over "
-          f"the last half of its {len(times)} steps", flush=True)
+    print(
+        f"own count: {flops:.6g} FLOPs a step by timm's figure; {rate:.6g} steps/s on the host clock over "
+        f"the last half of its {len(times)} steps",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -41,8 +41,11 @@ def main():
                     mid_t, mid_n = now, n
                 elif mid_t is not None and now - t0 >= args.seconds:
                     break
-    print(f"own count: {(n - mid_n) / (now - mid_t):.6g} forwards/s on the host clock over the last third of its "
-          f"{n} forwards", flush=True)
+    print(
+        f"own count: {(n - mid_n) / (now - mid_t):.6g} forwards/s on the host clock over the last third of its "
+        f"{n} forwards",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

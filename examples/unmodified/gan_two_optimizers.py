@@ -24,18 +24,38 @@ NZ = 128  # the noise's width
 
 def generator(w):
     def up(cin, cout, first=False):
-        return [nn.ConvTranspose2d(cin, cout, 4, 1 if first else 2, 0 if first else 1, bias=False),
-                nn.BatchNorm2d(cout), nn.ReLU(True)]
-    return nn.Sequential(*up(NZ, 8 * w, True), *up(8 * w, 4 * w), *up(4 * w, 2 * w), *up(2 * w, w),
-                         nn.ConvTranspose2d(w, 3, 4, 2, 1, bias=False), nn.Tanh())
+        return [
+            nn.ConvTranspose2d(cin, cout, 4, 1 if first else 2, 0 if first else 1, bias=False),
+            nn.BatchNorm2d(cout),
+            nn.ReLU(True),
+        ]
+
+    return nn.Sequential(
+        *up(NZ, 8 * w, True),
+        *up(8 * w, 4 * w),
+        *up(4 * w, 2 * w),
+        *up(2 * w, w),
+        nn.ConvTranspose2d(w, 3, 4, 2, 1, bias=False),
+        nn.Tanh(),
+    )
 
 
 def discriminator(w):
     def down(cin, cout, norm=True):
-        return [nn.Conv2d(cin, cout, 4, 2, 1, bias=False)] + ([nn.BatchNorm2d(cout)] if norm else []) + \
-            [nn.LeakyReLU(0.2, True)]
-    return nn.Sequential(*down(3, w, False), *down(w, 2 * w), *down(2 * w, 4 * w), *down(4 * w, 8 * w),
-                         nn.Conv2d(8 * w, 1, 4, 1, 0, bias=False), nn.Flatten())
+        return (
+            [nn.Conv2d(cin, cout, 4, 2, 1, bias=False)]
+            + ([nn.BatchNorm2d(cout)] if norm else [])
+            + [nn.LeakyReLU(0.2, True)]
+        )
+
+    return nn.Sequential(
+        *down(3, w, False),
+        *down(w, 2 * w),
+        *down(2 * w, 4 * w),
+        *down(4 * w, 8 * w),
+        nn.Conv2d(8 * w, 1, 4, 1, 0, bias=False),
+        nn.Flatten(),
+    )
 
 
 def conv_flops(model, side_in):
@@ -74,8 +94,9 @@ def main():
         noise = torch.randn(batch, NZ, 1, 1, device=device)
         with torch.autocast(device, dtype=torch.bfloat16):
             fake = net_g(noise)
-            loss_d = F.binary_cross_entropy_with_logits(net_d(real), ones) + \
-                F.binary_cross_entropy_with_logits(net_d(fake.detach()), zeros)
+            loss_d = F.binary_cross_entropy_with_logits(net_d(real), ones) + F.binary_cross_entropy_with_logits(
+                net_d(fake.detach()), zeros
+            )
         opt_d.zero_grad()
         loss_d.backward()
         opt_d.step()
@@ -86,11 +107,14 @@ def main():
         opt_g.step()
         history.append((time.perf_counter(), loss_d.item(), loss_g.item()))
 
-    late = [t for t, _, _ in history[len(history) // 2:]]
+    late = [t for t, _, _ in history[len(history) // 2 :]]
     rate = 1.0 / statistics.median(b - a for a, b in zip(late, late[1:])) if len(late) > 2 else float("nan")
     flops = 3 * batch * (conv_flops(net_g, 1) + 3 * conv_flops(net_d, 64))
-    print(f"own count: {flops:.6g} FLOPs a step by its convolutions (a step is an iteration: both optimizers); "
-          f"{rate:.6g} steps/s on the host clock over the last half of its {len(history)} steps", flush=True)
+    print(
+        f"own count: {flops:.6g} FLOPs a step by its convolutions (a step is an iteration: both optimizers); "
+        f"{rate:.6g} steps/s on the host clock over the last half of its {len(history)} steps",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -45,10 +45,25 @@ def main():
     p.add_argument("--tiny", action="store_true", help="small enough for a CPU (a smoke test)")
     args = p.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    size = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                num_key_value_heads=2, vocab_size=512) if args.tiny else \
-        dict(hidden_size=1024, intermediate_size=4096, num_hidden_layers=24, num_attention_heads=16,
-             num_key_value_heads=8, vocab_size=32000)
+    size = (
+        dict(
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            vocab_size=512,
+        )
+        if args.tiny
+        else dict(
+            hidden_size=1024,
+            intermediate_size=4096,
+            num_hidden_layers=24,
+            num_attention_heads=16,
+            num_key_value_heads=8,
+            vocab_size=32000,
+        )
+    )
     config = LlamaConfig(max_position_embeddings=4096, **size)
     torch.manual_seed(0)
     model = LlamaForCausalLM(config).to(device, torch.bfloat16).eval()
@@ -61,8 +76,15 @@ def main():
         times, t0 = [], time.perf_counter()
         while time.perf_counter() - t0 < args.seconds or len(times) < 2:
             with timed(times):
-                out = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=args.new,
-                                     min_new_tokens=args.new, do_sample=False, use_cache=True, pad_token_id=0)
+                out = model.generate(
+                    prompt,
+                    attention_mask=torch.ones_like(prompt),
+                    max_new_tokens=args.new,
+                    min_new_tokens=args.new,
+                    do_sample=False,
+                    use_cache=True,
+                    pad_token_id=0,
+                )
             assert out.shape == (batch, args.prompt + args.new)
         times = times[1:]  # the first call warms up
         prefill = []
@@ -74,10 +96,13 @@ def main():
         rows = batch * table.shape[1] * table.element_size()
         positions = args.prompt + args.new // 2
         kv = 2 * config.num_hidden_layers * config.num_key_value_heads * head * positions * batch * 2
-        print(f"own count at batch {batch}: {args.new / call_s:.6g} forwards/s (a prefill and {steps} decode steps a "
-              f"call) on the GPU clock over {len(times)} calls of generate; {steps / decode_s:.6g} decode steps/s; "
-              f"{batch * args.new / call_s:.6g} tokens/s; {weights + rows + kv:.6g} bytes a decode step ({weights:.6g} "
-              f"of weights, {rows:.6g} of embedding rows, {kv:.6g} of KV cache at its middle)", flush=True)
+        print(
+            f"own count at batch {batch}: {args.new / call_s:.6g} forwards/s (a prefill and {steps} decode steps a "
+            f"call) on the GPU clock over {len(times)} calls of generate; {steps / decode_s:.6g} decode steps/s; "
+            f"{batch * args.new / call_s:.6g} tokens/s; {weights + rows + kv:.6g} bytes a decode step ({weights:.6g} "
+            f"of weights, {rows:.6g} of embedding rows, {kv:.6g} of KV cache at its middle)",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

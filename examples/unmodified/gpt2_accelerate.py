@@ -56,8 +56,9 @@ def main():
     assert model.lm_head.weight is model.transformer.wte.weight  # tied
     optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1)
     scheduler = get_linear_schedule_with_warmup(optimizer, num_warmup_steps=100, num_training_steps=100000)
-    loader = torch.utils.data.DataLoader(RandomTokens(config.vocab_size, seq), batch_size=args.batch,
-                                         num_workers=2 if gpu else 0, pin_memory=gpu)
+    loader = torch.utils.data.DataLoader(
+        RandomTokens(config.vocab_size, seq), batch_size=args.batch, num_workers=2 if gpu else 0, pin_memory=gpu
+    )
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
 
     model.train()
@@ -76,12 +77,14 @@ def main():
             break
     accelerator.wait_for_everyone()
 
-    half = stamps[len(stamps) // 2:]
+    half = stamps[len(stamps) // 2 :]
     # the median step, so that one slow step (a data loader's hiccup) moves it little
     rate = 1.0 / statistics.median(b - a for a, b in zip(half, half[1:])) if len(half) > 2 else float("nan")
     flops = palm_flops(accelerator.unwrap_model(model), config, args.batch, seq)
-    accelerator.print(f"own count: {flops:.6g} FLOPs a step by PaLM's formula; {rate:.6g} steps/s on the host "
-                      f"clock over the last half of its {len(stamps)} steps (last loss {loss:.3f})")
+    accelerator.print(
+        f"own count: {flops:.6g} FLOPs a step by PaLM's formula; {rate:.6g} steps/s on the host "
+        f"clock over the last half of its {len(stamps)} steps (last loss {loss:.3f})"
+    )
 
 
 if __name__ == "__main__":

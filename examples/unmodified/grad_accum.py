@@ -25,15 +25,16 @@ class LM(nn.Module):
         super().__init__()
         self.embed = nn.Embedding(vocab, width)
         self.pos = nn.Parameter(torch.zeros(1, seq, width))
-        layer = nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.0, activation="gelu",
-                                           batch_first=True, norm_first=True)
+        layer = nn.TransformerEncoderLayer(
+            width, heads, 4 * width, dropout=0.0, activation="gelu", batch_first=True, norm_first=True
+        )
         self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(width)
         self.head = nn.Linear(width, vocab, bias=False)
         self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(seq), persistent=False)
 
     def forward(self, tokens):
-        x = self.embed(tokens) + self.pos[:, :tokens.shape[1]]
+        x = self.embed(tokens) + self.pos[:, : tokens.shape[1]]
         x = self.encoder(x, mask=self.mask, is_causal=True)
         return self.head(self.norm(x))
 
@@ -67,12 +68,15 @@ def main():
         opt.zero_grad(set_to_none=True)
         steps.append((time.perf_counter(), loss.item()))
 
-    ends = [t for t, _ in steps[len(steps) // 2:]]
+    ends = [t for t, _ in steps[len(steps) // 2 :]]
     rate = 1.0 / statistics.median(b - a for a, b in zip(ends, ends[1:])) if len(ends) > 2 else float("nan")
     matrices = sum(p.numel() for n, p in model.named_parameters() if p.dim() == 2 and n != "embed.weight")
     flops = (6 * matrices + 12 * layers * width * seq) * micro * seq * args.accum
-    print(f"own count: {flops:.6g} FLOPs a step by PaLM's formula ({args.accum} micro-batches of {micro}); "
-          f"{rate:.6g} steps/s on the host clock over the last half of its {len(steps)} steps", flush=True)
+    print(
+        f"own count: {flops:.6g} FLOPs a step by PaLM's formula ({args.accum} micro-batches of {micro}); "
+        f"{rate:.6g} steps/s on the host clock over the last half of its {len(steps)} steps",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

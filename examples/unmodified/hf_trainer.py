@@ -49,7 +49,7 @@ def palm_flops(model, config, batch, seq) -> float:
 
 
 def steady_rate(ends) -> float:
-    half = ends[len(ends) // 2:]
+    half = ends[len(ends) // 2 :]
     return 1.0 / statistics.median(b - a for a, b in zip(half, half[1:])) if len(half) > 2 else float("nan")
 
 
@@ -60,28 +60,62 @@ def main():
     p.add_argument("--seq", type=int, default=1024)
     p.add_argument("--tiny", action="store_true", help="a model small enough for a CPU (a smoke test)")
     args = p.parse_args()
-    size = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                num_key_value_heads=2, vocab_size=256) if args.tiny else \
-        dict(hidden_size=1024, intermediate_size=2816, num_hidden_layers=12, num_attention_heads=16,
-             num_key_value_heads=4, vocab_size=32000)
+    size = (
+        dict(
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            vocab_size=256,
+        )
+        if args.tiny
+        else dict(
+            hidden_size=1024,
+            intermediate_size=2816,
+            num_hidden_layers=12,
+            num_attention_heads=16,
+            num_key_value_heads=4,
+            vocab_size=32000,
+        )
+    )
     seq = 32 if args.tiny else args.seq
     config = LlamaConfig(max_position_embeddings=seq, attn_implementation="sdpa", **size)
     torch.manual_seed(0)
     model = LlamaForCausalLM(config)
     gpu = torch.cuda.is_available()
-    training = TrainingArguments(output_dir="/tmp/hf-trainer-job", per_device_train_batch_size=args.batch,
-                                 per_device_eval_batch_size=args.batch, max_steps=100000, learning_rate=3e-4,
-                                 bf16=gpu, use_cpu=not gpu, logging_strategy="no", save_strategy="no",
-                                 eval_strategy="no", report_to=[], dataloader_num_workers=2 if gpu else 0,
-                                 disable_tqdm=True, optim="adamw_torch_fused" if gpu else "adamw_torch")
+    training = TrainingArguments(
+        output_dir="/tmp/hf-trainer-job",
+        per_device_train_batch_size=args.batch,
+        per_device_eval_batch_size=args.batch,
+        max_steps=100000,
+        learning_rate=3e-4,
+        bf16=gpu,
+        use_cpu=not gpu,
+        logging_strategy="no",
+        save_strategy="no",
+        eval_strategy="no",
+        report_to=[],
+        dataloader_num_workers=2 if gpu else 0,
+        disable_tqdm=True,
+        optim="adamw_torch_fused" if gpu else "adamw_torch",
+    )
     clock = Clock(args.seconds)
-    trainer = Trainer(model=model, args=training, train_dataset=Tokens(100000, seq, config.vocab_size),
-                      eval_dataset=Tokens(16 * args.batch, seq, config.vocab_size), callbacks=[clock])
+    trainer = Trainer(
+        model=model,
+        args=training,
+        train_dataset=Tokens(100000, seq, config.vocab_size),
+        eval_dataset=Tokens(16 * args.batch, seq, config.vocab_size),
+        callbacks=[clock],
+    )
     trainer.train()
     trainer.evaluate()
     flops = palm_flops(model, config, args.batch, seq)
-    print(f"own count: {flops:.6g} FLOPs a step by PaLM's formula; {steady_rate(clock.ends):.6g} steps/s on the "
-          f"host clock over the last half of its {len(clock.ends)} steps", flush=True)
+    print(
+        f"own count: {flops:.6g} FLOPs a step by PaLM's formula; {steady_rate(clock.ends):.6g} steps/s on the "
+        f"host clock over the last half of its {len(clock.ends)} steps",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ def main(argv=None):
     args = parse(argv)
     width, batch = sizes(args)
     keys = jax.random.split(jax.random.PRNGKey(0), args.layers + 1)
-    params = [jax.random.normal(k, (width, width), jnp.bfloat16) * width ** -0.5 for k in keys[1:]]
+    params = [jax.random.normal(k, (width, width), jnp.bfloat16) * width**-0.5 for k in keys[1:]]
     x = jax.random.normal(keys[0], (batch, width), jnp.bfloat16)
 
     def loss(params, x):
@@ -73,14 +73,18 @@ def main(argv=None):
             jax.block_until_ready(params)  # as a loop that logs its loss waits for it, now and then
             waits.append((time.perf_counter(), calls))
     jax.block_until_ready(params)
-    half = waits[len(waits) // 2:]
+    half = waits[len(waits) // 2 :]
     rate = (half[-1][1] - half[0][1]) / (half[-1][0] - half[0][0]) if len(half) > 1 else float("nan")
     cost = step.lower(params, x).compile().cost_analysis()  # jax's caches answer: nothing is compiled again
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
     xla = float((cost or {}).get("flops", float("nan")))
-    print(f"own count: {step_flops(args):.6g} FLOPs a step in its matrix products (XLA's cost analysis of the "
-          f"compiled step: {xla:.6g}); {rate:.6g} steps/s on the host clock between waits for the device over the "
-          f"last half of its {calls} steps", flush=True)
+    print(
+        f"own count: {step_flops(args):.6g} FLOPs a step in its matrix products (XLA's cost analysis of the "
+        f"compiled step: {xla:.6g}); {rate:.6g} steps/s on the host clock between waits for the device over the "
+        f"last half of its {calls} steps",
+        flush=True,
+    )
+
 
 if __name__ == "__main__":
     main()

@@ -62,23 +62,38 @@ def main():
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--tiny", action="store_true", help="a model small enough for a CPU (a smoke test)")
     args = p.parse_args()
-    shape = dict(vocab=256, seq=32, layers=2, width=64, heads=4) if args.tiny else \
-        dict(vocab=50257, seq=1024, layers=12, width=768, heads=12)
+    shape = (
+        dict(vocab=256, seq=32, layers=2, width=64, heads=4)
+        if args.tiny
+        else dict(vocab=50257, seq=1024, layers=12, width=768, heads=12)
+    )
     torch.manual_seed(0)
     model = gpt.GPT(**shape)
     clock = Clock(args.seconds)
     gpu = torch.cuda.is_available()
-    trainer = L.Trainer(accelerator="gpu" if gpu else "cpu", devices=1, precision="bf16-mixed", max_steps=100000,
-                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, callbacks=[clock])
-    loader = torch.utils.data.DataLoader(Tokens(shape["vocab"], shape["seq"]), batch_size=args.batch,
-                                         num_workers=2 if gpu else 0)
+    trainer = L.Trainer(
+        accelerator="gpu" if gpu else "cpu",
+        devices=1,
+        precision="bf16-mixed",
+        max_steps=100000,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[clock],
+    )
+    loader = torch.utils.data.DataLoader(
+        Tokens(shape["vocab"], shape["seq"]), batch_size=args.batch, num_workers=2 if gpu else 0
+    )
     trainer.fit(Module(model), loader)
     flops = gpt.analytic_flops(model, args.batch, shape["seq"])
-    half = clock.ends[len(clock.ends) // 2:]
+    half = clock.ends[len(clock.ends) // 2 :]
     rate = 1.0 / statistics.median(b - a for a, b in zip(half, half[1:])) if len(half) > 2 else float("nan")
-    print(f"own count: {flops:.6g} FLOPs a step by PaLM's formula; {rate:.6g} steps/s on the host clock over the "
-          f"last half of its {len(clock.ends)} steps", flush=True)
+    print(
+        f"own count: {flops:.6g} FLOPs a step by PaLM's formula; {rate:.6g} steps/s on the host clock over the "
+        f"last half of its {len(clock.ends)} steps",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -29,10 +29,25 @@ def main():
     args = p.parse_args()
     gpu = torch.cuda.is_available()
     device = "cuda" if gpu else "cpu"
-    size = dict(hidden_size=64, intermediate_size=172, num_hidden_layers=2, num_attention_heads=4,
-                num_key_value_heads=2, vocab_size=256) if args.tiny else \
-        dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=8, num_attention_heads=16,
-             num_key_value_heads=8, vocab_size=32000)
+    size = (
+        dict(
+            hidden_size=64,
+            intermediate_size=172,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            vocab_size=256,
+        )
+        if args.tiny
+        else dict(
+            hidden_size=2048,
+            intermediate_size=5632,
+            num_hidden_layers=8,
+            num_attention_heads=16,
+            num_key_value_heads=8,
+            vocab_size=32000,
+        )
+    )
     seq = 32 if args.tiny else args.seq
     config = LlamaConfig(max_position_embeddings=seq, attn_implementation="sdpa", use_cache=False, **size)
     torch.manual_seed(0)
@@ -60,12 +75,15 @@ def main():
         step()
         done.append(time.perf_counter())
 
-    half = done[len(done) // 2:]
+    half = done[len(done) // 2 :]
     rate = 1.0 / statistics.median(b - a for a, b in zip(half, half[1:])) if len(half) > 2 else float("nan")
     matrices = sum(q.numel() for n, q in model.named_parameters() if q.dim() == 2 and "embed_tokens" not in n)
     per_token = 6 * matrices + 12 * config.num_hidden_layers * config.hidden_size * seq
-    print(f"own count: {per_token * args.batch * seq:.6g} FLOPs a step by PaLM's formula; {rate:.6g} steps/s on "
-          f"the host clock over the last half of its {len(done)} steps", flush=True)
+    print(
+        f"own count: {per_token * args.batch * seq:.6g} FLOPs a step by PaLM's formula; {rate:.6g} steps/s on "
+        f"the host clock over the last half of its {len(done)} steps",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ class Decoder(nn.Module):
 
     def forward(self, tokens):
         x = self.embed(tokens)
-        cos, sin = self.cos[:tokens.shape[1]].to(x.dtype), self.sin[:tokens.shape[1]].to(x.dtype)
+        cos, sin = self.cos[: tokens.shape[1]].to(x.dtype), self.sin[: tokens.shape[1]].to(x.dtype)
         for layer in self.layers:
             x = layer(x, cos, sin)
         return self.lm_head(self.norm(x))
@@ -86,15 +86,18 @@ def main():
         opt.zero_grad(set_to_none=True)
         marks.append((time.perf_counter(), loss.item()))
 
-    late = marks[len(marks) // 2:]  # its steps take the same time: their mean rate is their typical one
+    late = marks[len(marks) // 2 :]  # its steps take the same time: their mean rate is their typical one
     rate = (len(late) - 1) / (late[-1][0] - late[0][0]) if len(late) > 2 else float("nan")
     matrices = sum(q.numel() for n, q in model.named_parameters() if q.dim() == 2 and n != "embed.weight")
     tokens = batch * seq
     attention = 12 * layers * d * seq * tokens
     palm = 6 * matrices * tokens + attention
-    print(f"own count: {palm:.6g} FLOPs a step by PaLM's formula (causal attention whole; {palm - attention / 2:.6g}"
-          f" with its masked half left out); {rate:.6g} steps/s on the host clock over the last half of its "
-          f"{len(marks)} steps", flush=True)
+    print(
+        f"own count: {palm:.6g} FLOPs a step by PaLM's formula (causal attention whole; {palm - attention / 2:.6g}"
+        f" with its masked half left out); {rate:.6g} steps/s on the host clock over the last half of its "
+        f"{len(marks)} steps",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -44,11 +44,14 @@ def main():
         opt.zero_grad(set_to_none=True)
         loss.item()
         ends.append(time.perf_counter())
-    half = ends[len(ends) // 2:]
+    half = ends[len(ends) // 2 :]
     rate = 1.0 / statistics.median(b - a for a, b in zip(half, half[1:])) if len(half) > 2 else float("nan")
     flops = 3 * 2 * FORWARD_MACS[name] * batch * (side / 224) ** 2
-    print(f"own count: {flops:.6g} FLOPs a step by torchvision's figure; {rate:.6g} steps/s on the host clock over "
-          f"the last half of its {len(ends)} steps", flush=True)
+    print(
+        f"own count: {flops:.6g} FLOPs a step by torchvision's figure; {rate:.6g} steps/s on the host clock over "
+        f"the last half of its {len(ends)} steps",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -82,23 +82,29 @@ def main():
         eval_s.append(time.perf_counter() - t)
         print(f"step {step}: loss {loss.item():.3f}, eval accuracy {accuracy:.3f} ({eval_s[-1]:.2f} s)", flush=True)
 
-    half = train_ends[len(train_ends) // 2:]
+    half = train_ends[len(train_ends) // 2 :]
     rate = 1.0 / statistics.median(b - a for a, b in zip(half, half[1:])) if len(half) > 2 else float("nan")
     # the embeddings are lookups; the pooler and the classifier see one token of each sequence
-    matrices = sum(q.numel() for n, q in model.named_parameters()
-                   if q.dim() == 2 and not any(w in n for w in ("embeddings", "pooler", "classifier")))
+    matrices = sum(
+        q.numel()
+        for n, q in model.named_parameters()
+        if q.dim() == 2 and not any(w in n for w in ("embeddings", "pooler", "classifier"))
+    )
     per_token = 6 * matrices + 12 * config.num_hidden_layers * config.hidden_size * seq
     # a rate is steps over time: the mean over every stretch (the time from each step's end to the next's, the
     # evaluations between stretches left out), with the median beside it
     gpu_rate = 1e3 * len(train_ms) / sum(train_ms) if train_ms else float("nan")
     gpu_median = 1e3 / statistics.median(train_ms) if train_ms else float("nan")
-    print(f"own count: {per_token * batch * seq:.6g} FLOPs a step by PaLM's formula; {rate:.6g} steps/s on the "
-          f"host clock over the last half of its {len(train_ends)} training steps, {gpu_rate:.6g} training "
-          f"steps/s on the GPU clock (steps over their time, every stretch; {gpu_median:.6g} from the median "
-          f"time between two); evaluation "
-          f"{eval_batches / statistics.median(eval_s):.4g} batches/s over {len(eval_s)} passes on the host clock, "
-          f"{1e3 / statistics.median(eval_ms) if eval_ms else float('nan'):.4g} forwards/s on the GPU clock "
-          f"(the median time between two)", flush=True)
+    print(
+        f"own count: {per_token * batch * seq:.6g} FLOPs a step by PaLM's formula; {rate:.6g} steps/s on the "
+        f"host clock over the last half of its {len(train_ends)} training steps, {gpu_rate:.6g} training "
+        f"steps/s on the GPU clock (steps over their time, every stretch; {gpu_median:.6g} from the median "
+        f"time between two); evaluation "
+        f"{eval_batches / statistics.median(eval_s):.4g} batches/s over {len(eval_s)} passes on the host clock, "
+        f"{1e3 / statistics.median(eval_ms) if eval_ms else float('nan'):.4g} forwards/s on the GPU clock "
+        f"(the median time between two)",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -32,8 +32,9 @@ def conv_flops(model, size: int) -> int:
         elif isinstance(m, torch.nn.Linear):
             hooks.append(m.register_forward_hook(linear))
     with torch.no_grad():
-        model(torch.zeros(1, 3, size, size, device=next(model.parameters()).device,
-                          dtype=next(model.parameters()).dtype))
+        model(
+            torch.zeros(1, 3, size, size, device=next(model.parameters()).device, dtype=next(model.parameters()).dtype)
+        )
     for h in hooks:
         h.remove()
     return total[0]
@@ -68,12 +69,15 @@ def main():
                 logits.argmax(-1).sum().item()
     if device == "cuda":
         torch.cuda.synchronize()
-        half = stamps[len(stamps) // 2:]
+        half = stamps[len(stamps) // 2 :]
         ms = statistics.median(a.elapsed_time(b) for a, b in zip(half, half[1:]))
     else:
         ms = float("nan")
-    print(f"own count: {per_image * batch:.6g} FLOPs a forward from its layers' shapes; {1e3 / ms:.6g} forwards/s "
-          f"on the GPU clock over the last half of its {i} forwards; {batch * 1e3 / ms:.6g} images/s", flush=True)
+    print(
+        f"own count: {per_image * batch:.6g} FLOPs a forward from its layers' shapes; {1e3 / ms:.6g} forwards/s "
+        f"on the GPU clock over the last half of its {i} forwards; {batch * 1e3 / ms:.6g} images/s",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ def forward_macs(vit: VisionTransformer) -> float:
     d, patches = vit.hidden_dim, (vit.image_size // vit.patch_size) ** 2
     n = patches + 1  # the class token
     blocks = len(vit.encoder.layers) * (4 * d * d * n + 2 * d * vit.mlp_dim * n + 2 * n * n * d)
-    return patches * 3 * vit.patch_size ** 2 * d + blocks + d * vit.num_classes
+    return patches * 3 * vit.patch_size**2 * d + blocks + d * vit.num_classes
 
 
 def main():
@@ -62,11 +62,14 @@ def main():
         sched.step()
         log.append((time.perf_counter(), loss.item(), scaler.get_scale()))
 
-    last = [t for t, _, _ in log[len(log) // 2:]]
+    last = [t for t, _, _ in log[len(log) // 2 :]]
     rate = 1.0 / statistics.median(b - a for a, b in zip(last, last[1:])) if len(last) > 2 else float("nan")
     flops = 3 * 2 * forward_macs(model) * batch
-    print(f"own count: {flops:.6g} FLOPs a step by its layers' multiply-adds; {rate:.6g} steps/s on the host "
-          f"clock over the last half of its {len(log)} steps (loss scale {log[-1][2]:g})", flush=True)
+    print(
+        f"own count: {flops:.6g} FLOPs a step by its layers' multiply-adds; {rate:.6g} steps/s on the host "
+        f"clock over the last half of its {len(log)} steps (loss scale {log[-1][2]:g})",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -25,18 +25,38 @@ NZ = 128  # the noise's width
 
 def generator(w):
     def up(cin, cout, first=False):
-        return [nn.ConvTranspose2d(cin, cout, 4, 1 if first else 2, 0 if first else 1, bias=False),
-                nn.BatchNorm2d(cout), nn.ReLU(True)]
-    return nn.Sequential(*up(NZ, 8 * w, True), *up(8 * w, 4 * w), *up(4 * w, 2 * w), *up(2 * w, w),
-                         nn.ConvTranspose2d(w, 3, 4, 2, 1, bias=False), nn.Tanh())
+        return [
+            nn.ConvTranspose2d(cin, cout, 4, 1 if first else 2, 0 if first else 1, bias=False),
+            nn.BatchNorm2d(cout),
+            nn.ReLU(True),
+        ]
+
+    return nn.Sequential(
+        *up(NZ, 8 * w, True),
+        *up(8 * w, 4 * w),
+        *up(4 * w, 2 * w),
+        *up(2 * w, w),
+        nn.ConvTranspose2d(w, 3, 4, 2, 1, bias=False),
+        nn.Tanh(),
+    )
 
 
 def critic(w):
     def down(cin, cout, norm=True):
-        return [nn.Conv2d(cin, cout, 4, 2, 1, bias=False)] + ([nn.BatchNorm2d(cout)] if norm else []) + \
-            [nn.LeakyReLU(0.2, True)]
-    return nn.Sequential(*down(3, w, False), *down(w, 2 * w), *down(2 * w, 4 * w), *down(4 * w, 8 * w),
-                         nn.Conv2d(8 * w, 1, 4, 1, 0, bias=False), nn.Flatten())
+        return (
+            [nn.Conv2d(cin, cout, 4, 2, 1, bias=False)]
+            + ([nn.BatchNorm2d(cout)] if norm else [])
+            + [nn.LeakyReLU(0.2, True)]
+        )
+
+    return nn.Sequential(
+        *down(3, w, False),
+        *down(w, 2 * w),
+        *down(2 * w, 4 * w),
+        *down(4 * w, 8 * w),
+        nn.Conv2d(8 * w, 1, 4, 1, 0, bias=False),
+        nn.Flatten(),
+    )
 
 
 def conv_flops(model, side_in):
@@ -126,12 +146,15 @@ def main():
     gpu = "no GPU clock (no CUDA)"
     if timed:
         torch.cuda.synchronize()
-        gaps = [a.elapsed_time(b) / 1e3 for a, b in zip(events[half:], events[half + 1:])]
+        gaps = [a.elapsed_time(b) / 1e3 for a, b in zip(events[half:], events[half + 1 :])]
         gpu = f"{median_rate(gaps):.6g} steps/s on the GPU clock (CUDA events) over the same iterations"
     flops = iteration_flops(net_g, net_c, batch, args.critic)
-    print(f"own count: {flops:.6g} FLOPs a step by its convolutions (a step is an iteration: {args.critic} critic "
-          f"steps and 1 generator step); {host:.6g} steps/s on the host clock over the last half of its "
-          f"{len(ends)} iterations; {gpu}", flush=True)
+    print(
+        f"own count: {flops:.6g} FLOPs a step by its convolutions (a step is an iteration: {args.critic} critic "
+        f"steps and 1 generator step); {host:.6g} steps/s on the host clock over the last half of its "
+        f"{len(ends)} iterations; {gpu}",
+        flush=True,
+    )
     print(f"iterations: {len(ends)}; critic loss {loss_c.item():.4g}, generator loss {loss_g.item():.4g}", flush=True)
 
 

@@ -26,8 +26,10 @@ def launch_mismatch(before: dict, now: dict) -> str | None:
     if graphs[0] == graphs[1]:
         return None
     how = {True: "from a CUDA graph", False: "from calls the host launched one by one"}
-    return (f"the baseline timed it {how[graphs[0]]} and this run {how[graphs[1]]}, which time different things: "
-            "save the baseline again (--gpu-save-baseline)")
+    return (
+        f"the baseline timed it {how[graphs[0]]} and this run {how[graphs[1]]}, which time different things: "
+        "save the baseline again (--gpu-save-baseline)"
+    )
 
 
 @dataclass
@@ -48,22 +50,42 @@ class Compared:
     counters: dict = field(default_factory=dict)  # the fingerprints: {"baseline": ..., "now": ...}
 
     def record(self, baseline_name: str) -> dict:
-        out = {"name": self.name, "fullname": self.fullname, "baseline": baseline_name,
-               "word": self.verdict.word if self.verdict else None, "now_median_s": self.now_median_s,
-               "base_median_s": self.base_median_s, "floor_processes": self.floor_processes,
-               "floor_early": self.floor_early, "rounds_used": self.rounds_used, "notes": self.notes,
-               "moved": self.moved, "counters": self.counters, "not_compared": self.not_compared}
+        out = {
+            "name": self.name,
+            "fullname": self.fullname,
+            "baseline": baseline_name,
+            "word": self.verdict.word if self.verdict else None,
+            "now_median_s": self.now_median_s,
+            "base_median_s": self.base_median_s,
+            "floor_processes": self.floor_processes,
+            "floor_early": self.floor_early,
+            "rounds_used": self.rounds_used,
+            "notes": self.notes,
+            "moved": self.moved,
+            "counters": self.counters,
+            "not_compared": self.not_compared,
+        }
         if self.verdict:
             out["why"] = self.verdict.why
             # pct, lo, hi: from the center of the baseline's processes; raw_pct: from its first process
-            out["changes"] = {c.stat: {"pct": c.pct, "lo": c.lo, "hi": c.hi, "floor": c.floor, "center": c.center,
-                                       "raw_pct": self.verdict.raw[c.stat].pct, "resolution": c.resolution}
-                              for c in self.verdict.changes}
+            out["changes"] = {
+                c.stat: {
+                    "pct": c.pct,
+                    "lo": c.lo,
+                    "hi": c.hi,
+                    "floor": c.floor,
+                    "center": c.center,
+                    "raw_pct": self.verdict.raw[c.stat].pct,
+                    "resolution": c.resolution,
+                }
+                for c in self.verdict.changes
+            }
         return out
 
 
-def compare_run(baseline: dict, runs: dict[str, dict], least_floor_pct: float,
-                always: list[str] = ()) -> list[Compared]:
+def compare_run(
+    baseline: dict, runs: dict[str, dict], least_floor_pct: float, always: list[str] = ()
+) -> list[Compared]:
     """Each benchmark of this run ({fullname: {"name", "rounds", "extra_info"}, and "compared" where the verdict
     was already reached while it ran}) against the baseline file's; `always` is said with every verdict
     (speed settings that were allowed to differ)."""
@@ -96,8 +118,10 @@ def compare_one(baseline: dict, fullname: str, run: dict, least_floor_pct: float
     before = usable(bench["stats"].get("data") or [], info_before)
     c.rounds_used = (len(before), len(rounds))
     if len(before) < 2 or len(rounds) < 2:
-        c.not_compared = (f"the baseline holds {len(before)} rounds of it and this run {len(rounds)}: a "
-                          "verdict needs two or more of each (save the baseline with --gpu-save-baseline)")
+        c.not_compared = (
+            f"the baseline holds {len(before)} rounds of it and this run {len(rounds)}: a "
+            "verdict needs two or more of each (save the baseline with --gpu-save-baseline)"
+        )
         return c
     launched = launch_mismatch(info_before, info_now)
     if launched:
@@ -105,8 +129,11 @@ def compare_one(baseline: dict, fullname: str, run: dict, least_floor_pct: float
         return c
     floors = floor.floors(baseline, fullname, least_floor_pct)
     c.floor_processes, c.floor_early = floors["median"].processes, floors["median"].early
-    clocks = (info_before.get("sm_clock_mhz_rounds"), info_now.get("sm_clock_mhz_rounds")) \
-        if limited(info_before) or limited(info_now) else (None, None)
+    clocks = (
+        (info_before.get("sm_clock_mhz_rounds"), info_now.get("sm_clock_mhz_rounds"))
+        if limited(info_before) or limited(info_now)
+        else (None, None)
+    )
     calls = (_calls(info_before), _calls(info_now))
     c.verdict = judge(before, rounds, floors, clocks, calls)
     return c
@@ -129,24 +156,33 @@ def lines(compared: list[Compared], baseline_name: str, least_floor_pct: float) 
     if not compared:
         return []
     width = max(len(c.name) for c in compared)
-    out = ["GPU time per call against the baseline: the change of the median, quartiles and trimmed mean of the "
-           f"rounds from where the baseline's processes sit, each with its {LEVEL:.0%} interval (block bootstrap over "
-           "rounds, widened by the timer's step), against the floor that unchanged processes move (measured by "
-           f"the baseline's runs; at least {least_floor_pct:g}%)"]
+    out = [
+        "GPU time per call against the baseline: the change of the median, quartiles and trimmed mean of the "
+        f"rounds from where the baseline's processes sit, each with its {LEVEL:.0%} interval (block bootstrap over "
+        "rounds, widened by the timer's step), against the floor that unchanged processes move (measured by "
+        f"the baseline's runs; at least {least_floor_pct:g}%)"
+    ]
     differed = [c.name for c in compared if c.verdict and c.notes]
     if differed:
-        out.append(f"the GPU ran otherwise than for the baseline (clocks, limits) in {len(differed)} of "
-                   f"{len(compared)} benchmarks: {', '.join(differed)}; their lines say how, first")
+        out.append(
+            f"the GPU ran otherwise than for the baseline (clocks, limits) in {len(differed)} of "
+            f"{len(compared)} benchmarks: {', '.join(differed)}; their lines say how, first"
+        )
     for c in compared:
         if c.verdict is None:
             out.append(f"{c.name:<{width}}  not compared: {c.not_compared}")
             continue
         v = c.verdict
         median = "" if v.why.startswith("median ") else f" ({v.median.text()})"
-        source = f"floors from {c.floor_processes} processes" if c.floor_processes > 1 \
+        source = (
+            f"floors from {c.floor_processes} processes"
+            if c.floor_processes > 1
             else "one process: no reruns measured its floor"
+        )
         first = "".join(f"{n}; " for n in c.notes)
         moved = f"; {c.moved}" if c.moved else ""
-        out.append(f"{c.name:<{width}}  {c.base_median_s * 1e3:#.4g} -> {c.now_median_s * 1e3:#.4g} ms  "
-                   f"{v.word:<6}  {first}{v.why}{median}{moved}; {source}  (vs {baseline_name})")
+        out.append(
+            f"{c.name:<{width}}  {c.base_median_s * 1e3:#.4g} -> {c.now_median_s * 1e3:#.4g} ms  "
+            f"{v.word:<6}  {first}{v.why}{median}{moved}; {source}  (vs {baseline_name})"
+        )
     return out

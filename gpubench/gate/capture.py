@@ -81,8 +81,9 @@ def capture(run, calls: int, stream: CaptureStream):
     except Exception as err:  # noqa: BLE001 - whatever the call raised under capture, it cannot be captured
         raise _refused("the call could not be captured in a CUDA graph", err, home) from None
     if node_count(graph.raw_cuda_graph()) == 0:
-        raise GraphRefused("nothing of the call was captured in a CUDA graph: it launches its work on a stream of "
-                           "its own")
+        raise GraphRefused(
+            "nothing of the call was captured in a CUDA graph: it launches its work on a stream of its own"
+        )
     try:
         graph.instantiate()
         graph.replay()  # the first replay uploads the graph

@@ -18,11 +18,25 @@ from pathlib import Path
 from gpubench.record.rundir import slug
 
 # What identifies the GPU a run was measured on; the model (NVML's name) decides whether runs compare.
-FINGERPRINT_KEYS = ("name", "uuid", "memory_mib", "driver", "cuda_driver", "power_limit_w", "mig_mode",
-                    "app_sm_clock_mhz", "app_mem_clock_mhz", "ecc")
+FINGERPRINT_KEYS = (
+    "name",
+    "uuid",
+    "memory_mib",
+    "driver",
+    "cuda_driver",
+    "power_limit_w",
+    "mig_mode",
+    "app_sm_clock_mhz",
+    "app_mem_clock_mhz",
+    "ecc",
+)
 # Settings that change a GPU's speed: refused unless --gpu-allow-different-limits, then said in every line.
-LIMITS = {"power_limit_w": "power limit (W)", "app_sm_clock_mhz": "application SM clock (MHz)",
-          "app_mem_clock_mhz": "application memory clock (MHz)", "ecc": "ECC"}
+LIMITS = {
+    "power_limit_w": "power limit (W)",
+    "app_sm_clock_mhz": "application SM clock (MHz)",
+    "app_mem_clock_mhz": "application memory clock (MHz)",
+    "ecc": "ECC",
+}
 NOTED = {"driver": "driver", "cuda_driver": "CUDA driver"}
 MEMORY_TOLERANCE = 0.01  # drivers reserve a version-dependent few MiB; GH200's two parts differ by half
 
@@ -46,8 +60,10 @@ def missing_baseline(directory: str | Path, gpu_name: str) -> str:
     path = baseline_path(directory, gpu_name)
     others = sorted(p.name for p in Path(directory).glob("*.json")) if Path(directory).is_dir() else []
     found = f"it holds {', '.join(others)}" if others else "it holds no baseline"
-    return (f"no baseline for {gpu_name} in {directory} ({path.name} is missing; {found}): save one on this GPU "
-            f"model with --gpu-save-baseline={directory}")
+    return (
+        f"no baseline for {gpu_name} in {directory} ({path.name} is missing; {found}): save one on this GPU "
+        f"model with --gpu-save-baseline={directory}"
+    )
 
 
 def _positive(x) -> bool:
@@ -102,30 +118,42 @@ def model_mismatch(saved: dict, current: dict, where: str = "the baseline") -> s
     """One sentence refusing a baseline measured on another GPU model, or None when the models match."""
     if saved.get("name") == current.get("name"):
         return None
-    return (f"{where} was measured on {saved.get('name')} but this GPU is {current.get('name')}: timings of "
-            f"different GPU models are not comparable, so compare against a baseline saved on "
-            f"{current.get('name')} (--gpu-baseline=DIR picks DIR/{slug(current.get('name') or '')}.json)")
+    return (
+        f"{where} was measured on {saved.get('name')} but this GPU is {current.get('name')}: timings of "
+        f"different GPU models are not comparable, so compare against a baseline saved on "
+        f"{current.get('name')} (--gpu-baseline=DIR picks DIR/{slug(current.get('name') or '')}.json)"
+    )
 
 
 def part_mismatch(saved: dict, current: dict, where: str = "the baseline") -> str | None:
     """One sentence refusing a baseline of the same name but another memory size or MIG mode, or None."""
     a, b = saved.get("memory_mib"), current.get("memory_mib")
     if _positive(a) and _positive(b) and abs(a - b) > MEMORY_TOLERANCE * max(a, b):
-        return (f"{where} was measured on a {saved.get('name')} with {a:.0f} MiB of memory but this one has "
-                f"{b:.0f} MiB: parts that share a name but not their memory differ in bandwidth, so keep a "
-                f"baseline of this part in a directory of its own (--gpu-save-baseline=DIR)")
-    if saved.get("mig_mode") is not None and current.get("mig_mode") is not None \
-            and bool(saved["mig_mode"]) != bool(current["mig_mode"]):
+        return (
+            f"{where} was measured on a {saved.get('name')} with {a:.0f} MiB of memory but this one has "
+            f"{b:.0f} MiB: parts that share a name but not their memory differ in bandwidth, so keep a "
+            f"baseline of this part in a directory of its own (--gpu-save-baseline=DIR)"
+        )
+    if (
+        saved.get("mig_mode") is not None
+        and current.get("mig_mode") is not None
+        and bool(saved["mig_mode"]) != bool(current["mig_mode"])
+    ):
         on = {True: "on", False: "off"}
-        return (f"{where} was measured with MIG {on[bool(saved['mig_mode'])]} but MIG is "
-                f"{on[bool(current['mig_mode'])]} on this GPU: a GPU split into instances and a whole GPU are "
-                f"not comparable, so save a baseline in this mode (--gpu-save-baseline=DIR)")
+        return (
+            f"{where} was measured with MIG {on[bool(saved['mig_mode'])]} but MIG is "
+            f"{on[bool(current['mig_mode'])]} on this GPU: a GPU split into instances and a whole GPU are "
+            f"not comparable, so save a baseline in this mode (--gpu-save-baseline=DIR)"
+        )
     return None
 
 
 def _changed(saved: dict, current: dict, labels: dict) -> list[str]:
-    return [f"{label} {saved.get(k)} -> {current.get(k)}" for k, label in labels.items()
-            if saved.get(k) is not None and current.get(k) is not None and saved.get(k) != current.get(k)]
+    return [
+        f"{label} {saved.get(k)} -> {current.get(k)}"
+        for k, label in labels.items()
+        if saved.get(k) is not None and current.get(k) is not None and saved.get(k) != current.get(k)
+    ]
 
 
 def limits_changed(saved: dict, current: dict) -> list[str]:
@@ -135,9 +163,11 @@ def limits_changed(saved: dict, current: dict) -> list[str]:
 
 
 def limits_refusal(changed: list[str], where: str = "the baseline") -> str:
-    return (f"{where} was measured with other settings than this GPU's ({'; '.join(changed)}): they change its "
-            "speed, so compare against a baseline saved with these settings, or give "
-            "--gpu-allow-different-limits to compare anyway with every verdict saying so")
+    return (
+        f"{where} was measured with other settings than this GPU's ({'; '.join(changed)}): they change its "
+        "speed, so compare against a baseline saved with these settings, or give "
+        "--gpu-allow-different-limits to compare anyway with every verdict saying so"
+    )
 
 
 def differences(saved: dict, current: dict) -> list[str]:

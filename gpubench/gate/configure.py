@@ -47,9 +47,12 @@ def session_device(config):
     chosen = known.fingerprint
     if chosen is not None and chosen.get("uuid") != device.fingerprint.get("uuid"):
         device.close()
-        pytest.fail(f"the benchmarks run on {device.fingerprint['name']} ({device.fingerprint['uuid']}), not on "
-                    f"the GPU the baseline was chosen for ({chosen['uuid']}): leave CUDA's current device at 0, or "
-                    "choose the GPU with CUDA_VISIBLE_DEVICES", pytrace=False)
+        pytest.fail(
+            f"the benchmarks run on {device.fingerprint['name']} ({device.fingerprint['uuid']}), not on "
+            f"the GPU the baseline was chosen for ({chosen['uuid']}): leave CUDA's current device at 0, or "
+            "choose the GPU with CUDA_VISIBLE_DEVICES",
+            pytrace=False,
+        )
     known.fingerprint = device.fingerprint
     return device
 
@@ -73,8 +76,9 @@ def configure(config) -> None:
     check_compare_file(config.getoption("benchmark_compare", None))
     compared = base_dir or floor_dir or config.getoption("benchmark_compare", None)
     if config.getoption("gpu_fail_slower") and not compared:
-        raise pytest.UsageError("--gpu-fail-slower needs a baseline to compare with: give --gpu-baseline=DIR (or "
-                                "--benchmark-compare=FILE)")
+        raise pytest.UsageError(
+            "--gpu-fail-slower needs a baseline to compare with: give --gpu-baseline=DIR (or --benchmark-compare=FILE)"
+        )
     if config.getoption("gpu_verdict_json"):
         check_writable(Path(config.getoption("gpu_verdict_json")), "cannot write the verdicts to")
     if save_dir:
@@ -88,11 +92,15 @@ def configure(config) -> None:
         gpu = this_gpu()
     except NoGpu as err:
         if fail_slower:
-            raise pytest.UsageError(f"--gpu-fail-slower, but there is no GPU here ({err}): the GPU benchmarks would "
-                                    "skip and nothing would be compared, so the gate refuses to pass; run it where "
-                                    "the baseline's GPU is") from None
-        known.notes.append(f"gpu baselines: no GPU here ({err}), so --gpu-baseline, --gpu-save-baseline "
-                           "and --gpu-measure-floor do nothing and the GPU benchmarks skip")
+            raise pytest.UsageError(
+                f"--gpu-fail-slower, but there is no GPU here ({err}): the GPU benchmarks would "
+                "skip and nothing would be compared, so the gate refuses to pass; run it where "
+                "the baseline's GPU is"
+            ) from None
+        known.notes.append(
+            f"gpu baselines: no GPU here ({err}), so --gpu-baseline, --gpu-save-baseline "
+            "and --gpu-measure-floor do nothing and the GPU benchmarks skip"
+        )
         return
     known.fingerprint = gpu
     if base_dir or floor_dir:
@@ -113,10 +121,16 @@ def configure(config) -> None:
         config.option.benchmark_json = benchmark_json_option(partial)
         known.save = (partial, final)
         known.floor_runs = runs = config.getoption("gpu_baseline_runs")
-        known.notes.append(f"gpu baseline: measured in {'up to ' * (runs > 1)}{runs} process{'es' * (runs != 1)}, "
-                           "this one first" + (f" (the others when it ends, each benchmark in as few as its floor "
-                                               f"needs, at least {min(runs, processes.MIN_PROCESSES)})"
-                                               if runs > 1 else ""))
+        known.notes.append(
+            f"gpu baseline: measured in {'up to ' * (runs > 1)}{runs} process{'es' * (runs != 1)}, "
+            "this one first"
+            + (
+                f" (the others when it ends, each benchmark in as few as its floor "
+                f"needs, at least {min(runs, processes.MIN_PROCESSES)})"
+                if runs > 1
+                else ""
+            )
+        )
 
 
 def check_baseline(config, compared_benchmark: dict) -> None:
@@ -138,8 +152,9 @@ def check_baseline(config, compared_benchmark: dict) -> None:
             return  # no GPU here: the GPU benchmarks skip, nothing is compared
     where = f"the baseline {name}" if name != "the saved run" else "the baseline"
     try:
-        always, notes = benchcompare.comparable(saved, known.fingerprint, where,
-                                                config.getoption("gpu_allow_different_limits"))
+        always, notes = benchcompare.comparable(
+            saved, known.fingerprint, where, config.getoption("gpu_allow_different_limits")
+        )
     except benchcompare.BaselineError as err:
         raise pytest.UsageError(str(err)) from None
     known.always = always
@@ -180,8 +195,7 @@ def effort_for(config, name: str, fullname: str):
         return (effort.duty_target(least) if first else effort.least_target(least)), True
 
     def open_verdict(rounds: list[float], info: dict) -> bool:
-        c = against_baseline.compare_one(saved, fullname, {"name": name, "rounds": rounds, "extra_info": info},
-                                         least)
+        c = against_baseline.compare_one(saved, fullname, {"name": name, "rounds": rounds, "extra_info": info}, least)
         decisions(config).early[fullname] = c  # the session's verdict, reached while its tensors live
         return c.verdict is None or c.verdict.word != "same"
 
@@ -200,8 +214,9 @@ def deselect_settled(config, items) -> None:
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = [i for i in items if i not in drop]
-        known.ending.append((f"gpu baseline floor: {len(drop)} benchmark{'s' * (len(drop) != 1)} left out, "
-                             "their floors settled", False))
+        known.ending.append(
+            (f"gpu baseline floor: {len(drop)} benchmark{'s' * (len(drop) != 1)} left out, their floors settled", False)
+        )
 
 
 def check_compare_file(value) -> None:
@@ -268,9 +283,21 @@ def machine_info() -> dict:
             brand = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
     except OSError:
         pass
-    return {"node": platform.node(), "processor": platform.processor(), "machine": platform.machine(),
-            "python_compiler": platform.python_compiler(), "python_implementation": platform.python_implementation(),
-            "python_implementation_version": platform.python_version(), "python_version": platform.python_version(),
-            "python_build": list(platform.python_build()), "release": platform.release(), "system": platform.system(),
-            "cpu": {"brand_raw": brand or platform.processor(), "count": os.cpu_count(),
-                    "arch_string_raw": platform.machine(), "source": "/proc/cpuinfo"}}
+    return {
+        "node": platform.node(),
+        "processor": platform.processor(),
+        "machine": platform.machine(),
+        "python_compiler": platform.python_compiler(),
+        "python_implementation": platform.python_implementation(),
+        "python_implementation_version": platform.python_version(),
+        "python_version": platform.python_version(),
+        "python_build": list(platform.python_build()),
+        "release": platform.release(),
+        "system": platform.system(),
+        "cpu": {
+            "brand_raw": brand or platform.processor(),
+            "count": os.cpu_count(),
+            "arch_string_raw": platform.machine(),
+            "source": "/proc/cpuinfo",
+        },
+    }

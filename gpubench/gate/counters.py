@@ -27,14 +27,22 @@ from __future__ import annotations
 from gpubench.gate.judgement import CLOCK_DIFF
 from gpubench.metrics import finite
 
-LADDER = {"sm_active_pct": "SM active", "sm_occupancy_pct": "occupancy", "tensor_active_pct": "tensor active",
-          "dram_active_pct": "DRAM active", "fp32_active_pct": "FP32 active", "sm_clock_mhz": "SM clock",
-          "power_w": "power"}
+LADDER = {
+    "sm_active_pct": "SM active",
+    "sm_occupancy_pct": "occupancy",
+    "tensor_active_pct": "tensor active",
+    "dram_active_pct": "DRAM active",
+    "fp32_active_pct": "FP32 active",
+    "sm_clock_mhz": "SM clock",
+    "power_w": "power",
+}
 PROFILING = ("sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct", "fp32_active_pct")
 # the units whose work a call can be bound by, and what more of it means
-WORK = {"dram_active_pct": ("more bytes", "fewer bytes"),
-        "tensor_active_pct": ("more tensor-core work", "less tensor-core work"),
-        "fp32_active_pct": ("more FP32 work", "less FP32 work")}
+WORK = {
+    "dram_active_pct": ("more bytes", "fewer bytes"),
+    "tensor_active_pct": ("more tensor-core work", "less tensor-core work"),
+    "fp32_active_pct": ("more FP32 work", "less FP32 work"),
+}
 MEANINGFUL_PCT = 5.0  # a share below this in both runs is too small to name
 LEFT = 0.5  # a pipe whose share fell to half or less has been left
 SHRANK = 0.6  # SM active or occupancy at 60% or less of the baseline's: fewer SMs, fewer warps
@@ -114,8 +122,10 @@ def _shift(b: dict, n: dict, word: str) -> str | None:
     if finite(t0) and finite(t1):
         if slower and t0 >= 2 * MEANINGFUL_PCT and t1 <= LEFT * t0:
             if finite(f0) and finite(f1) and f1 >= 2 * MEANINGFUL_PCT and f1 >= f0 / LEFT:
-                return (f"tensor active {pct(t0)} → {pct(t1)}, FP32 active {pct(f0)} → {pct(f1)}: the call left "
-                        "the tensor cores for FP32")
+                return (
+                    f"tensor active {pct(t0)} → {pct(t1)}, FP32 active {pct(f0)} → {pct(f1)}: the call left "
+                    "the tensor cores for FP32"
+                )
             return f"tensor active {pct(t0)} → {pct(t1)}: the call left the tensor cores"
         if not slower and t1 >= 2 * MEANINGFUL_PCT and t0 <= LEFT * t1:
             return f"tensor active {pct(t0)} → {pct(t1)}: the call moved onto the tensor cores"
@@ -126,14 +136,16 @@ def _shift(b: dict, n: dict, word: str) -> str | None:
         ratio = o1 / o0 if o0 > 0 else float("inf")
         if (ratio <= SHRANK) if slower else (ratio >= 1 / SHRANK):
             near = 0.4 <= ratio <= 0.6 if slower else 1.7 <= ratio <= 2.5
-            occupancy = (("occupancy halved" if slower else "occupancy doubled") if near
-                         else f"occupancy {pct(o0)} → {pct(o1)}")
+            occupancy = (
+                ("occupancy halved" if slower else "occupancy doubled") if near else f"occupancy {pct(o0)} → {pct(o1)}"
+            )
     if finite(s0) and finite(s1) and max(s0, s1) >= 2 * MEANINGFUL_PCT and s0 > 0:
         ratio = s1 / s0
         if (ratio <= SHRANK) if slower else (ratio >= 1 / SHRANK):
             extra = f", {occupancy}" if occupancy else ""
-            return (f"SM active {pct(s0)} → {pct(s1)}{extra}: "
-                    + ("fewer SMs busy, a smaller grid" if slower else "more SMs busy, a larger grid"))
+            return f"SM active {pct(s0)} → {pct(s1)}{extra}: " + (
+                "fewer SMs busy, a smaller grid" if slower else "more SMs busy, a larger grid"
+            )
     if occupancy:
         return f"{occupancy} ({pct(o0)} → {pct(o1)}): " + ("fewer warps resident" if slower else "more warps resident")
     return None
@@ -144,8 +156,9 @@ def _work(b: dict, n: dict, word: str) -> str | None:
     ms0, ms1 = b.get("call_ms"), n.get("call_ms")
     if not (finite(ms0) and finite(ms1) and ms0 > 0 and ms1 > 0):
         return None
-    present = [k for k in WORK if finite(b.get(k)) and finite(n.get(k)) and b[k] > 0
-               and max(b[k], n[k]) >= MEANINGFUL_PCT]
+    present = [
+        k for k in WORK if finite(b.get(k)) and finite(n.get(k)) and b[k] > 0 and max(b[k], n[k]) >= MEANINGFUL_PCT
+    ]
     if not present:
         return None
     bound = max(present, key=lambda k: max(b[k], n[k]))
@@ -155,8 +168,7 @@ def _work(b: dict, n: dict, word: str) -> str | None:
     needed = max(WORK_MOVED, 0.5 * abs(time_ratio - 1))
     if (per_call >= needed) if slower else (-per_call >= needed):
         more, less = WORK[bound]
-        return (f"{LADDER[bound]} {pct(b[bound])} → {pct(n[bound])} ({per_call:+.0%} a call): "
-                f"{more if slower else less}")
+        return f"{LADDER[bound]} {pct(b[bound])} → {pct(n[bound])} ({per_call:+.0%} a call): {more if slower else less}"
     return None
 
 

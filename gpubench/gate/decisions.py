@@ -47,8 +47,12 @@ class Decisions:
         """What one gpu_benchmark timed (pytest-benchmark's `benchmark` fixture), for the verdicts."""
         early = self.early.pop(benchmark.fullname, None)
         if rounds_s:
-            self.runs[benchmark.fullname] = {"name": benchmark.name, "rounds": rounds_s,
-                                             "extra_info": dict(benchmark.extra_info), "compared": early}
+            self.runs[benchmark.fullname] = {
+                "name": benchmark.name,
+                "rounds": rounds_s,
+                "extra_info": dict(benchmark.extra_info),
+                "compared": early,
+            }
 
 
 KEY = pytest.StashKey[Decisions]()

@@ -56,8 +56,9 @@ class CudaDevice:
         index = self.gpu.nvml_index
         opened = open_sources([index], smi=False)
         self.sources = opened.sources
-        self.sampler = Sampler(opened.sources, [index], opened.interval_s, keep_rows=KEEP_ROWS,
-                               uuids={index: self.gpu.uuid}).start()
+        self.sampler = Sampler(
+            opened.sources, [index], opened.interval_s, keep_rows=KEEP_ROWS, uuids={index: self.gpu.uuid}
+        ).start()
 
     def warm_up(self, run) -> float:
         self.hold(1.0)  # compiles the blocking kernel before anything is timed
@@ -114,8 +115,9 @@ class CudaDevice:
         import torch
 
         if self._flush_buffer is None:
-            self._flush_buffer = torch.empty(flush_bytes(self.l2_bytes), dtype=torch.uint8,
-                                             device=f"cuda:{self.gpu.cuda_index}")
+            self._flush_buffer = torch.empty(
+                flush_bytes(self.l2_bytes), dtype=torch.uint8, device=f"cuda:{self.gpu.cuda_index}"
+            )
         self._flush_buffer.zero_()
 
     def flush_ms(self) -> float:

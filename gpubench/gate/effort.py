@@ -67,8 +67,10 @@ def duty_target(least_pct: float, call_s: float | None = None) -> Target:
     if call_s is None:
         return Target(least_target(least_pct).pct, "a quarter of the floor its time needs", by_call=least_pct)
     need = max(least_pct, processes.duty(call_s)[0])
-    return Target({s: FLOOR_SHARE * need for s, _ in JUDGED},
-                  f"a quarter of the {need:g}% floor a call of {call_s * 1e6:.3g} us needs")
+    return Target(
+        {s: FLOOR_SHARE * need for s, _ in JUDGED},
+        f"a quarter of the {need:g}% floor a call of {call_s * 1e6:.3g} us needs",
+    )
 
 
 def floor_target(floors: dict, least_pct: float) -> Target:
@@ -82,8 +84,9 @@ def spread_target(floors: dict, least_pct: float, most_pct: float = math.inf) ->
     most_pct (a quarter of the floor the benchmark needs: a spread that came out wide from a few processes
     must not let the rounds' own noise widen the next ones)."""
     pct = {s: max(FLOOR_SHARE * least_pct, min(floors[s].spread or 0.0, most_pct)) for s, _ in JUDGED}
-    return Target(pct, f"the spread of its {floors['median'].processes} processes so far "
-                       f"({pct['median']:.2g}% for the median)")
+    return Target(
+        pct, f"the spread of its {floors['median'].processes} processes so far ({pct['median']:.2g}% for the median)"
+    )
 
 
 def _quantile(data: list[float], q: float) -> float:
@@ -132,8 +135,12 @@ class Stopped:
     widths: dict = field(default_factory=dict)
 
 
-def run_rounds(one_round: Callable[[], float], target: Target, bounds: Callable[[], tuple[int, int]],
-               late: Callable[[], list[bool]] = lambda: []) -> Stopped:
+def run_rounds(
+    one_round: Callable[[], float],
+    target: Target,
+    bounds: Callable[[], tuple[int, int]],
+    late: Callable[[], list[bool]] = lambda: [],
+) -> Stopped:
     """Rounds of one_round (each returns a round's time per call) until the judged statistics' intervals are
     within the target, at least the first number of bounds() and at most the second (read again at each
     check, never per round: a limit seen in the rounds raises both). late: per round, whether the host was
@@ -154,7 +161,11 @@ def run_rounds(one_round: Callable[[], float], target: Target, bounds: Callable[
             if ok:
                 return Stopped(rounds, f"{said} after {len(rounds)} rounds: the target was {target.why}", w)
             if len(rounds) >= most:
-                return Stopped(rounds, f"the most rounds ({most}), {said} against a target of "
-                                       f"{target.pct.get(worst, math.inf):.2g}% ({target.why})", w)
+                return Stopped(
+                    rounds,
+                    f"the most rounds ({most}), {said} against a target of "
+                    f"{target.pct.get(worst, math.inf):.2g}% ({target.why})",
+                    w,
+                )
             check = max(len(rounds) + MIN_STEP, math.ceil(len(rounds) * GROWTH))
         rounds.append(one_round())

@@ -32,8 +32,9 @@ def finish(session) -> None:
         else:
             partial.unlink(missing_ok=True)  # no benchmark ran: nothing to save
     if known.baseline is not None and known.runs:
-        known.compared = against_baseline.compare_run(known.baseline[1], known.runs,
-                                                      config.getoption("gpu_noise_floor"), known.always)
+        known.compared = against_baseline.compare_run(
+            known.baseline[1], known.runs, config.getoption("gpu_noise_floor"), known.always
+        )
         if config.getoption("gpu_measure_floor"):
             add_rerun(session, known.baseline[1])
     if config.getoption("gpu_verdict_json", None):
@@ -59,8 +60,9 @@ def started(path: Path, most: int) -> None:
 def add_rerun(session, baseline: dict) -> None:
     """--gpu-measure-floor: this run, unchanged, becomes one more rerun of the baseline's floor."""
     config, known = session.config, decisions(session.config)
-    lines, ok = rerun_added(Path(config.option.benchmark_compare), baseline, known.compared,
-                            known.fingerprint.get("uuid"))
+    lines, ok = rerun_added(
+        Path(config.option.benchmark_compare), baseline, known.compared, known.fingerprint.get("uuid")
+    )
     known.ending.extend(lines)
     if not ok:
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
@@ -69,8 +71,9 @@ def add_rerun(session, baseline: dict) -> None:
 def write_verdicts(session) -> None:
     config, known = session.config, decisions(session.config)
     name = known.baseline[0] if known.baseline is not None else None
-    data = verdict_records(known.fingerprint, name, config.getoption("gpu_noise_floor"), known.always,
-                           known.compared, known.runs)
+    data = verdict_records(
+        known.fingerprint, name, config.getoption("gpu_noise_floor"), known.always, known.compared, known.runs
+    )
     error = written(Path(config.getoption("gpu_verdict_json")), data)
     if error:
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
@@ -98,8 +101,9 @@ def failed_check(tr, config, err: Exception) -> bool:
         return False
     known.session.exitstatus = pytest.ExitCode.TESTS_FAILED
     write_report(tr, config)
-    tr.write_line("FAILED: --benchmark-compare-fail found a slowdown (Performance has regressed, above)",
-                  red=True, bold=True)
+    tr.write_line(
+        "FAILED: --benchmark-compare-fail found a slowdown (Performance has regressed, above)", red=True, bold=True
+    )
     return True
 
 
@@ -121,9 +125,16 @@ def measure_floor(config) -> None:
         except (OSError, ValueError):
             return ["?"]  # a file that cannot be read settles nothing: the run says what is wrong with it
 
-    rc, done = benchruns.measure_floor(list(params.args), str(params.dir), config.getoption("gpu_save_baseline"),
-                                       known.floor_runs, say, needed=needed,
-                                       seconds=config.getoption("gpu_baseline_seconds"), started=known.started)
+    rc, done = benchruns.measure_floor(
+        list(params.args),
+        str(params.dir),
+        config.getoption("gpu_save_baseline"),
+        known.floor_runs,
+        say,
+        needed=needed,
+        seconds=config.getoption("gpu_baseline_seconds"),
+        started=known.started,
+    )
     if rc == 0:
         say(f"gpu baseline: {done} process{'es' * (done != 1)} measured {known.saved}", False)
         try:
@@ -138,17 +149,28 @@ def measure_floor(config) -> None:
     session.exitstatus = rc
 
 
-def verdict_records(gpu: dict | None, baseline_name: str | None, least_floor_pct: float, always: list[str],
-                    compared: list, runs: dict) -> dict:
+def verdict_records(
+    gpu: dict | None, baseline_name: str | None, least_floor_pct: float, always: list[str], compared: list, runs: dict
+) -> dict:
     """What --gpu-verdict-json holds: every verdict with its numbers, and each run's extra_info (its
     round-by-round clocks left out) with its round times in microseconds and the rounds the host was late for."""
-    infos = {k: {"name": r["name"], "extra_info": {i: v for i, v in r["extra_info"].items()
-                                                    if not i.startswith("rounds_")},
-                 "rounds_us": [round(x * 1e6, 5) for x in r["rounds"]],
-                 "rounds_host_late": r["extra_info"].get("rounds_host_late", [])}
-             for k, r in runs.items()}
-    return {"gpu": gpu, "baseline": baseline_name, "least_floor_pct": least_floor_pct, "always": always,
-            "verdicts": [c.record(baseline_name) for c in compared], "runs": infos}
+    infos = {
+        k: {
+            "name": r["name"],
+            "extra_info": {i: v for i, v in r["extra_info"].items() if not i.startswith("rounds_")},
+            "rounds_us": [round(x * 1e6, 5) for x in r["rounds"]],
+            "rounds_host_late": r["extra_info"].get("rounds_host_late", []),
+        }
+        for k, r in runs.items()
+    }
+    return {
+        "gpu": gpu,
+        "baseline": baseline_name,
+        "least_floor_pct": least_floor_pct,
+        "always": always,
+        "verdicts": [c.record(baseline_name) for c in compared],
+        "runs": infos,
+    }
 
 
 def rerun_added(path: Path, baseline: dict, compared: list, uuid: str | None) -> tuple[list[tuple[str, bool]], bool]:
@@ -162,10 +184,21 @@ def rerun_added(path: Path, baseline: dict, compared: list, uuid: str | None) ->
     except OSError as err:
         return [(f"ERROR: the rerun could not be added to {path}: {err.strerror or err}", True)], False
     runs = len(benchfloor.reruns(updated))
-    lines = [(f"gpu baseline floor: rerun {runs} added to {path} ({len(changes)} benchmarks; {runs + 1} processes "
-              "now measure it)", False)]
-    lines += [(f"measured as unchanged, though its median moved more than {benchfloor.MOVED_PCT:g}%: {name} (its "
-               "floor widens by as much; if its code changed, save the baseline again)", True) for name in moved]
+    lines = [
+        (
+            f"gpu baseline floor: rerun {runs} added to {path} ({len(changes)} benchmarks; {runs + 1} processes "
+            "now measure it)",
+            False,
+        )
+    ]
+    lines += [
+        (
+            f"measured as unchanged, though its median moved more than {benchfloor.MOVED_PCT:g}%: {name} (its "
+            "floor widens by as much; if its code changed, save the baseline again)",
+            True,
+        )
+        for name in moved
+    ]
     return lines, True
 
 
@@ -183,10 +216,14 @@ def fail_slower_ending(compared: list, ran: bool) -> str | None:
     benchmark ran); None where it passes."""
     slower = [c.name for c in compared if c.verdict and c.verdict.word == "slower"]
     if slower:
-        return (f"FAILED: --gpu-fail-slower: {len(slower)} benchmark{'s' * (len(slower) != 1)} read slower "
-                f"({', '.join(slower)})")
+        return (
+            f"FAILED: --gpu-fail-slower: {len(slower)} benchmark{'s' * (len(slower) != 1)} read slower "
+            f"({', '.join(slower)})"
+        )
     if not any(c.verdict for c in compared):
         why = "none had a verdict (see above)" if ran else "no GPU benchmark ran"
-        return f"FAILED: --gpu-fail-slower: nothing was compared with the baseline ({why}), and a gate that " \
-               "compared nothing must not pass"
+        return (
+            f"FAILED: --gpu-fail-slower: nothing was compared with the baseline ({why}), and a gate that "
+            "compared nothing must not pass"
+        )
     return None

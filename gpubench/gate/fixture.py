@@ -112,12 +112,23 @@ def work_facts(median_ms: float, flops, nbytes, unit, bound, peaks: dict) -> dic
     # summary.derive gives MBU for DRAM-bound work only: work with bytes counts as such, so a caller who
     # gives both FLOPs and bytes gets MFU and MBU
     bound = bound or ("dram" if nbytes else "compute")
-    result = {"kernel_ms": median_ms, "flops_per_call": flops or 0.0, "bytes_per_call": nbytes or 0.0,
-              "link_bytes_per_call": 0.0, "unit": unit, "bound": bound}
+    result = {
+        "kernel_ms": median_ms,
+        "flops_per_call": flops or 0.0,
+        "bytes_per_call": nbytes or 0.0,
+        "link_bytes_per_call": 0.0,
+        "unit": unit,
+        "bound": bound,
+    }
     facts = {"flops_per_call": flops, "bytes_per_call": nbytes, "unit": unit}
     derived = derive(result, peaks)
-    wanted = {"tflops": flops is not None, "mfu_pct": flops is not None, "gbps": nbytes is not None,
-              "mbu_pct": nbytes is not None, "link_gbps": True}
+    wanted = {
+        "tflops": flops is not None,
+        "mfu_pct": flops is not None,
+        "gbps": nbytes is not None,
+        "mbu_pct": nbytes is not None,
+        "link_gbps": True,
+    }
     facts.update({k: v for k, v in derived.items() if wanted.get(k) and finite(v)})
     return {k: v for k, v in facts.items() if v is not None}
 
@@ -144,7 +155,7 @@ class Rounds:
 
     def bounds(self) -> tuple[int, int]:
         if not self.swaying:
-            states = CLOCK.rounds[self.read:]
+            states = CLOCK.rounds[self.read :]
             self.read += len(states)
             self.swaying = any(limits_swaying(m, self.event_names) for _, m in states)
         least, most = self.plans[self.swaying]
@@ -157,9 +168,18 @@ class GpuBenchmark:
     target: what the rounds' intervals must reach (gate.effort); counters: whether to read the counters after
     the rounds, or a function of the rounds and extra_info that says so (a run against a baseline)."""
 
-    def __init__(self, benchmark, device, min_time_s: float = MIN_TIME_S, flush_l2: bool = True,
-                 settle_s: float = SETTLE_S, graph_before: bool | None = None, max_time_s: float = MAX_TIME_S,
-                 target: effort.Target | None = None, counters=True):
+    def __init__(
+        self,
+        benchmark,
+        device,
+        min_time_s: float = MIN_TIME_S,
+        flush_l2: bool = True,
+        settle_s: float = SETTLE_S,
+        graph_before: bool | None = None,
+        max_time_s: float = MAX_TIME_S,
+        target: effort.Target | None = None,
+        counters=True,
+    ):
         self.benchmark = benchmark
         self.device = device
         self.graph_before = graph_before  # how the baseline timed this benchmark: from a graph, or None: no baseline
@@ -179,9 +199,19 @@ class GpuBenchmark:
     def stats(self):
         return self.benchmark.stats
 
-    def __call__(self, fn, *args, flops: float | None = None, bytes: float | None = None,  # noqa: A002
-                 unit: str | None = None, bound: str | None = None, flush_l2: bool | None = None,
-                 working_set_bytes: int | None = None, graph: bool | None = None, **kwargs):
+    def __call__(
+        self,
+        fn,
+        *args,
+        flops: float | None = None,
+        bytes: float | None = None,  # noqa: A002
+        unit: str | None = None,
+        bound: str | None = None,
+        flush_l2: bool | None = None,
+        working_set_bytes: int | None = None,
+        graph: bool | None = None,
+        **kwargs,
+    ):
         if unit is not None and unit not in UNITS:
             raise ValueError(f"gpu_benchmark: unit must be one of {', '.join(UNITS)}, got {unit!r}")
         if graph not in (None, True, False):
@@ -195,16 +225,23 @@ class GpuBenchmark:
         ws = working_set_bytes if working_set_bytes is not None else estimate_working_set(args, kwargs, bytes)
         flush = needs_flush(ws, dev.l2_bytes, self.flush_l2 if flush_l2 is None else flush_l2)
         if graph is True and flush:
-            raise ValueError("gpu_benchmark: graph=True runs calls back to back, which the L2 flush forbids: "
-                             "pass flush_l2=False as well")
+            raise ValueError(
+                "gpu_benchmark: graph=True runs calls back to back, which the L2 flush forbids: "
+                "pass flush_l2=False as well"
+            )
         launch_us = dev.launch_us(run, call_ms)
         timed, call_ms, graph_calls, refused = graph_or_not(dev, run, call_ms, flush, graph, self.graph_before)
         per_target = max(graph_calls, 1)  # calls in one call of `timed`
         settled_s, held = settle(dev, timed, call_ms * per_target, self.settle_s)
         after = limits_swaying(dev.round_state()[1], dev.event_names)
         flush_ms = dev.flush_ms() if flush else 0.0
-        plans = {sway: tuple(plan(call_ms, t * (SWAY_FACTOR if sway else 1), flush, flush_ms, launch_us, graph_calls)
-                             for t in (self.min_time_s, self.max_time_s)) for sway in (False, True)}
+        plans = {
+            sway: tuple(
+                plan(call_ms, t * (SWAY_FACTOR if sway else 1), flush, flush_ms, launch_us, graph_calls)
+                for t in (self.min_time_s, self.max_time_s)
+            )
+            for sway in (False, True)
+        }
         p = plans[False][0]
         rounds = Rounds(plans, bool(after), dev.event_names)
         stopped = self._rounds(dev, timed, p, flush, per_target, rounds)
@@ -213,16 +250,28 @@ class GpuBenchmark:
         self.rounds_s = list(self.benchmark.stats.stats.data)
         median_ms = self.benchmark.stats["median"] * 1e3
         least, most = plans[rounds.swaying]
-        info = {"kernel_ms": median_ms, "timer": TIMER, "calls_per_round": graph_calls or p.iterations,
-                "rounds": len(self.rounds_s), "l2_flush": flush, "working_set_bytes": ws, "l2_bytes": dev.l2_bytes,
-                "settle_s": settled_s, "round_start": round_start(p), "launch_us": launch_us,
-                "cuda_graph_calls": graph_calls, "rounds_least": least.rounds, "rounds_most": most.rounds,
-                "min_time_s": self.min_time_s * (SWAY_FACTOR if rounds.swaying else 1),
-                "max_time_s": self.max_time_s * (SWAY_FACTOR if rounds.swaying else 1),
-                "rounds_stopped": stopped.why, "round_target_pct": dict(self.target.pct),
-                "round_widths_pct": stopped.widths,
-                "rounds_host_late": [i for i, x in enumerate(late) if x],
-                "timer_step_us": timer_step(self.rounds_s, graph_calls or p.iterations) * 1e6}
+        info = {
+            "kernel_ms": median_ms,
+            "timer": TIMER,
+            "calls_per_round": graph_calls or p.iterations,
+            "rounds": len(self.rounds_s),
+            "l2_flush": flush,
+            "working_set_bytes": ws,
+            "l2_bytes": dev.l2_bytes,
+            "settle_s": settled_s,
+            "round_start": round_start(p),
+            "launch_us": launch_us,
+            "cuda_graph_calls": graph_calls,
+            "rounds_least": least.rounds,
+            "rounds_most": most.rounds,
+            "min_time_s": self.min_time_s * (SWAY_FACTOR if rounds.swaying else 1),
+            "max_time_s": self.max_time_s * (SWAY_FACTOR if rounds.swaying else 1),
+            "rounds_stopped": stopped.why,
+            "round_target_pct": dict(self.target.pct),
+            "round_widths_pct": stopped.widths,
+            "rounds_host_late": [i for i, x in enumerate(late) if x],
+            "timer_step_us": timer_step(self.rounds_s, graph_calls or p.iterations) * 1e6,
+        }
         if held:
             info["settle_why"] = f"{held} after {SETTLE_MIN_S:g} s: settled for --gpu-settle"
         if rounds.swaying:
@@ -241,13 +290,22 @@ class GpuBenchmark:
             info.update(metrics, metrics_window=BACK_TO_BACK_WINDOW)
             info["counters"] = counters.fingerprint(metrics, window_ms / per_target if window_ms else None)
         else:
-            info["metrics_window"] = "not read: " + ("a run that measures a floor" if self.counters is False
-                                                     else "its verdict reads same")
+            info["metrics_window"] = "not read: " + (
+                "a run that measures a floor" if self.counters is False else "its verdict reads same"
+            )
         fp = dev.fingerprint
-        info.update(gpu=fp["name"], gpu_uuid=fp["uuid"], driver=fp["driver"], cuda_driver=fp["cuda_driver"],
-                    power_limit_w=fp["power_limit_w"], mig_mode=fp["mig_mode"], ecc=fp.get("ecc"),
-                    app_sm_clock_mhz=fp.get("app_sm_clock_mhz"), app_mem_clock_mhz=fp.get("app_mem_clock_mhz"),
-                    **dev.versions)
+        info.update(
+            gpu=fp["name"],
+            gpu_uuid=fp["uuid"],
+            driver=fp["driver"],
+            cuda_driver=fp["cuda_driver"],
+            power_limit_w=fp["power_limit_w"],
+            mig_mode=fp["mig_mode"],
+            ecc=fp.get("ecc"),
+            app_sm_clock_mhz=fp.get("app_sm_clock_mhz"),
+            app_mem_clock_mhz=fp.get("app_mem_clock_mhz"),
+            **dev.versions,
+        )
         self.extra_info.update(json_safe(info))
         return run()  # the caller gets what a call returns (the rounds ran a replay, or a call long ago)
 
@@ -267,8 +325,7 @@ class GpuBenchmark:
             diffs.append(diff)
             return diff / iterations
 
-        CLOCK.attach(lead=partial(dev.hold, p.lead_us), on_round=dev.round_state, calls=per_target,
-                     lead_us=p.lead_us)
+        CLOCK.attach(lead=partial(dev.hold, p.lead_us), on_round=dev.round_state, calls=per_target, lead_us=p.lead_us)
         collecting = gc.isenabled()
         gc.collect()
         gc.disable()
@@ -276,8 +333,7 @@ class GpuBenchmark:
             for _ in range(WARMUP_ROUNDS):
                 one_round()
             del diffs[:]
-            stopped = effort.run_rounds(one_round, self.target, rounds.bounds,
-                                        late=lambda: CLOCK.late[WARMUP_ROUNDS:])
+            stopped = effort.run_rounds(one_round, self.target, rounds.bounds, late=lambda: CLOCK.late[WARMUP_ROUNDS:])
         except BaseException:
             CLOCK.detach()  # a call that raised leaves no hooks behind for the next benchmark
             raise

@@ -43,14 +43,72 @@ FALSE_ALARM = 0.001  # an unchanged process lands beyond a statistic's floor thi
 MOVED_PCT = 10.0  # a rerun whose median moved more than this is said: its code may have changed
 # t quantiles at 1 - FALSE_ALARM / 2 for 1..30 degrees of freedom (scipy.stats.t.ppf(0.9995, df)); beyond,
 # the Cornish-Fisher expansion around the normal quantile Z is within 0.1% of it.
-T_QUANTILE = (636.6192, 31.5991, 12.924, 8.6103, 6.8688, 5.9588, 5.4079, 5.0413, 4.7809, 4.5869, 4.437, 4.3178,
-              4.2208, 4.1405, 4.0728, 4.015, 3.9651, 3.9216, 3.8834, 3.8495, 3.8193, 3.7921, 3.7676, 3.7454,
-              3.7251, 3.7066, 3.6896, 3.6739, 3.6594, 3.646)
+T_QUANTILE = (
+    636.6192,
+    31.5991,
+    12.924,
+    8.6103,
+    6.8688,
+    5.9588,
+    5.4079,
+    5.0413,
+    4.7809,
+    4.5869,
+    4.437,
+    4.3178,
+    4.2208,
+    4.1405,
+    4.0728,
+    4.015,
+    3.9651,
+    3.9216,
+    3.8834,
+    3.8495,
+    3.8193,
+    3.7921,
+    3.7676,
+    3.7454,
+    3.7251,
+    3.7066,
+    3.6896,
+    3.6739,
+    3.6594,
+    3.646,
+)
 Z = 3.2905267  # the normal quantile at 1 - FALSE_ALARM / 2
 FALSE_ALARM_EARLY = 0.0001  # a floor from fewer processes than the baseline allows (gate.processes)
-T_QUANTILE_EARLY = (6366.1977, 99.9925, 28.0001, 15.5441, 11.1777, 9.0823, 7.8846, 7.12, 6.5937, 6.2111, 5.9212,
-                    5.6945, 5.5125, 5.3634, 5.2391, 5.1339, 5.0438, 4.9657, 4.8975, 4.8373, 4.7839, 4.7361, 4.6932,
-                    4.6544, 4.6191, 4.587, 4.5575, 4.5305, 4.5055, 4.4824)
+T_QUANTILE_EARLY = (
+    6366.1977,
+    99.9925,
+    28.0001,
+    15.5441,
+    11.1777,
+    9.0823,
+    7.8846,
+    7.12,
+    6.5937,
+    6.2111,
+    5.9212,
+    5.6945,
+    5.5125,
+    5.3634,
+    5.2391,
+    5.1339,
+    5.0438,
+    4.9657,
+    4.8975,
+    4.8373,
+    4.7839,
+    4.7361,
+    4.6932,
+    4.6544,
+    4.6191,
+    4.587,
+    4.5575,
+    4.5305,
+    4.5055,
+    4.4824,
+)
 Z_EARLY = 3.8905919
 SHORT_CALL_S = 10e-6  # a call shorter than this is promised nothing but no false `slower`
 SHORT_LEAST_PCT = 12.0
@@ -116,8 +174,11 @@ def started(baseline: dict, most: int) -> dict:
 
 def measured(baseline: dict, fullname: str) -> list[dict]:
     """The rerun changes of one benchmark: {statistic: [change, lo, hi]} per rerun that ran it."""
-    return [r["benchmarks"][fullname] for r in reruns(baseline)
-            if isinstance(r, dict) and isinstance(r.get("benchmarks"), dict) and fullname in r["benchmarks"]]
+    return [
+        r["benchmarks"][fullname]
+        for r in reruns(baseline)
+        if isinstance(r, dict) and isinstance(r.get("benchmarks"), dict) and fullname in r["benchmarks"]
+    ]
 
 
 def _point(change: dict, stat: str) -> float | None:
@@ -155,8 +216,9 @@ def floors(baseline: dict, fullname: str, least_pct: float) -> dict[str, Floor]:
     return out
 
 
-def with_rerun(baseline: dict, changes: dict[str, dict[str, Interval]], when: str,
-               uuid: str | None) -> tuple[dict, list[str]]:
+def with_rerun(
+    baseline: dict, changes: dict[str, dict[str, Interval]], when: str, uuid: str | None
+) -> tuple[dict, list[str]]:
     """The baseline with one more unchanged rerun, and the benchmarks whose median moved more than MOVED_PCT in
     it (kept: leaving a far rerun out would narrow the floor below what processes do; said, since a changed
     code would widen it)."""

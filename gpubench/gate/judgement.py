@@ -85,29 +85,46 @@ class Change:
 # (word, when, what it says): read top to bottom, the first rule whose condition holds decides, and its
 # sentence is filled with the statistic that triggered it. The README's table is made from this one.
 RULES = (
-    ("slower", "some statistic's interval lies wholly above its floor",
-     lambda cs: next((c for c in cs if c.above), None),
-     "{change}: slower by more than its floor of {floor:.1f}%"),
-    ("faster", "some statistic's interval lies wholly below minus its floor",
-     lambda cs: next((c for c in cs if c.below), None),
-     "{change}: faster by more than its floor of {floor:.1f}%"),
-    ("unsure", "every statistic's interval lies within its floor, but that floor is wider than the call's time "
-     "needs for the change the gate promises to catch (10% more work from 10 us, 5% from 100 us)",
-     lambda cs: cs[0] if all(c.within for c in cs) and cs[0].wide else None,
-     "{change} is within its floor of {floor:.1f}%, but a floor that wide could hide {hides}: more baseline "
-     "processes (--gpu-baseline-runs) or a longer call narrow it"),
-    ("same", "every statistic's interval lies within plus or minus its floor",
-     lambda cs: cs[0] if all(c.within for c in cs) else None,
-     "{change}: every interval within its floor"),
-    ("unsure", "a statistic's interval lies past its floor, but no further than the rounds' other SM clock "
-     "explains",
-     lambda cs: next((c for c in cs if c.clocked), None),
-     "{change} is past its floor of {floor:.1f}%, but within the {clock_pct:+.1f}% that the SM clock explains "
-     "({clocks}): the GPU's clock, not the code, may account for it"),
-    ("unsure", "otherwise: an interval reaches past its floor",
-     lambda cs: next(c for c in cs if not c.within),
-     "{change} reaches past its floor of {floor:.1f}%: the rounds can neither show nor rule out a change of "
-     "that size (more rounds, --gpu-min-time, narrow the interval)"),
+    (
+        "slower",
+        "some statistic's interval lies wholly above its floor",
+        lambda cs: next((c for c in cs if c.above), None),
+        "{change}: slower by more than its floor of {floor:.1f}%",
+    ),
+    (
+        "faster",
+        "some statistic's interval lies wholly below minus its floor",
+        lambda cs: next((c for c in cs if c.below), None),
+        "{change}: faster by more than its floor of {floor:.1f}%",
+    ),
+    (
+        "unsure",
+        "every statistic's interval lies within its floor, but that floor is wider than the call's time "
+        "needs for the change the gate promises to catch (10% more work from 10 us, 5% from 100 us)",
+        lambda cs: cs[0] if all(c.within for c in cs) and cs[0].wide else None,
+        "{change} is within its floor of {floor:.1f}%, but a floor that wide could hide {hides}: more baseline "
+        "processes (--gpu-baseline-runs) or a longer call narrow it",
+    ),
+    (
+        "same",
+        "every statistic's interval lies within plus or minus its floor",
+        lambda cs: cs[0] if all(c.within for c in cs) else None,
+        "{change}: every interval within its floor",
+    ),
+    (
+        "unsure",
+        "a statistic's interval lies past its floor, but no further than the rounds' other SM clock explains",
+        lambda cs: next((c for c in cs if c.clocked), None),
+        "{change} is past its floor of {floor:.1f}%, but within the {clock_pct:+.1f}% that the SM clock explains "
+        "({clocks}): the GPU's clock, not the code, may account for it",
+    ),
+    (
+        "unsure",
+        "otherwise: an interval reaches past its floor",
+        lambda cs: next(c for c in cs if not c.within),
+        "{change} reaches past its floor of {floor:.1f}%: the rounds can neither show nor rule out a change of "
+        "that size (more rounds, --gpu-min-time, narrow the interval)",
+    ),
 )
 
 
@@ -133,8 +150,9 @@ def clock_explains(before_mhz, now_mhz) -> float:
     return (before_mhz / now_mhz - 1) * 100
 
 
-def judge(before: list[float], now: list[float], floors: dict, clocks: tuple = (None, None),
-          calls: tuple = (1, 1)) -> Verdict:
+def judge(
+    before: list[float], now: list[float], floors: dict, clocks: tuple = (None, None), calls: tuple = (1, 1)
+) -> Verdict:
     """slower, faster, same or unsure: the rounds of a run against the baseline's first process, each statistic
     taken from the center of the baseline's processes and held against its floor (floors names every
     statistic of gpubench.stats.STATISTICS: a gate.floor.Floor, or a width in percent alone), and against
@@ -154,8 +172,13 @@ def promise(call_s: float | None) -> tuple[float, str]:
     return math.inf, ""
 
 
-def decide(intervals: dict, floors: dict, clocks: tuple = (None, None), resolution_pct: float = 0.0,
-           call_s: float | None = None) -> Verdict:
+def decide(
+    intervals: dict,
+    floors: dict,
+    clocks: tuple = (None, None),
+    resolution_pct: float = 0.0,
+    call_s: float | None = None,
+) -> Verdict:
     """The verdict from each statistic's change from the baseline's first process and its interval
     (gpubench.stats.Interval, unwidened), the floors, the clocks (as judge), the timer's step of both runs in
     percent, by which every interval is widened on either side, and the baseline's time per call (s), which sets
@@ -166,14 +189,26 @@ def decide(intervals: dict, floors: dict, clocks: tuple = (None, None), resoluti
     for s in STATISTICS:
         f = floors[s] if isinstance(floors[s], Floor) else Floor(float(floors[s]))
         i = intervals[s]
-        changes.append(Change(s, recenter(i.pct, f.center), recenter(i.lo, f.center) - resolution_pct,
-                              recenter(i.hi, f.center) + resolution_pct, f.width, clock_pct, f.center, f.processes,
-                              resolution_pct, needs))
+        changes.append(
+            Change(
+                s,
+                recenter(i.pct, f.center),
+                recenter(i.lo, f.center) - resolution_pct,
+                recenter(i.hi, f.center) + resolution_pct,
+                f.width,
+                clock_pct,
+                f.center,
+                f.processes,
+                resolution_pct,
+                needs,
+            )
+        )
     said = f"{clocks[0]:.0f} -> {clocks[1]:.0f} MHz" if clock_pct else ""
     for word, _, pick, sentence in RULES:
         change = pick(changes)
         if change is not None:
-            why = sentence.format(change=change.text(), floor=change.floor, clock_pct=clock_pct, clocks=said,
-                                  hides=hides)
+            why = sentence.format(
+                change=change.text(), floor=change.floor, clock_pct=clock_pct, clocks=said, hides=hides
+            )
             return Verdict(word, why, tuple(changes), intervals)
     raise AssertionError("the last rule always holds")

@@ -54,8 +54,9 @@ def lead_for(launches: int, launch_us: float) -> float:
     return min(MAX_LEAD_US, LEAD_FACTOR * launches * max(launch_us, 0.0) + LEAD_MARGIN_US)
 
 
-def plan(call_ms: float, min_time_s: float, flush: bool, flush_ms: float = 0.0, launch_us: float = 0.0,
-         graph_calls: int = 0) -> Plan:
+def plan(
+    call_ms: float, min_time_s: float, flush: bool, flush_ms: float = 0.0, launch_us: float = 0.0, graph_calls: int = 0
+) -> Plan:
     """Rounds and calls per round for about min_time_s of GPU time (and never fewer than MIN_ROUNDS rounds),
     and the lead kernel that covers the host's launches of a round (launch_us each; a graph's replay is one
     launch). call_ms is one call's GPU time (in a graph, when graph_calls is given)."""

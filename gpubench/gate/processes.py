@@ -33,15 +33,76 @@ MIN_PROCESSES = 4  # below, a spread of 2 degrees of freedom or fewer: floors of
 # A floor wider than its promise could hide the change named beside it, so a verdict within it is `unsure`, never
 # `same` (gate.judgement), and the baseline keeps adding processes up to the most.
 PROMISES = ((100e-6, 3.0, "5% more work"), (10e-6, 6.0, "10% more work"))
-DUTIES = ((*PROMISES[0][:2], "5% more work must read slower"), (*PROMISES[1][:2], "10% more work must not read same"),
-          (0.0, benchfloor.SHORT_LEAST_PCT, "under 10 us nothing is promised"))
+DUTIES = (
+    (*PROMISES[0][:2], "5% more work must read slower"),
+    (*PROMISES[1][:2], "10% more work must not read same"),
+    (0.0, benchfloor.SHORT_LEAST_PCT, "under 10 us nothing is promised"),
+)
 # chi-square at 5% and 95% for 1..30 degrees of freedom (scipy.stats.chi2.ppf); beyond, Wilson-Hilferty
-CHI2_05 = (0.0039, 0.1026, 0.3518, 0.7107, 1.1455, 1.6354, 2.1673, 2.7326, 3.3251, 3.9403, 4.5748, 5.226, 5.8919,
-           6.5706, 7.2609, 7.9616, 8.6718, 9.3905, 10.117, 10.8508, 11.5913, 12.338, 13.0905, 13.8484, 14.6114,
-           15.3792, 16.1514, 16.9279, 17.7084, 18.4927)
-CHI2_95 = (3.8415, 5.9915, 7.8147, 9.4877, 11.0705, 12.5916, 14.0671, 15.5073, 16.919, 18.307, 19.6751, 21.0261,
-           22.362, 23.6848, 24.9958, 26.2962, 27.5871, 28.8693, 30.1435, 31.4104, 32.6706, 33.9244, 35.1725,
-           36.415, 37.6525, 38.8851, 40.1133, 41.3371, 42.557, 43.773)
+CHI2_05 = (
+    0.0039,
+    0.1026,
+    0.3518,
+    0.7107,
+    1.1455,
+    1.6354,
+    2.1673,
+    2.7326,
+    3.3251,
+    3.9403,
+    4.5748,
+    5.226,
+    5.8919,
+    6.5706,
+    7.2609,
+    7.9616,
+    8.6718,
+    9.3905,
+    10.117,
+    10.8508,
+    11.5913,
+    12.338,
+    13.0905,
+    13.8484,
+    14.6114,
+    15.3792,
+    16.1514,
+    16.9279,
+    17.7084,
+    18.4927,
+)
+CHI2_95 = (
+    3.8415,
+    5.9915,
+    7.8147,
+    9.4877,
+    11.0705,
+    12.5916,
+    14.0671,
+    15.5073,
+    16.919,
+    18.307,
+    19.6751,
+    21.0261,
+    22.362,
+    23.6848,
+    24.9958,
+    26.2962,
+    27.5871,
+    28.8693,
+    30.1435,
+    31.4104,
+    32.6706,
+    33.9244,
+    35.1725,
+    36.415,
+    37.6525,
+    38.8851,
+    40.1133,
+    41.3371,
+    42.557,
+    43.773,
+)
 Z90 = 1.6448536  # the normal quantile at 95%
 
 
@@ -63,8 +124,10 @@ def sure_range(f: benchfloor.Floor) -> tuple[float, float] | None:
     if f.spread is None or f.processes < 2:
         return None
     df = f.processes - 1
-    return (benchfloor.Z * f.spread * math.sqrt(df / chi2(df, True)),
-            benchfloor.Z * f.spread * math.sqrt(df / chi2(df, False)))
+    return (
+        benchfloor.Z * f.spread * math.sqrt(df / chi2(df, True)),
+        benchfloor.Z * f.spread * math.sqrt(df / chi2(df, False)),
+    )
 
 
 def status(baseline: dict, fullname: str, least_pct: float) -> tuple[bool, str]:
@@ -105,6 +168,8 @@ def summary(baseline: dict, least_pct: float) -> list[str]:
         lo, hi = (f"{max(least_pct, x):.2g}" for x in sure) if sure else ("", "")
         said = f"; 90% sure endless processes would give {lo if lo == hi else f'{lo}-{hi}'}%" if sure else ""
         level = f" (bound at 1 in {1 / benchfloor.FALSE_ALARM_EARLY:,.0f})" if f.early else ""
-        out.append(f"  {fullname.rsplit('::', 1)[-1]}: floor {f.width:.2f}% from {f.processes} process"
-                   f"{'es' * (f.processes != 1)}{level}{said}; {status(baseline, fullname, least_pct)[1]}")
+        out.append(
+            f"  {fullname.rsplit('::', 1)[-1]}: floor {f.width:.2f}% from {f.processes} process"
+            f"{'es' * (f.processes != 1)}{level}{said}; {status(baseline, fullname, least_pct)[1]}"
+        )
     return out

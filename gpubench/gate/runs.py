@@ -23,8 +23,14 @@ RUNS = 8  # processes that measure a baseline by default: gpubench.gate.floor.mu
 SECONDS = 110.0
 FEW_RUNS = 4  # the least processes a floor comes from, whatever the time: fewer give floors too wide to judge by
 # options whose value the runs drop (the first run's files), with flags dropped alone
-DROPPED = ("--gpu-save-baseline", "--gpu-baseline-runs", "--junitxml", "--junit-xml", "--benchmark-save",
-           "--benchmark-json")
+DROPPED = (
+    "--gpu-save-baseline",
+    "--gpu-baseline-runs",
+    "--junitxml",
+    "--junit-xml",
+    "--benchmark-save",
+    "--benchmark-json",
+)
 DROPPED_FLAGS = ("--benchmark-autosave",)
 MAYBE_VALUE = ("--benchmark-compare",)  # its value is optional: the next word is it unless it is an option
 VERDICTS = "--gpu-verdict-json"
@@ -77,6 +83,7 @@ def free_gpu_memory() -> None:
 def sayer(tr):
     """How the runs' lines are said: as a separator of pytest's terminal reporter where there is one, flushed
     before the next run's own output."""
+
     def say(line: str, red: bool) -> None:
         if tr is not None:
             tr.write_sep("=", line, red=red, bold=red)
@@ -87,8 +94,18 @@ def sayer(tr):
     return say
 
 
-def measure_floor(args: list[str], cwd: str, save_dir: str, runs: int, say, run=None, needed=None,
-                  seconds: float = 0.0, started: float | None = None, clock=time.monotonic) -> tuple[int, int]:
+def measure_floor(
+    args: list[str],
+    cwd: str,
+    save_dir: str,
+    runs: int,
+    say,
+    run=None,
+    needed=None,
+    seconds: float = 0.0,
+    started: float | None = None,
+    clock=time.monotonic,
+) -> tuple[int, int]:
     """Runs 2..runs of a baseline's command, one after another, each in a fresh process (run: how a session is
     run, run_pytest unless given), while needed() (the benchmarks whose floors still need a process) names any;
     each run leaves out the others itself (gate.configure.deselect_settled). Stops at the first that fails. With
@@ -108,8 +125,11 @@ def measure_floor(args: list[str], cwd: str, save_dir: str, runs: int, say, run=
         spent = clock() - (started if started is not None else began)
         estimate = longest or first
         if seconds > 0 and n > FEW_RUNS and spent + estimate > seconds:
-            say(f"gpu baseline: {n - 1} processes in {spent:.0f} s; another (about {estimate:.0f} s) would end past "
-                f"--gpu-baseline-seconds {seconds:g}, so the floors still open come from these", False)
+            say(
+                f"gpu baseline: {n - 1} processes in {spent:.0f} s; another (about {estimate:.0f} s) would end past "
+                f"--gpu-baseline-seconds {seconds:g}, so the floors still open come from these",
+                False,
+            )
             return 0, n - 1
         which = f" for {len(left)} benchmark{'s' * (len(left) != 1)} whose floors need it" if left else ""
         say(f"gpu baseline: run {n} of at most {runs}, a fresh process measuring its floor{which}", False)
@@ -121,7 +141,10 @@ def measure_floor(args: list[str], cwd: str, save_dir: str, runs: int, say, run=
             say(f"gpu baseline: interrupted in run {n} of {runs}; the baseline keeps the {n - 1} runs before it", True)
             return 2, n - 1
         if rc != 0:
-            say(f"gpu baseline: run {n} of {runs} ended with exit status {rc}; the baseline keeps the {n - 1} runs "
-                "before it, and its floor is wider for the runs it lacks", True)
+            say(
+                f"gpu baseline: run {n} of {runs} ended with exit status {rc}; the baseline keeps the {n - 1} runs "
+                "before it, and its floor is wider for the runs it lacks",
+                True,
+            )
             return rc, n - 1
     return 0, runs

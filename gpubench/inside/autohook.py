@@ -226,9 +226,16 @@ class Steps:
         names = {k: v[1] for k, v in self.optimizers.items()}
         writer, line = self.markwriter._writer(), self.markline
         with writer.lock:  # the stamper's thread writes the steps' lines under it
-            writer._write(line.PATTERN_LINE.write(letter=line.PATTERN, t=time.monotonic(), **writer._who(),
-                                                  written=self.written, back=back,
-                                                  pattern=self.steprule.describe(pattern, names)))
+            writer._write(
+                line.PATTERN_LINE.write(
+                    letter=line.PATTERN,
+                    t=time.monotonic(),
+                    **writer._who(),
+                    written=self.written,
+                    back=back,
+                    pattern=self.steprule.describe(pattern, names),
+                )
+            )
         self.told += 1
 
     def _count(self):

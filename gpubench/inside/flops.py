@@ -110,16 +110,24 @@ def counting():
     def formulas(at: int | None, backward: bool):
         def count(*args, **kwargs):
             q, k, v = args[1:4] if backward else args[:3]
-            full = (flop_counter.sdpa_backward_flop_count(args[0], q, heads(k, q), heads(v, q)) if backward else
-                    flop_counter.sdpa_flop_count(q, heads(k, q), heads(v, q)))
+            full = (
+                flop_counter.sdpa_backward_flop_count(args[0], q, heads(k, q), heads(v, q))
+                if backward
+                else flop_counter.sdpa_flop_count(q, heads(k, q), heads(v, q))
+            )
             skipped[0] += full * (1.0 - causal(args, kwargs, at, q, k))
             return full
+
         return count
 
     # every attention kernel PyTorch may pick, by the same formulas, so that grouped KV heads count on any
     # PyTorch release; on the CPU, the kernel PyTorch's counter leaves out is counted too
-    kernels = ("_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
-               "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu")
+    kernels = (
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_cudnn_attention",
+        "_scaled_dot_product_flash_attention_for_cpu",
+    )
     attention = corrected()  # PyTorch's faults, set right first; attention's formulas below
     for name in kernels:
         for op, backward in ((getattr(aten, name, None), False), (getattr(aten, f"{name}_backward", None), True)):
@@ -136,7 +144,8 @@ def counting():
             before = counter.get_total_flops()
             out = func(*args, **(kwargs or {}))
             split["backward" if torch._C._current_graph_task_id() != -1 else "forward"] += (
-                counter.get_total_flops() - before)
+                counter.get_total_flops() - before
+            )
             return out
 
     def result() -> FlopCount:

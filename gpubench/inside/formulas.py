@@ -18,8 +18,22 @@ from __future__ import annotations
 from math import prod
 
 
-def conv_backward(grad_out, x, w, _bias, _stride, _padding, _dilation, transposed, _output_padding, _groups,
-                  output_mask, *args, out_shape=None, **kwargs) -> int:
+def conv_backward(
+    grad_out,
+    x,
+    w,
+    _bias,
+    _stride,
+    _padding,
+    _dilation,
+    transposed,
+    _output_padding,
+    _groups,
+    output_mask,
+    *args,
+    out_shape=None,
+    **kwargs,
+) -> int:
     """Input gradient and weight gradient, each what the forward did (whichever of them was asked for)."""
     from torch.utils.flop_counter import conv_flop_count
 
@@ -65,6 +79,14 @@ def corrected() -> dict:
     import torch
 
     aten = torch.ops.aten
-    table = {"convolution_backward": conv_backward, "mv": mv, "addmv": addmv, "dot": dot, "vdot": dot,
-             "addbmm": addbmm, "_grouped_mm": grouped_mm, "_scaled_grouped_mm": grouped_mm}
+    table = {
+        "convolution_backward": conv_backward,
+        "mv": mv,
+        "addmv": addmv,
+        "dot": dot,
+        "vdot": dot,
+        "addbmm": addbmm,
+        "_grouped_mm": grouped_mm,
+        "_scaled_grouped_mm": grouped_mm,
+    }
     return {getattr(aten, name): f for name, f in table.items() if hasattr(aten, name)}

@@ -85,8 +85,10 @@ class Forwards:
         import torch.nn.modules.module as module
 
         self.found = 0
-        self.global_hooks = [module.register_module_forward_pre_hook(self._enter),
-                             module.register_module_forward_hook(self._leave, always_call=True)]
+        self.global_hooks = [
+            module.register_module_forward_pre_hook(self._enter),
+            module.register_module_forward_hook(self._leave, always_call=True),
+        ]
 
     def _lost(self, ref) -> None:
         """The model was let go (a job that scores checkpoint after checkpoint): look for the next one."""
@@ -225,8 +227,9 @@ class Forwards:
         if g is None:
             return
         flops, n, nbytes, tokens, has_bytes, has_tokens = g
-        self.markwriter._writer().step(flops, nbytes / n if has_bytes else None, tokens / n if has_tokens else None,
-                                       "F", n)
+        self.markwriter._writer().step(
+            flops, nbytes / n if has_bytes else None, tokens / n if has_tokens else None, "F", n
+        )
         self.written_t = now
 
     def _begin(self, module, key, tokens, now: float) -> None:
@@ -274,8 +277,10 @@ class Forwards:
         if threading.get_ident() != thread or _get_current_dispatch_mode() is not top:
             if force or time.monotonic() - t0 > LIMIT_S:
                 self.count = None
-                _say("a counted forward could not be left (a dispatch mode on top of it, or another thread); "
-                     "no more forwards are counted in this process")
+                _say(
+                    "a counted forward could not be left (a dispatch mode on top of it, or another thread); "
+                    "no more forwards are counted in this process"
+                )
                 self.counting = None
             return False
         self.count = None
@@ -329,8 +334,10 @@ def install(count: bool, optimizer, busy) -> None:
         found.start(optimizer)
         _forwards = found
     except Exception as err:  # noqa: BLE001
-        _say(f"the forward hook could not be installed ({type(err).__name__}: {err}); this process runs on "
-             "unwatched by it")
+        _say(
+            f"the forward hook could not be installed ({type(err).__name__}: {err}); this process runs on "
+            "unwatched by it"
+        )
 
 
 def _forked() -> None:

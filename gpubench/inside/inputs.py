@@ -63,7 +63,7 @@ def _shape(torch, args, kwargs) -> tuple:
                 first = a
                 break
         else:
-            for v in (kwargs.values() if kwargs else ()):
+            for v in kwargs.values() if kwargs else ():
                 if isinstance(v, tensor):
                     first = v
                     break

@@ -77,8 +77,10 @@ def _fail(err: Exception, what: str = "the JAX hook failed") -> bool:
         try:
             if _original is not None:
                 _module.jit = _original
-            print(f"gpubench: {what} ({type(err).__name__}: {err}); this process runs on unwatched by the JAX "
-                  "hook", file=sys.stderr)
+            print(
+                f"gpubench: {what} ({type(err).__name__}: {err}); this process runs on unwatched by the JAX hook",
+                file=sys.stderr,
+            )
         except Exception:  # noqa: BLE001 -- a closed stderr: nothing more to do
             pass
     return False
@@ -93,6 +95,7 @@ def _patch(jax) -> None:
         ctx, top_trace = core.trace_ctx, core.eval_trace
         _top = lambda: ctx.trace is top_trace  # noqa: E731 -- the cheapest test, made once
         from . import markwriter as _markwriter  # the writer autohook's steps go through (a global: see above)
+
         original = jax.jit
         jax.jit = _jit(original)
         _original, _module = original, jax
@@ -213,7 +216,8 @@ class _Jitted:
     # jax's own, though a class attribute would answer first (__doc__, __module__) or a protocol looks on the class
     # (jax.stages.Wrapped); __name__, __wrapped__ and the rest reach __getattr__
     lower, trace, eval_shape, clear_cache, __doc__, __module__ = (
-        _Forward(n) for n in ("lower", "trace", "eval_shape", "clear_cache", "__doc__", "__module__"))
+        _Forward(n) for n in ("lower", "trace", "eval_shape", "clear_cache", "__doc__", "__module__")
+    )
 
 
 def _called(st: _Stats, fn, args, kwargs) -> None:

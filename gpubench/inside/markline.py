@@ -86,11 +86,28 @@ class Line:
 
 WHO = (Field("rank", "rank"), Field("pid", "count"), Field("uuid", "text"), Field("clock", "text"))
 MARK_LINE = Line(Field("letter", "letter"), Field("t", "time"), *WHO, Field("name", "text"))
-STEPS_LINE = Line(Field("letter", "letter"), Field("t_first", "time"), *WHO, Field("t_last", "time"),
-                  Field("n", "count"), Field("counted", "count"), Field("flops", "sum"), Field("hw_flops", "sum"),
-                  Field("bytes", "sum"), Field("tokens", "sum"), Field("bad", "count"), Field("lead_s", "seconds"))
-PATTERN_LINE = Line(Field("letter", "letter"), Field("t", "time"), *WHO, Field("written", "count"),
-                    Field("back", "count"), Field("pattern", "text"))
+STEPS_LINE = Line(
+    Field("letter", "letter"),
+    Field("t_first", "time"),
+    *WHO,
+    Field("t_last", "time"),
+    Field("n", "count"),
+    Field("counted", "count"),
+    Field("flops", "sum"),
+    Field("hw_flops", "sum"),
+    Field("bytes", "sum"),
+    Field("tokens", "sum"),
+    Field("bad", "count"),
+    Field("lead_s", "seconds"),
+)
+PATTERN_LINE = Line(
+    Field("letter", "letter"),
+    Field("t", "time"),
+    *WHO,
+    Field("written", "count"),
+    Field("back", "count"),
+    Field("pattern", "text"),
+)
 
 
 def line_of(letter: str) -> Line | None:

@@ -76,7 +76,7 @@ def clean_name(name) -> str:
         text = name if isinstance(name, str) else str(name)
     except Exception:  # noqa: BLE001 -- a __str__ that raises: the mark still starts a phase
         text = "?"
-    return visible(" ".join(text[:4 * NAME_MAX].split()))[:NAME_MAX] or "?"
+    return visible(" ".join(text[: 4 * NAME_MAX].split()))[:NAME_MAX] or "?"
 
 
 def target(path) -> str | None:
@@ -100,6 +100,7 @@ def flush() -> None:
 
 
 # --- the writer ------------------------------------------------------------------------------------
+
 
 def env_rank(env=os.environ) -> int | None:
     for var in RANK_VARS:
@@ -170,9 +171,12 @@ class _Writer:
         nbytes, ok_b = number(nbytes)
         tokens, ok_t = number(tokens)
         if not (ok_f and ok_h and ok_b and ok_t):
-            self.warn("values", "gpubench.step() was given a value that is not a finite number of 0 or more "
-                      f"(flops={shown(flops)}, bytes={shown(nbytes)}, tokens={shown(tokens)}); the step is "
-                      "recorded without it, and so is any later step given such a value")
+            self.warn(
+                "values",
+                "gpubench.step() was given a value that is not a finite number of 0 or more "
+                f"(flops={shown(flops)}, bytes={shown(nbytes)}, tokens={shown(tokens)}); the step is "
+                "recorded without it, and so is any later step given such a value",
+            )
         return model, hardware, nbytes, tokens, not (ok_f and ok_h)
 
     # called, holding self.lock, where the stamp is known: in the user's thread (host clock) or the
@@ -182,8 +186,9 @@ class _Writer:
         self.fine_until = t + FINE_S
         self._write(MARK_LINE.write(letter=MARK, t=t, **self._who(), name=name))
 
-    def on_step(self, t: float, flops, hw_flops, nbytes, tokens, bad, origin: str = "S", n: int = 1,
-                lead_s: float = 0.0) -> None:
+    def on_step(
+        self, t: float, flops, hw_flops, nbytes, tokens, bad, origin: str = "S", n: int = 1, lead_s: float = 0.0
+    ) -> None:
         b = self.bucket
         width = OPEN_S if t < self.fine_until else SETTLED_S
         if b is not None and (t - b.t_first >= width or b.origin != origin):
@@ -226,9 +231,22 @@ class _Writer:
         b, self.bucket = self.bucket, None
         if b is None or b.n == 0:
             return
-        self._write(STEPS_LINE.write(letter=b.origin, t_first=b.t_first, **self._who(), t_last=b.t_last, n=b.n,
-                                     counted=b.counted, flops=b.flops, hw_flops=b.hw_flops, bytes=b.bytes,
-                                     tokens=b.tokens, bad=b.bad, lead_s=b.lead_s / b.n))
+        self._write(
+            STEPS_LINE.write(
+                letter=b.origin,
+                t_first=b.t_first,
+                **self._who(),
+                t_last=b.t_last,
+                n=b.n,
+                counted=b.counted,
+                flops=b.flops,
+                hw_flops=b.hw_flops,
+                bytes=b.bytes,
+                tokens=b.tokens,
+                bad=b.bad,
+                lead_s=b.lead_s / b.n,
+            )
+        )
 
     def _write(self, line: str) -> None:
         # opened for each line, never held: a job that closes the descriptors it did not open (as daemons do)
@@ -265,8 +283,10 @@ def _writer() -> _Writer:
             try:
                 _state = _Writer(path)
             except OSError as err:
-                _disable(f"the marks file {path} cannot be written ({err.strerror or err}); this process "
-                         "goes on without marks")
+                _disable(
+                    f"the marks file {path} cannot be written ({err.strerror or err}); this process "
+                    "goes on without marks"
+                )
                 raise _Off from None
             _at_end(_state)
         return _state
@@ -328,8 +348,11 @@ def _give_up(err: Exception) -> None:
             why = str(err)
         except Exception:  # noqa: BLE001
             why = "?"
-        print(f"gpubench: a mark or step was lost to an error ({kind}: {visible(why)[:200]}); the job goes on, and "
-              "so do its marks", file=sys.stderr)
+        print(
+            f"gpubench: a mark or step was lost to an error ({kind}: {visible(why)[:200]}); the job goes on, and "
+            "so do its marks",
+            file=sys.stderr,
+        )
 
 
 _said: set[str] = set()

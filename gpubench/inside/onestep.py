@@ -137,8 +137,10 @@ class OneStep:
             if found > 0:
                 self.flops = found
             else:
-                self.problem = ("no operation with a FLOP formula ran through PyTorch's dispatcher (work outside "
-                                "PyTorch's operators, a replayed CUDA graph, is not seen there)")
+                self.problem = (
+                    "no operation with a FLOP formula ran through PyTorch's dispatcher (work outside "
+                    "PyTorch's operators, a replayed CUDA graph, is not seen there)"
+                )
         if self.problem:
             _no_count(self.problem)
 
@@ -194,24 +196,28 @@ class OneStep:
 
 def _guarded(formula, failed: list):
     """A FLOP formula that never raises into the job: a failure is noted and counts 0."""
+
     def guarded(*args, **kwargs):
         try:
             return formula(*args, **kwargs)
         except Exception as err:  # noqa: BLE001
             failed.append(err)
             return 0
+
     return guarded
 
 
 def _counted(count, failed: list):
     """PyTorch's counting of one operation, which runs after the operation: a failure there is noted and the
     operation's output goes back to the job as it would have."""
+
     def counted(func_packet, out, args, kwargs):
         try:
             return count(func_packet, out, args, kwargs)
         except Exception as err:  # noqa: BLE001
             failed.append(err)
             return out
+
     return counted
 
 

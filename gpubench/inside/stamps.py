@@ -34,8 +34,9 @@ def start(writer):
             return None
         return Stamper(writer, torch, device_uuid(torch))
     except Exception as err:  # noqa: BLE001 -- a broken CUDA is the job's business: stamp on the host
-        writer.warn("gpu-off",
-                    f"steps are stamped on the host: the GPU could not be asked ({type(err).__name__}: {err})")
+        writer.warn(
+            "gpu-off", f"steps are stamped on the host: the GPU could not be asked ({type(err).__name__}: {err})"
+        )
         return None
 
 
@@ -79,8 +80,11 @@ class Stamper:
             try:
                 event.synchronize()
             except Exception as err:  # noqa: BLE001
-                self.writer.warn("sync", f"a step's CUDA event could not be waited for ({type(err).__name__}: "
-                                 f"{err}); it is stamped when seen")
+                self.writer.warn(
+                    "sync",
+                    f"a step's CUDA event could not be waited for ({type(err).__name__}: "
+                    f"{err}); it is stamped when seen",
+                )
             t = time.monotonic()
             self.pool.append(event)
             kind, payload, t_host = item

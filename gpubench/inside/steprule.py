@@ -112,7 +112,7 @@ class Rule:
         """The old pattern's anchor and its steps a pattern, and how many of them since it last ended."""
         anchor = pattern[-1]
         k = pattern.count(anchor)
-        return anchor, k, pattern[:self.pos].count(anchor)
+        return anchor, k, pattern[: self.pos].count(anchor)
 
     def _learn(self, t: int, fallback) -> None:
         self.mode = RELEARN if fallback else LEARN
@@ -148,8 +148,7 @@ class Rule:
         if self.anchor is not None and self.anchor not in window:
             return False
         gone = self._gone()
-        return all(k in window for k, s in self.last.items()
-                   if s >= self.since and t - s <= gone and self.alive(k))
+        return all(k in window for k, s in self.last.items() if s >= self.since and t - s <= gone and self.alive(k))
 
     def _place(self, window: tuple) -> bool:
         """Settle on the pattern of these last steps; True where the step now ends one."""
@@ -157,7 +156,7 @@ class Rule:
         rare = {k for k, n in counts(window) if n == fewest}
         anchor = self.anchor if self.anchor in rare else next(k for k in reversed(window) if k in rare)
         end = len(window) - 1 - window[::-1].index(anchor)
-        self._settle(window[end + 1:] + window[:end + 1], len(window) - 1 - end, 0)
+        self._settle(window[end + 1 :] + window[: end + 1], len(window) - 1 - end, 0)
         return self.pos == 0
 
     def _settle(self, pattern: tuple, pos: int, back: int) -> None:

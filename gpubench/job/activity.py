@@ -154,8 +154,11 @@ def _dense(segments: list[tuple], share: list, t0: float, exact) -> list[tuple]:
     busy = [s >= BUSY_SHARE for s in share]
     out: list[list] = []
     for name, a, b in segments:
-        pieces = [[name, a, b]] if name not in sparse else [[n if n == IDLE else name, x, y]
-                                                          for n, x, y, _ in _between(busy, t0, a, b)]
+        pieces = (
+            [[name, a, b]]
+            if name not in sparse
+            else [[n if n == IDLE else name, x, y] for n, x, y, _ in _between(busy, t0, a, b)]
+        )
         for p in pieces:
             if out and out[-1][0] == p[0] and p[0] not in STEPPED and out[-1][2] >= p[1] - 1e-9:
                 out[-1][2] = p[2]

@@ -22,8 +22,11 @@ def inspect(pid: int, proc: Path = Path("/proc")) -> dict | None:
     where they cannot be read (gone, another user's)."""
     try:
         argv = [a.decode(errors="replace") for a in (proc / str(pid) / "cmdline").read_bytes().split(b"\0") if a]
-        env = dict(line.decode(errors="replace").partition("=")[::2]
-                   for line in (proc / str(pid) / "environ").read_bytes().split(b"\0") if b"=" in line)
+        env = dict(
+            line.decode(errors="replace").partition("=")[::2]
+            for line in (proc / str(pid) / "environ").read_bytes().split(b"\0")
+            if b"=" in line
+        )
     except OSError:
         return None
     return {"pid": pid, "argv": argv[:20], "env": {k: env[k] for k in ("PYTHONPATH", MARKS, AUTO) if k in env}}
@@ -54,9 +57,11 @@ def reason(seen: dict, bootstrap: str) -> str | None:
     if not argv or "python" not in os.path.basename(argv[0]):
         return None
     given = flags(argv)
-    for letter, why in (("I", "its Python ran isolated (-I), which ignores PYTHONPATH"),
-                        ("E", "its Python ignored the environment (-E)"),
-                        ("S", "its Python skipped the site module (-S), which imports sitecustomize")):
+    for letter, why in (
+        ("I", "its Python ran isolated (-I), which ignores PYTHONPATH"),
+        ("E", "its Python ignored the environment (-E)"),
+        ("S", "its Python skipped the site module (-S), which imports sitecustomize"),
+    ):
         if letter in given:
             return why
     if MARKS not in env:
@@ -67,10 +72,12 @@ def reason(seen: dict, bootstrap: str) -> str | None:
     ours = [i for i, p in enumerate(path) if os.path.basename(p.rstrip("/")) == "bootstrap" or p == bootstrap]
     if not ours:
         return "its PYTHONPATH no longer holds gpubench's bootstrap (a launcher replaced it rather than adding to it)"
-    for p in path[:ours[0]]:
+    for p in path[: ours[0]]:
         if os.path.isfile(os.path.join(p, "sitecustomize.py")):
-            return (f"a sitecustomize.py in {p} comes before gpubench's on its PYTHONPATH, and Python imports only "
-                    "the first")
+            return (
+                f"a sitecustomize.py in {p} comes before gpubench's on its PYTHONPATH, and Python imports only "
+                "the first"
+            )
     return None
 
 
@@ -92,11 +99,15 @@ def sentence(found: list[dict]) -> str:
 
     named = "; ".join(f"pid {p['pid']} ({shlex.join(p['argv'])[:80]}): {p['why']}" for p in found[:SHOWN])
     more = f"; and {len(found) - SHOWN} more" if len(found) > SHOWN else ""
-    return (f"gpubench's optimizer hook did not reach {len(found)} process{'es' if len(found) > 1 else ''} that "
-            f"used a GPU, so no step of {'theirs' if len(found) > 1 else 'its'} is recorded ({named}{more}); "
-            "gpubench.step() in the job records them whatever starts it")
+    return (
+        f"gpubench's optimizer hook did not reach {len(found)} process{'es' if len(found) > 1 else ''} that "
+        f"used a GPU, so no step of {'theirs' if len(found) > 1 else 'its'} is recorded ({named}{more}); "
+        "gpubench.step() in the job records them whatever starts it"
+    )
 
 
-NO_STEP = ("the optimizer hook was on and recorded no step: the job steps no PyTorch optimizer (inference, "
-           "evaluation, JAX), or its optimizer's step bypasses PyTorch's step hooks (a step method replaced "
-           "after the optimizer was made); gpubench.step() in the job records steps")
+NO_STEP = (
+    "the optimizer hook was on and recorded no step: the job steps no PyTorch optimizer (inference, "
+    "evaluation, JAX), or its optimizer's step bypasses PyTorch's step hooks (a step method replaced "
+    "after the optimizer was made); gpubench.step() in the job records steps"
+)

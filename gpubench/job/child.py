@@ -78,8 +78,9 @@ def spawn(argv: list[str], env: dict, stderr_path: str | None = None) -> int:
     back to default, as a shell would; OSError where it cannot be started."""
     into_file = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     actions = [(os.POSIX_SPAWN_OPEN, 2, stderr_path, into_file, 0o600)] if stderr_path else []
-    return os.posix_spawnp(argv[0], argv, env, file_actions=actions, setsigmask=(),
-                           setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
+    return os.posix_spawnp(
+        argv[0], argv, env, file_actions=actions, setsigmask=(), setsigdef=(signal.SIGPIPE, signal.SIGXFSZ)
+    )
 
 
 def exit_code(status: int) -> tuple[int, str | None]:
@@ -177,8 +178,11 @@ def left_running_line(left: list[dict]) -> str:
     """One sentence on the processes the job left running."""
     import shlex
 
-    named = "; ".join(f"pid {p.get('pid')}: {shlex.join(str(a) for a in p.get('argv') or [])[:ARGV_MAX]}"
-                      for p in left[:SHOWN])
+    named = "; ".join(
+        f"pid {p.get('pid')}: {shlex.join(str(a) for a in p.get('argv') or [])[:ARGV_MAX]}" for p in left[:SHOWN]
+    )
     more = f"; and {len(left) - SHOWN} more" if len(left) > SHOWN else ""
-    return (f"the command left {len(left)} process{'es' if len(left) > 1 else ''} running when it exited ({named}"
-            f"{more}); gpubench did not watch {'them' if len(left) > 1 else 'it'} after that")
+    return (
+        f"the command left {len(left)} process{'es' if len(left) > 1 else ''} running when it exited ({named}"
+        f"{more}); gpubench did not watch {'them' if len(left) > 1 else 'it'} after that"
+    )

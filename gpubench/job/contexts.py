@@ -28,7 +28,7 @@ def stats(proc: Path = Path("/proc")):
             stat = (entry / "stat").read_text()
         except OSError:
             continue  # gone meanwhile
-        yield int(entry.name), stat[stat.rfind(")") + 2:].split()
+        yield int(entry.name), stat[stat.rfind(")") + 2 :].split()
 
 
 def parents(proc: Path = Path("/proc")) -> dict[int, int]:
@@ -53,8 +53,9 @@ def tree(root: int, parent_of: dict[int, int]) -> set[int]:
 class Contexts(threading.Thread):
     """Polls, every EVERY_S, which sampled GPUs hold a context of a process under the process `root`."""
 
-    def __init__(self, gpus: list, root: int, every_s: float = EVERY_S, compute_processes=None,
-                 proc: Path = Path("/proc")):
+    def __init__(
+        self, gpus: list, root: int, every_s: float = EVERY_S, compute_processes=None, proc: Path = Path("/proc")
+    ):
         super().__init__(name="gpubench-contexts", daemon=True)
         self.gpus, self.root, self.every_s = gpus, root, every_s
         self.compute_processes, self.proc = compute_processes or nvml.compute_processes, proc
@@ -93,5 +94,8 @@ class Contexts(threading.Thread):
         self.poll()
 
     def facts(self) -> dict:
-        return {"polls": self.polls, "used": {str(g): sorted(p) for g, p in sorted(self.used.items())},
-                "other_processes": {str(g): sorted(p) for g, p in sorted(self.foreign.items())}}
+        return {
+            "polls": self.polls,
+            "used": {str(g): sorted(p) for g, p in sorted(self.used.items())},
+            "other_processes": {str(g): sorted(p) for g, p in sorted(self.foreign.items())},
+        }

@@ -37,19 +37,25 @@ def credit(events, gpus: list, contexts: dict[int, set[int]]) -> tuple[dict[Stre
         if only:
             out[stream] = only[0]
         else:
-            notes.append(f"the steps of {stream.label} are credited to no GPU: it told no GPU UUID (no CUDA through "
-                         "torch) and held a context on none, or on several, of the sampled GPUs")
+            notes.append(
+                f"the steps of {stream.label} are credited to no GPU: it told no GPU UUID (no CUDA through "
+                "torch) and held a context on none, or on several, of the sampled GPUs"
+            )
     used |= set(out.values())
     if not used:
         used = {g.nvml_index for g in gpus}
         if len(gpus) > 1:
-            notes.append("which GPUs the job used could not be told (no process of it was seen holding a GPU, and no "
-                         "step named one): every sampled GPU is summarized")
+            notes.append(
+                "which GPUs the job used could not be told (no process of it was seen holding a GPU, and no "
+                "step named one): every sampled GPU is summarized"
+            )
     ranks: dict[int | None, set[int]] = {}
     for stream in streams:
         ranks.setdefault(stream.rank, set()).add(stream.pid)
     for rank, pids in ranks.items():
         if rank is not None and len(pids) > 1:
-            notes.append(f"rank {rank} is claimed by {len(pids)} processes ({', '.join(map(str, sorted(pids)))}): "
-                         "each is a stream of its own")
+            notes.append(
+                f"rank {rank} is claimed by {len(pids)} processes ({', '.join(map(str, sorted(pids)))}): "
+                "each is a stream of its own"
+            )
     return out, sorted(used), notes

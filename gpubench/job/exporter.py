@@ -50,14 +50,32 @@ def _ladder() -> tuple[Series, ...]:
         if m.dcgm_name and m.dcgm_name not in named:
             named.add(m.dcgm_name)
             ratio = m.dcgm_id in RATIO_FIELDS
-            scale, unit = (0.01, "a ratio 0-1") if ratio else (1e3, "in mJ") if m.dcgm_id == ENERGY_FIELD else \
-                (1.0, _unit(m.column))
+            scale, unit = (
+                (0.01, "a ratio 0-1")
+                if ratio
+                else (1e3, "in mJ")
+                if m.dcgm_id == ENERGY_FIELD
+                else (1.0, _unit(m.column))
+            )
             # prometheus-client names every counter *_total; dcgm-exporter's energy counter has no suffix
-            out.append(Series(m.dcgm_name, m.column, scale, f"{m.meaning} ({unit}); the latest sample interval, "
-                              f"gpubench's {m.column}", "unknown" if m.dcgm_id == ENERGY_FIELD else "gauge"))
+            out.append(
+                Series(
+                    m.dcgm_name,
+                    m.column,
+                    scale,
+                    f"{m.meaning} ({unit}); the latest sample interval, gpubench's {m.column}",
+                    "unknown" if m.dcgm_id == ENERGY_FIELD else "gauge",
+                )
+            )
         else:
-            out.append(Series(f"gpubench_{m.column}", m.column, 1.0,
-                              f"{m.meaning} ({_unit(m.column)}); the latest sample interval"))
+            out.append(
+                Series(
+                    f"gpubench_{m.column}",
+                    m.column,
+                    1.0,
+                    f"{m.meaning} ({_unit(m.column)}); the latest sample interval",
+                )
+            )
     return tuple(out)
 
 
@@ -71,27 +89,51 @@ JOB = (
     Series("gpubench_steps_per_second", "steps_per_s", 1.0, f"steps the job's process reported per second, {WINDOW}"),
     Series("gpubench_flops_per_second", "tflops", 1e12, f"model FLOPs the job reported per second, {WINDOW}"),
     Series("gpubench_mfu", "mfu_pct", 0.01, f"MFU, a ratio 0-1: {BY_COLUMN['mfu_pct'].meaning} (--dtype), {WINDOW}"),
-    Series("gpubench_mfu_measured", "mfu_measured_pct", 0.01,
-           f"achieved FLOP/s over the matmul peak measured with --peaks, a ratio 0-1, {WINDOW}"),
+    Series(
+        "gpubench_mfu_measured",
+        "mfu_measured_pct",
+        0.01,
+        f"achieved FLOP/s over the matmul peak measured with --peaks, a ratio 0-1, {WINDOW}",
+    ),
     Series("gpubench_hfu", "hfu_pct", 0.01, f"HFU, a ratio 0-1: {BY_COLUMN['hfu_pct'].meaning}, {WINDOW}"),
     Series("gpubench_mbu", "mbu_pct", 0.01, f"MBU, a ratio 0-1: {BY_COLUMN['mbu_pct'].meaning}, {WINDOW}"),
-    Series("gpubench_mbu_measured", "mbu_measured_pct", 0.01,
-           f"useful bytes/s over the copy peak measured with --peaks, a ratio 0-1, {WINDOW}"),
+    Series(
+        "gpubench_mbu_measured",
+        "mbu_measured_pct",
+        0.01,
+        f"useful bytes/s over the copy peak measured with --peaks, a ratio 0-1, {WINDOW}",
+    ),
     Series("gpubench_tokens_per_second", "tokens_per_s", 1.0, f"tokens the job reported per second, {WINDOW}"),
-    Series("gpubench_gpu_util_mean", "gpu_util_mean_pct", 1.0, f"mean GPU-Util (in %) {WINDOW}: the GPU busy share "
-           "its verdict reads"),
+    Series(
+        "gpubench_gpu_util_mean",
+        "gpu_util_mean_pct",
+        1.0,
+        f"mean GPU-Util (in %) {WINDOW}: the GPU busy share its verdict reads",
+    ),
     Series("gpubench_window_steps", "steps", 1.0, "steps stamped inside the live window"),
-    Series("gpubench_window_start_seconds", "t_start", 1.0,
-           "start of the live window, on the monotonic clock of samples.csv's t_start_s and marks.tsv"),
+    Series(
+        "gpubench_window_start_seconds",
+        "t_start",
+        1.0,
+        "start of the live window, on the monotonic clock of samples.csv's t_start_s and marks.tsv",
+    ),
     Series("gpubench_window_end_seconds", "t_end", 1.0, "end of the live window (the scrape), on the same clock"),
 )
-SAMPLE_END = Series("gpubench_sample_end_seconds", "t_end_s", 1.0,
-                    "end of the latest sample interval, samples.csv's t_end_s (monotonic clock)")
-SOURCE_HELP = ("1 for where the live window's numbers came from: `steps` is step() (the job's own gpubench.step()) "
-               "or optimizer (its optimizer's steps, no code change); `flops` is step(), one step counted (by "
-               "gpubench, from one whole step) or counters (none known: the tensor pipes' activity bounds them)")
-VERDICT_HELP = ("1 for the verdict on the live window: `rules` holds its rule names, as summary.csv's verdict_rules "
-                "(the rules are gpubench/read/phase_verdict.py's)")
+SAMPLE_END = Series(
+    "gpubench_sample_end_seconds",
+    "t_end_s",
+    1.0,
+    "end of the latest sample interval, samples.csv's t_end_s (monotonic clock)",
+)
+SOURCE_HELP = (
+    "1 for where the live window's numbers came from: `steps` is step() (the job's own gpubench.step()) "
+    "or optimizer (its optimizer's steps, no code change); `flops` is step(), one step counted (by "
+    "gpubench, from one whole step) or counters (none known: the tensor pipes' activity bounds them)"
+)
+VERDICT_HELP = (
+    "1 for the verdict on the live window: `rules` holds its rule names, as summary.csv's verdict_rules "
+    "(the rules are gpubench/read/phase_verdict.py's)"
+)
 
 
 class CannotServe(ValueError):
@@ -102,26 +144,37 @@ def families(snap, gpus: list, host: str):
     """The metric families of one snapshot (gpubench.job.live.Snapshot)."""
     from prometheus_client.core import Metric
 
-    labels = {g.nvml_index: (str(g.nvml_index), g.uuid, g.name, host, snap.ranks.get(g.nvml_index, ""))
-              for g in gpus}
+    labels = {g.nvml_index: (str(g.nvml_index), g.uuid, g.name, host, snap.ranks.get(g.nvml_index, "")) for g in gpus}
 
     def family(series: Series, values, extra=()):
         m = Metric(series.name, series.help, series.type)
         for gpu, more, value in values:
             if finite(value) and gpu in labels:
-                m.add_sample(series.name, dict(zip(LABELS + tuple(extra), labels[gpu] + tuple(more))),
-                             float(value) * series.scale)
+                m.add_sample(
+                    series.name,
+                    dict(zip(LABELS + tuple(extra), labels[gpu] + tuple(more))),
+                    float(value) * series.scale,
+                )
         return m
 
     for series in (*LADDER, SAMPLE_END):
         yield family(series, [(g, (), row.get(series.column)) for g, row in snap.latest.items()])
     for series in JOB:
         yield family(series, [(r["gpu"], (r["phase"],), r.get(series.column)) for r in snap.rows], ["phase"])
-    yield family(Series("gpubench_verdict", "", 1.0, VERDICT_HELP),
-                 [(r["gpu"], (r["phase"], r["verdict_rules"]), 1.0) for r in snap.rows], ["phase", "rules"])
-    yield family(Series("gpubench_source", "", 1.0, SOURCE_HELP),
-                 [(r["gpu"], (r["phase"], r.get("steps_source") or "", r.get("flops_source") or ""), 1.0)
-                  for r in snap.rows if r.get("steps_source") or r.get("flops_source")], ["phase", "steps", "flops"])
+    yield family(
+        Series("gpubench_verdict", "", 1.0, VERDICT_HELP),
+        [(r["gpu"], (r["phase"], r["verdict_rules"]), 1.0) for r in snap.rows],
+        ["phase", "rules"],
+    )
+    yield family(
+        Series("gpubench_source", "", 1.0, SOURCE_HELP),
+        [
+            (r["gpu"], (r["phase"], r.get("steps_source") or "", r.get("flops_source") or ""), 1.0)
+            for r in snap.rows
+            if r.get("steps_source") or r.get("flops_source")
+        ],
+        ["phase", "steps", "flops"],
+    )
 
 
 class Collector:
@@ -167,9 +220,11 @@ class Endpoint:
         try:
             self._server, self._thread = start_http_server(port, addr, registry)
         except OSError as err:
-            raise CannotServe(f"cannot serve metrics on port {port}: "
-                              f"{'it is in use' if err.errno == errno.EADDRINUSE else err.strerror or err}; "
-                              "choose another with --metrics-port") from None
+            raise CannotServe(
+                f"cannot serve metrics on port {port}: "
+                f"{'it is in use' if err.errno == errno.EADDRINUSE else err.strerror or err}; "
+                "choose another with --metrics-port"
+            ) from None
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
         self._served = None
@@ -191,6 +246,10 @@ class Endpoint:
     def facts(self) -> dict:
         """For the manifest."""
         live = self._served
-        return {"port": self.port, "url": self.url, "window_s": live.window_s if live is not None else None,
-                "scrapes": self.collector.scrapes,
-                "errors": self.collector.errors + (live.errors if live is not None else [])}
+        return {
+            "port": self.port,
+            "url": self.url,
+            "window_s": live.window_s if live is not None else None,
+            "scrapes": self.collector.scrapes,
+            "errors": self.collector.errors + (live.errors if live is not None else []),
+        }

@@ -60,6 +60,8 @@ def _note(name: str, runs: list, trim_s: float) -> str:
     spans = sum(len(r) for r in runs)
     seconds = sum(r[-1][2] - r[0][1] for r in runs)
     listed = ", ".join(names[:-1]) + f" and {names[-1]}"
-    return (f"{listed} alternated {spans} times in {seconds:.3g} s, each time for no longer than the {trim_s:g} s "
-            f"that NVML's counters lag: no sample tells them apart, so they are one row, {name!r}, over the time "
-            "they alternated")
+    return (
+        f"{listed} alternated {spans} times in {seconds:.3g} s, each time for no longer than the {trim_s:g} s "
+        f"that NVML's counters lag: no sample tells them apart, so they are one row, {name!r}, over the time "
+        "they alternated"
+    )

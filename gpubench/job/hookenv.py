@@ -29,8 +29,11 @@ def prepare(env: dict, on: bool = True) -> dict:
         where = _linked()
         if where is None:
             env[autohook.ENV] = "0"
-            return {"hook": "off", "why": f"the bootstrap's path holds {os.pathsep!r}, which PYTHONPATH cannot hold, "
-                                          "and no directory could be made to link it from"}
+            return {
+                "hook": "off",
+                "why": f"the bootstrap's path holds {os.pathsep!r}, which PYTHONPATH cannot hold, "
+                "and no directory could be made to link it from",
+            }
         facts["link"] = where
     env["PYTHONPATH"] = os.pathsep.join([where, *filter(None, [env.get("PYTHONPATH")])])
     facts["flops"] = "one step counted" if autohook.counting(env) else "not counted"

@@ -60,8 +60,17 @@ class Snapshot:
 
 
 class Live:
-    def __init__(self, gpus: list, columns, peaks: dict, dtype: str, clock, contexts=dict,
-                 window_s: float = WINDOW_S, longest_s: float = 0.0):
+    def __init__(
+        self,
+        gpus: list,
+        columns,
+        peaks: dict,
+        dtype: str,
+        clock,
+        contexts=dict,
+        window_s: float = WINDOW_S,
+        longest_s: float = 0.0,
+    ):
         self.gpus = list(gpus)
         self.columns = list(columns)
         self.peaks, self.dtype, self.clock, self.window_s = peaks, dtype, clock, window_s
@@ -83,9 +92,11 @@ class Live:
 
     def after(self, sink):
         """A sink that hands a row to `sink`, then keeps it here."""
+
         def both(row):
             sink(row)
             self.take_row(row)
+
         return both
 
     def take_row(self, row: dict) -> None:
@@ -145,17 +156,30 @@ class Live:
         snap.errors = list(self.errors)
         return snap
 
-    def _window(self, snap: Snapshot, rows: dict, marks: list, steps: list, recorded: set, history: "History",
-                now: float, window_s: float) -> None:
+    def _window(
+        self,
+        snap: Snapshot,
+        rows: dict,
+        marks: list,
+        steps: list,
+        recorded: set,
+        history: "History",
+        now: float,
+        window_s: float,
+    ) -> None:
         """The live rows of the GPUs the job uses, with the summary's code, and which ranks each GPU runs."""
         from gpubench.read.samples import as_samples  # numpy: not for `gpubench watch --help`
 
         events = provenance.resolve(marks + steps)
         held = {int(g): set(pids) for g, pids in dict(self.contexts()).items()}
         credited, used, _ = credit(events, self.gpus, held)
-        snap.ranks = {g.nvml_index: ",".join(str(r) for r in sorted({s.rank for s, i in credited.items()
-                                                                        if i == g.nvml_index and s.rank is not None}))
-                      for g in self.gpus}
+        snap.ranks = {
+            g.nvml_index: ",".join(
+                str(r)
+                for r in sorted({s.rank for s, i in credited.items() if i == g.nvml_index and s.rank is not None})
+            )
+            for g in self.gpus
+        }
         mine = [g for g in self.gpus if g.nvml_index in used and rows[g.nvml_index]]
         kept = as_samples([r for g in mine for r in rows[g.nvml_index]])  # made once: each GPU's are cut from it
         if marks or history.own:
@@ -170,8 +194,18 @@ class Live:
         found = provenance.cut_out([Phase(snap.phase, [(start, now)])], provenance.holes(events))
         if not found:
             return
-        snap.rows = provenance.label([r for g in ctx.gpus if (r := summarize_row(
-            snap.phase, found[0].spans, g, kept.of("gpu", g.nvml_index, keep=False), ctx, kind=kind)) is not None])
+        snap.rows = provenance.label(
+            [
+                r
+                for g in ctx.gpus
+                if (
+                    r := summarize_row(
+                        snap.phase, found[0].spans, g, kept.of("gpu", g.nvml_index, keep=False), ctx, kind=kind
+                    )
+                )
+                is not None
+            ]
+        )
         if kind == "phase":
             judge_ranks(snap.rows, ctx)
         snap.window = (start, now)
@@ -255,8 +289,12 @@ class History:
         forwards = e.origin in FORWARDS
         self.trained = self.trained or not forwards
         self.active = True
-        if e.origin == provenance.COUNTED and self.counted is None and e.stream in self._last \
-                and self._last[e.stream] < e.t_first:
+        if (
+            e.origin == provenance.COUNTED
+            and self.counted is None
+            and e.stream in self._last
+            and self._last[e.stream] < e.t_first
+        ):
             self.counted = self._last[e.stream]
         self._last[e.stream] = max(e.t_last, self._last.get(e.stream, e.t_last))
         key = (e.stream, forwards)

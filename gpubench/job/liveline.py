@@ -25,10 +25,18 @@ PREFIX = "gpubench live"
 COMPACT_OVER = 4  # more GPUs than this: one line for all, their means
 # (summary column, its words on a terminal); the log's keys are the columns
 # phase_*: the phase's so far (gpubench.job.sofar), the numbers its final row will show; the rest, the window's
-SHOWN = (("steps_per_s", "steps/s"), ("phase_steps_per_s", "phase steps/s"), ("mfu_pct", "MFU"),
-         ("phase_mfu_pct", "phase MFU"), ("tensor_ceiling_pct", "ceiling"),
-         ("gpu_util_pct", "GPU-Util"), ("sm_active_pct", "SM active"), ("tensor_active_pct", "tensor"),
-         ("dram_active_pct", "DRAM"), ("power_w", "W"))
+SHOWN = (
+    ("steps_per_s", "steps/s"),
+    ("phase_steps_per_s", "phase steps/s"),
+    ("mfu_pct", "MFU"),
+    ("phase_mfu_pct", "phase MFU"),
+    ("tensor_ceiling_pct", "ceiling"),
+    ("gpu_util_pct", "GPU-Util"),
+    ("sm_active_pct", "SM active"),
+    ("tensor_active_pct", "tensor"),
+    ("dram_active_pct", "DRAM"),
+    ("power_w", "W"),
+)
 MISSING = "–"
 
 
@@ -82,8 +90,10 @@ def log_lines(snap, elapsed_s: float, window_s: float, compact_over: int = COMPA
     if len(rows) > compact_over:
         late = next((r.get("straggler_rank") for r in rows if r.get("straggler_rank") is not None), None)
         numbers = [(c, number(v)) for c, _ in SHOWN if finite(v := mean(rows, c))]
-        return [f"{PREFIX} {pairs(head + [('gpus', len(rows))] + numbers + [('rules', rules(rows))])}"
-                + (f" straggler_rank={late}" if late is not None else "")]
+        return [
+            f"{PREFIX} {pairs(head + [('gpus', len(rows))] + numbers + [('rules', rules(rows))])}"
+            + (f" straggler_rank={late}" if late is not None else "")
+        ]
     out = []
     for r in rows:
         who = [("gpu", r["gpu"]), ("rank", snap.ranks.get(r["gpu"], ""))]
@@ -93,6 +103,7 @@ def log_lines(snap, elapsed_s: float, window_s: float, compact_over: int = COMPA
 
 
 # --- a terminal's status area ---------------------------------------------------------------------
+
 
 def clock(seconds: float) -> str:
     s = int(max(0.0, seconds))
@@ -108,12 +119,15 @@ def _ladder(row: dict) -> str:
         return f"{fmt_value(like, v, MISSING)} so far{then}" if finite(v) else ""
 
     steps = so_far("phase_steps_per_s", "steps_per_s")
-    parts = [f"{shown('steps_per_s')} steps/s" + (f" ({steps})" if steps else ""),
-             f"MFU {shown('mfu_pct')} ({so_far('phase_mfu_pct', 'mfu_pct', '; ')}tensor ceiling "
-             f"{shown('tensor_ceiling_pct')})",
-             f"GPU-Util {shown('gpu_util_pct')} · SM active {shown('sm_active_pct')}",
-             f"tensor {shown('tensor_active_pct')}", f"DRAM {shown('dram_active_pct')}",
-             shown("power_w") if finite(row.get("power_w")) else f"{MISSING} W"]
+    parts = [
+        f"{shown('steps_per_s')} steps/s" + (f" ({steps})" if steps else ""),
+        f"MFU {shown('mfu_pct')} ({so_far('phase_mfu_pct', 'mfu_pct', '; ')}tensor ceiling "
+        f"{shown('tensor_ceiling_pct')})",
+        f"GPU-Util {shown('gpu_util_pct')} · SM active {shown('sm_active_pct')}",
+        f"tensor {shown('tensor_active_pct')}",
+        f"DRAM {shown('dram_active_pct')}",
+        shown("power_w") if finite(row.get("power_w")) else f"{MISSING} W",
+    ]
     return "  ".join(parts)
 
 

@@ -157,8 +157,22 @@ def _parse_new(p: list[str], uuids: dict):
         if not (0 <= flops < INF and 0 <= hw_flops < INF and 0 <= nbytes < INF and 0 <= tokens < INF):
             return None
         stream = _stream(p[S.rank], p[S.pid])
-        return Steps(t_first, stream, _uuid(stream, p[S.uuid], uuids), p[S.clock], t_last, n, counted, flops, hw_flops,
-                     nbytes, tokens, bad, lead_s, ORIGINS[p[0]])
+        return Steps(
+            t_first,
+            stream,
+            _uuid(stream, p[S.uuid], uuids),
+            p[S.clock],
+            t_last,
+            n,
+            counted,
+            flops,
+            hw_flops,
+            nbytes,
+            tokens,
+            bad,
+            lead_s,
+            ORIGINS[p[0]],
+        )
     if p[0] == PATTERN and len(p) == PATTERN_LINE.width:
         t, written, back = _time(p[P.t]), int(p[P.written]), int(p[P.back])
         if not 0 <= back <= written:
@@ -176,8 +190,21 @@ def _parse_old(p: list[str]):
     counted = flops is not None and flops >= 0 and flops != float("inf")
     # gpubench.count_flops then gave one count, of every FLOP that ran (recomputation and the whole T x T
     # attention included): the hardware count; the model count was not written, so it is not known (NaN)
-    return Steps(t, stream, "", "host", t, 1, int(counted), math.nan if counted else 0.0, flops if counted else 0.0,
-                 0.0, 0.0, 0, 0.0)
+    return Steps(
+        t,
+        stream,
+        "",
+        "host",
+        t,
+        1,
+        int(counted),
+        math.nan if counted else 0.0,
+        flops if counted else 0.0,
+        0.0,
+        0.0,
+        0,
+        0.0,
+    )
 
 
 def parse(line: str, uuids: dict | None = None, why: list | None = None):
@@ -203,9 +230,11 @@ def parse(line: str, uuids: dict | None = None, why: list | None = None):
     return found
 
 
-WHY = {"time": ("whose time is not a time on the monotonic clock",) * 2,  # (one line, several)
-       "line": ("that is not a line of marks", "that are not lines of marks"),
-       "again": ("that repeats one read before (counted once)", "that repeat lines read before (counted once)")}
+WHY = {
+    "time": ("whose time is not a time on the monotonic clock",) * 2,  # (one line, several)
+    "line": ("that is not a line of marks", "that are not lines of marks"),
+    "again": ("that repeats one read before (counted once)", "that repeat lines read before (counted once)"),
+}
 
 
 class Reader:
@@ -274,13 +303,17 @@ class Reader:
     def note(self) -> str | None:
         """What was skipped, in one sentence naming the file, the reason and the first line; None if nothing."""
         name = os.path.basename(self.path)
-        parts = [f"{n} line{'s' if n > 1 else ''} {WHY[kind][n > 1]} ({'the first, ' if n > 1 else ''}line {line}"
-                 f"{f', reads {value}' if value else ''})" for kind, (n, (line, value)) in sorted(self.skipped.items())]
+        parts = [
+            f"{n} line{'s' if n > 1 else ''} {WHY[kind][n > 1]} ({'the first, ' if n > 1 else ''}line {line}"
+            f"{f', reads {value}' if value else ''})"
+            for kind, (n, (line, value)) in sorted(self.skipped.items())
+        ]
         said = [f"left out {' and '.join(parts)}; the phases and steps are read without them"] if parts else []
         if self.replaced:
             times = f"{self.replaced} time{'s' if self.replaced > 1 else ''}"
-            said.append(f"the file was removed, replaced or cut short {times} while the job ran; every version of it "
-                        "was read")
+            said.append(
+                f"the file was removed, replaced or cut short {times} while the job ran; every version of it was read"
+            )
         return f"{name}: {'; '.join(said)}" if said else None
 
     def close(self) -> None:
@@ -333,7 +366,7 @@ class Reader:
     def _read(f) -> bytes:
         start = f.tell()
         data = f.read()
-        return data[len(BOM):] if start == 0 and data.startswith(BOM) else data
+        return data[len(BOM) :] if start == 0 and data.startswith(BOM) else data
 
 
 def read_all(path: str | os.PathLike) -> list:

@@ -81,7 +81,21 @@ def split(e: Steps, at: list[int]) -> list[tuple[int, Steps]]:
     out = []
     for a, b in zip(bounds, bounds[1:]):
         share = (b - a) / e.n
-        out.append((a, replace(e, t_first=e.t_first + a * span, t_last=e.t_first + (b - 1) * span, n=b - a,
-                               counted=round(e.counted * share), flops=e.flops * share, hw_flops=e.hw_flops * share,
-                               bytes=e.bytes * share, tokens=e.tokens * share, bad=round(e.bad * share))))
+        out.append(
+            (
+                a,
+                replace(
+                    e,
+                    t_first=e.t_first + a * span,
+                    t_last=e.t_first + (b - 1) * span,
+                    n=b - a,
+                    counted=round(e.counted * share),
+                    flops=e.flops * share,
+                    hw_flops=e.hw_flops * share,
+                    bytes=e.bytes * share,
+                    tokens=e.tokens * share,
+                    bad=round(e.bad * share),
+                ),
+            )
+        )
     return out

@@ -36,8 +36,13 @@ from gpubench.truth import ceiling as tensor_ceiling
 from gpubench.truth.peaks import UNITS
 
 # the summary columns made here that their names do not tell (gpubench.record.columns.DECLARERS names this)
-SUMMARY_COLUMNS = {"kind": "text", "family": "text", "verdict": "text", "verdict_rules": "text",
-                   "flop_convention": "text"}
+SUMMARY_COLUMNS = {
+    "kind": "text",
+    "family": "text",
+    "verdict": "text",
+    "verdict_rules": "text",
+    "flop_convention": "text",
+}
 
 FIRST_PHASE = "run"  # the phase before the first mark, where the job steps before it marks
 START_UP, TEARDOWN = "start-up", "teardown"
@@ -61,8 +66,10 @@ STORY = [
     "{provenance}.",
     "Verdict: {verdict}",
 ]
-FLOP_CONVENTION = ("model FLOPs as PaLM counts them: what one step of the model must do, no recomputation; "
-                   "HFU counts every FLOP that ran")
+FLOP_CONVENTION = (
+    "model FLOPs as PaLM counts them: what one step of the model must do, no recomputation; "
+    "HFU counts every FLOP that ran"
+)
 
 
 @dataclass
@@ -108,6 +115,7 @@ def _mean(rows, column: str) -> float:
 
 # --- one row -----------------------------------------------------------------------------------------
 
+
 @dataclass
 class Context:
     """What every row of a summary shares."""
@@ -128,8 +136,10 @@ class Context:
         self.steps: dict[Stream, list[Steps]] = {}  # each stream's groups of steps, in time order
         for e in sorted((e for e in self.events if isinstance(e, Steps)), key=lambda e: e.t_first):
             self.steps.setdefault(e.stream, []).append(e)
-        self.clocks = {s: " and ".join("GPU" if c == "gpu" else "host" for c in sorted({g.clock for g in groups}))
-                       for s, groups in self.steps.items()}
+        self.clocks = {
+            s: " and ".join("GPU" if c == "gpu" else "host" for c in sorted({g.clock for g in groups}))
+            for s, groups in self.steps.items()
+        }
         self._ceilings: dict = {}
         self._pooled: dict = {}  # NVML index -> its streams, their groups of steps in time order, the starts
 
@@ -152,7 +162,7 @@ def summarize_row(name: str, spans, gpu, rows, ctx: Context, kind: str = "phase"
     reported = 0  # steps in the spans, the window's and those before the trim
     begun_inside = []  # the groups that begin in a span: where the row's steps came from
     for a, b in spans:
-        pooled = pooled_all[bisect_left(starts, a):bisect_right(starts, b)]
+        pooled = pooled_all[bisect_left(starts, a) : bisect_right(starts, b)]
         begun_inside.extend(pooled)
         ws, we, kept = tally.window(pooled, a, b, ctx.trim_s) if kind == "phase" else (a + ctx.trim_s, b, [])
         if kind == "phase":
@@ -175,21 +185,42 @@ def summarize_row(name: str, spans, gpu, rows, ctx: Context, kind: str = "phase"
     row_starts = np.concatenate(starts_at) if starts_at else np.zeros(0)
     if not len(window_rows) and kind != "phase":
         return None  # nothing recorded in it: a start-up or teardown shorter than a row (a phase keeps its row)
-    row = {"scenario": name if len(ctx.gpus) == 1 else f"{name} · GPU {gpu.nvml_index}", "phase": name,
-           "family": "watch", "kind": kind, "gpu": gpu.nvml_index, "uuid": gpu.uuid,
-           "t_start": spans[0][0], "t_end": spans[-1][1], "seconds": seconds, "spans": len(spans),
-           "windows": window_text(windows), "n_samples": whole_rows(window_rows, row_starts, ctx.recorded),
-           **aligned_stats(window_rows, row_starts, ctx.columns)}
+    row = {
+        "scenario": name if len(ctx.gpus) == 1 else f"{name} · GPU {gpu.nvml_index}",
+        "phase": name,
+        "family": "watch",
+        "kind": kind,
+        "gpu": gpu.nvml_index,
+        "uuid": gpu.uuid,
+        "t_start": spans[0][0],
+        "t_end": spans[-1][1],
+        "seconds": seconds,
+        "spans": len(spans),
+        "windows": window_text(windows),
+        "n_samples": whole_rows(window_rows, row_starts, ctx.recorded),
+        **aligned_stats(window_rows, row_starts, ctx.columns),
+    }
     busy = _mean(covering(window_rows, row_starts, TRAIL_S["gpu_util_pct"]), "gpu_util_pct")
     sm = _mean(covering(window_rows, row_starts, TRAIL_S["sm_active_pct"]), "sm_active_pct")
     row["gpu_util_mean_pct"] = busy
     row["sm_busy_pct"] = min(100.0, 100.0 * sm / busy) if finite(sm) and finite(busy) and busy > 0 else math.nan
     row["energy_used_j"] = energy_j if energy_s > 0 else math.nan
     row["power_w_energy"] = energy_j / energy_s if energy_s > 0 else math.nan
-    row.update(tally.work_columns(tallies, seconds, row["energy_used_j"], lambda s: _clock(s, ctx), ctx.peaks,
-                                  UNITS[ctx.dtype], ctx.hardware), steps_reported=reported)
-    row.update(tensor_ceiling.columns(covering(window_rows, row_starts, TRAIL_S["tensor_active_pct"]),
-                                      ctx.ceiling(gpu), ctx.dtype, row.get("hfu_pct", math.nan), clocks=rows))
+    row.update(
+        tally.work_columns(
+            tallies, seconds, row["energy_used_j"], lambda s: _clock(s, ctx), ctx.peaks, UNITS[ctx.dtype], ctx.hardware
+        ),
+        steps_reported=reported,
+    )
+    row.update(
+        tensor_ceiling.columns(
+            covering(window_rows, row_starts, TRAIL_S["tensor_active_pct"]),
+            ctx.ceiling(gpu),
+            ctx.dtype,
+            row.get("hfu_pct", math.nan),
+            clocks=rows,
+        )
+    )
     row.update(provenance.sources(begun_inside, row["steps"] or reported > 1))
     judge(row, ctx, stepped, kind)
     return row
@@ -220,16 +251,23 @@ def judge(row: dict, ctx: Context, stepped: bool, kind: str, where: tuple[str, s
     if not row["n_samples"]:  # first: an idle GPU's row too says nothing without a sample of its window
         # a rate beside no counters would be a row of two windows, and its MFU could not be held to the share
         # of time the GPU was busy: neither is shown
-        row["verdict"], row["verdict_rules"] = (f"Too short to measure: no whole sample interval lies inside its "
-                                                f"window after its first {ctx.trim_s:g} s."), "too-short"
+        row["verdict"], row["verdict_rules"] = (
+            (
+                f"Too short to measure: no whole sample interval lies inside its "
+                f"window after its first {ctx.trim_s:g} s."
+            ),
+            "too-short",
+        )
         for k in [k for k in row if k not in KEEP_WHEN_SHORT]:
             if isinstance(row[k], float):
                 row[k] = math.nan
         row["stream_rates"] = ""  # a process's rate is a number too: none without the counters of its window
         return
     if ctx.used and row["gpu"] not in ctx.used:
-        row["verdict"], row["verdict_rules"] = ("Idle: no process of the command used this GPU, and nothing of the "
-                                                "job's work is credited to it."), "idle-gpu"
+        row["verdict"], row["verdict_rules"] = (
+            ("Idle: no process of the command used this GPU, and nothing of the job's work is credited to it."),
+            "idle-gpu",
+        )
         return
     facts = dict(row, dtype=ctx.dtype, stepped=stepped)
     row["verdict"], names = verdict(facts, ctx.dtype, ctx.recorded, where)
@@ -241,6 +279,7 @@ KEEP_WHEN_SHORT = {"t_start", "t_end", "seconds", "energy_used_j", "power_w_ener
 
 
 # --- the whole summary -------------------------------------------------------------------------------
+
 
 def first_and_last_step(events) -> tuple[float | None, float | None]:
     steps = [e for e in events if isinstance(e, Steps)]
@@ -320,8 +359,19 @@ class Summary:
     phases_from: str = "marks"  # or "activity" (gpubench.job.activity), "steps" (own steps, no mark), "one phase"
 
 
-def summarize_watch(rows, events, gpus: list, t0: float, t1: float, peaks: dict, dtype: str,
-                    columns: list, contexts: dict, all_gpus: bool = False, hardware: bool = True) -> Summary:
+def summarize_watch(
+    rows,
+    events,
+    gpus: list,
+    t0: float,
+    t1: float,
+    peaks: dict,
+    dtype: str,
+    columns: list,
+    contexts: dict,
+    all_gpus: bool = False,
+    hardware: bool = True,
+) -> Summary:
     """A watch's whole summary from what it recorded: its sample rows (Samples, or row dicts), its marks,
     the GPUs it sampled, the recording's window, the peaks, the --dtype, and which GPUs the command's
     processes held (NVML index -> pids). Every GPU the job used gets its rows; the others too where
@@ -338,9 +388,26 @@ def summarize_watch(rows, events, gpus: list, t0: float, t1: float, peaks: dict,
     found = activity.phases_of(rows, events, [g for g in gpus if g.nvml_index in used], t0, t1, gaps)
     phases, bounds = ([Phase(n, s) for n, s in found[0].items()], found[1]) if found is not None else (phases, None)
     phases = provenance.cut_out(phases, gaps)  # the counted step, slowed by counting, is in no row
-    ctx = Context(events, summarized, credited, peaks, dtype, list(columns), recorded, used=frozenset(used),
-                  hardware=hardware, bounds=bounds)
+    ctx = Context(
+        events,
+        summarized,
+        credited,
+        peaks,
+        dtype,
+        list(columns),
+        recorded,
+        used=frozenset(used),
+        hardware=hardware,
+        bounds=bounds,
+    )
     summary = provenance.label(summarize(rows, ctx, phases, t0, t1))
-    how = "activity" if found is not None else "marks" if any(isinstance(e, Mark) for e in events) else \
-        "steps" if any(isinstance(e, Steps) for e in events) else "one phase"
+    how = (
+        "activity"
+        if found is not None
+        else "marks"
+        if any(isinstance(e, Mark) for e in events)
+        else "steps"
+        if any(isinstance(e, Steps) for e in events)
+        else "one phase"
+    )
     return Summary(summary, phases, used, notes + (merged if found is None else []), how)

@@ -32,17 +32,28 @@ FORWARD, FORWARD_COUNTED, JIT = "forward", "forward counted", "jit"
 COUNTS = (COUNTED, FORWARD_COUNTED)  # lines of a step whose FLOPs were counted there: slowed, in no rate
 KIND = {OWN: OWN, OPTIMIZER: OPTIMIZER, COUNTED: OPTIMIZER, FORWARD: FORWARD, FORWARD_COUNTED: FORWARD, JIT: JIT}
 STEPS_FROM = {OWN: "step()", OPTIMIZER: "optimizer", FORWARD: "forward", JIT: "jit"}
-FLOPS_FROM = {OWN: "step()", OPTIMIZER: "one step counted", FORWARD: "forward counted", JIT: "xla cost",
-              "ceiling": "counters"}
+FLOPS_FROM = {
+    OWN: "step()",
+    OPTIMIZER: "one step counted",
+    FORWARD: "forward counted",
+    JIT: "xla cost",
+    "ceiling": "counters",
+}
 GPUBENCH_COUNTS = (FLOPS_FROM[OPTIMIZER], FLOPS_FROM[FORWARD], FLOPS_FROM[JIT])  # FLOPs gpubench counted itself
 SAID = {
-    "steps": {"step()": "the job's own gpubench.step()", "optimizer": "the job's optimizer steps (no code change)",
-              "forward": "the calls of the job's outermost module (no code change)",
-              "jit": "the job's jitted step function (no code change)"},
-    "flops": {"step()": "counted by the job's own step()", "one step counted": "counted by gpubench from one step",
-              "forward counted": "counted by gpubench from one forward of each input shape",
-              "xla cost": "from XLA's cost analysis of the compiled step",
-              "counters": "not known: the counters bound them (the tensor ceiling)"},
+    "steps": {
+        "step()": "the job's own gpubench.step()",
+        "optimizer": "the job's optimizer steps (no code change)",
+        "forward": "the calls of the job's outermost module (no code change)",
+        "jit": "the job's jitted step function (no code change)",
+    },
+    "flops": {
+        "step()": "counted by the job's own step()",
+        "one step counted": "counted by gpubench from one step",
+        "forward counted": "counted by gpubench from one forward of each input shape",
+        "xla cost": "from XLA's cost analysis of the compiled step",
+        "counters": "not known: the counters bound them (the tensor ceiling)",
+    },
 }
 CEILING = "tensor_ceiling_pct"  # the tensor pipes' bound, where the run has it
 
@@ -101,9 +112,11 @@ def sources(inside, stamped=True) -> dict:
     inside = list(inside) if stamped else []
     kinds = {KIND.get(g.origin, OPTIMIZER) for g in inside}
     counted = {KIND.get(g.origin, OPTIMIZER) for g in inside if g.counted}
-    return {"steps_source": " and ".join(STEPS_FROM[k] for k in sorted(kinds, key=_ORDER.index)),
-            "flops_source": " and ".join(FLOPS_FROM[k] for k in sorted(counted, key=_ORDER.index)),
-            "steps_pattern": THEN.join(dict.fromkeys(g.pattern for g in inside if getattr(g, "pattern", "")))}
+    return {
+        "steps_source": " and ".join(STEPS_FROM[k] for k in sorted(kinds, key=_ORDER.index)),
+        "flops_source": " and ".join(FLOPS_FROM[k] for k in sorted(counted, key=_ORDER.index)),
+        "steps_pattern": THEN.join(dict.fromkeys(g.pattern for g in inside if getattr(g, "pattern", ""))),
+    }
 
 
 THEN = " then "  # between the patterns of a row whose optimizers changed theirs
@@ -142,25 +155,34 @@ def facts(events: list, summary: list[dict], auto: dict | None, phases_from: str
     streams: dict = {}
     for e in events:
         if _auto(e):
-            s = streams.setdefault(e.stream, {"rank": e.stream.rank, "pid": e.stream.pid, "steps": 0,
-                                              "kept": e.stream not in own, "counted": None})
+            s = streams.setdefault(
+                e.stream,
+                {"rank": e.stream.rank, "pid": e.stream.pid, "steps": 0, "kept": e.stream not in own, "counted": None},
+            )
             s["steps"] += e.n
             if e.origin == COUNTED:
-                s["counted"] = ({"model_flops": e.flops / e.counted, "hardware_flops": e.hw_flops / e.counted,
-                                 "t": e.t_first} if e.counted else "failed: the counters alone bound the work")
+                s["counted"] = (
+                    {"model_flops": e.flops / e.counted, "hardware_flops": e.hw_flops / e.counted, "t": e.t_first}
+                    if e.counted
+                    else "failed: the counters alone bound the work"
+                )
     for stream, said in patterns.told(events).items():  # its optimizers' patterns: the steps they took back
         s = streams.get(stream)
         if s is not None:
             s["steps"] -= sum(p.back for p in said)
-            s["patterns"] = [{"after_steps": p.written - p.back, "pattern": p.name, "taken_back": p.back}
-                             for p in said]
+            s["patterns"] = [{"after_steps": p.written - p.back, "pattern": p.name, "taken_back": p.back} for p in said]
     out["processes"] = list(streams.values())
     out["counted_steps_s"] = [[a, b] for a, b in holes(events)]
     out["phases_from"] = phases_from
-    out["rows"] = {r["scenario"]: {"steps": r.get("steps_source", ""), "flops": r.get("flops_source", ""),
-                                   **({"pattern": r["steps_pattern"]} if r.get("steps_pattern") else {})}
-                   for r in summary if r.get("steps_source", "") not in ("", "step()")
-                   or r.get("flops_source", "") not in ("", "step()")}
+    out["rows"] = {
+        r["scenario"]: {
+            "steps": r.get("steps_source", ""),
+            "flops": r.get("flops_source", ""),
+            **({"pattern": r["steps_pattern"]} if r.get("steps_pattern") else {}),
+        }
+        for r in summary
+        if r.get("steps_source", "") not in ("", "step()") or r.get("flops_source", "") not in ("", "step()")
+    }
     return out
 
 

@@ -18,8 +18,10 @@ def so_far(run_dir: Path, manifest: dict, samples) -> list[dict]:
 
     if not len(samples) or not manifest.get("peaks"):
         return []
-    gpus = [Gpu(**{k: g.get(k) for k in ("nvml_index", "uuid", "name", "cuda_index")})
-            for g in manifest.get("gpus_sampled") or []]
+    gpus = [
+        Gpu(**{k: g.get(k) for k in ("nvml_index", "uuid", "name", "cuda_index")})
+        for g in manifest.get("gpus_sampled") or []
+    ]
     samples.load("t_start_s", "t_end_s")
     facts = manifest.get("watcher") or {}
     t0 = facts.get("t_start")
@@ -29,5 +31,6 @@ def so_far(run_dir: Path, manifest: dict, samples) -> list[dict]:
     marks = Path(run_dir) / (named if isinstance(named, str) and named else MARKS_FILE)
     events = read_all(marks) if marks.is_file() else []
     columns = [c for c in manifest.get("columns") or [] if samples.has(c)]
-    return summarize_watch(samples, events, gpus, t0, t1, manifest["peaks"], manifest.get("dtype", "bf16"),
-                           columns, {}).summary
+    return summarize_watch(
+        samples, events, gpus, t0, t1, manifest["peaks"], manifest.get("dtype", "bf16"), columns, {}
+    ).summary

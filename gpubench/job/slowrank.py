@@ -23,8 +23,11 @@ MIN_GAP_PCT = 10.0  # points of GPU busy below the others' median that name a st
 def find(rows: list[dict]) -> dict[int, tuple[str, str]]:
     """For the rows of one phase (one per GPU, each of one rank): {index of a row: (rule, sentence)} for the
     straggler and the ranks waiting on it; {} where nobody can be named."""
-    ranked = [(i, r) for i, r in enumerate(rows) if isinstance(r.get("rank"), int)
-              and finite(r.get("steps_per_s")) and finite(r.get("gpu_util_mean_pct"))]
+    ranked = [
+        (i, r)
+        for i, r in enumerate(rows)
+        if isinstance(r.get("rank"), int) and finite(r.get("steps_per_s")) and finite(r.get("gpu_util_mean_pct"))
+    ]
     if len(ranked) < 2:
         return {}
     rates = [r["steps_per_s"] for _, r in ranked]
@@ -38,15 +41,25 @@ def find(rows: list[dict]) -> dict[int, tuple[str, str]]:
         return {}
     rank, rate = slow["rank"], statistics.median(rates)
     lead = _lead(slow, [r for _, r in others])
-    out = {i_slow: ("straggler", (
-        f"Rank {rank} holds the job back: its GPU was busy {pct(slow['gpu_util_mean_pct'])} of the time while the "
-        f"ranks waiting for it read {pct(busy)}, all at {rate:.3g} steps/s{lead}; its host is the bottleneck (data "
-        "loading, Python between steps), not its batch or its kernels."))}
+    out = {
+        i_slow: (
+            "straggler",
+            (
+                f"Rank {rank} holds the job back: its GPU was busy {pct(slow['gpu_util_mean_pct'])} of the time "
+                f"while the ranks waiting for it read {pct(busy)}, all at {rate:.3g} steps/s{lead}; its host is the "
+                "bottleneck (data loading, Python between steps), not its batch or its kernels."
+            ),
+        )
+    }
     for i, r in others:
-        out[i] = ("waits-on-rank", (
-            f"Rank {r['rank']} waits on rank {rank}: this GPU read busy {pct(r['gpu_util_mean_pct'])} at "
-            f"{rate:.3g} steps/s while rank {rank}'s GPU was busy {pct(slow['gpu_util_mean_pct'])}, so much of what "
-            f"reads busy here is waiting in the collective; speed up rank {rank}'s host."))
+        out[i] = (
+            "waits-on-rank",
+            (
+                f"Rank {r['rank']} waits on rank {rank}: this GPU read busy {pct(r['gpu_util_mean_pct'])} at "
+                f"{rate:.3g} steps/s while rank {rank}'s GPU was busy {pct(slow['gpu_util_mean_pct'])}, so much of "
+                f"what reads busy here is waiting in the collective; speed up rank {rank}'s host."
+            ),
+        )
     return out
 
 

@@ -62,11 +62,16 @@ def add_options(parser) -> None:
     """`gpubench watch`'s options of the live rows."""
     from gpubench.usage import positive
 
-    parser.add_argument("--every", type=positive, default=60.0, metavar="S",
-                        help="where stderr is no terminal (a log file, CI): a live line per GPU (one for all above "
-                             f"{liveline.COMPACT_OVER}) every S seconds (default 60), over the last S seconds of the "
-                             f"current phase ({WINDOW_S:g} at least, {LONGEST_WINDOW_S:g} at most); on a terminal the "
-                             f"live rows stay in a status area at the bottom, refreshed every {REFRESH_S:g} s")
+    parser.add_argument(
+        "--every",
+        type=positive,
+        default=60.0,
+        metavar="S",
+        help="where stderr is no terminal (a log file, CI): a live line per GPU (one for all above "
+        f"{liveline.COMPACT_OVER}) every S seconds (default 60), over the last S seconds of the "
+        f"current phase ({WINDOW_S:g} at least, {LONGEST_WINDOW_S:g} at most); on a terminal the "
+        f"live rows stay in a status area at the bottom, refreshed every {REFRESH_S:g} s",
+    )
     parser.add_argument("--quiet", action="store_true", help="no live rows while the command runs")
 
 
@@ -76,7 +81,7 @@ def window_for(every_s: float) -> float:
 
 
 def choose(quiet: bool, env: dict, fd: int = 2) -> str | None:
-    """"area", "lines" or None (see the module's docstring)."""
+    """ "area", "lines" or None (see the module's docstring)."""
     if quiet:
         return None
     try:
@@ -89,7 +94,7 @@ def choose(quiet: bool, env: dict, fd: int = 2) -> str | None:
 
 def write_all(fd: int, data: bytes) -> None:
     while data:
-        data = data[os.write(fd, data):]
+        data = data[os.write(fd, data) :]
 
 
 def foreground(fd: int) -> bool:
@@ -133,8 +138,10 @@ class Area:
             out.append("\x1b[J")  # below the job's cursor: where an area of another size or place was
         if k:
             out += ["\x1bD" * k, f"\x1b[{k}A", SAVE, f"\x1b[1;{height - k}r", RESTORE, SAVE, PLAIN]
-            out += [f"\x1b[{height - k + 1 + i};1H\x1b[2K{liveline.cut(line, columns - 1)}"
-                    for i, line in enumerate(lines[:k])]
+            out += [
+                f"\x1b[{height - k + 1 + i};1H\x1b[2K{liveline.cut(line, columns - 1)}"
+                for i, line in enumerate(lines[:k])
+            ]
             out.append(RESTORE)
         write_all(self.fd, "".join(out).encode("utf-8", "replace"))
         self.rows, self.size = k, (columns, height)
@@ -156,8 +163,15 @@ class Voice(threading.Thread):
 
     def __init__(self, live, gpus: int, every_s: float, mode: str, t0: float, clock=time.monotonic, fd: int = 2):
         super().__init__(name="gpubench-live", daemon=True)
-        self.live, self.gpus, self.every_s, self.mode, self.t0, self.clock, self.fd = \
-            live, gpus, every_s, mode, t0, clock, fd
+        self.live, self.gpus, self.every_s, self.mode, self.t0, self.clock, self.fd = (
+            live,
+            gpus,
+            every_s,
+            mode,
+            t0,
+            clock,
+            fd,
+        )
         self.window_s = WINDOW_S if mode == "area" else window_for(every_s)
         self.area = Area(fd) if mode == "area" else None
         self.said = 0  # updates written
@@ -223,8 +237,13 @@ class Voice(threading.Thread):
 
     def facts(self) -> dict:
         """For the manifest."""
-        return {"mode": self.mode, "every_s": self.every_s if self.area is None else REFRESH_S,
-                "window_s": self.window_s, "updates": self.said, "errors": list(self.errors)}
+        return {
+            "mode": self.mode,
+            "every_s": self.every_s if self.area is None else REFRESH_S,
+            "window_s": self.window_s,
+            "updates": self.said,
+            "errors": list(self.errors),
+        }
 
     def _give_back(self) -> None:
         with self._lock:

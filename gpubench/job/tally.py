@@ -110,13 +110,16 @@ def around(groups: list[Steps], ws: float, we: float) -> tuple[Steps | None, Ste
 
 
 # Why a row of marks written before count_flops counted what the kernels run has no HFU (gpubench.inside.flops)
-HFU_UNKNOWN = ("these marks were written before gpubench.count_flops counted what the kernels run: their hardware "
-               "count takes causal attention's whole T×T score matrix, of which the kernels run the lower half, so "
-               "the FLOPs that ran are not known and no FLOP count is held to the tensor ceiling")
+HFU_UNKNOWN = (
+    "these marks were written before gpubench.count_flops counted what the kernels run: their hardware "
+    "count takes causal attention's whole T×T score matrix, of which the kernels run the lower half, so "
+    "the FLOPs that ran are not known and no FLOP count is held to the tensor ceiling"
+)
 
 
-def work_columns(tallies: dict, seconds: float, energy_j: float, clock_of, peaks: dict, unit: str,
-                 hardware: bool = True) -> dict:
+def work_columns(
+    tallies: dict, seconds: float, energy_j: float, clock_of, peaks: dict, unit: str, hardware: bool = True
+) -> dict:
     """Steps, rates and work of the streams on one GPU over a row's windows (seconds long in all): rates per
     stream, work summed over them within the windows. clock_of(stream) says whose timeline stamped it.
     hardware: the marks' hardware FLOPs count what the kernels run; else no HFU, and hfu_unknown says why."""
@@ -125,12 +128,16 @@ def work_columns(tallies: dict, seconds: float, energy_j: float, clock_of, peaks
     rates = [t.rate for t in live.values() if finite(t.rate)]
     gaps = [g for t in live.values() for g in t.gaps_ms]
     ranks = sorted({s.rank for s in live if s.rank is not None})
-    out = {"steps": sum(t.stamps for t in live.values()), "streams": len(live),
-           "rank": ranks[0] if len(ranks) == 1 else None, "ranks": ",".join(map(str, ranks)),
-           "stream_rates": "; ".join(f"{s.label}: {t.rate:.4g}/s" for s, t in live.items() if finite(t.rate)),
-           "steps_per_s": statistics.median(rates) if rates else nan,
-           "step_clock": " and ".join(sorted({clock_of(s) for s in live})),
-           "flops_bad": sum(t.bad for t in live.values())}
+    out = {
+        "steps": sum(t.stamps for t in live.values()),
+        "streams": len(live),
+        "rank": ranks[0] if len(ranks) == 1 else None,
+        "ranks": ",".join(map(str, ranks)),
+        "stream_rates": "; ".join(f"{s.label}: {t.rate:.4g}/s" for s, t in live.items() if finite(t.rate)),
+        "steps_per_s": statistics.median(rates) if rates else nan,
+        "step_clock": " and ".join(sorted({clock_of(s) for s in live})),
+        "flops_bad": sum(t.bad for t in live.values()),
+    }
     out["step_ms"] = 1e3 / out["steps_per_s"] if finite(out["steps_per_s"]) else nan
     out["step_ms_p10"] = statistics.quantiles(gaps, n=10)[0] if len(gaps) > 1 else (gaps[0] if gaps else nan)
     out["step_ms_p90"] = statistics.quantiles(gaps, n=10)[-1] if len(gaps) > 1 else (gaps[0] if gaps else nan)
@@ -144,13 +151,27 @@ def work_columns(tallies: dict, seconds: float, energy_j: float, clock_of, peaks
 
     flops_s = per_s("flops", total["counted"] > 0)
     derived = derive_per_second({"flops_per_s": flops_s, "bytes_per_s": 0.0, "unit": unit, "bound": "compute"}, peaks)
-    hw = derive_per_second({"flops_per_s": per_s("hw_flops", hardware and total["counted"] > 0), "bytes_per_s": 0.0,
-                            "unit": unit, "bound": "compute"}, peaks)
-    dram = derive_per_second({"flops_per_s": 0.0, "bytes_per_s": per_s("bytes", total["bytes"] > 0), "unit": None,
-                              "bound": "dram"}, peaks)
-    out.update(tflops=derived["tflops"], mfu_pct=derived["mfu_pct"], mfu_measured_pct=derived["mfu_measured_pct"],
-               hfu_pct=hw["mfu_pct"], gbps=dram["gbps"], mbu_pct=dram["mbu_pct"],
-               mbu_measured_pct=dram["mbu_measured_pct"])
+    hw = derive_per_second(
+        {
+            "flops_per_s": per_s("hw_flops", hardware and total["counted"] > 0),
+            "bytes_per_s": 0.0,
+            "unit": unit,
+            "bound": "compute",
+        },
+        peaks,
+    )
+    dram = derive_per_second(
+        {"flops_per_s": 0.0, "bytes_per_s": per_s("bytes", total["bytes"] > 0), "unit": None, "bound": "dram"}, peaks
+    )
+    out.update(
+        tflops=derived["tflops"],
+        mfu_pct=derived["mfu_pct"],
+        mfu_measured_pct=derived["mfu_measured_pct"],
+        hfu_pct=hw["mfu_pct"],
+        gbps=dram["gbps"],
+        mbu_pct=dram["mbu_pct"],
+        mbu_measured_pct=dram["mbu_measured_pct"],
+    )
     if not hardware and total["counted"] > 0:
         out["hfu_unknown"] = HFU_UNKNOWN
     tokens_s = per_s("tokens", total["tokens"] > 0)

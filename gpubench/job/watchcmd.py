@@ -41,8 +41,9 @@ class CannotStart(Exception):
         self.code = code
 
 
-def run(opts: WatchOptions, argv: list[str], duration_s: float | None = None,
-        reporter: Reporter | None = None, notes=()) -> tuple[int, Watch]:
+def run(
+    opts: WatchOptions, argv: list[str], duration_s: float | None = None, reporter: Reporter | None = None, notes=()
+) -> tuple[int, Watch]:
     """Watch `argv` as a child until it exits (or, with no argv, the GPUs for duration_s); return the
     exit code gpubench should end with, and the watch. CannotStart where argv cannot be started: then
     nothing is left on disk."""
@@ -72,8 +73,13 @@ def _attend(watcher: Watcher, argv: list[str], env: dict, duration_s: float | No
     watch = watcher.watch
     if not argv:
         return child.Outcome(None, interrupted=True) if watch.interrupted else child.wait(None, duration_s)
-    record = watch.manifest["child"] = {"argv": argv, "pid": None, "exit_code": None, "signal": None,
-                                        "still_running": False}
+    record = watch.manifest["child"] = {
+        "argv": argv,
+        "pid": None,
+        "exit_code": None,
+        "signal": None,
+        "still_running": False,
+    }
     if watch.interrupted:  # while the peaks were measured: the command is not started
         return child.Outcome(None, interrupted=True)
     env[markwriter.ENV] = str(watch.marks_path.resolve())
@@ -97,8 +103,10 @@ def _spawn_and_wait(argv: list[str], env: dict, started=lambda pid: None) -> tup
         try:
             pid = child.spawn(argv, env)
         except OSError as err:
-            raise CannotStart(127 if isinstance(err, FileNotFoundError) else 126,
-                              f"{argv[0]} could not be started: {err.strerror or err}") from None
+            raise CannotStart(
+                127 if isinstance(err, FileNotFoundError) else 126,
+                f"{argv[0]} could not be started: {err.strerror or err}",
+            ) from None
         started(pid)
         outcome = child.wait(pid)
         left = child.left_running(ours) if adopting and outcome.exit_code is not None else []
@@ -130,13 +138,24 @@ def resolve_gpus(device: int | None, all_gpus: bool, env: dict) -> tuple[list, s
     found, note = gpus.visible_under(env)
     if not found:
         hidden = env.get("CUDA_VISIBLE_DEVICES")
-        raise NoGpu(f"CUDA_VISIBLE_DEVICES={hidden!r} leaves the command no GPU to watch" if hidden is not None else
-                    "the driver lists no GPU")
+        raise NoGpu(
+            f"CUDA_VISIBLE_DEVICES={hidden!r} leaves the command no GPU to watch"
+            if hidden is not None
+            else "the driver lists no GPU"
+        )
     return found, note
 
 
-def cmd(config: RecordingConfig, cmd: list[str], duration_s: float | None = None, dtype: str = "bf16",
-        metrics_port: int | None = None, auto: bool = True, every_s: float = 60.0, quiet: bool = False) -> int:
+def cmd(
+    config: RecordingConfig,
+    cmd: list[str],
+    duration_s: float | None = None,
+    dtype: str = "bf16",
+    metrics_port: int | None = None,
+    auto: bool = True,
+    every_s: float = 60.0,
+    quiet: bool = False,
+) -> int:
     """`gpubench watch`: the command after `--` (or none, with duration_s), recorded as `config` says; the live
     rows said as it runs (gpubench.job.speak) unless quiet."""
     from gpubench.read.summary import TRIM_S
@@ -147,8 +166,10 @@ def cmd(config: RecordingConfig, cmd: list[str], duration_s: float | None = None
     if argv and duration_s is not None:
         raise UsageError("--duration is for watching without a command; a command is watched until it exits")
     if not argv and duration_s is None:
-        raise UsageError("give the command to watch after --, as in `gpubench watch -- python train.py`, "
-                         "or --duration S to record whatever runs on the GPUs for S seconds")
+        raise UsageError(
+            "give the command to watch after --, as in `gpubench watch -- python train.py`, "
+            "or --duration S to record whatever runs on the GPUs for S seconds"
+        )
     if duration_s is not None and duration_s <= TRIM_S:
         raise UsageError(f"--duration must be longer than the {TRIM_S:g} s that each phase's summary leaves out")
     env = dict(os.environ)
@@ -216,8 +237,9 @@ def _prepare_and_run(config: RecordingConfig, argv, env, endpoint, duration_s, d
     if config.out is None:
         check_out(out)
     attach_marks = Path(env[markwriter.ENV]) if not argv and env.get(markwriter.ENV) else None
-    opts = WatchOptions(out, gpus, info, config, dtype=dtype, marks_path=attach_marks, metrics=endpoint, auto=auto,
-                        **voice)
+    opts = WatchOptions(
+        out, gpus, info, config, dtype=dtype, marks_path=attach_marks, metrics=endpoint, auto=auto, **voice
+    )
     return _run_and_show(opts, argv, duration_s, [note] if note else [])
 
 
@@ -225,8 +247,9 @@ def run_unrecorded(argv: list[str], env: dict, why: str) -> int:
     """The command alone, where there is no GPU to record (a CPU node, a job that hides every GPU): said once,
     then run as a watch runs it (output untouched, signals passed on) and its exit code returned. A user who
     puts `gpubench watch --` in front of a launcher never loses the job to it."""
-    print(f"gpubench watch: nothing can be recorded here ({visible(why)}): the command runs unrecorded",
-          file=sys.stderr)
+    print(
+        f"gpubench watch: nothing can be recorded here ({visible(why)}): the command runs unrecorded", file=sys.stderr
+    )
     try:
         with child.held_signals():
             outcome, left = _spawn_and_wait(argv, env)
@@ -244,8 +267,12 @@ def _run_and_show(opts: WatchOptions, argv, duration_s, notes) -> int:
     reporter = ConsoleReporter(make_console(stderr=True))
     names = ", ".join(f"GPU {g.nvml_index} ({g.name})" for g in opts.gpus)
     what = shlex.join(argv) if argv else f"{names} for {duration_s:g} s"
-    say(reporter.console, f"gpubench watch: recording {names} into {opts.out_dir} while {what} runs"
-        if argv else f"gpubench watch: recording {what} into {opts.out_dir}")
+    say(
+        reporter.console,
+        f"gpubench watch: recording {names} into {opts.out_dir} while {what} runs"
+        if argv
+        else f"gpubench watch: recording {what} into {opts.out_dir}",
+    )
     if opts.metrics is not None:
         say(reporter.console, f"gpubench watch: serving the ladder and the job's MFU at {opts.metrics.url}")
     try:
@@ -258,8 +285,16 @@ def _run_and_show(opts: WatchOptions, argv, duration_s, notes) -> int:
 
 
 @contextmanager
-def recording(out=None, *, dtype: str = "bf16", quiet: bool = False, gpus=None, info: dict | None = None,
-              metrics_port: int | None = None, **config):
+def recording(
+    out=None,
+    *,
+    dtype: str = "bf16",
+    quiet: bool = False,
+    gpus=None,
+    info: dict | None = None,
+    metrics_port: int | None = None,
+    **config,
+):
     """Record the GPUs while a block of Python runs: a notebook cell, a loop inside a script.
 
         with gpubench.recording() as rec:
@@ -279,8 +314,11 @@ def recording(out=None, *, dtype: str = "bf16", quiet: bool = False, gpus=None, 
     """
     from gpubench.record.rundir import check_writable, default_run_dir
 
-    settings = RecordingConfig(out=Path(out) if out is not None else None, command=[sys.executable, *sys.argv],
-                               **{k: v for k, v in config.items() if v is not None})
+    settings = RecordingConfig(
+        out=Path(out) if out is not None else None,
+        command=[sys.executable, *sys.argv],
+        **{k: v for k, v in config.items() if v is not None},
+    )
     if gpus is None:
         gpus, _ = resolve_gpus(settings.device, settings.all_gpus, dict(os.environ))
     info = info if info is not None else nvml.device_info(gpus[0].nvml_index)

@@ -39,6 +39,7 @@ TAIL_S = 0.02  # how soon a mark labels the samples: a fifth of the default samp
 # The summary's time, at most: a watch that never ends would hold the job's exit code from whoever waits on it
 SUMMARY_S, SUMMARY_ROW_S = 120.0, 0.002  # plus this per sample row (a day at 0.1 s on one GPU: about 29 min)
 
+
 @dataclass
 class WatchOptions:
     out_dir: Path  # the run directory, chosen
@@ -97,8 +98,9 @@ class Tail(threading.Thread):
         for e in events:  # steps pass by unkept: memory stays flat however long the job
             if not isinstance(e, markreader.Mark):
                 continue
-            if self.lead is None or (e.stream.rank is not None
-                                     and (self.lead.rank is None or e.stream.rank < self.lead.rank)):
+            if self.lead is None or (
+                e.stream.rank is not None and (self.lead.rank is None or e.stream.rank < self.lead.rank)
+            ):
                 self.lead = e.stream
             if e.stream == self.lead and e.name != self.current:
                 self.current = e.name
@@ -123,8 +125,10 @@ def _measure_peaks(gpu: Gpu, rec: Recording) -> tuple[dict | None, dict, bool]:
             return None, {}, True
         if outcome.exit_code != 0 or not result.is_file():
             lines = errors.read_text(errors="replace").strip().splitlines() if errors.is_file() else []
-            rec.warn(f"the peaks could not be measured ({lines[-1] if lines else f'exit code {outcome.exit_code}'}); "
-                     "MFU uses the datasheet only")
+            rec.warn(
+                f"the peaks could not be measured ({lines[-1] if lines else f'exit code {outcome.exit_code}'}); "
+                "MFU uses the datasheet only"
+            )
             return None, {}, False
         data = json.loads(result.read_text())
     return data["measured"], {k: tuple(v) for k, v in data["windows"].items()}, False
@@ -159,9 +163,18 @@ class Watcher:
         opts, rec, watch = self.opts, self.rec, self.watch
         rec.__enter__()
         try:
-            rec.manifest.update(gpu=opts.info, peaks=self.peaks, dtype=opts.dtype, families={"watch": {"story": STORY}},
-                                versions={"gpubench": version(DIST), "python": platform.python_version(),
-                                          "torch": version("torch"), "nvidia-ml-py": version("nvidia-ml-py")})
+            rec.manifest.update(
+                gpu=opts.info,
+                peaks=self.peaks,
+                dtype=opts.dtype,
+                families={"watch": {"story": STORY}},
+                versions={
+                    "gpubench": version(DIST),
+                    "python": platform.python_version(),
+                    "torch": version("torch"),
+                    "nvidia-ml-py": version("nvidia-ml-py"),
+                },
+            )
             rec.on_finish(self._summarize)
             if opts.marks_path is None:
                 watch.marks_path.touch()
@@ -175,8 +188,15 @@ class Watcher:
                 from gpubench.job import speak
                 from gpubench.job.live import Live
 
-                self.live = Live(opts.gpus, rec.sampler.columns, self.peaks, opts.dtype, rec.clock, self._held,
-                                 longest_s=speak.window_for(opts.every_s) if opts.speak == "lines" else 0.0)
+                self.live = Live(
+                    opts.gpus,
+                    rec.sampler.columns,
+                    self.peaks,
+                    opts.dtype,
+                    rec.clock,
+                    self._held,
+                    longest_s=speak.window_for(opts.every_s) if opts.speak == "lines" else 0.0,
+                )
                 rec.sampler.sink = self.live.after(rec.sampler.sink)  # each row to samples.arrows first, then here
             self.tail = Tail(watch.marks_path, rec.set_phase, self.live.take_events if self.live is not None else None)
             self.tail.start()
@@ -191,8 +211,9 @@ class Watcher:
             if opts.speak is not None:
                 self.voice = speak.Voice(self.live, len(opts.gpus), opts.every_s, opts.speak, watch.t_start, rec.clock)
                 self.voice.start()
-            rec.manifest["watcher"] = watcher_facts(watch.t_start, str(watch.marks_path) if opts.marks_path else
-                                                    watch.marks_path.name)
+            rec.manifest["watcher"] = watcher_facts(
+                watch.t_start, str(watch.marks_path) if opts.marks_path else watch.marks_path.name
+            )
             rec.write_manifest()  # what report reads of a watch still running: its GPU, peaks, dtype, watcher
         except BaseException:
             self.finish(*sys.exc_info())
@@ -242,15 +263,30 @@ class Watcher:
             self.tail.reader.close()
         if note := reader.note():
             rec.warn(note)
-        peaks["conditions"] = {k: peak_conditions(rows, opts.gpus[0].nvml_index, a, b)
-                               for k, (a, b) in self.windows.items()}
+        peaks["conditions"] = {
+            k: peak_conditions(rows, opts.gpus[0].nvml_index, a, b) for k, (a, b) in self.windows.items()
+        }
         limit = SUMMARY_S + SUMMARY_ROW_S * len(rows)
-        result = bounded(lambda: summarize_watch(rows, events, opts.gpus, watch.t_start, watch.t_end, peaks,
-                                                 opts.dtype, list(rec.sampler.columns), self._held(),
-                                                 opts.recording.all_gpus), limit)
+        result = bounded(
+            lambda: summarize_watch(
+                rows,
+                events,
+                opts.gpus,
+                watch.t_start,
+                watch.t_end,
+                peaks,
+                opts.dtype,
+                list(rec.sampler.columns),
+                self._held(),
+                opts.recording.all_gpus,
+            ),
+            limit,
+        )
         if result is None:
-            rec.warn(f"the summary did not finish within {limit:.0f} s, a fault of gpubench (please report it); the "
-                     f"samples and marks in {opts.out_dir} are whole, and the command's exit code is kept")
+            rec.warn(
+                f"the summary did not finish within {limit:.0f} s, a fault of gpubench (please report it); the "
+                f"samples and marks in {opts.out_dir} are whole, and the command's exit code is kept"
+            )
             rec.manifest["summary_unfinished"] = True
             result = Summary([], [], [g.nvml_index for g in opts.gpus], [], "none")
         watch.summary[:] = result.summary
@@ -260,23 +296,35 @@ class Watcher:
         for note in result.notes:
             rec.warn(note)
         if not watch.summary and not rec.manifest.get("summary_unfinished"):  # an empty table is never unsaid
-            rec.warn(f"no row: in the {watch.t_end - watch.t_start:.2g} s watched, " + (
-                "no sample was recorded" if not len(rows) else "the command used none of the GPUs sampled"
-                if not result.used else "no phase was left once start-up and teardown were cut off"))
+            rec.warn(
+                f"no row: in the {watch.t_end - watch.t_start:.2g} s watched, "
+                + (
+                    "no sample was recorded"
+                    if not len(rows)
+                    else "the command used none of the GPUs sampled"
+                    if not result.used
+                    else "no phase was left once start-up and teardown were cut off"
+                )
+            )
         idle = [g.as_dict() for g in opts.gpus if g.nvml_index not in result.used]
-        rec.manifest.update(peaks=peaks, phases=[{"name": p.name, "spans": p.spans} for p in result.phases],
-                            window={"t_start": watch.t_start, "t_end": watch.t_end}, all_gpus=opts.recording.all_gpus,
-                            flop_convention=FLOP_CONVENTION, flop_count_version=FLOP_COUNT_VERSION,
-                            gpus_used=result.used, gpus_idle=idle,
-                            contexts=self.contexts.facts() if self.contexts is not None else None,
-                            marks=marks_facts(events, watch.marks_path, opts.marks_path),
-                            auto=provenance.facts(events, watch.summary, rec.manifest.get("auto"), result.phases_from))
+        rec.manifest.update(
+            peaks=peaks,
+            phases=[{"name": p.name, "spans": p.spans} for p in result.phases],
+            window={"t_start": watch.t_start, "t_end": watch.t_end},
+            all_gpus=opts.recording.all_gpus,
+            flop_convention=FLOP_CONVENTION,
+            flop_count_version=FLOP_COUNT_VERSION,
+            gpus_used=result.used,
+            gpus_idle=idle,
+            contexts=self.contexts.facts() if self.contexts is not None else None,
+            marks=marks_facts(events, watch.marks_path, opts.marks_path),
+            auto=provenance.facts(events, watch.summary, rec.manifest.get("auto"), result.phases_from),
+        )
         self._say_blind(events)
         if opts.metrics is not None:
             rec.manifest["metrics"] = facts = opts.metrics.facts()
             for error in facts["errors"]:
                 rec.warn(f"the metrics endpoint failed: {error}")
-
 
     def _say_blind(self, events) -> None:
         """Never "hook on" with nothing recorded unsaid: the processes it missed, and why; or that it saw no step."""
@@ -317,12 +365,14 @@ def marks_facts(events, path: Path, given: Path | None) -> dict:
     """What the marks file held, for the manifest: the steps the summary counts (provenance.resolve)."""
     steps = [e for e in provenance.resolve(events) if isinstance(e, markreader.Steps)]
     streams = sorted({e.stream for e in events}, key=markreader.Stream.order)
-    return {"file": path.name if given is None else str(path),
-            "marks": sum(isinstance(e, markreader.Mark) for e in events), "lines": len(events),
-            "steps": sum(e.n for e in steps), "clocks": sorted({e.clock for e in steps}),
-            "streams": [{"rank": s.rank, "pid": s.pid} for s in streams]}
-
-
+    return {
+        "file": path.name if given is None else str(path),
+        "marks": sum(isinstance(e, markreader.Mark) for e in events),
+        "lines": len(events),
+        "steps": sum(e.n for e in steps),
+        "clocks": sorted({e.clock for e in steps}),
+        "streams": [{"rank": s.rank, "pid": s.pid} for s in streams],
+    }
 
 
 def resummarize(run_dir: Path) -> Summary:
@@ -338,6 +388,16 @@ def resummarize(run_dir: Path) -> Summary:
     marks_file = Path((manifest.get("marks") or {}).get("file") or MARKS_FILE)
     events = markreader.read_all(marks_file if marks_file.is_absolute() else Path(run_dir) / marks_file)
     contexts = (manifest.get("contexts") or {}).get("used") or {}
-    return summarize_watch(samples, events, gpus, window["t_start"], window["t_end"], manifest["peaks"],
-                           manifest.get("dtype", "bf16"), manifest["columns"], contexts,
-                           manifest.get("all_gpus", False), hardware=hardware_known(manifest))
+    return summarize_watch(
+        samples,
+        events,
+        gpus,
+        window["t_start"],
+        window["t_end"],
+        manifest["peaks"],
+        manifest.get("dtype", "bf16"),
+        manifest["columns"],
+        contexts,
+        manifest.get("all_gpus", False),
+        hardware=hardware_known(manifest),
+    )

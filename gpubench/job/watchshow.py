@@ -16,18 +16,29 @@ def show(watch: Watch, console=None) -> None:
     from gpubench.show.console import make_console, say, summary_table
 
     console = console or make_console()
-    console.print(summary_table(watch.summary, f"{watch.manifest.get('gpu', {}).get('name', 'GPU')} — medians over "
-                                "each phase", columns=WATCH_TABLE, header="phase"))
+    console.print(
+        summary_table(
+            watch.summary,
+            f"{watch.manifest.get('gpu', {}).get('name', 'GPU')} — medians over each phase",
+            columns=WATCH_TABLE,
+            header="phase",
+        )
+    )
     for r in watch.summary:
         say(console, (str(r["scenario"]), "bold"), f": {r['verdict']}")
         if r.get("provenance"):
             say(console, f"  {r['provenance']}")
         if r.get("streams", 0) > 1:
-            say(console, f"  steps/s per process on GPU {r['gpu']}: {r['stream_rates']} (TFLOP/s and MFU are "
-                "their sum)")
+            say(
+                console, f"  steps/s per process on GPU {r['gpu']}: {r['stream_rates']} (TFLOP/s and MFU are their sum)"
+            )
     if idle := watch.manifest.get("gpus_idle") or []:
-        say(console, "idle, no process of the command used them: " + ", ".join(
-            f"GPU {g['nvml_index']} ({g['name']})" for g in idle) + " (--all-gpus keeps their rows)")
+        say(
+            console,
+            "idle, no process of the command used them: "
+            + ", ".join(f"GPU {g['nvml_index']} ({g['name']})" for g in idle)
+            + " (--all-gpus keeps their rows)",
+        )
     for i, line in enumerate(receipt_lines(watch.manifest.get("receipt"))):
         say(console, ("  " if i else "") + line)
     ended = watch.manifest.get("child") or {}

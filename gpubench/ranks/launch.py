@@ -58,17 +58,22 @@ def launch_from(env) -> Launch | None:
         return None
     if len(present) < len(TORCHRUN_VARS):
         missing = [v for v in TORCHRUN_VARS if v not in env]
-        raise LaunchError(f"{', '.join(present)} {'is' if len(present) == 1 else 'are'} set but not "
-                          f"{', '.join(missing)}: start distributed runs with "
-                          "`torchrun --nproc-per-node=N -m gpubench run`")
+        raise LaunchError(
+            f"{', '.join(present)} {'is' if len(present) == 1 else 'are'} set but not "
+            f"{', '.join(missing)}: start distributed runs with "
+            "`torchrun --nproc-per-node=N -m gpubench run`"
+        )
     try:
         rank, world, local, local_world = (int(env[v]) for v in TORCHRUN_VARS)
     except ValueError:
-        raise LaunchError("torchrun's " + ", ".join(f"{v}={env[v]!r}" for v in TORCHRUN_VARS)
-                          + " must be whole numbers") from None
+        raise LaunchError(
+            "torchrun's " + ", ".join(f"{v}={env[v]!r}" for v in TORCHRUN_VARS) + " must be whole numbers"
+        ) from None
     if not (0 <= rank < world and 0 <= local < local_world <= world) or (rank == 0 and local != 0):
-        raise LaunchError(f"RANK={rank} WORLD_SIZE={world} LOCAL_RANK={local} LOCAL_WORLD_SIZE={local_world} "
-                          "do not describe a rank of a job")
+        raise LaunchError(
+            f"RANK={rank} WORLD_SIZE={world} LOCAL_RANK={local} LOCAL_WORLD_SIZE={local_world} "
+            "do not describe a rank of a job"
+        )
     group = env.get("GROUP_RANK", "")
     node = f"node{group}" if group.isdigit() else socket.gethostname()
     return Launch(rank, world, local, local_world, node)

@@ -32,9 +32,11 @@ from gpubench.suite.loop import Progress, RunOptions, run_scenarios, shared_gpu
 from gpubench.truth.timing import Timings, calls_for, time_loop, warm_up
 
 CHUNK_S = 0.5  # timed calls between two checks of rank 0's clock: the ranks stop together after --duration
-CLOCK_NOTE = ("times are on rank 0's monotonic clock: ranks on its host share that clock; another host's "
-              "offset to it was measured at the start and the end of the run by ping-pong over the gloo group "
-              "(error at most half the best round trip, see distributed.ranks[].clock.error_s)")
+CLOCK_NOTE = (
+    "times are on rank 0's monotonic clock: ranks on its host share that clock; another host's "
+    "offset to it was measured at the start and the end of the run by ping-pong over the gloo group "
+    "(error at most half the best round trip, see distributed.ranks[].clock.error_s)"
+)
 
 
 class DistBackend(CudaBackend):
@@ -107,14 +109,27 @@ class RankState(Progress):
     table: list = field(default_factory=list)  # every rank's GPU and node, as the ranks told each other
 
     def payload(self, **extra) -> dict:
-        return {"rank": self.launch.rank, "local_rank": self.launch.local_rank, "node": self.launch.node,
-                "gpu": self.gpu.as_dict(), "info": self.info, "versions": self.versions, "results": self.results,
-                "arrivals": self.arrivals, "warnings": self.warnings, "errors": self.errors, "peaks": self.peaks,
-                "peak_windows": self.peak_windows, "clock": self.clock, **extra}
+        return {
+            "rank": self.launch.rank,
+            "local_rank": self.launch.local_rank,
+            "node": self.launch.node,
+            "gpu": self.gpu.as_dict(),
+            "info": self.info,
+            "versions": self.versions,
+            "results": self.results,
+            "arrivals": self.arrivals,
+            "warnings": self.warnings,
+            "errors": self.errors,
+            "peaks": self.peaks,
+            "peak_windows": self.peak_windows,
+            "clock": self.clock,
+            **extra,
+        }
 
 
-def run_distributed(opts: RunOptions, launch: Launch, comm: Comm, backend, reporter: Reporter | None = None,
-                    clock=time.monotonic) -> tuple[Path | None, list[dict]]:
+def run_distributed(
+    opts: RunOptions, launch: Launch, comm: Comm, backend, reporter: Reporter | None = None, clock=time.monotonic
+) -> tuple[Path | None, list[dict]]:
     """Run the scenarios on this rank; rank 0 returns the run directory and summary, the others (None, [])."""
     me, table = _introduce(launch, comm, backend, reporter or Reporter())
     node = [h for h in table if h["node"] == launch.node]
@@ -159,14 +174,24 @@ def _introduce(launch: Launch, comm: Comm, backend, reporter: Reporter) -> tuple
     comm.agree(problem)
     others = backend.other_processes(gpu)  # before this process touches the GPU
     me = RankState(gpu, reporter, launch=launch, info=backend.device_info(gpu), versions=backend.versions())
-    table = comm.all_gather({"rank": launch.rank, "local_rank": launch.local_rank, "node": launch.node,
-                             "uuid": gpu.uuid, "nvml_index": gpu.nvml_index, "pid": os.getpid()})
+    table = comm.all_gather(
+        {
+            "rank": launch.rank,
+            "local_rank": launch.local_rank,
+            "node": launch.node,
+            "uuid": gpu.uuid,
+            "nvml_index": gpu.nvml_index,
+            "pid": os.getpid(),
+        }
+    )
     seen: dict[tuple[str, str], int] = {}
     for h in table:
         first = seen.setdefault((h["node"], h["uuid"]), h["rank"])
         if first != h["rank"]:
-            raise RankProblem(f"ranks {first} and {h['rank']} share GPU {h['uuid']}: start at most one rank per GPU "
-                              "(--nproc-per-node no more than the GPUs each node has)")
+            raise RankProblem(
+                f"ranks {first} and {h['rank']} share GPU {h['uuid']}: start at most one rank per GPU "
+                "(--nproc-per-node no more than the GPUs each node has)"
+            )
     me.table = table
     others = [p for p in others if p not in {h["pid"] for h in table}]
     if others:
@@ -183,8 +208,9 @@ def _clock_reading(comm: Comm, launch: Launch, root_node: str, clock) -> tuple[f
 
 
 def _describe(rec: Recording, opts: RunOptions, me: RankState) -> None:
-    rec.manifest.update(gpu=me.info, versions=me.versions,
-                        families={sc.family: {"story": sc.module().STORY} for sc in opts.scenarios})
+    rec.manifest.update(
+        gpu=me.info, versions=me.versions, families={sc.family: {"story": sc.module().STORY} for sc in opts.scenarios}
+    )
     rec.manifest["options"].update(duration_s=opts.duration_s, gap_s=opts.gap_s, slow_rank=opts.slow_rank)
     rec.write_manifest()
 
@@ -193,9 +219,13 @@ def _node_report(rec: Recording | None, box: dict) -> dict:
     """What a node's sampling process adds to its payload: the node's samples and how they were taken."""
     if rec is None:
         return {}
-    return {"rows": box.get("rows", []), "columns": list(rec.sampler.columns),
-            "sampled": [g.as_dict() for g in rec.gpus], "sources": rec.manifest.get("sources"),
-            "node_warnings": rec.manifest.get("warnings", [])}
+    return {
+        "rows": box.get("rows", []),
+        "columns": list(rec.sampler.columns),
+        "sampled": [g.as_dict() for g in rec.gpus],
+        "sources": rec.manifest.get("sources"),
+        "node_warnings": rec.manifest.get("warnings", []),
+    }
 
 
 def _write_run(rows, rec: Recording, opts: RunOptions, me: RankState, box: dict) -> None:
@@ -230,12 +260,25 @@ def _record(rec: Recording, me: RankState, payloads: list[dict], reports: dict, 
         if name != me.launch.node:
             m["warnings"] += [f"{name}: {w}" for w in report.get("node_warnings", [])]
     if len(payloads) < me.launch.world_size:
-        m["warnings"].append(f"the run ended before the other ranks reported: only rank {me.launch.rank}'s "
-                             "results and its node's samples are here")
+        m["warnings"].append(
+            f"the run ended before the other ranks reported: only rank {me.launch.rank}'s "
+            "results and its node's samples are here"
+        )
     m.update(peaks=peaks.get(me.launch.rank), scenarios_done=[r["scenario"] for r in me.results])
     m["distributed"] = {
-        "world_size": me.launch.world_size, "ranks_reported": len(payloads), "clock": CLOCK_NOTE,
-        "ranks": [{"rank": p["rank"], "local_rank": p["local_rank"], "node": p["node"], "gpu": p["gpu"],
-                   "clock": p["clock"], "peaks": peaks[p["rank"]]} for p in payloads],
+        "world_size": me.launch.world_size,
+        "ranks_reported": len(payloads),
+        "clock": CLOCK_NOTE,
+        "ranks": [
+            {
+                "rank": p["rank"],
+                "local_rank": p["local_rank"],
+                "node": p["node"],
+                "gpu": p["gpu"],
+                "clock": p["clock"],
+                "peaks": peaks[p["rank"]],
+            }
+            for p in payloads
+        ],
         "nodes": {name: {"sampled": r.get("sampled"), "sources": r.get("sources")} for name, r in reports.items()},
     }

@@ -18,8 +18,7 @@ from gpubench.truth import ceiling
 from gpubench.truth.peaks import sheet_for
 
 # the summary columns made here that their names do not tell (gpubench.record.columns.DECLARERS names this)
-SUMMARY_COLUMNS = {"node": "text", "straggler_text": "text", "wait_signature": "text",
-                   "straggler_note": "text"}
+SUMMARY_COLUMNS = {"node": "text", "straggler_text": "text", "wait_signature": "text", "straggler_note": "text"}
 
 # A rank that reaches the collective at least this long after the first one, as a median over steps, is
 # the straggler; below it the differences are the host's own jitter.
@@ -85,11 +84,16 @@ def merge_results(payloads: list[dict]) -> list[dict]:
     for p in payloads:
         clock = Clock(**p["clock"])
         for res in p["results"]:
-            row = {**_shifted(res, clock, ("t_start", "t_end")), "rank": p["rank"], "local_rank": p["local_rank"],
-                   "node": p["node"]}
+            row = {
+                **_shifted(res, clock, ("t_start", "t_end")),
+                "rank": p["rank"],
+                "local_rank": p["local_rank"],
+                "node": p["node"],
+            }
             if res.get("timing_window"):  # the window its calls were timed in, on rank 0's clock too
-                row["timing_window"] = window_text([(clock.to_root(a), clock.to_root(b))
-                                                    for a, b in windows_of(res["timing_window"])])
+                row["timing_window"] = window_text(
+                    [(clock.to_root(a), clock.to_root(b)) for a, b in windows_of(res["timing_window"])]
+                )
             if res.get("bound") == "interconnect" and job["nodes"] > 1:
                 row["nvlink_note"] = CROSS_NODE.format(nodes=job["nodes"])
             elif res.get("bound") == "interconnect" and (links := usable_links(p["info"], job)):
@@ -117,17 +121,24 @@ def arrival_stats(stamps: dict[int, list[float]]) -> dict[int, dict]:
     last = [max(v[k] for v in stamps.values()) for k in range(n)]
     out = {}
     for rank, times in stamps.items():
-        steps = [{"arrival_delay_ms": 1e3 * (times[k] - first[k]), "wait_ms": 1e3 * (last[k] - times[k])}
-                 for k in range(n)]
+        steps = [
+            {"arrival_delay_ms": 1e3 * (times[k] - first[k]), "wait_ms": 1e3 * (last[k] - times[k])} for k in range(n)
+        ]
         stats = metric_stats(steps, ("arrival_delay_ms",))
-        stats.update(arrival_delay_ms_max=max(s["arrival_delay_ms"] for s in steps),
-                     wait_ms=metric_stats(steps, ("wait_ms",))["wait_ms"], n_steps=n)
+        stats.update(
+            arrival_delay_ms_max=max(s["arrival_delay_ms"] for s in steps),
+            wait_ms=metric_stats(steps, ("wait_ms",))["wait_ms"],
+            n_steps=n,
+        )
         out[rank] = stats
     late = max(out, key=lambda r: out[r]["arrival_delay_ms"])
     straggler = late if out[late]["arrival_delay_ms"] >= STRAGGLER_MIN_MS else None
-    text = (f"the arrival times name rank {straggler} as the straggler" if straggler is not None else
-            f"no rank came a median {STRAGGLER_MIN_MS:g} ms or more after the first, so the arrival times "
-            "name no straggler")
+    text = (
+        f"the arrival times name rank {straggler} as the straggler"
+        if straggler is not None
+        else f"no rank came a median {STRAGGLER_MIN_MS:g} ms or more after the first, so the arrival times "
+        "name no straggler"
+    )
     for stats in out.values():
         stats.update(straggler_rank=straggler, straggler_text=text)
     return out
@@ -155,8 +166,10 @@ def rank_peaks(payload: dict, rows, job: dict | None = None) -> dict:
     info, gpu = payload["info"], payload["gpu"]
     clock = Clock(**payload["clock"])
     mine = rows.of("uuid", gpu["uuid"])
-    conditions = {k: peak_conditions(mine, gpu["nvml_index"], clock.to_root(a), clock.to_root(b))
-                  for k, (a, b) in (payload.get("peak_windows") or {}).items()}
+    conditions = {
+        k: peak_conditions(mine, gpu["nvml_index"], clock.to_root(a), clock.to_root(b))
+        for k, (a, b) in (payload.get("peak_windows") or {}).items()
+    }
     sheet = dict(sheet_for(info) or {})
     sheet.pop("nvlink", None)
     rate = job_nvlink(info, job or {})
@@ -165,8 +178,10 @@ def rank_peaks(payload: dict, rows, job: dict | None = None) -> dict:
     return {"datasheet": sheet or None, "measured": payload.get("peaks"), "conditions": conditions}
 
 
-CROSS_NODE = ("the job spans {nodes} nodes, so its collectives cross the network, whose rate NVML does not give: "
-              "no NVLink share is given")
+CROSS_NODE = (
+    "the job spans {nodes} nodes, so its collectives cross the network, whose rate NVML does not give: "
+    "no NVLink share is given"
+)
 
 
 def usable_links(info: dict, job: dict) -> list[dict]:
@@ -176,8 +191,13 @@ def usable_links(info: dict, job: dict) -> list[dict]:
     if job.get("nodes", 1) > 1:
         return []
     buses = job.get("buses")
-    return [x for x in (info.get("nvlink") or {}).get("links") or [] if x.get("active") and x.get("speed_mbps")
-            and (buses is None or x.get("peer") == "switch" or x.get("peer_bus") is None or x["peer_bus"] in buses)]
+    return [
+        x
+        for x in (info.get("nvlink") or {}).get("links") or []
+        if x.get("active")
+        and x.get("speed_mbps")
+        and (buses is None or x.get("peer") == "switch" or x.get("peer_bus") is None or x["peer_bus"] in buses)
+    ]
 
 
 def job_nvlink(info: dict, job: dict) -> float | None:
@@ -191,8 +211,14 @@ def job_links(payloads: list[dict]) -> dict:
     return {"nodes": len({p["node"] for p in payloads}), "buses": None if None in buses else buses}
 
 
-def summarize_ranks(rows, results: list[dict], peaks: dict[int, dict], columns,
-                    order: dict[str, int], names: dict[int, str] | None = None) -> list[dict]:
+def summarize_ranks(
+    rows,
+    results: list[dict],
+    peaks: dict[int, dict],
+    columns,
+    order: dict[str, int],
+    names: dict[int, str] | None = None,
+) -> list[dict]:
     """One summary row per scenario and rank, each from the samples of that rank's GPU (rows: the merged
     Samples), in suite order, with the tensor-pipe ceiling of that GPU (names: each rank's GPU as NVML names
     it; without it, no ceiling)."""
@@ -208,8 +234,10 @@ def summarize_ranks(rows, results: list[dict], peaks: dict[int, dict], columns,
 
 # What a waiting rank's GPU looked like, as data: the first (test, sentence) that holds.
 SIGNATURES = (
-    (lambda util, sm: util >= 90 and finite(sm) and sm <= 25,
-     "busy by GPU-Util, nearly idle by SM activity: what a GPU waiting on its peers looks like"),
+    (
+        lambda util, sm: util >= 90 and finite(sm) and sm <= 25,
+        "busy by GPU-Util, nearly idle by SM activity: what a GPU waiting on its peers looks like",
+    ),
     (lambda util, sm: util >= 90 and not finite(sm), "busy by GPU-Util; this run could not record SM activity"),
     (lambda util, sm: util >= 90, "busy by GPU-Util and by SM activity alike"),
     (lambda util, sm: True, "GPU-Util did not read it as busy through the wait"),
@@ -229,12 +257,17 @@ def annotate(summary: list[dict]) -> None:
             if finite(util):
                 row["wait_signature"] = next(text for test, text in SIGNATURES if test(util, sm))
             continue
-        waiting = [r["gpu_util_pct"] for r in summary if r["scenario"] == row["scenario"] and r["rank"] != s
-                   and finite(r.get("gpu_util_pct"))]
+        waiting = [
+            r["gpu_util_pct"]
+            for r in summary
+            if r["scenario"] == row["scenario"] and r["rank"] != s and finite(r.get("gpu_util_pct"))
+        ]
         mine = row.get("gpu_util_pct")
         if waiting and finite(mine):
             others = statistics.median(waiting)
             looks = "less busy than" if mine < others else "as busy as" if mine == others else "busier than"
-            row["straggler_note"] = (f"Rank {s}'s GPU idled while its host slept: it read {pct(mine)} GPU-Util against "
-                                     f"a median {pct(others)} on the ranks waiting for it, so the rank holding the "
-                                     f"job back looks {looks} them.")
+            row["straggler_note"] = (
+                f"Rank {s}'s GPU idled while its host slept: it read {pct(mine)} GPU-Util against "
+                f"a median {pct(others)} on the ranks waiting for it, so the rank holding the "
+                f"job back looks {looks} them."
+            )

@@ -18,12 +18,27 @@ from gpubench.usage import UsageError, interrupted_code, say_error
 # The longest a rank waits for the others at one step (a scenario's warm-up and measurement on the slowest
 # rank) before the job fails instead of hanging.
 TIMEOUT_S = 600.0
-DIST_TABLE = ("gpu_util_pct", "sm_active_pct", "power_w_energy", "kernel_ms", "algbw_gbps", "busbw_gbps",
-              "nvlink_pct", "arrival_delay_ms", "wait_ms")
+DIST_TABLE = (
+    "gpu_util_pct",
+    "sm_active_pct",
+    "power_w_energy",
+    "kernel_ms",
+    "algbw_gbps",
+    "busbw_gbps",
+    "nvlink_pct",
+    "arrival_delay_ms",
+    "wait_ms",
+)
 
 
-def run(config: RecordingConfig, launch: Launch, names: list[str], duration_s: float, gap_s: float,
-        slow_rank: int | None = None) -> int:
+def run(
+    config: RecordingConfig,
+    launch: Launch,
+    names: list[str],
+    duration_s: float,
+    gap_s: float,
+    slow_rank: int | None = None,
+) -> int:
     """`gpubench run` on every rank of a torchrun job; the exit code of this rank."""
     scenarios = chosen(names, duration_s, distributed=True)
     import torch
@@ -31,8 +46,14 @@ def run(config: RecordingConfig, launch: Launch, names: list[str], duration_s: f
     cuda = torch.cuda.is_available()
     comm = start(launch, "nccl" if cuda else "gloo", TIMEOUT_S)
     try:
-        opts = RunOptions(scenarios=scenarios, out_dir=Path("."), recording=config, duration_s=duration_s,
-                          gap_s=gap_s, slow_rank=slow_rank)
+        opts = RunOptions(
+            scenarios=scenarios,
+            out_dir=Path("."),
+            recording=config,
+            duration_s=duration_s,
+            gap_s=gap_s,
+            slow_rank=slow_rank,
+        )
         return _run(opts, launch, comm)
     except (RankProblem, UsageError) as err:  # raised on every rank alike
         if launch.is_root:
@@ -107,9 +128,13 @@ def _print(run_dir: Path, summary: list[dict], launch: Launch) -> None:
 
     rows = [{**r, "scenario": row_label(r)} for r in summary]
     print_table(rows, f"{launch.world_size} ranks — medians over each scenario's steady window, per rank")
-    dist_rows = [{**r, "scenario": row_label(r)} for r in summary
-                 if getattr(BY_NAME.get(r["scenario"]), "distributed", False)]
+    dist_rows = [
+        {**r, "scenario": row_label(r)} for r in summary if getattr(BY_NAME.get(r["scenario"]), "distributed", False)
+    ]
     if dist_rows:
-        print_table(dist_rows, "collectives: busbw as nccl-tests defines it; arrival delay after the first rank",
-                    columns=DIST_TABLE)
+        print_table(
+            dist_rows,
+            "collectives: busbw as nccl-tests defines it; arrival delay after the first rank",
+            columns=DIST_TABLE,
+        )
     print(f"run directory: {run_dir}\nnext: gpubench plot {run_dir} && gpubench report {run_dir}")

@@ -86,9 +86,28 @@ def _tally(acc: dict, row: dict) -> None:
 
 
 def _acc() -> dict:
-    return dict.fromkeys(("h", "mfu_x", "mfu_h", "mfu_zero", "mfu_rows", "mfu_unknown", "mfu_rows_unknown", "waste",
-                          "tensor_h", "tensor_unknown", "tensor_rows_unknown", "kwh", "energy_rows", "energy_unknown",
-                          "idle", "idle_h", "idle_unknown"), 0.0)
+    return dict.fromkeys(
+        (
+            "h",
+            "mfu_x",
+            "mfu_h",
+            "mfu_zero",
+            "mfu_rows",
+            "mfu_unknown",
+            "mfu_rows_unknown",
+            "waste",
+            "tensor_h",
+            "tensor_unknown",
+            "tensor_rows_unknown",
+            "kwh",
+            "energy_rows",
+            "energy_unknown",
+            "idle",
+            "idle_h",
+            "idle_unknown",
+        ),
+        0.0,
+    )
 
 
 def receipt(summary: list[dict], price_per_gpu_hour: float | None = None) -> dict | None:
@@ -112,18 +131,32 @@ def receipt(summary: list[dict], price_per_gpu_hour: float | None = None) -> dic
     if not extent:  # no row says when it ran: no GPU time to count
         return None
     total = sum(b - a for a, b in extent.values()) / 3600
-    by_phase = [{"phase": name, "kind": kind, "gpus": len(gpus), "gpu_hours": acc["h"],
-                 "mfu_pct": (acc["mfu_x"] / acc["mfu_h"] if acc["mfu_rows"] and acc["mfu_h"] > 0
-                             and not acc["mfu_rows_unknown"] else None),
-                 "no_tensor_work_gpu_hours": acc["waste"] if not acc["tensor_rows_unknown"] else None}
-                for name, (kind, gpus, acc) in phases.items()]
+    by_phase = [
+        {
+            "phase": name,
+            "kind": kind,
+            "gpus": len(gpus),
+            "gpu_hours": acc["h"],
+            "mfu_pct": (
+                acc["mfu_x"] / acc["mfu_h"]
+                if acc["mfu_rows"] and acc["mfu_h"] > 0 and not acc["mfu_rows_unknown"]
+                else None
+            ),
+            "no_tensor_work_gpu_hours": acc["waste"] if not acc["tensor_rows_unknown"] else None,
+        }
+        for name, (kind, gpus, acc) in phases.items()
+    ]
     known = job["tensor_h"] > 0
     return {
-        "gpus": len(extent), "wall_s": max((b - a for a, b in extent.values()), default=0.0),
-        "gpu_hours": total, "measured_gpu_hours": job["h"], "unmeasured_gpu_hours": max(0.0, total - job["h"]),
+        "gpus": len(extent),
+        "wall_s": max((b - a for a, b in extent.values()), default=0.0),
+        "gpu_hours": total,
+        "measured_gpu_hours": job["h"],
+        "unmeasured_gpu_hours": max(0.0, total - job["h"]),
         "phases": by_phase,
         "mfu_pct": job["mfu_x"] / job["mfu_h"] if job["mfu_rows"] and job["mfu_h"] > 0 else None,
-        "mfu_zero_gpu_hours": job["mfu_zero"], "mfu_not_known_gpu_hours": job["mfu_unknown"],
+        "mfu_zero_gpu_hours": job["mfu_zero"],
+        "mfu_not_known_gpu_hours": job["mfu_unknown"],
         "no_tensor_work_gpu_hours": job["waste"] if known else None,
         "no_tensor_work_pct": 100 * job["waste"] / job["tensor_h"] if known else None,
         "tensor_not_known_gpu_hours": job["tensor_unknown"],
@@ -147,8 +180,13 @@ def sig(x: float, digits: int = 3) -> str:
 
 
 def _duration(seconds: float) -> str:
-    return (f"{sig(seconds)} s" if seconds < 120 else f"{sig(seconds / 60)} min" if seconds < 7200 else
-            f"{sig(seconds / 3600)} h")
+    return (
+        f"{sig(seconds)} s"
+        if seconds < 120
+        else f"{sig(seconds / 60)} min"
+        if seconds < 7200
+        else f"{sig(seconds / 3600)} h"
+    )
 
 
 def _unknown(r: dict, hours: float, test, name) -> str:
@@ -166,33 +204,53 @@ def lines(r: dict | None, name=str) -> list[str]:
     if not r:
         return []
     gpus = f"{r['gpus']} GPU{'s' if r['gpus'] != 1 else ''}"
-    head = (f"Receipt: {sig(r['gpu_hours'])} GPU-hours ({gpus} for {_duration(r['wall_s'])}), "
-            f"{sig(r['measured_gpu_hours'])} of them in the phases' measured windows")
+    head = (
+        f"Receipt: {sig(r['gpu_hours'])} GPU-hours ({gpus} for {_duration(r['wall_s'])}), "
+        f"{sig(r['measured_gpu_hours'])} of them in the phases' measured windows"
+    )
     measured = [e for e in r["phases"] if e["gpu_hours"] > 0]  # a phase too short for any window is in none
-    by = ", ".join(f"{name(e['phase'])} {sig(e['gpu_hours'])}" +
-                   (f" (MFU {pct(e['mfu_pct'])})" if e["mfu_pct"] is not None else "")
-                   for e in measured[:SHOWN_PHASES])
+    by = ", ".join(
+        f"{name(e['phase'])} {sig(e['gpu_hours'])}"
+        + (f" (MFU {pct(e['mfu_pct'])})" if e["mfu_pct"] is not None else "")
+        for e in measured[:SHOWN_PHASES]
+    )
     more = f" and {len(measured) - SHOWN_PHASES} more phases" if len(measured) > SHOWN_PHASES else ""
     items = [f"by phase: {by}{more} GPU-h"]
     if r["mfu_pct"] is None:
         items.append("MFU not known: no phase has one")
     else:
         zero = " (0 in start-up, teardown and unused GPUs)" if r["mfu_zero_gpu_hours"] > 0 else ""
-        items.append(f"MFU {pct(r['mfu_pct'])} over the measured GPU-hours{zero}" + _unknown(
-            r, r["mfu_not_known_gpu_hours"], lambda e: e["mfu_pct"] is None and e["kind"] not in EDGES, name))
+        items.append(
+            f"MFU {pct(r['mfu_pct'])} over the measured GPU-hours{zero}"
+            + _unknown(r, r["mfu_not_known_gpu_hours"], lambda e: e["mfu_pct"] is None and e["kind"] not in EDGES, name)
+        )
     if r["no_tensor_work_gpu_hours"] is None:
         items.append("tensor work not known: no row has a tensor ceiling")
     else:
-        items.append(f"did no tensor work: {sig(r['no_tensor_work_gpu_hours'])} GPU-h, "
-                     f"{pct(r['no_tensor_work_pct'])} of those measured" + _unknown(
-                         r, r["tensor_not_known_gpu_hours"], lambda e: e["no_tensor_work_gpu_hours"] is None, name))
-    energy = "energy not known" if r["energy_kwh"] is None else f"energy {sig(r['energy_kwh'])} kWh" + (
-        f" (not known for {sig(r['energy_not_known_gpu_hours'])} GPU-h)" if r["energy_not_known_gpu_hours"] else "")
-    idle = ("idle time not known" if r["idle_pct"] is None else
-            f"idle {pct(r['idle_pct'])} of the measured time (100% − GPU-Util)")
+        items.append(
+            f"did no tensor work: {sig(r['no_tensor_work_gpu_hours'])} GPU-h, "
+            f"{pct(r['no_tensor_work_pct'])} of those measured"
+            + _unknown(r, r["tensor_not_known_gpu_hours"], lambda e: e["no_tensor_work_gpu_hours"] is None, name)
+        )
+    energy = (
+        "energy not known"
+        if r["energy_kwh"] is None
+        else f"energy {sig(r['energy_kwh'])} kWh"
+        + (f" (not known for {sig(r['energy_not_known_gpu_hours'])} GPU-h)" if r["energy_not_known_gpu_hours"] else "")
+    )
+    idle = (
+        "idle time not known"
+        if r["idle_pct"] is None
+        else f"idle {pct(r['idle_pct'])} of the measured time (100% − GPU-Util)"
+    )
     items.append(f"{energy}; {idle}")
     if r["price_per_gpu_hour"] is not None:
-        items.append(f"at {r['price_per_gpu_hour']:g} per GPU-hour: {sig(r['cost'])} in all" + (
-            f", {sig(r['no_tensor_work_cost'])} of it for GPU-hours that did no tensor work"
-            if r["no_tensor_work_cost"] is not None else ""))
+        items.append(
+            f"at {r['price_per_gpu_hour']:g} per GPU-hour: {sig(r['cost'])} in all"
+            + (
+                f", {sig(r['no_tensor_work_cost'])} of it for GPU-hours that did no tensor work"
+                if r["no_tensor_work_cost"] is not None
+                else ""
+            )
+        )
     return [head, *items]

@@ -23,16 +23,28 @@ Fetch = Callable[[list, "np.ndarray | None"], dict]
 class Samples:
     """Rows held column-wise; a view of some rows of a larger table shares its fetch."""
 
-    def __init__(self, columns: dict | None = None, *, names=None, length: int | None = None,
-                 fetch: Fetch | None = None, rows: np.ndarray | None = None, valued=None, stream=None):
+    def __init__(
+        self,
+        columns: dict | None = None,
+        *,
+        names=None,
+        length: int | None = None,
+        fetch: Fetch | None = None,
+        rows: np.ndarray | None = None,
+        valued=None,
+        stream=None,
+    ):
         self._cols = dict(columns or {})
         self.names = list(names if names is not None else self._cols)
         self._fetch = fetch
         self._valued = valued  # names -> those with a value somewhere, without loading them (the whole file)
         self._stream = stream  # names -> each batch's columns in turn, without keeping them (the whole file)
         self._rows = rows  # which rows of the fetched table this holds (None: all)
-        self._length = length if length is not None else (
-            len(rows) if rows is not None else len(next(iter(self._cols.values()))) if self._cols else 0)
+        self._length = (
+            length
+            if length is not None
+            else (len(rows) if rows is not None else len(next(iter(self._cols.values()))) if self._cols else 0)
+        )
         self._views: dict = {}
 
     def __len__(self) -> int:
@@ -76,8 +88,13 @@ class Samples:
         """The rows a boolean mask or an index array (into these rows) picks, as a table of their own."""
         index = np.flatnonzero(which) if np.asarray(which).dtype == bool else np.asarray(which, dtype=np.int64)
         rows = index if self._rows is None else self._rows[index]
-        return Samples({k: v[index] for k, v in self._cols.items()}, names=self.names, length=len(index),
-                       fetch=self._fetch, rows=rows)
+        return Samples(
+            {k: v[index] for k, v in self._cols.items()},
+            names=self.names,
+            length=len(index),
+            fetch=self._fetch,
+            rows=rows,
+        )
 
     def slice(self, i: int, j: int) -> "Samples":
         return self.take(np.arange(i, max(i, j), dtype=np.int64))

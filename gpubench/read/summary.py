@@ -16,8 +16,15 @@ import math
 from gpubench.metrics import COLUMNS, finite, pct
 
 # the summary columns made here that their names do not tell (gpubench.record.columns.DECLARERS names this)
-SUMMARY_COLUMNS = {"windows": "text", "t_start": "time", "t_end": "time", "n_samples": "int",
-                   "speedup_vs_baseline": "float", "link_gbps": "float", "rate_withheld": "text"}
+SUMMARY_COLUMNS = {
+    "windows": "text",
+    "t_start": "time",
+    "t_end": "time",
+    "n_samples": "int",
+    "speedup_vs_baseline": "float",
+    "link_gbps": "float",
+    "rate_withheld": "text",
+}
 
 # NVML's utilization and power average over a window of up to a second: the first half second of each
 # window still carries what ran before it.
@@ -30,10 +37,23 @@ TRIM_S = 0.5
 # the stopped GPU in a row that began 0.15 s after it, never in one 0.25 s after; the board power averages
 # over the last second. Counted alike whichever source gave the column (CUPTI's trail is shorter): a row
 # counts for a column only from this far into its window.
-PROFILING = ("graphics_active_pct", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct",
-             "fp64_active_pct", "fp32_active_pct", "fp16_active_pct")
-TRAIL_S = {**dict.fromkeys(PROFILING, 0.2), "gpu_util_pct": 0.4, "mem_util_pct": 0.4, "dcgm_gpu_util_pct": 0.4,
-           "power_w": 1.0}
+PROFILING = (
+    "graphics_active_pct",
+    "sm_active_pct",
+    "sm_occupancy_pct",
+    "tensor_active_pct",
+    "dram_active_pct",
+    "fp64_active_pct",
+    "fp32_active_pct",
+    "fp16_active_pct",
+)
+TRAIL_S = {
+    **dict.fromkeys(PROFILING, 0.2),
+    "gpu_util_pct": 0.4,
+    "mem_util_pct": 0.4,
+    "dcgm_gpu_util_pct": 0.4,
+    "power_w": 1.0,
+}
 # the columns a row must have samples for, if the run recorded them, or it is too short to measure
 NEEDED = ("gpu_util_pct", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct")
 
@@ -155,11 +175,13 @@ def per_joule(row: dict) -> dict:
     def per_j(amount, applies):
         return amount / j if applies and finite(amount) and finite(j) and j > 0 else nan
 
-    return {"j_per_call": j,
-            "gb_per_j": per_j(row.get("bytes_per_call", nan) / 1e9, bound in ("dram", "both", "link")),
-            "tflop_per_kj": per_j(row.get("flops_per_call", nan) / 1e9, bool(row.get("unit")) and bound != "link"),
-            "tokens_per_j": per_j(tokens, finite(tokens) and tokens > 0),
-            "j_per_token": j / tokens if finite(tokens) and tokens > 0 else nan}
+    return {
+        "j_per_call": j,
+        "gb_per_j": per_j(row.get("bytes_per_call", nan) / 1e9, bound in ("dram", "both", "link")),
+        "tflop_per_kj": per_j(row.get("flops_per_call", nan) / 1e9, bool(row.get("unit")) and bound != "link"),
+        "tokens_per_j": per_j(tokens, finite(tokens) and tokens > 0),
+        "j_per_token": j / tokens if finite(tokens) and tokens > 0 else nan,
+    }
 
 
 def joules(row: dict) -> dict:
@@ -172,8 +194,14 @@ def peak_conditions(rows, gpu: int, t_start: float, t_end: float) -> dict:
     """The SM clock and power seen while a peak was measured, over the rows inside its window."""
     window = steady_rows(rows, gpu, t_start, t_end, trim_s=0.0)
     stats = metric_stats(window, ("sm_clock_mhz", "power_w"))
-    return {"sm_clock_mhz": stats["sm_clock_mhz"], "power_w": stats["power_w"],
-            "power_w_energy": energy_power_w(window), "n_samples": len(window), "t_start": t_start, "t_end": t_end}
+    return {
+        "sm_clock_mhz": stats["sm_clock_mhz"],
+        "power_w": stats["power_w"],
+        "power_w_energy": energy_power_w(window),
+        "n_samples": len(window),
+        "t_start": t_start,
+        "t_end": t_end,
+    }
 
 
 def derive(result: dict, peaks: dict) -> dict:
@@ -202,8 +230,7 @@ def derive(result: dict, peaks: dict) -> dict:
 # never saw. Under COVERED_SHARE the row gives its calls' time, and no rate beside counters of other seconds. A
 # collective's algbw and busbw stay: nccl-tests defines them per call, and no counter judges them.
 COVERED_SHARE = 0.9
-RATES = ("tflops", "gbps", "traffic_gbps", "mfu_pct", "mfu_measured_pct", "mbu_pct", "mbu_measured_pct",
-         "mbu_read_pct")
+RATES = ("tflops", "gbps", "traffic_gbps", "mfu_pct", "mfu_measured_pct", "mbu_pct", "mbu_measured_pct", "mbu_read_pct")
 
 
 def uncovered(result: dict, t_start: float, t_end: float) -> str:
@@ -214,9 +241,11 @@ def uncovered(result: dict, t_start: float, t_end: float) -> str:
         timed = n * ms / 1e3 if finite(n) and finite(ms) else math.nan
     if not (finite(timed) and timed > 0 and t_end > t_start) or timed >= COVERED_SHARE * (t_end - t_start):
         return ""
-    return (f"its {result['n_calls']} timed calls cover {pct(100 * timed / (t_end - t_start))} of its "
-            f"{t_end - t_start:.2f} s window, so their FLOP/s and bytes/s would not come from the seconds of the "
-            f"counters beside them (a rate needs {pct(100 * COVERED_SHARE)})")
+    return (
+        f"its {result['n_calls']} timed calls cover {pct(100 * timed / (t_end - t_start))} of its "
+        f"{t_end - t_start:.2f} s window, so their FLOP/s and bytes/s would not come from the seconds of the "
+        f"counters beside them (a rate needs {pct(100 * COVERED_SHARE)})"
+    )
 
 
 PER_CALL = {"flops": 0.0, "bytes": 0.0, "link_bytes": 0.0, "traffic": math.nan, "tokens": math.nan}  # and if not given
@@ -280,8 +309,11 @@ def ridge_flop_per_byte(peaks: dict, which: str | None = None, unit: str = "bf16
 def batch_at(rows: list[dict], intensity: float) -> float:
     """The batch (tokens per call) at which a sweep's arithmetic intensity reaches `intensity`, interpolated
     between its points on log scales; NaN outside the sweep."""
-    pts = sorted((r["tokens_per_call"], r["flops_per_call"] / r["bytes_per_call"]) for r in rows
-                 if finite(r.get("tokens_per_call")) and r.get("bytes_per_call"))
+    pts = sorted(
+        (r["tokens_per_call"], r["flops_per_call"] / r["bytes_per_call"])
+        for r in rows
+        if finite(r.get("tokens_per_call")) and r.get("bytes_per_call")
+    )
     for (b0, i0), (b1, i1) in zip(pts, pts[1:]):
         if i0 <= intensity <= i1 and i1 > i0:
             f = math.log(intensity / i0) / math.log(i1 / i0)
@@ -298,8 +330,9 @@ def compare_to_baselines(summary: list[dict]) -> None:
             row["speedup_vs_baseline"] = base["kernel_ms"] / row["kernel_ms"]
 
 
-def summarize(rows, results: list[dict], peaks: dict, columns=COLUMNS,
-              trim_s: float = TRIM_S, ceiling=None) -> list[dict]:
+def summarize(
+    rows, results: list[dict], peaks: dict, columns=COLUMNS, trim_s: float = TRIM_S, ceiling=None
+) -> list[dict]:
     """One row per result (a scenario or a phase on one GPU): its facts, metric statistics, achievements.
     rows: Samples, or row dicts. Each result's window runs from trim_s after its start to its end; its
     kernel_ms must time that window. ceiling(window, row, the GPU's rows) -> the tensor-pipe ceiling's columns

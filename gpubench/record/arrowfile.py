@@ -94,7 +94,7 @@ class Writer:
         ends = samples.col("t_end_s")
         start = 0
         while start < len(samples):
-            within = int(np.searchsorted(ends[start:start + BATCH_ROWS], ends[start] + BATCH_S, side="left"))
+            within = int(np.searchsorted(ends[start : start + BATCH_ROWS], ends[start] + BATCH_S, side="left"))
             stop = start + max(1, within)
             part = samples.slice(start, stop)
             self.write({n: part.col(n) if samples.has(n) else np.full(stop - start, np.nan) for n in self.names})
@@ -153,22 +153,38 @@ def write(path: Path, samples: Samples, names) -> None:
 
 # --- reading ---------------------------------------------------------------------------------------
 
+
 def _torn(err: Exception) -> bool:
     """The stream ended inside a message: what a write cut off by a kill leaves."""
     text = str(err)
     # what Arrow says of a stream that ends inside a message's length, its metadata or its body, or between
     # the dictionaries of a batch (a reader meets these while the sampler writes, too)
-    return any(words in text for words in ("Expected to read", "Expected to be able to read", "only 0 bytes",
-                                           "only 1 bytes", "only 2 bytes", "only 3 bytes", "was null or length 0",
-                                           "ended without reading the expected number"))
+    return any(
+        words in text
+        for words in (
+            "Expected to read",
+            "Expected to be able to read",
+            "only 0 bytes",
+            "only 1 bytes",
+            "only 2 bytes",
+            "only 3 bytes",
+            "was null or length 0",
+            "ended without reading the expected number",
+        )
+    )
 
 
 # Arrow's words for damage, and ours: a reader is told what is wrong with the file, not how malloc failed.
-DAMAGE = (("malloc", "a length in it is larger than any batch gpubench writes"),
-          ("ZSTD", "its compressed data is corrupt"), ("flatbuffer", "its header is corrupt"),
-          ("offset", "the offsets of its text are corrupt"), ("UTF8", "its text is not UTF-8"),
-          ("utf-8", "its text is not UTF-8"), ("out of bounds", "an index in it points outside its data"),
-          ("too small", "a length in it does not fit its data"))
+DAMAGE = (
+    ("malloc", "a length in it is larger than any batch gpubench writes"),
+    ("ZSTD", "its compressed data is corrupt"),
+    ("flatbuffer", "its header is corrupt"),
+    ("offset", "the offsets of its text are corrupt"),
+    ("UTF8", "its text is not UTF-8"),
+    ("utf-8", "its text is not UTF-8"),
+    ("out of bounds", "an index in it points outside its data"),
+    ("too small", "a length in it does not fit its data"),
+)
 BROKEN = (pa.ArrowException, MemoryError, OSError, UnicodeDecodeError, SystemError, StopIteration, IndexError)
 
 
@@ -337,8 +353,14 @@ def read(path: Path, notes: list[str] | None = None, guard=None, float_times: bo
     file converted from samples.csv."""
     names, sizes, torn = scan(path, float_times)
     if torn and notes is not None:
-        notes.append(f"{shown_as or path.name}: its last batch of rows was cut off mid-write (the run was killed) and "
-                     "is skipped")
+        notes.append(
+            f"{shown_as or path.name}: its last batch of rows was cut off mid-write (the run was killed) and is skipped"
+        )
     fetch = fetcher(path, names, sizes)
-    return Samples(names=names, length=int(sum(sizes)), fetch=guard(fetch) if guard else fetch,
-                   valued=valued(path, names, sizes), stream=lambda wanted: batches(path, names, sizes, wanted))
+    return Samples(
+        names=names,
+        length=int(sum(sizes)),
+        fetch=guard(fetch) if guard else fetch,
+        valued=valued(path, names, sizes),
+        stream=lambda wanted: batches(path, names, sizes, wanted),
+    )

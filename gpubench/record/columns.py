@@ -102,8 +102,7 @@ def text_columns() -> frozenset:
 def numeric(key: str) -> bool:
     """Columns that hold numbers (or nothing): metrics, their spread, times, work, counts."""
     base = SPREAD.sub("", key)
-    return (base in BY_COLUMN or declared().get(base) in (INT, FLOAT, TIME)
-            or base.endswith(NUMERIC_SUFFIXES))
+    return base in BY_COLUMN or declared().get(base) in (INT, FLOAT, TIME) or base.endswith(NUMERIC_SUFFIXES)
 
 
 def cell(value, key: str):

@@ -43,49 +43,102 @@ OUT_HELP = "run directory (default results/{}<gpu>-<YYYYmmdd-HHMMSS>)"
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RecordingConfig:
-    interval_s: float = field(default=DEFAULT_INTERVAL_S, metadata=flags(Flag(
-        "--interval", f"sampling interval (default {DEFAULT_INTERVAL_S:g}; never shorter than the profiling "
-        "counters refresh: faster rows would only repeat values)", type=positive, metavar="S")))
+    interval_s: float = field(
+        default=DEFAULT_INTERVAL_S,
+        metadata=flags(
+            Flag(
+                "--interval",
+                f"sampling interval (default {DEFAULT_INTERVAL_S:g}; never shorter than the profiling "
+                "counters refresh: faster rows would only repeat values)",
+                type=positive,
+                metavar="S",
+            )
+        ),
+    )
     """Seconds between two samples (--interval); the source policy never samples faster than the profiling
     counters refresh."""
 
-    device: int | None = field(default=None, metadata=flags(
-        Flag("--device", DEVICE_HELP.format("default 0"), RUN, type=int, default=0, metavar="N"),
-        Flag("--device", DEVICE_HELP.format("default: the GPUs the command sees under its CUDA_VISIBLE_DEVICES, "
-                                            "else every GPU"), WATCH, type=int, metavar="N")))
+    device: int | None = field(
+        default=None,
+        metadata=flags(
+            Flag("--device", DEVICE_HELP.format("default 0"), RUN, type=int, default=0, metavar="N"),
+            Flag(
+                "--device",
+                DEVICE_HELP.format("default: the GPUs the command sees under its CUDA_VISIBLE_DEVICES, else every GPU"),
+                WATCH,
+                type=int,
+                metavar="N",
+            ),
+        ),
+    )
     """The GPU in CUDA's numbering, as the process sees it under CUDA_VISIBLE_DEVICES (--device). None:
     `run` uses device 0; `watch` the GPUs its command sees, else every GPU."""
 
-    all_gpus: bool = field(default=False, metadata=flags(Flag(
-        "--all-gpus", "sample every GPU of the machine, not only --device", action="store_true")))
+    all_gpus: bool = field(
+        default=False,
+        metadata=flags(Flag("--all-gpus", "sample every GPU of the machine, not only --device", action="store_true")),
+    )
     """Sample every GPU of the machine, not only the one(s) in use (--all-gpus); `watch` then keeps a row
     for the idle ones too."""
 
-    out: Path | None = field(default=None, metadata=flags(
-        Flag("--out", OUT_HELP.format(""), RUN, type=Path, metavar="DIR"),
-        Flag("--out", OUT_HELP.format("watch-"), WATCH, type=Path, metavar="DIR")))
+    out: Path | None = field(
+        default=None,
+        metadata=flags(
+            Flag("--out", OUT_HELP.format(""), RUN, type=Path, metavar="DIR"),
+            Flag("--out", OUT_HELP.format("watch-"), WATCH, type=Path, metavar="DIR"),
+        ),
+    )
     """The run directory (--out). None: a new one under results/, named for the GPU and the time."""
 
-    profiling: str = field(default="auto", metadata=flags(Flag(
-        "--profiling", "where SM activity and the other profiling metrics come from (default auto: the first of "
-        "NVML GPM, DCGM and CUPTI PM sampling that works here)", choices=PROFILING_CHOICES)))
+    profiling: str = field(
+        default="auto",
+        metadata=flags(
+            Flag(
+                "--profiling",
+                "where SM activity and the other profiling metrics come from (default auto: the first of "
+                "NVML GPM, DCGM and CUPTI PM sampling that works here)",
+                choices=PROFILING_CHOICES,
+            )
+        ),
+    )
     """Where SM activity and the other profiling metrics come from (--profiling): auto, gpm, dcgm, cupti or
     none."""
 
-    smi: bool = field(default=True, metadata=flags(Flag(
-        "--no-smi", "do not run the nvidia-smi process beside NVML", action="store_false")))
+    smi: bool = field(
+        default=True,
+        metadata=flags(Flag("--no-smi", "do not run the nvidia-smi process beside NVML", action="store_false")),
+    )
     """Run nvidia-smi beside NVML (False: --no-smi)."""
 
-    peaks: bool = field(default=False, metadata=flags(
-        Flag("--no-peaks", "skip measuring the sustained copy and matmul peaks", RUN, action="store_false"),
-        Flag("--peaks", "measure this GPU's sustained copy and matmul peaks before the command starts (about "
-             "12 s); the summary then also has mfu_measured_pct", WATCH, action="store_true")))
+    peaks: bool = field(
+        default=False,
+        metadata=flags(
+            Flag("--no-peaks", "skip measuring the sustained copy and matmul peaks", RUN, action="store_false"),
+            Flag(
+                "--peaks",
+                "measure this GPU's sustained copy and matmul peaks before the command starts (about "
+                "12 s); the summary then also has mfu_measured_pct",
+                WATCH,
+                action="store_true",
+            ),
+        ),
+    )
     """Measure this GPU's sustained copy and matmul peaks before anything else runs: `run` does unless
     --no-peaks, `watch` only with --peaks."""
 
-    price_per_gpu_hour: float | None = field(default=None, metadata=flags(Flag(
-        "--price-per-gpu-hour", "what one GPU-hour costs: the receipt at the end then gives the cost of the job's "
-        "GPU-hours and of those that did no tensor work", WATCH, type=non_negative, metavar="X")))
+    price_per_gpu_hour: float | None = field(
+        default=None,
+        metadata=flags(
+            Flag(
+                "--price-per-gpu-hour",
+                "what one GPU-hour costs: the receipt at the end then gives the cost of the job's "
+                "GPU-hours and of those that did no tensor work",
+                WATCH,
+                type=non_negative,
+                metavar="X",
+            )
+        ),
+    )
     """What one GPU-hour costs (--price-per-gpu-hour, `watch`): the receipt then prices the job's GPU-hours and
     those that did no tensor work (gpubench.read.receipt). None: the receipt names no cost."""
 

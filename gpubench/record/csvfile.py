@@ -69,6 +69,7 @@ def cell(value, key: str = ""):
 
 # --- reading ---------------------------------------------------------------------------------------
 
+
 class _Part(io.RawIOBase):
     """The bytes of a file from `start` to `stop`, as a stream: the rows after the header and before a torn
     last line, read in blocks without holding the file."""
@@ -82,7 +83,7 @@ class _Part(io.RawIOBase):
         return True
 
     def readinto(self, buffer) -> int:
-        n = self._f.readinto(memoryview(buffer)[:max(0, min(len(buffer), self._left))])
+        n = self._f.readinto(memoryview(buffer)[: max(0, min(len(buffer), self._left))])
         self._left -= n
         return n
 
@@ -107,9 +108,10 @@ def _layout(path: Path, notes: list | None) -> tuple[list[str], int, int]:
             if f.read(1) != b"\n":  # the last line was cut off mid-write: read up to the line before it
                 stop = _last_newline(f, size) + 1
                 if notes is not None:
-                    notes.append(f"{path.name}: its last line was cut off mid-write (the run was killed) and is "
-                                 "skipped")
-    line = head[start:end if end >= 0 else len(head)]
+                    notes.append(
+                        f"{path.name}: its last line was cut off mid-write (the run was killed) and is skipped"
+                    )
+    line = head[start : end if end >= 0 else len(head)]
     try:
         text = line.decode("utf-8")
         names = next(csv.reader([text.rstrip("\r")]), [])
@@ -200,10 +202,13 @@ def _with_arrow(path: Path, out: Path, names: list[str], start: int, stop: int) 
     sink, stream = _writer(out, sch)
     try:
         with _Part(path, start, stop) as part:
-            reader = pacsv.open_csv(part, read_options=pacsv.ReadOptions(column_names=names, block_size=BLOCK_BYTES),
-                                    convert_options=pacsv.ConvertOptions(
-                                        column_types=types, null_values=[""], strings_can_be_null=False,
-                                        quoted_strings_can_be_null=False))
+            reader = pacsv.open_csv(
+                part,
+                read_options=pacsv.ReadOptions(column_names=names, block_size=BLOCK_BYTES),
+                convert_options=pacsv.ConvertOptions(
+                    column_types=types, null_values=[""], strings_can_be_null=False, quoted_strings_can_be_null=False
+                ),
+            )
             for got in reader:
                 if "gpu" in names and got.column("gpu").null_count:
                     raise _Stopped
@@ -236,8 +241,9 @@ def _with_python(path: Path, out: Path, names: list[str], start: int, stop: int)
                 for raw in reader:
                     line = reader.line_num + 1  # the header is line 1
                     if len(raw) != len(names):
-                        raise BadCsv(f"line {line} is not a sample row (it has {len(raw)} fields, the header "
-                                     f"{len(names)})")
+                        raise BadCsv(
+                            f"line {line} is not a sample row (it has {len(raw)} fields, the header {len(names)})"
+                        )
                     try:
                         rows.append(_sample(dict(zip(names, raw))))
                     except (ValueError, OverflowError):
@@ -246,8 +252,11 @@ def _with_python(path: Path, out: Path, names: list[str], start: int, stop: int)
                         flush()
             except csv.Error as err:
                 limit = csv.field_size_limit()
-                why = (f"a field longer than {limit:,} characters, which no column holds" if "field larger" in str(err)
-                       else str(err))
+                why = (
+                    f"a field longer than {limit:,} characters, which no column holds"
+                    if "field larger" in str(err)
+                    else str(err)
+                )
                 raise BadCsv(f"line {reader.line_num + 1} is not a sample row ({why})") from None
             except UnicodeDecodeError:
                 raise BadCsv("is not text: it is not a samples file gpubench wrote") from None

@@ -27,8 +27,10 @@ def torch_cuda(driver_cuda: str | None = None) -> tuple[bool, str]:
         return False, f"this PyTorch ({torch.__version__}) was built without CUDA: {TORCH_HINT}"
     built, driver = _version_tuple(torch.version.cuda), _version_tuple(driver_cuda)
     if built and driver and built[0] > driver[0]:
-        return False, (f"this PyTorch ({torch.__version__}) is built for CUDA {torch.version.cuda}, newer than "
-                       f"the driver supports (CUDA {driver_cuda}): {TORCH_HINT}")
+        return False, (
+            f"this PyTorch ({torch.__version__}) is built for CUDA {torch.version.cuda}, newer than "
+            f"the driver supports (CUDA {driver_cuda}): {TORCH_HINT}"
+        )
     if not torch.cuda.is_available():
         return False, f"PyTorch {torch.__version__} sees no usable CUDA device"
     return True, f"PyTorch {torch.__version__} with CUDA {torch.version.cuda}"
@@ -80,14 +82,18 @@ def diagnose() -> tuple[int, list[str]]:
         lines.append(f"no GPU: {why}")
     for info in infos:
         mem = f"{info['memory_mib'] / 1024:.0f} GiB" if info["memory_mib"] else "? GiB"
-        lines.append(f"GPU {info['nvml_index']} (NVML numbering): {info['name']}, {mem}, driver {info['driver']}, "
-                     f"CUDA {info['cuda_driver']}, {info['uuid']}")
+        lines.append(
+            f"GPU {info['nvml_index']} (NVML numbering): {info['name']}, {mem}, driver {info['driver']}, "
+            f"CUDA {info['cuda_driver']}, {info['uuid']}"
+        )
     gpus = list(range(count))
     order, _ = profiling_order("auto", gpus)
     statuses = {name: source_status(name, gpus, why) for name in ("nvml", "gpm", "dcgm", "cupti", "smi")}
     if count == 0:  # said once, on the first line: each source only points back to it
-        statuses = {name: "unavailable: no GPU (above)" if status == f"unavailable: {why}" else status
-                    for name, status in statuses.items()}
+        statuses = {
+            name: "unavailable: no GPU (above)" if status == f"unavailable: {why}" else status
+            for name, status in statuses.items()
+        }
     default = next((n for n in order if statuses[n] == "available"), "none") if gpus else "none"
     lines.append(f"metric sources (profiling metrics by default from: {default}):")
     for name, status in statuses.items():

@@ -62,8 +62,9 @@ def cuda_uuids() -> list[str]:
 
 def cuda_uuids_under(env: dict) -> list[str]:
     """The UUIDs a process started with `env` would see: asked in a child, so this process's CUDA is untouched."""
-    out = subprocess.run([sys.executable, "-m", "gpubench.record.gpus"], env=env, capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "gpubench.record.gpus"], env=env, capture_output=True, text=True, timeout=60
+    )
     if out.returncode != 0:
         raise CudaUnavailable(out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "no answer")
     return json.loads(out.stdout)
@@ -99,8 +100,10 @@ def resolve(cuda_index: int, all_gpus: bool) -> tuple[Gpu, list[Gpu]]:
     uuids = cuda_uuids()
     if not 0 <= cuda_index < len(uuids):
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        raise IndexError(f"CUDA device {cuda_index} does not exist: CUDA sees {len(uuids)} GPU(s)"
-                         + (f" (CUDA_VISIBLE_DEVICES={visible})" if visible else ""))
+        raise IndexError(
+            f"CUDA device {cuda_index} does not exist: CUDA sees {len(uuids)} GPU(s)"
+            + (f" (CUDA_VISIBLE_DEVICES={visible})" if visible else "")
+        )
     gpu = by_cuda_index(cuda_index, uuids)
     return gpu, (every_gpu(uuids) if all_gpus else [gpu])
 
@@ -130,8 +133,10 @@ def _guess(visible: str, why: str) -> tuple[list[Gpu], str]:
             gpus.append(Gpu(g.nvml_index, g.uuid, g.name, cuda_index=i))
         else:
             break  # CUDA stops at the first entry it cannot use
-    return gpus, (f"CUDA could not be asked which GPUs CUDA_VISIBLE_DEVICES={visible} means ({why}); "
-                  "its numbers were taken in PCI order, which CUDA uses only with CUDA_DEVICE_ORDER=PCI_BUS_ID")
+    return gpus, (
+        f"CUDA could not be asked which GPUs CUDA_VISIBLE_DEVICES={visible} means ({why}); "
+        "its numbers were taken in PCI order, which CUDA uses only with CUDA_DEVICE_ORDER=PCI_BUS_ID"
+    )
 
 
 if __name__ == "__main__":

@@ -17,15 +17,20 @@ def started(pid: int, proc: Path = PROC) -> int | None:
     process is, or no /proc to ask."""
     try:
         text = (proc / str(pid) / "stat").read_text()
-        return int(text[text.rindex(")") + 2:].split()[19])
+        return int(text[text.rindex(")") + 2 :].split()[19])
     except (OSError, ValueError, IndexError):
         return None
 
 
 def watcher_facts(t_start: float | None = None, marks: str | None = None) -> dict:
     """For the manifest: who watches, from when, and the marks file (a name in the run directory, or a path)."""
-    return {"pid": os.getpid(), "host": socket.gethostname(), "started": started(os.getpid()), "t_start": t_start,
-            "marks": marks}
+    return {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": started(os.getpid()),
+        "t_start": t_start,
+        "marks": marks,
+    }
 
 
 def still_running(manifest: dict, proc: Path = PROC) -> bool | None:

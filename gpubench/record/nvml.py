@@ -16,22 +16,32 @@ import pynvml
 # real exception class (a mock is not an exception type).
 NVMLError = pynvml.NVMLError
 
-MISSING_CODES = frozenset({
-    pynvml.NVML_ERROR_NOT_SUPPORTED,
-    pynvml.NVML_ERROR_NO_PERMISSION,
-    pynvml.NVML_ERROR_FUNCTION_NOT_FOUND,  # an older driver
-    pynvml.NVML_ERROR_NO_DATA,  # nothing recorded yet for this window: a gap, not a failure
-})
+MISSING_CODES = frozenset(
+    {
+        pynvml.NVML_ERROR_NOT_SUPPORTED,
+        pynvml.NVML_ERROR_NO_PERMISSION,
+        pynvml.NVML_ERROR_FUNCTION_NOT_FOUND,  # an older driver
+        pynvml.NVML_ERROR_NO_DATA,  # nothing recorded yet for this window: a gap, not a failure
+    }
+)
 NO_DRIVER_CODES = frozenset({pynvml.NVML_ERROR_DRIVER_NOT_LOADED, pynvml.NVML_ERROR_LIBRARY_NOT_FOUND})
 
 # No parentheses: the sentences that carry it (watch's "nothing can be recorded here (...)") add their own.
-NO_DRIVER_HINT = ("no NVIDIA driver found, as the NVML library libnvidia-ml.so could not be loaded; "
-                  "run on a machine with an NVIDIA GPU and driver")
+NO_DRIVER_HINT = (
+    "no NVIDIA driver found, as the NVML library libnvidia-ml.so could not be loaded; "
+    "run on a machine with an NVIDIA GPU and driver"
+)
 
 # PCIe bytes per second per lane and direction, after line coding (8b/10b to gen 2, 128b/130b from
 # gen 3, FLIT mode's 242/256 at gen 6): the theoretical bandwidth a host-to-device copy can approach.
-PCIE_LANE_BYTES_PER_S = {1: 2.5e9 * 8 / 10 / 8, 2: 5e9 * 8 / 10 / 8, 3: 8e9 * 128 / 130 / 8,
-                         4: 16e9 * 128 / 130 / 8, 5: 32e9 * 128 / 130 / 8, 6: 64e9 * 242 / 256 / 8}
+PCIE_LANE_BYTES_PER_S = {
+    1: 2.5e9 * 8 / 10 / 8,
+    2: 5e9 * 8 / 10 / 8,
+    3: 8e9 * 128 / 130 / 8,
+    4: 16e9 * 128 / 130 / 8,
+    5: 32e9 * 128 / 130 / 8,
+    6: 64e9 * 242 / 256 / 8,
+}
 
 _lock = threading.Lock()
 _initialized = False
@@ -154,8 +164,10 @@ def gpm_metrics(sample1, sample2, metric_ids: list[int]) -> list[float]:
     for i, metric_id in enumerate(metric_ids):
         request.metrics[i].metricId = metric_id
     result = pynvml.nvmlGpmMetricsGet(request)
-    return [float(m.value) if m.nvmlReturn == pynvml.NVML_SUCCESS else math.nan
-            for m in list(result.metrics)[: len(metric_ids)]]
+    return [
+        float(m.value) if m.nvmlReturn == pynvml.NVML_SUCCESS else math.nan
+        for m in list(result.metrics)[: len(metric_ids)]
+    ]
 
 
 def gpm_refused(sample1, sample2, metric_ids: list[int]) -> dict[int, str]:
@@ -178,8 +190,13 @@ def pcie_link(h) -> dict:
     cur_gen = call(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, h)
     cur_width = call(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h)
     per_lane = PCIE_LANE_BYTES_PER_S.get(gen) if gen else None
-    return {"max_generation": gen, "max_width": width, "current_generation": cur_gen, "current_width": cur_width,
-            "bytes_per_s": per_lane * width if per_lane and width else None}
+    return {
+        "max_generation": gen,
+        "max_width": width,
+        "current_generation": cur_gen,
+        "current_width": cur_width,
+        "bytes_per_s": per_lane * width if per_lane and width else None,
+    }
 
 
 # nvmlValue_t's members in the order of NVML_VALUE_TYPE_* (double, uint, ulong, ulonglong, longlong, int, ushort).
@@ -191,8 +208,12 @@ def field_values(h, fields: list[tuple[int, int]]) -> list:
     values = call(pynvml.nvmlDeviceGetFieldValues, h, fields)
     if values is None:
         return [None] * len(fields)
-    return [getattr(v.value, _VALUE_MEMBERS[v.valueType]) if v.nvmlReturn == pynvml.NVML_SUCCESS
-            and 0 <= v.valueType < len(_VALUE_MEMBERS) else None for v in values]
+    return [
+        getattr(v.value, _VALUE_MEMBERS[v.valueType])
+        if v.nvmlReturn == pynvml.NVML_SUCCESS and 0 <= v.valueType < len(_VALUE_MEMBERS)
+        else None
+        for v in values
+    ]
 
 
 def nvlink(h) -> dict:
@@ -207,9 +228,15 @@ def nvlink(h) -> dict:
     links = []
     for link, speed_mbps in enumerate(speeds):
         state = call(pynvml.nvmlDeviceGetNvLinkState, h, link)
-        links.append({"link": link, "active": None if state is None else state == pynvml.NVML_FEATURE_ENABLED,
-                      "version": call(pynvml.nvmlDeviceGetNvLinkVersion, h, link), "speed_mbps": speed_mbps,
-                      **_peer(h, link)})
+        links.append(
+            {
+                "link": link,
+                "active": None if state is None else state == pynvml.NVML_FEATURE_ENABLED,
+                "version": call(pynvml.nvmlDeviceGetNvLinkVersion, h, link),
+                "speed_mbps": speed_mbps,
+                **_peer(h, link),
+            }
+        )
     active = [x for x in links if x["active"]]
     total = sum(x["speed_mbps"] or 0 for x in active) * 1e6
     return {"links": links, "active_links": len(active), "bytes_per_s": total or None}
@@ -284,8 +311,10 @@ def clock_event_names(mask: int | None) -> list[str]:
 
 def clock_now(h) -> tuple[float, int | None]:
     """The SM clock (MHz, NaN where missing) and the clock-event reasons (a bitmask, None where missing) now."""
-    events = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-        pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    events = (
+        getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    )
     clock = call(pynvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_SM)
     mask = call(events, h)
     return (float(clock) if clock is not None else math.nan), (int(mask) if mask is not None else None)
@@ -296,6 +325,8 @@ def speed_settings(index: int) -> dict:
     (SM and memory, MHz) and ECC (on or off); None for any this GPU cannot give."""
     h = handle(index)
     ecc = call(pynvml.nvmlDeviceGetEccMode, h)
-    return {"app_sm_clock_mhz": call(pynvml.nvmlDeviceGetApplicationsClock, h, pynvml.NVML_CLOCK_SM),
-            "app_mem_clock_mhz": call(pynvml.nvmlDeviceGetApplicationsClock, h, pynvml.NVML_CLOCK_MEM),
-            "ecc": bool(ecc[0]) if ecc else None}
+    return {
+        "app_sm_clock_mhz": call(pynvml.nvmlDeviceGetApplicationsClock, h, pynvml.NVML_CLOCK_SM),
+        "app_mem_clock_mhz": call(pynvml.nvmlDeviceGetApplicationsClock, h, pynvml.NVML_CLOCK_MEM),
+        "ecc": bool(ecc[0]) if ecc else None,
+    }

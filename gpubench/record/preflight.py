@@ -38,8 +38,10 @@ def reference_hint() -> str:
     run = reference_run([Path.cwd() / "results", Path(__file__).resolve().parents[2] / "results"])
     if run is not None:
         return f"to explore a recorded run without a GPU: gpubench report {run} --out {EXPLORE_DIR}"
-    return (f"to explore a recorded run without a GPU: gpubench report RUN_DIR --out {EXPLORE_DIR}, with a reference "
-            "run from results/ in the gpubench repository")
+    return (
+        f"to explore a recorded run without a GPU: gpubench report RUN_DIR --out {EXPLORE_DIR}, with a reference "
+        "run from results/ in the gpubench repository"
+    )
 
 
 def check_out(out: Path | None) -> None:
@@ -61,5 +63,6 @@ def need_cuda_torch() -> None:
     from gpubench.install import TORCH_HINT
 
     if not torch.cuda.is_available():
-        raise UsageError(f"PyTorch cannot use the GPU (torch {torch.__version__}, CUDA {torch.version.cuda}); "
-                         f"{TORCH_HINT}")
+        raise UsageError(
+            f"PyTorch cannot use the GPU (torch {torch.__version__}, CUDA {torch.version.cuda}); {TORCH_HINT}"
+        )

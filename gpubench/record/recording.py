@@ -84,8 +84,16 @@ def _now_wall() -> str:
 
 
 class Recording:
-    def __init__(self, out_dir: Path, gpus: list[Gpu], config: RecordingConfig = RecordingConfig(), *,
-                 kind: str = "run", reporter: Reporter | None = None, clock=time.monotonic):
+    def __init__(
+        self,
+        out_dir: Path,
+        gpus: list[Gpu],
+        config: RecordingConfig = RecordingConfig(),
+        *,
+        kind: str = "run",
+        reporter: Reporter | None = None,
+        clock=time.monotonic,
+    ):
         self.out_dir = Path(out_dir)
         self.gpus = list(gpus)
         self.config = config
@@ -108,13 +116,21 @@ class Recording:
             opened = open_sources(indices, c.profiling, c.smi, c.interval_s)
         self.sources = opened.sources
         self.manifest = {
-            "kind": self.kind, "command": list(c.command if c.command is not None else sys.argv),
+            "kind": self.kind,
+            "command": list(c.command if c.command is not None else sys.argv),
             "gpus_sampled": [g.as_dict() for g in self.gpus],
             "options": {"interval_s": opened.interval_s, "profiling": c.profiling, "smi": c.smi, "trim_s": TRIM_S},
-            "start_wall": _now_wall(), "end_wall": None, "completed": False, "status": "running",
-            "warnings": [], "errors": [],
-            "sources": {"used": [s.name for s in opened.sources], "unavailable": opened.unavailable,
-                        "columns": describe(opened.sources)},
+            "start_wall": _now_wall(),
+            "end_wall": None,
+            "completed": False,
+            "status": "running",
+            "warnings": [],
+            "errors": [],
+            "sources": {
+                "used": [s.name for s in opened.sources],
+                "unavailable": opened.unavailable,
+                "columns": describe(opened.sources),
+            },
         }
         for note in opened.notes:
             self.warn(note)
@@ -122,9 +138,15 @@ class Recording:
             self.reporter.warn(f"source {name} not used: {why}")
         # keep_rows=0: every row goes to samples.arrows and none stays in memory, however long the
         # recording; the finishers read them back from disk, a column at a time.
-        self.sampler = Sampler(opened.sources, indices, opened.interval_s, clock=self.clock,
-                               on_failure=lambda n, e: self.warn(f"source {n} failed mid-run: {e}"),
-                               keep_rows=0, uuids={g.nvml_index: g.uuid for g in self.gpus})
+        self.sampler = Sampler(
+            opened.sources,
+            indices,
+            opened.interval_s,
+            clock=self.clock,
+            on_failure=lambda n, e: self.warn(f"source {n} failed mid-run: {e}"),
+            keep_rows=0,
+            uuids={g.nvml_index: g.uuid for g in self.gpus},
+        )
         self.sink = rundir.open_sink(self.out_dir / rundir.SAMPLES_FILE, self.sampler.columns)
         self.sampler.sink = self.sink
         self.manifest["columns"] = list(self.sampler.columns)
@@ -153,8 +175,12 @@ class Recording:
             rows = rundir.read_samples(self.out_dir / rundir.SAMPLES_FILE)
             for finish in self._finishers:
                 finish(rows)
-            self.manifest.update(status=status, completed=status == "completed", end_wall=_now_wall(),
-                                 source_failures=self.sampler.failures)
+            self.manifest.update(
+                status=status,
+                completed=status == "completed",
+                end_wall=_now_wall(),
+                source_failures=self.sampler.failures,
+            )
             self.write_manifest()
         finally:
             if main:
@@ -184,4 +210,3 @@ class Recording:
 
     def write_manifest(self) -> None:
         rundir.write_json(self.out_dir / "manifest.json", self.manifest)
-

@@ -87,8 +87,10 @@ def _check_writable(path: Path, may_hold) -> str | None:
     if path.is_dir() and may_hold is not None:
         foreign = sorted(p.name for p in path.iterdir() if p.name not in may_hold)
         if foreign:
-            return f"{path} already holds files ({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}); " \
-                   "choose an empty or new directory"
+            return (
+                f"{path} already holds files ({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}); "
+                "choose an empty or new directory"
+            )
     if not os.access(probe, os.W_OK | os.X_OK):
         return f"{probe} is not writable"
     return None
@@ -100,10 +102,11 @@ def partial(manifest: dict) -> str | None:
         lacking = manifest.get("summary_lacking")
         return f"completed, but {lacking}" if lacking else None
     status = manifest.get("status")
-    return {"interrupted": "was interrupted before it finished",
-            "failed": "failed before it finished",
-            "running": "did not finish (its manifest still says running: the process was killed, or still runs)",
-            }.get(status, f"did not complete (status {status!r})")
+    return {
+        "interrupted": "was interrupted before it finished",
+        "failed": "failed before it finished",
+        "running": "did not finish (its manifest still says running: the process was killed, or still runs)",
+    }.get(status, f"did not complete (status {status!r})")
 
 
 def samples_path(run_dir: Path) -> Path | None:
@@ -166,6 +169,7 @@ def write_summary(run_dir: Path, summary: list[dict]) -> None:
 
 # --- reading ---------------------------------------------------------------------------------------
 
+
 def read_summary(path: Path, notes: list[str] | None = None) -> list[dict]:
     """summary.csv as dicts, checked (gpubench.record.summaryfile)."""
     from gpubench.record.summaryfile import BadSummary
@@ -191,8 +195,9 @@ def read_manifest(path: Path) -> dict:
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise RunDirError(f"{path} is not valid JSON ({err})") from None
     except ValueError as err:  # an integer past Python's 4300 digits
-        raise RunDirError(f"{path} holds a number too long to be one gpubench writes "
-                          f"({str(err).split(';')[0]})") from None
+        raise RunDirError(
+            f"{path} holds a number too long to be one gpubench writes ({str(err).split(';')[0]})"
+        ) from None
     except RecursionError:
         raise RunDirError(f"{path} is nested too deeply to be a manifest gpubench wrote") from None
     try:
@@ -241,6 +246,7 @@ def _rows_lacking(manifest: dict, summary: list[dict]) -> str | None:
     row for every scenario done, a watch one for every phase on every GPU the job used."""
     if summary:
         return None
+
     def listed(key):
         return manifest.get(key) if isinstance(manifest.get(key), list) else []
 

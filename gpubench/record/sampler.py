@@ -54,16 +54,26 @@ class PhaseLog:
 
 
 class Sampler:
-    def __init__(self, sources: list[Source], gpus: list[int], interval_s: float = DEFAULT_INTERVAL_S,
-                 sink: Callable[[dict], None] | None = None, clock=time.monotonic, wall_clock=time.time,
-                 on_failure: Callable[[str, str], None] | None = None, keep_rows: int | None = None,
-                 uuids: dict[int, str] | None = None):
+    def __init__(
+        self,
+        sources: list[Source],
+        gpus: list[int],
+        interval_s: float = DEFAULT_INTERVAL_S,
+        sink: Callable[[dict], None] | None = None,
+        clock=time.monotonic,
+        wall_clock=time.time,
+        on_failure: Callable[[str, str], None] | None = None,
+        keep_rows: int | None = None,
+        uuids: dict[int, str] | None = None,
+    ):
         if not interval_s > 0:
             raise ValueError("the sampling interval must be positive")
         slow = max(sources, key=lambda s: s.min_interval_s, default=None)
         if slow is not None and interval_s < slow.min_interval_s:
-            raise ValueError(f"the sampling interval {interval_s:g} s is shorter than source {slow.name!r} "
-                             f"refreshes ({slow.min_interval_s:g} s): rows would repeat its values")
+            raise ValueError(
+                f"the sampling interval {interval_s:g} s is shorter than source {slow.name!r} "
+                f"refreshes ({slow.min_interval_s:g} s): rows would repeat its values"
+            )
         self.sources = list(sources)
         self.gpus = list(gpus)
         self.uuids = uuids or {}
@@ -118,11 +128,18 @@ class Sampler:
         if dropped:
             self._failed.add(name)
         if first or dropped:
-            self.failures.append({"source": name, "t_end_s": t_end, "error": error, "dropped": dropped,
-                                  "failed_reads": count})
+            self.failures.append(
+                {"source": name, "t_end_s": t_end, "error": error, "dropped": dropped, "failed_reads": count}
+            )
             if self._on_failure:
-                self._on_failure(name, (f"dropped after {count} failed reads in a row: {error}" if dropped else
-                                        f"{error} (the row is left empty; the source is kept)"))
+                self._on_failure(
+                    name,
+                    (
+                        f"dropped after {count} failed reads in a row: {error}"
+                        if dropped
+                        else f"{error} (the row is left empty; the source is kept)"
+                    ),
+                )
 
     def sample_once(self) -> list[dict]:
         t_end, t_wall = self._clock(), self._wall_clock()
@@ -132,8 +149,14 @@ class Sampler:
             phase = self._phases.label(t_start, t_end)
         rows = []
         for g in self.gpus:
-            row = {"t_start_s": t_start, "t_end_s": t_end, "t_wall": t_wall, "gpu": g,
-                   "uuid": self.uuids.get(g, ""), "phase": phase}
+            row = {
+                "t_start_s": t_start,
+                "t_end_s": t_end,
+                "t_wall": t_wall,
+                "gpu": g,
+                "uuid": self.uuids.get(g, ""),
+                "phase": phase,
+            }
             row.update({c: merged[g].get(c, math.nan) for c in self.columns})
             rows.append(row)
         with self._lock:

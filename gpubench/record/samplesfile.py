@@ -30,8 +30,14 @@ def not_a_file(path: Path) -> str | None:
         return "a link to nothing" if os.path.islink(path) else None
     except OSError as err:
         return f"unreadable ({(err.strerror or str(err)).lower()})"
-    for test, what in ((stat.S_ISREG, None), (stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a device"),
-                       (stat.S_ISBLK, "a device"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket")):
+    for test, what in (
+        (stat.S_ISREG, None),
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISCHR, "a device"),
+        (stat.S_ISBLK, "a device"),
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
         if test(mode):
             return what
     return "not a regular file"
@@ -60,6 +66,7 @@ def read_samples(path: str | Path, notes: list[str] | None = None, left_out: set
             except arrowfile.DamagedSamples as err:
                 raise RunDirError(f"{path} is damaged: {err}") from None
             return check(columns, rows)
+
         return checked
 
     try:
@@ -91,8 +98,10 @@ def _read_csv(path: Path, notes, guard):
     except OSError as err:
         shutil.rmtree(folder, ignore_errors=True)
         if err.filename is None or str(folder) in str(err.filename):
-            raise RunDirError(f"{path} cannot be read: it is read through a copy in {folder.parent}, which failed "
-                              f"({(err.strerror or str(err)).lower()})") from None
+            raise RunDirError(
+                f"{path} cannot be read: it is read through a copy in {folder.parent}, which failed "
+                f"({(err.strerror or str(err)).lower()})"
+            ) from None
         raise
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
@@ -135,9 +144,11 @@ def _in_time_order(samples, path: Path, where) -> None:
         if worst is not None:
             i, end = worst
             name = f"GPU {gpu[i]:g}" if key == "gpu" else f"GPU {gpu[i]}"
-            raise schema.Bad(f"{where(row + i)}: its t_start_s {ts[i]:.4f} comes before the end of {name}'s "
-                             f"previous row ({end:.4f}): rows out of time order, or repeated, which no recording "
-                             "writes")
+            raise schema.Bad(
+                f"{where(row + i)}: its t_start_s {ts[i]:.4f} comes before the end of {name}'s "
+                f"previous row ({end:.4f}): rows out of time order, or repeated, which no recording "
+                "writes"
+            )
         row += len(ts)
 
 
@@ -186,5 +197,3 @@ def _checker(path: Path, notes, flagged: set, where, texts: bool = True):
             said.clear()
 
     return check
-
-

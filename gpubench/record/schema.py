@@ -25,6 +25,7 @@ class Bad(ValueError):
 
 # --- the manifest ----------------------------------------------------------------------------------
 
+
 class Text:
     def __init__(self, longest: int):
         self.longest = longest
@@ -110,6 +111,7 @@ class Needed:
 class Sentence:
     """A story sentence: text with {fields} the report fills from a summary row, each a plain name with at
     most a short format spec."""
+
     SPEC = re.compile(r"[<>^=]?[+\- ]?#?0?\d{0,2}[,_]?(\.\d{1,2})?[bcdeEfFgGnosxX%]?")
 
     def check(self, value, where):
@@ -137,8 +139,9 @@ def check(value, spec, where: str):
             field = field.spec if need else field
             if out.get(key) is None:
                 if need:
-                    raise Bad(f"it has no {where + '.' + key if where else key!r}, which every manifest gpubench "
-                              "writes has")
+                    raise Bad(
+                        f"it has no {where + '.' + key if where else key!r}, which every manifest gpubench writes has"
+                    )
                 if key in out and not where:  # the manifest's own fields, read as manifest.get("gpu", {})
                     out[key] = {} if isinstance(field, (dict, Map)) else [] if isinstance(field, Each) else None
                 continue
@@ -150,21 +153,46 @@ def check(value, spec, where: str):
 KEY, NAME, TEXT = Text(200), Text(200), Text(100_000)
 INDEX, COUNT = Number(0, 1e6, integer=True), Number(1, 1e6, integer=True)
 AMOUNT = Number(0, HUGE)
-GPU = {"name": NAME, "uuid": NAME, "driver": NAME, "cuda_driver": NAME, "sm_count": COUNT, "nvml_index": INDEX,
-       "memory_mib": AMOUNT}
+GPU = {
+    "name": NAME,
+    "uuid": NAME,
+    "driver": NAME,
+    "cuda_driver": NAME,
+    "sm_count": COUNT,
+    "nvml_index": INDEX,
+    "memory_mib": AMOUNT,
+}
 # The fields plot and report read, each where present; others pass unread.
 MANIFEST = {
-    "kind": Needed(Choice("run", "watch")), "status": NAME, "completed": Flag(), "start_wall": NAME,
-    "command": Each(TEXT), "gpu": GPU, "dtype": NAME,
-    "peaks": {"datasheet": Map(Number(0, HUGE, above=True)), "measured": Map(Number(0, HUGE, above=True)),
-              "conditions": Map(Map(AMOUNT))},
+    "kind": Needed(Choice("run", "watch")),
+    "status": NAME,
+    "completed": Flag(),
+    "start_wall": NAME,
+    "command": Each(TEXT),
+    "gpu": GPU,
+    "dtype": NAME,
+    "peaks": {
+        "datasheet": Map(Number(0, HUGE, above=True)),
+        "measured": Map(Number(0, HUGE, above=True)),
+        "conditions": Map(Map(AMOUNT)),
+    },
     "families": Map({"story": Each(Sentence())}),
     "sources": {"used": Each(NAME), "unavailable": Map(TEXT)},
     "options": {"trim_s": Number(0, 1e6)},
-    "versions": Map(NAME), "warnings": Each(TEXT), "errors": Each(TEXT),
-    "distributed": {"world_size": COUNT, "clock": TEXT,
-                    "ranks": Each({"rank": Needed(INDEX), "node": Needed(NAME),
-                                   "gpu": Needed({"nvml_index": Needed(INDEX), "uuid": Needed(NAME)})})},
+    "versions": Map(NAME),
+    "warnings": Each(TEXT),
+    "errors": Each(TEXT),
+    "distributed": {
+        "world_size": COUNT,
+        "clock": TEXT,
+        "ranks": Each(
+            {
+                "rank": Needed(INDEX),
+                "node": Needed(NAME),
+                "gpu": Needed({"nvml_index": Needed(INDEX), "uuid": Needed(NAME)}),
+            }
+        ),
+    },
     "child": {"argv": Each(TEXT), "exit_code": Number(-1e6, 1e6, integer=True), "signal": NAME},
     # a watch's receipt (gpubench.read.receipt): the report gives it anew from the summary, at this price
     "receipt": {"price_per_gpu_hour": AMOUNT},
@@ -190,8 +218,10 @@ def sample_names(names) -> None:
     """Bad where the file lacks a column every recording writes."""
     missing = [n for n in SAMPLE_COLUMNS if n not in names]
     if missing:
-        raise Bad(f"it lacks the column{'s' if len(missing) > 1 else ''} {', '.join(missing)}, so it is not a "
-                  "samples file gpubench wrote")
+        raise Bad(
+            f"it lacks the column{'s' if len(missing) > 1 else ''} {', '.join(missing)}, so it is not a "
+            "samples file gpubench wrote"
+        )
 
 
 def sample_columns(columns: dict, line, notes: list | None, flagged: set, texts: bool = True) -> dict:
@@ -220,8 +250,9 @@ def sample_columns(columns: dict, line, notes: list | None, flagged: set, texts:
                 raise Bad(f"{line(bad[0])}: its {name} is {v[bad[0]]:g}, not a GPU's or a rank's number")
     for name in ("phase", "uuid") if texts else ():
         if name in columns and columns[name].dtype == object and len(columns[name]):
-            lengths = np.fromiter((len(x) if isinstance(x, str) else -1 for x in columns[name]), np.int64,
-                                  len(columns[name]))
+            lengths = np.fromiter(
+                (len(x) if isinstance(x, str) else -1 for x in columns[name]), np.int64, len(columns[name])
+            )
             bad = np.flatnonzero((lengths < 0) | (lengths > LONGEST_TEXT))
             if len(bad):
                 raise Bad(f"{line(bad[0])}: its {name} is not a name of up to {LONGEST_TEXT} characters")
@@ -235,19 +266,25 @@ def sample_columns(columns: dict, line, notes: list | None, flagged: set, texts:
             if notes is not None and name not in flagged:
                 flagged.add(name)
                 first = v[wrong][0]
-                notes.append(f"values of {name} {beyond(name, first)} (such as {first:g}) are left out of the "
-                             "figures: no GPU reads so")
+                notes.append(
+                    f"values of {name} {beyond(name, first)} (such as {first:g}) are left out of the "
+                    "figures: no GPU reads so"
+                )
             out[name] = np.where(wrong, np.nan, v)
     return out
 
 
 # --- the summary -----------------------------------------------------------------------------------
 
+
 def summary_value(key: str, value, scenario, notes: list | None):
     """A summary cell already parsed (numbers as numbers): a number out of its range becomes OutOfRange,
     said in notes."""
-    if (not isinstance(value, (int, float)) or isinstance(value, bool)
-            or (isinstance(value, float) and math.isnan(value))):
+    if (
+        not isinstance(value, (int, float))
+        or isinstance(value, bool)
+        or (isinstance(value, float) and math.isnan(value))
+    ):
         return value
     column = re.sub(r"_p(10|90)$", "", key)
     if in_range(column, value):

@@ -90,9 +90,13 @@ def _columnwise(path: Path, said: list[str], text: frozenset) -> list[dict] | No
     if not names or len(set(names)) != len(names) or "scenario" not in names:
         return None
     try:
-        table = pacsv.read_csv(path, read_options=pacsv.ReadOptions(column_names=names, skip_rows=1),
-                               convert_options=pacsv.ConvertOptions(
-                                   column_types={n: pa.string() for n in names}, strings_can_be_null=False))
+        table = pacsv.read_csv(
+            path,
+            read_options=pacsv.ReadOptions(column_names=names, skip_rows=1),
+            convert_options=pacsv.ConvertOptions(
+                column_types={n: pa.string() for n in names}, strings_can_be_null=False
+            ),
+        )
     except (pa.ArrowInvalid, OSError):
         return None
     n = table.num_rows
@@ -156,28 +160,37 @@ def _by_row(path: Path, said: list[str], text: frozenset) -> list[dict]:
                 if key in seen:
                     first, values = seen[key]
                     if values != list(raw.values()):
-                        raise BadSummary(f"{path} line {line} is a second row for {raw.get('scenario')!r} on GPU "
-                                         f"{raw.get('gpu')} (line {first} is the first) with other numbers: a "
-                                         "summary holds one row for each, so which is the run's cannot be told")
+                        raise BadSummary(
+                            f"{path} line {line} is a second row for {raw.get('scenario')!r} on GPU "
+                            f"{raw.get('gpu')} (line {first} is the first) with other numbers: a "
+                            "summary holds one row for each, so which is the run's cannot be told"
+                        )
                     repeats.append((line, first))
                     continue
                 row = {k: (v or math.nan) if k in text else value(v) for k, v in raw.items()}
                 numbers = numbers or [k for k in row if numeric(k)]
                 bad = [k for k in numbers if not isinstance(row[k], (int, float))]
                 if bad or not row.get("scenario") or not isinstance(row["scenario"], str):
-                    raise BadSummary(f"{path} line {line} is not a summary row "
-                                     f"({bad[0] + ' is not a number' if bad else 'it names no scenario'})")
+                    raise BadSummary(
+                        f"{path} line {line} is not a summary row "
+                        f"({bad[0] + ' is not a number' if bad else 'it names no scenario'})"
+                    )
                 if len(row["scenario"]) > schema.LONGEST_TEXT:
-                    raise BadSummary(f"{path} line {line} is not a summary row (its scenario is longer "
-                                     f"than {schema.LONGEST_TEXT} characters)")
+                    raise BadSummary(
+                        f"{path} line {line} is not a summary row (its scenario is longer "
+                        f"than {schema.LONGEST_TEXT} characters)"
+                    )
                 seen[key] = (line, list(raw.values()))
                 cells += [(len(rows), k) for k, v in row.items() if not _plain(k, v)]
                 rows.append(row)
     except UnicodeDecodeError:
         raise BadSummary(f"{path} is not text: it is not a summary gpubench wrote") from None
     except csv.Error as err:  # a field past csv's limit
-        why = (f"a field longer than {csv.field_size_limit():,} characters, which no summary holds"
-               if "field larger" in str(err) else str(err))
+        why = (
+            f"a field longer than {csv.field_size_limit():,} characters, which no summary holds"
+            if "field larger" in str(err)
+            else str(err)
+        )
         # line_num + 1: the line it stopped in
         raise BadSummary(f"{path} line {reader.line_num + 1} is not a summary row ({why})") from None
     if repeats:

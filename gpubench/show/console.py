@@ -27,8 +27,9 @@ def say(console: Console, *parts) -> None:
     console.print(plain(*parts))
 
 
-def summary_table(summary: list[dict], title: str = "", key: str = "scenario", columns=TABLE,
-                  header: str | None = None) -> Table:
+def summary_table(
+    summary: list[dict], title: str = "", key: str = "scenario", columns=TABLE, header: str | None = None
+) -> Table:
     table = Table(title=plain(title), title_justify="left", header_style="bold")
     table.add_column(header or key, no_wrap=True)
     for col in columns:
@@ -51,9 +52,14 @@ def print_table(summary: list[dict], title: str, key: str = "scenario", columns=
 class ConsoleReporter(Reporter):
     def __init__(self, console: Console | None = None):
         self.console = console or Console(stderr=True)
-        self.progress = Progress(TextColumn("{task.description}", style="bold", markup=False), BarColumn(),
-                                 TextColumn("{task.completed}/{task.total}"), TimeRemainingColumn(),
-                                 console=self.console, transient=True)
+        self.progress = Progress(
+            TextColumn("{task.description}", style="bold", markup=False),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TimeRemainingColumn(),
+            console=self.console,
+            transient=True,
+        )
         self.task = None
         self.n = 0
 

@@ -32,10 +32,15 @@ def status_line(manifest: dict) -> str:
     """When, and whether it completed: the report's first line."""
     why = partial(manifest)
     lacking = manifest.get("summary_lacking") if manifest.get("completed") is True else None
-    status = (f"completed, but **{md.text(lacking)}**, so no {'phase' if is_job(manifest) else 'scenario'} is "
-              "summarized here" if lacking else unfinished(manifest) if is_job(manifest) and manifest.get(
-                  "status") == "running" else
-              f"**a partial run**: it {why}, so it holds only what was recorded until then" if why else "completed")
+    status = (
+        f"completed, but **{md.text(lacking)}**, so no {'phase' if is_job(manifest) else 'scenario'} is summarized here"
+        if lacking
+        else unfinished(manifest)
+        if is_job(manifest) and manifest.get("status") == "running"
+        else f"**a partial run**: it {why}, so it holds only what was recorded until then"
+        if why
+        else "completed"
+    )
     start = manifest.get("start_wall")
     what = "Watch" if is_job(manifest) else "Run"
     return f"{what} of {md.text(start)}, {status}." if known(start) else f"{what} {status}."
@@ -48,12 +53,20 @@ def unfinished(manifest: dict) -> str:
     pid = (manifest.get("watcher") or {}).get("pid")
     alive = still_running(manifest)
     who = f"process {pid}" if known(pid) and isinstance(pid, int) else "its process"
-    said = (f"the watch still runs ({who} on this machine), so this report holds what it had recorded by now"
-            if alive else f"its watch ({who}) is gone, killed before it finished, so this report holds what it "
-            "recorded until then" if alive is False else "its manifest still says running (the watch was killed, or "
-            "still runs elsewhere), so this report holds what it had recorded by then")
-    so_far = ("; its phases are summarized from the samples and marks written so far (samples reach the disk a "
-              "minute at a time)" if manifest.get("summary_so_far") else "; its phases are summarized when it ends")
+    said = (
+        f"the watch still runs ({who} on this machine), so this report holds what it had recorded by now"
+        if alive
+        else f"its watch ({who}) is gone, killed before it finished, so this report holds what it recorded until then"
+        if alive is False
+        else "its manifest still says running (the watch was killed, or "
+        "still runs elsewhere), so this report holds what it had recorded by then"
+    )
+    so_far = (
+        "; its phases are summarized from the samples and marks written so far (samples reach the disk a "
+        "minute at a time)"
+        if manifest.get("summary_so_far")
+        else "; its phases are summarized when it ends"
+    )
     return f"**unfinished**: {said}{so_far}"
 
 
@@ -65,11 +78,13 @@ def machine_line(manifest: dict) -> str | None:
     sampled = {g.get("name") for g in manifest.get("gpus_sampled") or [] if known(g.get("name"))}
     count = len(manifest.get("gpus_sampled") or [])
     name = gpu.get("name") if known(gpu.get("name")) else next(iter(sampled)) if len(sampled) == 1 else ""
-    facts = [(f"{count} × {md.text(name)}" if count > 1 and sampled == {name} else md.text(name)) if name else "",
-             f"{gpu['sm_count']} SMs" if known(gpu.get("sm_count")) else "",
-             f"{fmt(memory, '{:.0f}')} GiB" if known(memory) else "",
-             f"driver {md.text(gpu['driver'])}" if known(gpu.get("driver")) else "",
-             f"CUDA {md.text(gpu['cuda_driver'])}" if known(gpu.get("cuda_driver")) else ""]
+    facts = [
+        (f"{count} × {md.text(name)}" if count > 1 and sampled == {name} else md.text(name)) if name else "",
+        f"{gpu['sm_count']} SMs" if known(gpu.get("sm_count")) else "",
+        f"{fmt(memory, '{:.0f}')} GiB" if known(memory) else "",
+        f"driver {md.text(gpu['driver'])}" if known(gpu.get("driver")) else "",
+        f"CUDA {md.text(gpu['cuda_driver'])}" if known(gpu.get("cuda_driver")) else "",
+    ]
     if any(facts):
         out.append(", ".join(f for f in facts if f) + ".")
     if any(known(v) for v in versions.values()):
@@ -117,36 +132,57 @@ def peaks_line(manifest: dict) -> str | None:
     meas, sheet = peaks.get("measured") or {}, peaks.get("datasheet") or {}
     seen = (peaks.get("conditions") or {}).get("bf16_tensor") or {}
     out = []
-    copy, bf16, fp16 = (_tera(meas, "dram", "{:.2f}"), _tera(meas, "bf16_tensor", "{:.0f}"),
-                        _tera(meas, "fp16_tensor", "{:.0f}"))
+    copy, bf16, fp16 = (
+        _tera(meas, "dram", "{:.2f}"),
+        _tera(meas, "bf16_tensor", "{:.0f}"),
+        _tera(meas, "fp16_tensor", "{:.0f}"),
+    )
     measured = [f"device-to-device copy {copy} TB/s (read + written)" if copy else ""]
     matmul = " and ".join(f"{k} {v}" for k, v in (("bf16", bf16), ("fp16", fp16)) if v)
     if matmul:
-        clock = [f"{fmt(seen['sm_clock_mhz'], '{:.0f}')} MHz" if known(seen.get("sm_clock_mhz")) else "",
-                 f"{fmt(seen['power_w_energy'], '{:.0f}')} W" if known(seen.get("power_w_energy")) else ""]
+        clock = [
+            f"{fmt(seen['sm_clock_mhz'], '{:.0f}')} MHz" if known(seen.get("sm_clock_mhz")) else "",
+            f"{fmt(seen['power_w_energy'], '{:.0f}')} W" if known(seen.get("power_w_energy")) else "",
+        ]
         at = f" (bf16 at {' and '.join(c for c in clock if c)})" if bf16 and any(clock) else ""
         measured.append(f"dense matmul {matmul} TFLOP/s{at}")
     if any(measured):
-        out.append(f"Measured at the start, sustained (median over {SUSTAIN_S:g} s after {WARM_S:g} s of the same "
-                   f"work): {', '.join(m for m in measured if m)}.")
-    sheet_parts = [f"{name} {v} TFLOP/s" if unit == "T" else f"{name} {v} TB/s"
-                   for name, v, unit in (("DRAM", _tera(sheet, "dram", "{:.2f}"), "B"),
-                                         ("bf16", _tera(sheet, "bf16_tensor", "{:.0f}"), "T"),
-                                         ("FP32", _tera(sheet, "fp32", "{:.1f}"), "T")) if v]
+        out.append(
+            f"Measured at the start, sustained (median over {SUSTAIN_S:g} s after {WARM_S:g} s of the same "
+            f"work): {', '.join(m for m in measured if m)}."
+        )
+    sheet_parts = [
+        f"{name} {v} TFLOP/s" if unit == "T" else f"{name} {v} TB/s"
+        for name, v, unit in (
+            ("DRAM", _tera(sheet, "dram", "{:.2f}"), "B"),
+            ("bf16", _tera(sheet, "bf16_tensor", "{:.0f}"), "T"),
+            ("FP32", _tera(sheet, "fp32", "{:.1f}"), "T"),
+        )
+        if v
+    ]
     link = _tera(sheet, "link", "{:.0f}", 1e9)
     if sheet_parts or link:
-        out.append("Datasheet: " + ", ".join(sheet_parts) + ("; " if sheet_parts and link else "") +
-                   (f"host link {link} GB/s per direction" if link else "") + ".")
+        out.append(
+            "Datasheet: "
+            + ", ".join(sheet_parts)
+            + ("; " if sheet_parts and link else "")
+            + (f"host link {link} GB/s per direction" if link else "")
+            + "."
+        )
     if not out:
         return None
     if is_job(manifest):
         dtype = manifest.get("dtype")
-        out.append(f"MFU divides the job's FLOPs per second by the datasheet's dense "
-                   f"{md.text(dtype) + ' ' if known(dtype) else ''}peak (--dtype)" +
-                   ("; `mfu_measured_pct` in summary.csv by the measured one." if matmul else "."))
+        out.append(
+            f"MFU divides the job's FLOPs per second by the datasheet's dense "
+            f"{md.text(dtype) + ' ' if known(dtype) else ''}peak (--dtype)"
+            + ("; `mfu_measured_pct` in summary.csv by the measured one." if matmul else ".")
+        )
     else:
-        out.append("MFU, MBU and link share divide by the datasheet; the `_measured_pct` columns of summary.csv "
-                   "divide by the measured peaks.")
+        out.append(
+            "MFU, MBU and link share divide by the datasheet; the `_measured_pct` columns of summary.csv "
+            "divide by the measured peaks."
+        )
     return "Peaks. " + " ".join(out)
 
 
@@ -154,16 +190,21 @@ def sources_line(manifest: dict) -> str:
     sources = manifest.get("sources") or {}
     used = ", ".join(md.text(s) for s in sources.get("used") or []) or "none"
     return f"Metric sources used: {used}. " + " ".join(
-        f"{md.text(name)} not used: {md.text(why)}." for name, why in (sources.get("unavailable") or {}).items())
+        f"{md.text(name)} not used: {md.text(why)}." for name, why in (sources.get("unavailable") or {}).items()
+    )
 
 
 def ranks_line(d: dict) -> str:
     """Who ran where, in a run under torchrun."""
     ranks = d.get("ranks") or []
     nodes = sorted({r["node"] for r in ranks})
-    each = "; ".join(f"rank {r['rank']} on {md.text(r['node'])}: GPU {r['gpu']['nvml_index']} "
-                     f"({md.text(r['gpu']['uuid'])})" for r in ranks)
+    each = "; ".join(
+        f"rank {r['rank']} on {md.text(r['node'])}: GPU {r['gpu']['nvml_index']} ({md.text(r['gpu']['uuid'])})"
+        for r in ranks
+    )
     size = f"{d['world_size']} ranks" if known(d.get("world_size")) else "ranks"
-    return (f"Run under torchrun: {size} on {len(nodes)} node(s), one GPU each ({each}). "
-            f"Each scenario ran on every rank at once; one process per node sampled that node's GPUs. "
-            f"Sample and window {md.text(d.get('clock', ''))}.")
+    return (
+        f"Run under torchrun: {size} on {len(nodes)} node(s), one GPU each ({each}). "
+        f"Each scenario ran on every rank at once; one process per node sampled that node's GPUs. "
+        f"Sample and window {md.text(d.get('clock', ''))}."
+    )

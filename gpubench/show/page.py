@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gpubench.show import markdown as md
 
+
 def to_markdown(bl) -> str:
     lines = []
     for b in bl:
@@ -44,18 +45,20 @@ def _table(head, rows) -> str:
 
 
 def to_html(bl, figures_dir: Path) -> str:
-    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>gpubench report</title><style>"
-             "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;line-height:1.45;color:#222}"
-             "table{border-collapse:collapse;font-size:13px}"
-             "td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}"
-             ".num{text-align:right}"
-             "td:first-child{white-space:nowrap}"
-             "img{max-width:100%}code{background:#f3f3f3}"
-             # the headline, legend and all, in the first screen: as wide as it can be below a bounded height
-             "h1{font-size:1.6em;margin:.2em 0 .4em}"
-             "figure.first{margin:0}figure.first img{max-height:min(500px,60vh);width:auto}"
-             "td:last-child{min-width:12em}</style>"
-             "</head><body>"]
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>gpubench report</title><style>"
+        "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;line-height:1.45;color:#222}"
+        "table{border-collapse:collapse;font-size:13px}"
+        "td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}"
+        ".num{text-align:right}"
+        "td:first-child{white-space:nowrap}"
+        "img{max-width:100%}code{background:#f3f3f3}"
+        # the headline, legend and all, in the first screen: as wide as it can be below a bounded height
+        "h1{font-size:1.6em;margin:.2em 0 .4em}"
+        "figure.first{margin:0}figure.first img{max-height:min(500px,60vh);width:auto}"
+        "td:last-child{min-width:12em}</style>"
+        "</head><body>"
+    ]
     for b in bl:
         kind = b[0]
         if kind in ("h1", "h2", "h3"):
@@ -67,8 +70,10 @@ def to_html(bl, figures_dir: Path) -> str:
         elif kind == "img":
             data = base64.b64encode((figures_dir / Path(b[1]).name).read_bytes()).decode()
             first = " class=first" if b[3:] == ("first",) else ""
-            parts.append(f"<figure{first}><img alt='{html.escape(b[2])}' src='data:image/png;base64,{data}'>"
-                         f"<figcaption>{html.escape(b[2])}</figcaption></figure>")
+            parts.append(
+                f"<figure{first}><img alt='{html.escape(b[2])}' src='data:image/png;base64,{data}'>"
+                f"<figcaption>{html.escape(b[2])}</figcaption></figure>"
+            )
         elif kind == "table":
             parts.append(_table(b[1], b[2]))
     parts.append("</body></html>")

@@ -33,8 +33,11 @@ def sentence(row: dict, job: bool) -> str:
         return f"{name}: {numbers}. {md.text(verdict)}" if verdict else f"{name}: {numbers}."
     truth, value = work_fraction(row)
     sm = row.get("sm_active_pct")
-    return (f"{name}: nvidia-smi said {_said(util)} busy" + (f", SM active {pct(sm)}" if finite(sm) else "") +
-            f"; {truth} {_said(value)} of the peak.")
+    return (
+        f"{name}: nvidia-smi said {_said(util)} busy"
+        + (f", SM active {pct(sm)}" if finite(sm) else "")
+        + f"; {truth} {_said(value)} of the peak."
+    )
 
 
 def points(summary: list[dict], job: bool) -> list[tuple]:

@@ -22,14 +22,18 @@ def _load(run_dir: Path, summarize=None):
         raise UsageError(f"cannot read {err.filename or run_dir}: {err.strerror or err}") from None
     running = manifest.get("kind") == "watch" and manifest.get("status") == "running"
     if not len(samples) and running:  # a watch writes its samples a batch at a time (gpubench.record.arrowfile)
-        raise UsageError(f"{run_dir} is a watch that has not finished (its manifest says running), and none of its "
-                         "samples is on disk yet: a watch writes them a minute at a time, so try again a minute after "
-                         "it started")
+        raise UsageError(
+            f"{run_dir} is a watch that has not finished (its manifest says running), and none of its "
+            "samples is on disk yet: a watch writes them a minute at a time, so try again a minute after "
+            "it started"
+        )
     if not len(samples):
         why = partial(manifest)
-        raise UsageError(f"{run_dir} holds no samples, so there is nothing to plot or report: "
-                         f"{samples_path(run_dir).name} has no rows" +
-                         (f" (the run {why})" if why else ", though its manifest says the run completed"))
+        raise UsageError(
+            f"{run_dir} holds no samples, so there is nothing to plot or report: "
+            f"{samples_path(run_dir).name} has no rows"
+            + (f" (the run {why})" if why else ", though its manifest says the run completed")
+        )
     if running and not summary and summarize is not None:  # unfinished: its phases so far, by the summary's code
         summary = summarize(run_dir, manifest, samples)
         manifest["summary_so_far"] = True
@@ -48,9 +52,11 @@ def output_dir(run_dir: Path, out: Path | None, default: Path, targets: list[str
     if out is not None and _same(out, default):
         out = None  # the place it writes to without --out: as if none were given
     if out is not None and _inside(out, run_dir):
-        raise UsageError(f"--out {out} lies inside the run directory {run_dir}, where it would mix with the "
-                         f"run's own files (report writes figures/ under its --out): write elsewhere, or leave --out "
-                         f"out to write into {default}")
+        raise UsageError(
+            f"--out {out} lies inside the run directory {run_dir}, where it would mix with the "
+            f"run's own files (report writes figures/ under its --out): write elsewhere, or leave --out "
+            f"out to write into {default}"
+        )
     given, out = out is not None, out if out is not None else default
     for folder in (out, out / "figures"):
         if (pid := clear_debris(folder)) is not None:
@@ -62,17 +68,22 @@ def output_dir(run_dir: Path, out: Path | None, default: Path, targets: list[str
     else:
         figures = run_dir / "figures"
         if figures.exists() and not figures.is_dir():
-            raise UsageError(f"{figures} is a file, not a folder of figures: move it away, or write elsewhere "
-                             "with --out DIR")
+            raise UsageError(
+                f"{figures} is a file, not a folder of figures: move it away, or write elsewhere with --out DIR"
+            )
         if run_dir.is_dir() and (problem := check_writable(default, may_hold=None)):
             raise UsageError(f"cannot write into the run directory: {problem}; write elsewhere with --out DIR")
     for target in (out / name for name in targets):
         if target.parent != out and target.parent.exists() and not target.parent.is_dir():
-            raise UsageError(f"{target.parent} is a file, where gpubench would write figures: move it away, or "
-                             "write elsewhere with --out DIR")
+            raise UsageError(
+                f"{target.parent} is a file, where gpubench would write figures: move it away, or "
+                "write elsewhere with --out DIR"
+            )
         if target.is_dir():
-            raise UsageError(f"{target} is a folder, where gpubench would write a file: move it away, or write "
-                             "elsewhere with --out DIR")
+            raise UsageError(
+                f"{target} is a folder, where gpubench would write a file: move it away, or write "
+                "elsewhere with --out DIR"
+            )
     return out
 
 

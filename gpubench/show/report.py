@@ -67,8 +67,13 @@ def blocks(manifest, summary, figures_present, figures_empty: dict | None = None
     out.append(("h2", "Phase by phase" if job else "Scenario by scenario"))
     told, cut = longest(summary, STORIES_MAX)
     if cut:
-        out.append(("p", f"Told here: the {len(told):,} {'phases' if job else 'rows'} that lasted longest of "
-                         f"{len(summary):,}, in their order; the numbers of every one are in summary.csv."))
+        out.append(
+            (
+                "p",
+                f"Told here: the {len(told):,} {'phases' if job else 'rows'} that lasted longest of "
+                f"{len(summary):,}, in their order; the numbers of every one are in summary.csv.",
+            )
+        )
     for r in told:
         out.append(("h3", label(r)))
         out.append(("p", md.text(story(r, manifest))))
@@ -82,25 +87,45 @@ def _summary_blocks(manifest, summary, job: bool) -> list[tuple]:
     trim = manifest.get("options", {}).get("trim_s", TRIM_S)
     out = [("h2", "Summary")]
     if job:
-        out.append(("p", f"Medians over each phase's steady window (its first {trim} s dropped); n/a where this run "
-                         "could not record the metric. TFLOP/s and MFU count the FLOPs the job reported with its "
-                         "steps (gpubench.step); only MFU measures work done." + _sources(manifest, summary)))
+        out.append(
+            (
+                "p",
+                f"Medians over each phase's steady window (its first {trim} s dropped); n/a where this run "
+                "could not record the metric. TFLOP/s and MFU count the FLOPs the job reported with its "
+                "steps (gpubench.step); only MFU measures work done." + _sources(manifest, summary),
+            )
+        )
         columns, extra = WATCH_TABLE, ["verdict"]
     else:
-        out.append(("p", f"Medians over each scenario's steady window (its first {trim} s dropped); n/a where this "
-                         "run could not record the metric. GB/s counts useful bytes (each input read once, each output "
-                         "written once); the ground truth is MFU for arithmetic, MBU for memory-bound kernels and the "
-                         "link share for host-to-device copies."))
+        out.append(
+            (
+                "p",
+                f"Medians over each scenario's steady window (its first {trim} s dropped); n/a where this "
+                "run could not record the metric. GB/s counts useful bytes (each input read once, each output "
+                "written once); the ground truth is MFU for arithmetic, MBU for memory-bound kernels and the "
+                "link share for host-to-device copies.",
+            )
+        )
         columns, extra = TABLE, ["kernel ms (p10–p90)"]
     head = ["phase" if job else "scenario"] + [BY_COLUMN[c].header for c in columns] + extra
     tabled, cut = longest(summary, TABLE_MAX)
-    rows = [[label(r)] + [fmt_value(c, r.get(c)) for c in columns] +
-            [md.text(r.get("verdict") or "") if job else _kernel_ms(r)] for r in tabled]
-    out.append(("table", head, rows) if rows else
-               ("p", f"No {'phase' if job else 'scenario'} was summarized in this run."))
+    rows = [
+        [label(r)]
+        + [fmt_value(c, r.get(c)) for c in columns]
+        + [md.text(r.get("verdict") or "") if job else _kernel_ms(r)]
+        for r in tabled
+    ]
+    out.append(
+        ("table", head, rows) if rows else ("p", f"No {'phase' if job else 'scenario'} was summarized in this run.")
+    )
     if cut:
-        out.append(("p", f"The table holds the {len(tabled):,} rows that lasted longest of {len(summary):,}, in their "
-                         "order; summary.csv and summary.json hold every one."))
+        out.append(
+            (
+                "p",
+                f"The table holds the {len(tabled):,} rows that lasted longest of {len(summary):,}, in their "
+                "order; summary.csv and summary.json hold every one.",
+            )
+        )
     out += _energy_blocks(tabled, job)
     if not job:
         out += _decode_blocks(summary, manifest)
@@ -108,13 +133,21 @@ def _summary_blocks(manifest, summary, job: bool) -> list[tuple]:
 
 
 def _metrics_blocks() -> list[tuple]:
-    out = [("h2", "The metrics, and where to find them in DCGM"),
-           ("p", f"GPU-Util (DCGM field 203) is the {GPU_UTIL_MEANING}. Add SM active (1002) and SM occupancy "
-                 "(1003) to see how much of the chip is in use, tensor active (1004) to see matrix work, and DRAM "
-                 "active (1005) to see memory traffic. None of them is the work done: for that, count FLOPs and "
-                 "bytes and divide by the peaks (MFU, MBU).")]
-    metric_rows = [[m.column, m.label, str(m.dcgm_id), m.dcgm_name or "", m.meaning] for m in BY_COLUMN.values()
-                   if m.sampled and not m.column.startswith(("smi_", "dcgm_"))]
+    out = [
+        ("h2", "The metrics, and where to find them in DCGM"),
+        (
+            "p",
+            f"GPU-Util (DCGM field 203) is the {GPU_UTIL_MEANING}. Add SM active (1002) and SM occupancy "
+            "(1003) to see how much of the chip is in use, tensor active (1004) to see matrix work, and DRAM "
+            "active (1005) to see memory traffic. None of them is the work done: for that, count FLOPs and "
+            "bytes and divide by the peaks (MFU, MBU).",
+        ),
+    ]
+    metric_rows = [
+        [m.column, m.label, str(m.dcgm_id), m.dcgm_name or "", m.meaning]
+        for m in BY_COLUMN.values()
+        if m.sampled and not m.column.startswith(("smi_", "dcgm_"))
+    ]
     out.append(("table", ["column", "what", "DCGM id", "DCGM field", "meaning"], metric_rows))
     return out
 
@@ -143,9 +176,11 @@ def _sources(manifest: dict, summary: list[dict]) -> str:
     """Where a watched job's steps, FLOPs and phases came from, where gpubench found them itself."""
     said = []
     if any("optimizer" in str(r.get("steps_source") or "") for r in summary):
-        said.append("Where the job reported no steps, its optimizer's steps are its steps (a PyTorch hook, no "
-                    "code change), and their FLOPs were counted by gpubench from one whole step, which is left "
-                    "out of every rate.")
+        said.append(
+            "Where the job reported no steps, its optimizer's steps are its steps (a PyTorch hook, no "
+            "code change), and their FLOPs were counted by gpubench from one whole step, which is left "
+            "out of every rate."
+        )
     if any(r.get("flops_source") == "counters" for r in summary):
         said.append("Where no FLOPs are known, the tensor pipes' activity bounds them (the tensor ceiling).")
     if (manifest.get("auto") or {}).get("phases_from") == "activity":
@@ -168,27 +203,43 @@ def _energy_blocks(summary, job: bool = False) -> list[tuple]:
     if not rows:
         return []
     if job:
-        text = (f"{_job_energy(rows)}. Power is the energy counter's rise over each phase's steady window divided "
-                "by its length; a step's energy is that power times the time of a step. Work per joule counts the "
-                "FLOPs and tokens the job reported with its steps.")
+        text = (
+            f"{_job_energy(rows)}. Power is the energy counter's rise over each phase's steady window divided "
+            "by its length; a step's energy is that power times the time of a step. Work per joule counts the "
+            "FLOPs and tokens the job reported with its steps."
+        )
     else:
-        text = (f"{md.text(finding(rows, summary))}. Power is the energy counter's rise over each steady window "
-                "divided by its length; a call's energy is that power times its GPU time (the calls run back to "
-                "back). Useful work per joule counts the ground truth's work: useful bytes where MBU judges, FLOPs "
-                "where MFU does.")
+        text = (
+            f"{md.text(finding(rows, summary))}. Power is the energy counter's rise over each steady window "
+            "divided by its length; a call's energy is that power times its GPU time (the calls run back to "
+            "back). Useful work per joule counts the ground truth's work: useful bytes where MBU judges, FLOPs "
+            "where MFU does."
+        )
     columns = JOB_ENERGY if job else ENERGY
-    return [("h2", "Energy"), ("p", text),
-            ("table", ["phase" if job else "scenario"] + [BY_COLUMN[c].header for c in columns],
-             [[label(r)] + [fmt_value(c, r.get(c)) for c in columns] for r in rows])]
+    return [
+        ("h2", "Energy"),
+        ("p", text),
+        (
+            "table",
+            ["phase" if job else "scenario"] + [BY_COLUMN[c].header for c in columns],
+            [[label(r)] + [fmt_value(c, r.get(c)) for c in columns] for r in rows],
+        ),
+    ]
 
 
 def _job_energy(rows) -> str:
     """What each phase drew at the GPU-Util it read, and the FLOPs each kilojoule bought where the job
     reported them."""
-    said = [f"{label(r)} drew {fmt_value('power_w_energy', r['power_w_energy'])} at "
-            f"{fmt_value('gpu_util_pct', r.get('gpu_util_pct'))} GPU-Util" +
-            (f" and did {fmt_value('tflop_per_kj', r['tflop_per_kj'])} TFLOP per kJ" if finite(r.get("tflop_per_kj"))
-             else "") for r in rows]
+    said = [
+        f"{label(r)} drew {fmt_value('power_w_energy', r['power_w_energy'])} at "
+        f"{fmt_value('gpu_util_pct', r.get('gpu_util_pct'))} GPU-Util"
+        + (
+            f" and did {fmt_value('tflop_per_kj', r['tflop_per_kj'])} TFLOP per kJ"
+            if finite(r.get("tflop_per_kj"))
+            else ""
+        )
+        for r in rows
+    ]
     return "; ".join(said)[:1].upper() + "; ".join(said)[1:]
 
 
@@ -201,22 +252,29 @@ def _decode_blocks(summary, manifest) -> list[tuple]:
     rows, peaks = by[impl], manifest.get("peaks") or {}
     f = sweep_facts(rows, peaks)
     first, last = rows[0], rows[-1]
-    text = [f"The {md.text(impl)} decode steps from batch {f['b0']:.0f} to {f['b1']:.0f} read the same weights "
-            "once a step: "
-            f"tokens/s rose {f['tokens_x']:.0f}x ({first['tokens_per_s']:,.0f} to {last['tokens_per_s']:,.0f}) "
-            f"while the step time rose {f['time_x']:.1f}x ({first['kernel_ms'] * 1e3:.0f} to "
-            f"{last['kernel_ms'] * 1e3:.0f} µs)"]
+    text = [
+        f"The {md.text(impl)} decode steps from batch {f['b0']:.0f} to {f['b1']:.0f} read the same weights "
+        "once a step: "
+        f"tokens/s rose {f['tokens_x']:.0f}x ({first['tokens_per_s']:,.0f} to {last['tokens_per_s']:,.0f}) "
+        f"while the step time rose {f['time_x']:.1f}x ({first['kernel_ms'] * 1e3:.0f} to "
+        f"{last['kernel_ms'] * 1e3:.0f} µs)"
+    ]
     if finite(f["util_min"]):
         lo, hi = pct(f["util_min"]), pct(f["util_max"])
         text.append(f"GPU-Util read {lo if lo == hi else f'{lo} to {hi}'} throughout")
-    text.append(f"at batch {f['b0']:.0f} MBU was {pct(first.get('mbu_pct'))} and MFU {pct(first.get('mfu_pct'))}; "
-                f"at batch {f['b1']:.0f} MBU {pct(last.get('mbu_pct'))} and MFU {pct(last.get('mfu_pct'))}")
+    text.append(
+        f"at batch {f['b0']:.0f} MBU was {pct(first.get('mbu_pct'))} and MFU {pct(first.get('mfu_pct'))}; "
+        f"at batch {f['b1']:.0f} MBU {pct(last.get('mbu_pct'))} and MFU {pct(last.get('mfu_pct'))}"
+    )
     if f["mfu_over_mbu"] is not None:
         text.append(f"MFU first exceeded MBU at batch {f['mfu_over_mbu']:.0f}")
     ridges = [(which, ridge_flop_per_byte(peaks, which)) for which in ("measured", "datasheet")]
-    said = [f"{r:.0f} FLOP per byte from the {which} peaks" + (f" (batch {batch_at(rows, r):.0f} here)"
-                                                              if finite(batch_at(rows, r)) else "")
-            for which, r in ridges if r]
+    said = [
+        f"{r:.0f} FLOP per byte from the {which} peaks"
+        + (f" (batch {batch_at(rows, r):.0f} here)" if finite(batch_at(rows, r)) else "")
+        for which, r in ridges
+        if r
+    ]
     if said:
         text.append("the ridge, where the bf16 roof meets the DRAM roof, lies at " + " and ".join(said))
     return [("h2", "Decode"), ("p", "; ".join(text) + ".")]
@@ -236,8 +294,9 @@ def write_report(run_dir, manifest, samples, summary, out_dir=None) -> list[Path
     with staging(out) as stage:
         notes: dict = {}
         drawn = draw_all(manifest, samples, summary, stage / "figures", notes)  # the figures shown match the data
-        empty = {name: n["empty"] for name, n in notes.items()
-                 if isinstance(n, dict) and isinstance(n.get("empty"), str)}
+        empty = {
+            name: n["empty"] for name, n in notes.items() if isinstance(n, dict) and isinstance(n.get("empty"), str)
+        }
         present = {p.stem for p in drawn} - set(empty)
         bl = blocks(manifest, summary, present, empty)
         (stage / "report.md").write_text(to_markdown(bl))

@@ -82,8 +82,11 @@ def commit(stage: Path, out: Path, names: list[str]) -> list[Path]:
     pending: list[int] = []
     held = {}
     if threading.current_thread() is threading.main_thread():
-        held = {s: signal.signal(s, lambda signum, frame: pending.append(signum))
-                for s in HELD if signal.getsignal(s) is not None}
+        held = {
+            s: signal.signal(s, lambda signum, frame: pending.append(signum))
+            for s in HELD
+            if signal.getsignal(s) is not None
+        }
     try:
         moved = []
         for name in names:

@@ -51,13 +51,16 @@ def _derived(field: str) -> bool:
 def context(row: dict, manifest: dict) -> dict:
     ctx = dict(row)
     util = row.get("gpu_util_pct")
-    ctx.update(said=f"nvidia-smi said {fmt_value('gpu_util_pct', util)} busy" if not isinstance(util, OutOfRange) else
-               "nvidia-smi's GPU-Util reading was out of range",
-               sm_count=manifest.get("gpu", {}).get("sm_count", math.nan),
-               useful_gb=(row.get("bytes_per_call") or math.nan) / 1e9,
-               traffic_gb=(row.get("traffic_per_call") if finite(row.get("traffic_per_call")) else math.nan) / 1e9,
-               kernel_us=(row.get("kernel_ms") or math.nan) * 1e3,
-               dtype=UNIT_NAMES.get(row.get("unit"), str(row.get("unit"))))
+    ctx.update(
+        said=f"nvidia-smi said {fmt_value('gpu_util_pct', util)} busy"
+        if not isinstance(util, OutOfRange)
+        else "nvidia-smi's GPU-Util reading was out of range",
+        sm_count=manifest.get("gpu", {}).get("sm_count", math.nan),
+        useful_gb=(row.get("bytes_per_call") or math.nan) / 1e9,
+        traffic_gb=(row.get("traffic_per_call") if finite(row.get("traffic_per_call")) else math.nan) / 1e9,
+        kernel_us=(row.get("kernel_ms") or math.nan) * 1e3,
+        dtype=UNIT_NAMES.get(row.get("unit"), str(row.get("unit"))),
+    )
     if opening.is_job(manifest):  # a watch's FLOPs are of its --dtype, counted by the manifest's convention
         ctx.update(dtype=manifest.get("dtype") or "bf16", flop_convention=manifest.get("flop_convention"))
     return ctx
@@ -71,8 +74,12 @@ def story(row: dict, manifest: dict) -> str:
     out = []
     for sentence in sentences:
         fields = [f for _, f, _, _ in string.Formatter().parse(sentence) if f]
-        lacking = [f for f in fields if not _is_metric(f) and (ctx.get(f) in (None, "") or
-                                                               (isinstance(ctx.get(f), float) and math.isnan(ctx[f])))]
+        lacking = [
+            f
+            for f in fields
+            if not _is_metric(f)
+            and (ctx.get(f) in (None, "") or (isinstance(ctx.get(f), float) and math.isnan(ctx[f])))
+        ]
         derived = [f for f in fields if _derived(f)]
         if lacking or (derived and not any(finite(ctx.get(f)) or isinstance(ctx.get(f), OutOfRange) for f in derived)):
             continue

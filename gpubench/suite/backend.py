@@ -29,17 +29,26 @@ class CudaBackend:
 
         info = nvml.device_info(gpu.nvml_index)
         props = torch.cuda.get_device_properties(gpu.cuda_index)
-        info.update(cuda_index=gpu.cuda_index, sm_count=props.multi_processor_count,
-                    compute_capability=f"{props.major}.{props.minor}",
-                    l2_cache_mib=getattr(props, "L2_cache_size", 0) / 2**20)
+        info.update(
+            cuda_index=gpu.cuda_index,
+            sm_count=props.multi_processor_count,
+            compute_capability=f"{props.major}.{props.minor}",
+            l2_cache_mib=getattr(props, "L2_cache_size", 0) / 2**20,
+        )
         return info
 
     def versions(self) -> dict:
         import torch
 
-        return {"gpubench": version(DIST), "python": platform.python_version(),
-                "torch": torch.__version__, "torch_cuda": torch.version.cuda, "triton": version("triton"),
-                "cupy": cupy_version(), "nvidia-ml-py": version("nvidia-ml-py")}
+        return {
+            "gpubench": version(DIST),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "torch_cuda": torch.version.cuda,
+            "triton": version("triton"),
+            "cupy": cupy_version(),
+            "nvidia-ml-py": version("nvidia-ml-py"),
+        }
 
     def prepare(self, gpu: gpus.Gpu) -> None:
         import torch

@@ -41,8 +41,9 @@ class RunOptions:
 
 
 def estimate_s(opts: RunOptions) -> float:
-    return (sum(sc.measured_s(opts.duration_s) + opts.gap_s + 1.0 for sc in opts.scenarios)
-            + (12.0 if opts.recording.peaks else 0.0))
+    return sum(sc.measured_s(opts.duration_s) + opts.gap_s + 1.0 for sc in opts.scenarios) + (
+        12.0 if opts.recording.peaks else 0.0
+    )
 
 
 class Alone:
@@ -84,8 +85,9 @@ class Progress:
         self.reporter.warn(message)
 
 
-def run_scenarios(opts: RunOptions, backend, phases, progress: Progress, strategy=Alone(),
-                  on_peaks=lambda measured: None) -> None:
+def run_scenarios(
+    opts: RunOptions, backend, phases, progress: Progress, strategy=Alone(), on_peaks=lambda measured: None
+) -> None:
     """Every scenario of opts, after the peaks where asked for. `phases` labels the samples (a Recording, or
     gpubench.record.recording.Unsampled where another process samples this GPU)."""
     progress.reporter.start(opts.scenarios, estimate_s(opts))
@@ -112,8 +114,9 @@ def run_one(i, sc: Scenario, opts: RunOptions, backend, phases, progress: Progre
         if problems:
             note = f"{sc.name} skipped: " + "; ".join(label + text for label, (_, text) in problems)
             if strategy.speaks:  # one note for the run
-                (progress.errors if any(kind == "error" for _, (kind, _) in problems)
-                 else progress.warnings).append(note)
+                (progress.errors if any(kind == "error" for _, (kind, _) in problems) else progress.warnings).append(
+                    note
+                )
             reporter.warn(note)
             return
         plan = strategy.plan(prepared, backend) if prepared.run is not None else None
@@ -132,8 +135,9 @@ def run_one(i, sc: Scenario, opts: RunOptions, backend, phases, progress: Progre
     if timings is not None and timings.spans:  # timed in the window the counters cover, after the trim
         timings = timings.within(window.t_start + TRIM_S, window.t_end)
         timed_in = f"{window.t_start + TRIM_S:.6f}-{window.t_end:.6f}"
-    progress.results.append({**scenario_result(sc, progress.gpu, prepared, facts, window, timings),
-                             "timing_window": timed_in})
+    progress.results.append(
+        {**scenario_result(sc, progress.gpu, prepared, facts, window, timings), "timing_window": timed_in}
+    )
     if prepared.arrivals is not None:
         progress.arrivals[sc.name] = list(prepared.arrivals)
     del prepared
@@ -164,8 +168,13 @@ def run_suite(opts: RunOptions, backend, reporter: Reporter, clock=time.monotoni
 
     def finish(rows):
         peaks["conditions"] = {k: peak_conditions(rows, gpu.nvml_index, *w) for k, w in progress.peak_windows.items()}
-        summary[:] = summarize(rows, progress.results, peaks, rec.sampler.columns,
-                               ceiling=tensor_ceiling.for_suite(info.get("name", ""), peaks["datasheet"]))
+        summary[:] = summarize(
+            rows,
+            progress.results,
+            peaks,
+            rec.sampler.columns,
+            ceiling=tensor_ceiling.for_suite(info.get("name", ""), peaks["datasheet"]),
+        )
         write_summary(opts.out_dir, summary)
         rec.manifest.update(peaks=peaks, scenarios_done=[r["scenario"] for r in progress.results])
 
@@ -183,14 +192,20 @@ def run_suite(opts: RunOptions, backend, reporter: Reporter, clock=time.monotoni
 
 def shared_gpu(nvml_index: int, pids: list[int]) -> str:
     """The warning for a GPU that other processes use while it is measured."""
-    return (f"other processes are using GPU {nvml_index} (PIDs {', '.join(map(str, pids))}): "
-            "their work shows up in every metric")
+    return (
+        f"other processes are using GPU {nvml_index} (PIDs {', '.join(map(str, pids))}): "
+        "their work shows up in every metric"
+    )
 
 
 def _describe(rec: Recording, opts: RunOptions, backend, info: dict, peaks: dict, others: list[int]) -> None:
     """What the manifest says about the run before anything is measured."""
-    rec.manifest.update(gpu=info, versions=backend.versions(), peaks=peaks,
-                        families={sc.family: {"story": sc.module().STORY} for sc in opts.scenarios})
+    rec.manifest.update(
+        gpu=info,
+        versions=backend.versions(),
+        peaks=peaks,
+        families={sc.family: {"story": sc.module().STORY} for sc in opts.scenarios},
+    )
     rec.manifest["options"].update(duration_s=opts.duration_s, gap_s=opts.gap_s)
     if others:
         rec.warn(shared_gpu(info["nvml_index"], others))
@@ -202,16 +217,29 @@ def scenario_result(sc: Scenario, gpu, prepared, facts: dict, window, timings) -
     timed = bool(timings and timings.per_call_ms)
     w = prepared.work
     return {
-        "scenario": sc.name, "family": sc.family, "impl": sc.impl, "baseline": sc.baseline or "",
-        "launch": prepared.launch, "sizes": prepared.sizes_text, "gpu": gpu.nvml_index, "uuid": gpu.uuid,
-        "t_start": window.t_start, "t_end": window.t_end,
+        "scenario": sc.name,
+        "family": sc.family,
+        "impl": sc.impl,
+        "baseline": sc.baseline or "",
+        "launch": prepared.launch,
+        "sizes": prepared.sizes_text,
+        "gpu": gpu.nvml_index,
+        "uuid": gpu.uuid,
+        "t_start": window.t_start,
+        "t_end": window.t_end,
         "kernel_ms": timings.median_ms if timed else nan,
         "kernel_ms_p10": timings.p10_ms if timed else nan,
         "kernel_ms_p90": timings.p90_ms if timed else nan,
-        "n_timings": len(timings.per_call_ms) if timings else 0, "n_calls": timings.calls if timings else 0,
+        "n_timings": len(timings.per_call_ms) if timings else 0,
+        "n_calls": timings.calls if timings else 0,
         "timed_s": timings.timed_s if timed else nan,
-        "flops_per_call": w.flops, "bytes_per_call": w.bytes,
-        "traffic_per_call": w.traffic if finite(w.traffic) else nan, "link_bytes_per_call": w.link_bytes,
+        "flops_per_call": w.flops,
+        "bytes_per_call": w.bytes,
+        "traffic_per_call": w.traffic if finite(w.traffic) else nan,
+        "link_bytes_per_call": w.link_bytes,
         "tokens_per_call": w.tokens or nan,
-        "unit": prepared.unit or "", "bound": prepared.bound, **facts, **prepared.info,
+        "unit": prepared.unit or "",
+        "bound": prepared.bound,
+        **facts,
+        **prepared.info,
     }

@@ -52,8 +52,9 @@ def gpu_for(config: RecordingConfig):
     return backend, gpu, sampled
 
 
-def run(config: RecordingConfig, names: list[str], duration_s: float, gap_s: float,
-        slow_rank: int | None = None) -> int:
+def run(
+    config: RecordingConfig, names: list[str], duration_s: float, gap_s: float, slow_rank: int | None = None
+) -> int:
     """`gpubench run` on this process's GPU."""
     scenarios = without_distributed(chosen(names, duration_s, distributed=False))
     if slow_rank is not None:

@@ -46,8 +46,14 @@ TENSOR_DTYPES = ("bf16", "fp16", "tf32", "fp8")
 UNIT_OF = {d: f"{d}_tensor" for d in TENSOR_DTYPES}
 DTYPE_OF = {u: d for d, u in UNIT_OF.items()}
 UNCALIBRATED = "bf16"  # the one dtype whose bare rule (calibration 1) may be shown without a calibration
-COLUMNS = ("tensor_ceiling_tflops", "tensor_ceiling_pct", "tensor_ceiling_limit_pct", "tensor_ceiling_dtype",
-           "tensor_ceiling_basis", "ran_over_ceiling")
+COLUMNS = (
+    "tensor_ceiling_tflops",
+    "tensor_ceiling_pct",
+    "tensor_ceiling_limit_pct",
+    "tensor_ceiling_dtype",
+    "tensor_ceiling_basis",
+    "ran_over_ceiling",
+)
 CALIBRATION_DIR = Path(__file__).resolve().parents[2] / "results" / "calibration"
 
 
@@ -79,11 +85,23 @@ class Ceiling:
             return None
         cal = self.calibrations.get(dtype)
         if cal is not None:
-            return cal.factor, cal.error, (f"calibrated: {cal.factor:.3f} of the datasheet rate per active cycle "
-                                           f"± {100 * cal.error:.1f}%, the highest of {cal.n} kernels ({cal.file})")
+            return (
+                cal.factor,
+                cal.error,
+                (
+                    f"calibrated: {cal.factor:.3f} of the datasheet rate per active cycle "
+                    f"± {100 * cal.error:.1f}%, the highest of {cal.n} kernels ({cal.file})"
+                ),
+            )
         if dtype == UNCALIBRATED:
-            return 1.0, None, ("uncalibrated: tensor active × SM clock ÷ the peak's clock × the datasheet peak; "
-                               "no calibration of this GPU model, so it judges no FLOP count")
+            return (
+                1.0,
+                None,
+                (
+                    "uncalibrated: tensor active × SM clock ÷ the peak's clock × the datasheet peak; "
+                    "no calibration of this GPU model, so it judges no FLOP count"
+                ),
+            )
         return None
 
 
@@ -94,8 +112,11 @@ def _calibration_files(where: Path | None = None) -> list[Path]:
     try:
         from importlib import resources
 
-        found = [Path(str(p)) for p in resources.files("gpubench.calibration").iterdir()
-                 if p.name.startswith("tensor-") and p.name.endswith(".json")]
+        found = [
+            Path(str(p))
+            for p in resources.files("gpubench.calibration").iterdir()
+            if p.name.startswith("tensor-") and p.name.endswith(".json")
+        ]
         if found:
             return sorted(found)
     except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError, TypeError):
@@ -121,9 +142,15 @@ def load_calibrations(gpu: str, where: Path | None = None) -> dict:
                     high, n, what, mid = top["factor"], top.get("n"), top.get("what"), top.get("median")
                 else:  # the suite's GEMMs alone
                     high, n, what, mid = d.get("highest", d["factor"]), d.get("n"), d.get("highest_what"), d["factor"]
-                out[dtype] = Calibration(dtype, float(max(high, d["factor"])), float(d["error"]), int(n or 0),
-                                         f"results/calibration/{path.name}", str(what or ""),
-                                         float(mid) if finite(mid) else math.nan)
+                out[dtype] = Calibration(
+                    dtype,
+                    float(max(high, d["factor"])),
+                    float(d["error"]),
+                    int(n or 0),
+                    f"results/calibration/{path.name}",
+                    str(what or ""),
+                    float(mid) if finite(mid) else math.nan,
+                )
     return out
 
 
@@ -206,9 +233,14 @@ def columns(window, ceiling: Ceiling | None, dtype: str | None, ran_pct: float =
     highest, _ = active_cycles_mhz(window, highest_clock_mhz(window, clocks))
     limit = 100.0 * highest / ceiling.peak_clock_mhz * factor * (1.0 + error) if error is not None else math.nan
     judged = dtype in TENSOR_DTYPES and finite(limit) and finite(ran_pct)
-    return {"tensor_ceiling_tflops": flops / 1e12, "tensor_ceiling_pct": pct, "tensor_ceiling_limit_pct": limit,
-            "tensor_ceiling_dtype": shown, "tensor_ceiling_basis": said,
-            "ran_over_ceiling": over(ran_pct, limit) if judged else math.nan}
+    return {
+        "tensor_ceiling_tflops": flops / 1e12,
+        "tensor_ceiling_pct": pct,
+        "tensor_ceiling_limit_pct": limit,
+        "tensor_ceiling_dtype": shown,
+        "tensor_ceiling_basis": said,
+        "ran_over_ceiling": over(ran_pct, limit) if judged else math.nan,
+    }
 
 
 def over(ran_pct: float, limit_pct: float) -> float:
@@ -221,6 +253,7 @@ def over(ran_pct: float, limit_pct: float) -> float:
 
 
 # --- calibration -------------------------------------------------------------------------------------
+
 
 def factor(flops_per_s: float, mhz: float, peak_clock_mhz: float, peak: float) -> float:
     """A GEMM's FLOPs per active tensor cycle as a share of the datasheet's: achieved over the bare ceiling."""
@@ -240,9 +273,15 @@ def calibrate(points: list[dict]) -> dict:
             continue
         fs = [p["factor"] for p in mine]
         mid, top = statistics.median(fs), max(mine, key=lambda p: p["factor"])
-        out[dtype] = {"factor": mid, "error": max(abs(f / mid - 1.0) for f in fs), "n": len(fs),
-                      "highest": top["factor"], "highest_what": str(top.get("what", "")), "lowest": min(fs),
-                      "spread": max(fs) / min(fs) - 1.0 if min(fs) > 0 else math.nan}
+        out[dtype] = {
+            "factor": mid,
+            "error": max(abs(f / mid - 1.0) for f in fs),
+            "n": len(fs),
+            "highest": top["factor"],
+            "highest_what": str(top.get("what", "")),
+            "lowest": min(fs),
+            "spread": max(fs) / min(fs) - 1.0 if min(fs) > 0 else math.nan,
+        }
     return out
 
 
@@ -269,10 +308,15 @@ def highest(points: list[dict]) -> dict:
             continue
         fs = [p["factor"] for p in kept]
         top = max(kept, key=lambda p: p["factor"])
-        out[dtype] = {"factor": top["factor"], "what": str(top.get("what", "")), "n": len(fs),
-                      "median": statistics.median(fs), "lowest": min(fs),
-                      "spread": max(fs) / min(fs) - 1.0 if min(fs) > 0 else math.nan,
-                      "beside": [str(p.get("what", "")) for p in mine if not on_tensor_pipes(p)]}
+        out[dtype] = {
+            "factor": top["factor"],
+            "what": str(top.get("what", "")),
+            "n": len(fs),
+            "median": statistics.median(fs),
+            "lowest": min(fs),
+            "spread": max(fs) / min(fs) - 1.0 if min(fs) > 0 else math.nan,
+            "beside": [str(p.get("what", "")) for p in mine if not on_tensor_pipes(p)],
+        }
     return out
 
 
@@ -284,4 +328,5 @@ def for_suite(gpu: str, sheet: dict | None, where: Path | None = None):
     def hook(window, row: dict, clocks=None) -> dict:
         dtype = DTYPE_OF.get(row.get("unit") or "")
         return columns(window, found, dtype, row.get("mfu_pct", math.nan) if dtype else math.nan, clocks)
+
     return hook

@@ -145,8 +145,11 @@ def nvlink_peak(nvlink: dict | None) -> dict:
 
 def sheet_for(info: dict) -> dict | None:
     """Every spec peak of a GPU described by nvml.device_info: its datasheet (if known), host link, NVLinks."""
-    sheet = {**(datasheet_for(info.get("name", ""), info.get("memory_mib")) or {}),
-             **link_peak(info.get("pcie")), **nvlink_peak(info.get("nvlink"))}
+    sheet = {
+        **(datasheet_for(info.get("name", ""), info.get("memory_mib")) or {}),
+        **link_peak(info.get("pcie")),
+        **nvlink_peak(info.get("nvlink")),
+    }
     return sheet or None
 
 

@@ -63,8 +63,13 @@ class Timings:
         return quantile(self.per_call_ms, 0.90)
 
 
-def time_loop(run: Callable[[], object], calls_per_timing: int = 1, duration_s: float | None = None,
-              groups: int | None = None, stamped: bool = False) -> Timings:
+def time_loop(
+    run: Callable[[], object],
+    calls_per_timing: int = 1,
+    duration_s: float | None = None,
+    groups: int | None = None,
+    stamped: bool = False,
+) -> Timings:
     """Run `run` in groups until duration_s has passed (or `groups` groups are done). stamped: say when
     each group ran, on the host's monotonic clock: an event recorded once the GPU is idle marks a known
     time, and each group's events are placed by their GPU time from it."""
@@ -149,8 +154,13 @@ class Comparison:
         return statistics.median(r), quantile(r, 0.1), quantile(r, 0.9)
 
 
-def interleaved(fns: dict[str, Callable[[], object]], rounds: int = 8, window_s: float = 0.15,
-                settle_s: float = 1.0, group_ms: float = 10.0) -> Comparison:
+def interleaved(
+    fns: dict[str, Callable[[], object]],
+    rounds: int = 8,
+    window_s: float = 0.15,
+    settle_s: float = 1.0,
+    group_ms: float = 10.0,
+) -> Comparison:
     """Time each implementation in turns after settling the GPU at its sustained clock."""
     calls = {name: calls_for(warm_up(fn), group_ms) for name, fn in fns.items()}
     deadline = time.monotonic() + settle_s

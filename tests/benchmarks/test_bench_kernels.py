@@ -45,8 +45,13 @@ def slowed(request, run, size: int, extra_of) -> tuple:
         if next(calls) // BURST % PERIOD < slow_bursts:
             extra()
 
-    return call, {"slowdown": {"extra_work_pct": 100 * extra_size / size, "share_of_calls": slow_bursts / PERIOD,
-                               "burst_calls": BURST}}
+    return call, {
+        "slowdown": {
+            "extra_work_pct": 100 * extra_size / size,
+            "share_of_calls": slow_bursts / PERIOD,
+            "burst_calls": BURST,
+        }
+    }
 
 
 @pytest.mark.benchmark(group="copy")
@@ -73,8 +78,11 @@ def test_softmax(gpu_benchmark, impl):
 
 
 @pytest.mark.benchmark(group="gemm")
-@pytest.mark.parametrize("impl,dtype", [("triton", "bfloat16"), ("torch", "bfloat16"), ("cupy", "float16")],
-                         ids=["triton-bf16", "torch-bf16", "cupy-fp16"])
+@pytest.mark.parametrize(
+    "impl,dtype",
+    [("triton", "bfloat16"), ("torch", "bfloat16"), ("cupy", "float16")],
+    ids=["triton-bf16", "torch-bf16", "cupy-fp16"],
+)
 def test_gemm(gpu_benchmark, request, impl, dtype):
     from gpubench.kernels import gemm
 
@@ -140,5 +148,7 @@ def test_tiny(gpu_benchmark):
     # shorter than two of its launches: the fixture chose a CUDA graph by itself (a Triton launch captures)
     assert info["cuda_graph_calls"] > 0, info.get("cuda_graph_refused")
     if launch_us > 2 * graph_us:  # the host launches slower than the GPU runs it: the case at stake
-        assert kernel_us < (graph_us + launch_us) / 2, f"{kernel_us:.2f} us a call: nearer the launch rate " \
+        assert kernel_us < (graph_us + launch_us) / 2, (
+            f"{kernel_us:.2f} us a call: nearer the launch rate "
             f"({launch_us:.2f} us) than the GPU time in a CUDA graph ({graph_us:.2f} us)"
+        )

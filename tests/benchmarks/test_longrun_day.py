@@ -27,10 +27,13 @@ def test_plot_and_report_of_a_day_on_eight_gpus(benchmark, day_script, tmp_path,
     run = day_script.make_day(tmp_path / "day")
     took = {}
     benchmark.pedantic(lambda: took.update(day_script.plot_and_report(run, tmp_path / "out")), rounds=1, iterations=1)
-    benchmark.extra_info.update(took, machine=day_script.machine(), target_s=day_script.TARGET_S,
-                                rows=day_script.GPUS * 864_000)
-    print(f"\nplot + report of 24 h x 8 GPUs: {took['s']:.1f} s (target {day_script.TARGET_S:g} s): "
-          + json.dumps({v: took[v] for v in day_script.VERBS}))
+    benchmark.extra_info.update(
+        took, machine=day_script.machine(), target_s=day_script.TARGET_S, rows=day_script.GPUS * 864_000
+    )
+    print(
+        f"\nplot + report of 24 h x 8 GPUs: {took['s']:.1f} s (target {day_script.TARGET_S:g} s): "
+        + json.dumps({v: took[v] for v in day_script.VERBS})
+    )
     md = (tmp_path / "out" / "report" / "report.md").read_text()
     assert "figures/timeline.png" in md and "## " in md
     for name in ("headline", "ladder", "timeline"):

@@ -10,7 +10,7 @@ LOGS = ROOT / "results" / "logs"
 
 def section(title: str, end: str) -> str:
     page = (ROOT / "docs" / "gate-runs.md").read_text()
-    return page[page.index(title):page.index(end)]
+    return page[page.index(title) : page.index(end)]
 
 
 def flat(text: str) -> str:
@@ -31,8 +31,10 @@ def table_missing(numbers: dict, text: str) -> list[str]:
         fl = f"{base['floor_pct']:.2f}" + (f" ({b['floor_pct']:.2f})" if b["floor_pct"] < base["floor_pct"] else "")
         w = b["words"]
         more = [f"`{b[k]['word']}` {b[k]['median']['pct']:+.1f}%" for k in ("more_5", "more_10")]
-        if (f"| `{name}` | {us(b['median_us'])} | {b['timed']} | {fl} | {base['processes']} | {w['same']} / "
-                f"{w['unsure']} / {w['slower']} / {w['faster']} | {more[0]} | {more[1]} |") not in rows:
+        if (
+            f"| `{name}` | {us(b['median_us'])} | {b['timed']} | {fl} | {base['processes']} | {w['same']} / "
+            f"{w['unsure']} / {w['slower']} / {w['faster']} | {more[0]} | {more[1]} |"
+        ) not in rows:
             missing.append(name)
     return missing
 
@@ -46,8 +48,10 @@ def said(checks: dict, log: str, budget_s: int) -> list[str]:
     assert f"budget {budget_s} s" in log
     passed = sum(c["ok"] is True for c in checks["checks"])
     told = sum(r[w] for w in ("same", "unsure", "slower", "faster"))
-    return [f"{passed} of {len(checks['checks'])} checks passed and {checks['failed']} failed",
-            f"The steps took {n['time']['total_s']:.0f} s of the {budget_s} s budget",
-            f"The baseline took {n['baseline']['wall_s']:.0f} s in {n['baseline']['processes']} processes",
-            f"each in {min(reruns):.0f} to {max(reruns):.0f} s ({n['time']['session_s']:.0f} s the median)",
-            f"read `same` {r['same']} times and `unsure` {r['unsure']} times of {told}"]
+    return [
+        f"{passed} of {len(checks['checks'])} checks passed and {checks['failed']} failed",
+        f"The steps took {n['time']['total_s']:.0f} s of the {budget_s} s budget",
+        f"The baseline took {n['baseline']['wall_s']:.0f} s in {n['baseline']['processes']} processes",
+        f"each in {min(reruns):.0f} to {max(reruns):.0f} s ({n['time']['session_s']:.0f} s the median)",
+        f"read `same` {r['same']} times and `unsure` {r['unsure']} times of {told}",
+    ]

@@ -16,10 +16,16 @@ SCRIPT = ROOT / "tools" / "gate" / "baseline.sh"
 
 def test_the_dry_run_collects_every_step(tmp_path):
     """Two reruns and one probe: the same steps as the script's twenty, fewer times."""
-    env = {**os.environ, "OUT": str(tmp_path), "RERUNS": "2", "PROBE_RUNS": "1",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    r = subprocess.run(["bash", str(SCRIPT), "--dry-run"], cwd=ROOT, env=env, capture_output=True, text=True,
-                       timeout=600)
+    env = {
+        **os.environ,
+        "OUT": str(tmp_path),
+        "RERUNS": "2",
+        "PROBE_RUNS": "1",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    r = subprocess.run(
+        ["bash", str(SCRIPT), "--dry-run"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
     assert r.returncode == 0, r.stdout[-3000:]
     assert "dry run: 0 of 8 pytest commands could not collect their tests" in r.stdout
     assert "e-no-gpu: collected (0)" in r.stdout  # refused with exit 4 without a GPU, as it must be
@@ -28,15 +34,27 @@ def test_the_dry_run_collects_every_step(tmp_path):
 def test_a_resumed_dry_run_collects_only_the_steps_the_first_run_skipped(tmp_path):
     first = tmp_path / "first"
     (first / "work" / "baseline").mkdir(parents=True)
-    (first / "work" / "exits.tsv").write_text("1-baseline\t0\t150\nc-rerun-1\t0\t16\na-more-work-5pct\t1\t16\n"
-                                              "a-more-work-10pct\t1\t16\nb-part-of-calls\tskipped\t0\n")
+    (first / "work" / "exits.tsv").write_text(
+        "1-baseline\t0\t150\nc-rerun-1\t0\t16\na-more-work-5pct\t1\t16\n"
+        "a-more-work-10pct\t1\t16\nb-part-of-calls\tskipped\t0\n"
+    )
     (first / "work" / "bench.log").write_text("the first run's log\n")
     with tarfile.open(first / "steps.tar.gz", "w:gz") as tar:
         tar.add(first / "work", arcname=".")
-    env = {**os.environ, "OUT": str(tmp_path / "out"), "RERUNS": "2",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    r = subprocess.run(["bash", str(SCRIPT), "--dry-run", "--resume", str(first)], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=600)
+    env = {
+        **os.environ,
+        "OUT": str(tmp_path / "out"),
+        "RERUNS": "2",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    r = subprocess.run(
+        ["bash", str(SCRIPT), "--dry-run", "--resume", str(first)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout[-3000:]
     ran = re.findall(r"^== (\S+): collected", r.stdout, re.M)
     assert ran == ["b-part-of-calls", "c-rerun-2", "e-no-gpu", "e-another-model"]
@@ -81,8 +99,14 @@ def fake_run(tmp_path: Path, out: str, *args) -> tuple[subprocess.CompletedProce
         f.chmod(0o755)
     calls = tmp_path / f"{out}.calls"
     calls.write_text("")
-    env = {**os.environ, "OUT": str(tmp_path / out), "RERUNS": "4", "REAL_PYTHON": sys.executable,
-           "CALLS": str(calls), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        "OUT": str(tmp_path / out),
+        "RERUNS": "4",
+        "REAL_PYTHON": sys.executable,
+        "CALLS": str(calls),
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+    }
     r = subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     with tarfile.open(tmp_path / out / "steps.tar.gz") as tar:
         exits = tar.extractfile("./exits.tsv").read().decode()
@@ -92,8 +116,18 @@ def fake_run(tmp_path: Path, out: str, *args) -> tuple[subprocess.CompletedProce
 def test_the_real_path_runs_every_step_and_a_resumed_run_only_the_skipped(tmp_path):
     r, sessions, exits = fake_run(tmp_path, "first")
     names = [e[0] for e in exits]
-    assert names == ["1-baseline", "c-rerun-1", "c-rerun-2", "a-more-work-5pct", "a-more-work-10pct",
-                     "b-part-of-calls", "c-rerun-3", "c-rerun-4", "e-no-gpu", "e-another-model"], r.stdout[-2000:]
+    assert names == [
+        "1-baseline",
+        "c-rerun-1",
+        "c-rerun-2",
+        "a-more-work-5pct",
+        "a-more-work-10pct",
+        "b-part-of-calls",
+        "c-rerun-3",
+        "c-rerun-4",
+        "e-no-gpu",
+        "e-another-model",
+    ], r.stdout[-2000:]
     assert [e[1] for e in exits] == ["0", "0", "0", "1", "1", "1", "0", "0", "4", "4"]
     assert all(e[2].isdigit() for e in exits) and len(sessions) == 10
     assert "gpubench is installed from here: no pip install" in (tmp_path / "first" / "bench.log").read_text()

@@ -69,6 +69,7 @@ def test_every_option_and_benchmark_the_script_names_exists():
 
 # --- the benchmarks ----------------------------------------------------------------------------------------
 
+
 def test_more_work_grows_a_size_by_as_much():
     assert gate_set.grown(2**22, 5, 1024) == round(2**22 * 1.05 / 1024) * 1024
     assert gate_set.grown(512, 10, 16) == 560 and gate_set.grown(60_000, 0) == 60_000
@@ -80,14 +81,20 @@ def test_a_share_of_the_calls_does_more_work_in_whole_bursts():
     for _ in range(gate_set.BURST * gate_set.PERIOD * 3):
         call()
     assert done.count("more") == 3 * 4 * gate_set.BURST
-    assert done[:gate_set.BURST * 4] == ["more"] * gate_set.BURST * 4
+    assert done[: gate_set.BURST * 4] == ["more"] * gate_set.BURST * 4
 
 
 # --- the probe ----------------------------------------------------------------------------------------------
 
+
 def test_the_probe_says_its_plan_without_a_gpu():
-    r = subprocess.run([sys.executable, "-m", "research.bench_baseline_probe", "--dry-run"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "research.bench_baseline_probe", "--dry-run"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["placements"] == probe.PLACEMENTS
 
@@ -125,6 +132,7 @@ class CpuGpu:
                 for _ in range(calls):
                     run()
                 self.now += 0.01 * calls
+
         return Graph()
 
 
@@ -142,10 +150,13 @@ def test_the_probe_runs_every_part_and_its_summary_reads_what_it_wrote(monkeypat
     assert {"host_us", "graph1_us", "warm_graph_us", "host_read_flush_us", "address_mod_2mib"} <= set(row)
     summary = check.probe_summary(runs)
     host = summary["calls"]["matmul_512"]["methods"]["host_us"]
-    assert summary["processes"] == 2 and host["between_processes_pct"] == pytest.approx(100 * 0.1 / 1.05 / 2 ** 0.5,
-                                                                                            rel=0.01)
-    assert summary["calls"]["matmul_512"]["flush"]["host_read_flush_us"] > summary["calls"]["matmul_512"]["flush"][
-        "host_us"]
+    assert summary["processes"] == 2 and host["between_processes_pct"] == pytest.approx(
+        100 * 0.1 / 1.05 / 2**0.5, rel=0.01
+    )
+    assert (
+        summary["calls"]["matmul_512"]["flush"]["host_read_flush_us"]
+        > summary["calls"]["matmul_512"]["flush"]["host_us"]
+    )
     assert summary["graph_launch_us"] is not None
 
 
@@ -163,8 +174,10 @@ def session(baseline: dict, shifts: dict, names=NAMES, uuid="GPU-1") -> dict:
     from gpubench.gate.against_baseline import compare_run
     from gpubench.gate.finish import verdict_records
 
-    runs = {f"t::{n}": {"name": n, "rounds": rounds_of(us, shifts.get(n, 0.0)), "extra_info": {"l2_flush": True}}
-            for n, us in names.items()}
+    runs = {
+        f"t::{n}": {"name": n, "rounds": rounds_of(us, shifts.get(n, 0.0)), "extra_info": {"l2_flush": True}}
+        for n, us in names.items()
+    }
     compared = compare_run(baseline, runs, 1.0)
     return verdict_records({"name": "NVIDIA H100 80GB HBM3", "uuid": uuid}, "h100.json", 1.0, [], compared, runs)
 
@@ -174,10 +187,18 @@ def baseline_of(process_shifts: list[float]) -> dict:
     from gpubench.gate import floor
     from gpubench.gate.against_baseline import compare_run
 
-    data = {"machine_info": {"gpu": {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-1"}},
-            "benchmarks": [{"name": n, "fullname": f"t::{n}", "stats": {"median": us * 1e-6, "rounds": 60,
-                                                                       "data": rounds_of(us, process_shifts[0])},
-                            "extra_info": {"l2_flush": True, "timer_step_us": 0.032}} for n, us in NAMES.items()]}
+    data = {
+        "machine_info": {"gpu": {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-1"}},
+        "benchmarks": [
+            {
+                "name": n,
+                "fullname": f"t::{n}",
+                "stats": {"median": us * 1e-6, "rounds": 60, "data": rounds_of(us, process_shifts[0])},
+                "extra_info": {"l2_flush": True, "timer_step_us": 0.032},
+            }
+            for n, us in NAMES.items()
+        ],
+    }
     for s in process_shifts[1:]:
         runs = {f"t::{n}": {"name": n, "rounds": rounds_of(us, s), "extra_info": {}} for n, us in NAMES.items()}
         changes = {c.fullname: dict(c.verdict.raw) for c in compare_run(data, runs, 1.0)}
@@ -196,30 +217,37 @@ def left(tmp_path, monkeypatch):
         work.mkdir(exist_ok=True)
         base = baseline_of([0.0, 0.3, -0.3, 0.2, -0.2, 0.1, -0.1, 0.0])
         (tmp_path / "base.json").write_text(json.dumps(base))
-        steps = {"1-baseline": (0, None),
-                 "c-rerun-1": (0, session(base, {})), "c-rerun-2": (0, session(base, {"test_saxpy": 0.1})),
-                 "c-rerun-3": (1 if rerun_shift else 0, session(base, {"test_sum_large": rerun_shift},
-                                                                uuid=rerun_gpu)),
-                 "a-more-work-5pct": (1, session(base, {n: 5.0 for n in NAMES})),
-                 "a-more-work-10pct": (1, session(base, {n: 10.0 for n in NAMES})),
-                 "b-part-of-calls": (1, session(base, {n: 12.0 for n in check.PART},
-                                                {n: NAMES[n] for n in check.PART})),
-                 "e-no-gpu": (4, None), "e-another-model": (4, None)}
+        steps = {
+            "1-baseline": (0, None),
+            "c-rerun-1": (0, session(base, {})),
+            "c-rerun-2": (0, session(base, {"test_saxpy": 0.1})),
+            "c-rerun-3": (1 if rerun_shift else 0, session(base, {"test_sum_large": rerun_shift}, uuid=rerun_gpu)),
+            "a-more-work-5pct": (1, session(base, {n: 5.0 for n in NAMES})),
+            "a-more-work-10pct": (1, session(base, {n: 10.0 for n in NAMES})),
+            "b-part-of-calls": (1, session(base, {n: 12.0 for n in check.PART}, {n: NAMES[n] for n in check.PART})),
+            "e-no-gpu": (4, None),
+            "e-another-model": (4, None),
+        }
         exits = []
         for name, (rc, data) in steps.items():
             exits.append(f"{name}\t{'skipped' if name in skip else rc}\t{0 if name in skip else 17}")
             if data is not None and name not in skip:
                 (work / f"{name}.json").write_text(json.dumps(data))
         (work / "exits.tsv").write_text("\n".join(exits) + "\n")
-        (work / "e-no-gpu.out").write_text("ERROR: --gpu-fail-slower, but there is no GPU here (CUDA sees no GPU in "
-                                           "this process): ...\n")
-        (work / "e-another-model.out").write_text("ERROR: the baseline h100-80gb-hbm3.json was measured on NVIDIA "
-                                                  "H200 but this GPU is NVIDIA H100 80GB HBM3: timings of different "
-                                                  "GPU models are not comparable, so ...\n")
+        (work / "e-no-gpu.out").write_text(
+            "ERROR: --gpu-fail-slower, but there is no GPU here (CUDA sees no GPU in this process): ...\n"
+        )
+        (work / "e-another-model.out").write_text(
+            "ERROR: the baseline h100-80gb-hbm3.json was measured on NVIDIA "
+            "H200 but this GPU is NVIDIA H100 80GB HBM3: timings of different "
+            "GPU models are not comparable, so ...\n"
+        )
         for i in range(1, probes + 1):
-            (work / f"probe-{i}.json").write_text(json.dumps({"errors": {}, "placements": {},
-                                                              "timer": {"step_ns": 32.0}}))
+            (work / f"probe-{i}.json").write_text(
+                json.dumps({"errors": {}, "placements": {}, "timer": {"step_ns": 32.0}})
+            )
         return work, tmp_path / "base.json", tmp_path / "summary.json"
+
     return make
 
 
@@ -236,14 +264,22 @@ def test_the_checker_passes_a_gate_that_does_what_it_promises(left, capsys, monk
     assert out.rstrip().endswith("an unchanged run took 17 s (median); the steps 153 s in all\n0 of 25 checks failed")
     data = json.loads(summary.read_text())
     n = data["numbers"]
-    assert n["version"] == 2 and n["reruns"] == {"runs": 3, "same": 12, "unsure": 0, "slower": 0, "faster": 0,
-                                                 "failed": 0}
+    assert n["version"] == 2 and n["reruns"] == {
+        "runs": 3,
+        "same": 12,
+        "unsure": 0,
+        "slower": 0,
+        "faster": 0,
+        "failed": 0,
+    }
     row = n["benchmarks"]["test_saxpy"]
     assert row["unchanged_runs"] == 3 and row["spread_pct"] == pytest.approx(0.0577, abs=0.001)
     assert row["floor_pct"] > 1.0 and 0 < row["false_alarm_at_floor"] < 1e-6
     text = readme.gate_sentence("H100", "h100-80gb-hbm3", data)
-    assert text.startswith("On the H100 ([log](results/logs/bench-baseline-h100-80gb-hbm3.log), "
-                           "[checks](results/logs/bench-gate-h100-80gb-hbm3.json)), 25 of 25 checks passed:")
+    assert text.startswith(
+        "On the H100 ([log](results/logs/bench-baseline-h100-80gb-hbm3.log), "
+        "[checks](results/logs/bench-gate-h100-80gb-hbm3.json)), 25 of 25 checks passed:"
+    )
     assert "an unchanged run took 17 s, most of it its process's start." in text and "| `test_saxpy` | 480 |" in text
 
 
@@ -252,8 +288,10 @@ def test_the_checker_fails_an_unchanged_rerun_read_slower(left, capsys):
     assert check.main([str(work), str(base), str(summary)]) == 1
     out = capsys.readouterr().out
     assert "FAIL  c-rerun-3: exit status: expected 0; got 1" in out
-    assert "FAIL  c-rerun-3: every benchmark: expected same or unsure for all 4; got 4 verdicts; test_sum_large " \
-           "slower: median +20.0%" in out
+    assert (
+        "FAIL  c-rerun-3: every benchmark: expected same or unsure for all 4; got 4 verdicts; test_sum_large "
+        "slower: median +20.0%" in out
+    )
 
 
 def test_a_step_skipped_for_time_is_a_failure_not_a_pass(left, capsys):
@@ -281,8 +319,9 @@ def test_a_step_a_resumed_run_ran_counts_as_it_ran_there(left, capsys):
     work, base, summary = left(skip=("b-part-of-calls", "c-rerun-3"))
     rerun = json.loads((work.parent / "base.json").read_text())
     (work / "c-rerun-3.json").write_text(json.dumps(session(rerun, {})))
-    (work / "b-part-of-calls.json").write_text(json.dumps(session(rerun, {n: 12.0 for n in check.PART},
-                                                                  {n: NAMES[n] for n in check.PART})))
+    (work / "b-part-of-calls.json").write_text(
+        json.dumps(session(rerun, {n: 12.0 for n in check.PART}, {n: NAMES[n] for n in check.PART}))
+    )
     with open(work / "exits.tsv", "a") as f:
         f.write("c-rerun-3\t0\t16\nb-part-of-calls\t1\t12\n")
     assert check.main([str(work), str(base), str(summary)]) == 0, capsys.readouterr().out

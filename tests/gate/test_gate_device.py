@@ -13,12 +13,20 @@ from gpubench.gate import compare as bc
 from gpubench.gate import device as benchdevice
 from gpubench.record import gpus, nvml
 
-H100 = {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-1", "memory_mib": 81559, "driver": "580.65",
-        "cuda_driver": "13.0", "power_limit_w": 700.0, "mig_mode": False}
+H100 = {
+    "name": "NVIDIA H100 80GB HBM3",
+    "uuid": "GPU-1",
+    "memory_mib": 81559,
+    "driver": "580.65",
+    "cuda_driver": "13.0",
+    "power_limit_w": 700.0,
+    "mig_mode": False,
+}
 H200 = {**H100, "name": "NVIDIA H200", "uuid": "GPU-2", "memory_mib": 143771}
 
 
 # --- baselines per GPU model -----------------------------------------------------------------------
+
 
 def test_a_baseline_file_is_named_for_the_gpu_model(tmp_path):
     assert bc.baseline_path(tmp_path, H100["name"]) == tmp_path / "h100-80gb-hbm3.json"
@@ -42,7 +50,10 @@ def test_the_same_model_with_another_driver_is_noted_and_other_speed_settings_ar
     other = {**H100, "driver": "590.1", "power_limit_w": 650.0, "app_sm_clock_mhz": 1500, "ecc": False}
     assert bc.differences(H100, other) == ["driver 580.65 -> 590.1"]
     assert bc.limits_changed({**H100, "app_sm_clock_mhz": 1980, "ecc": True}, other) == [
-        "power limit (W) 700.0 -> 650.0", "application SM clock (MHz) 1980 -> 1500", "ECC True -> False"]
+        "power limit (W) 700.0 -> 650.0",
+        "application SM clock (MHz) 1980 -> 1500",
+        "ECC True -> False",
+    ]
     # a baseline saved before the settings were fingerprinted is compared on what it has
     assert bc.limits_changed(H100, {**H100, "app_sm_clock_mhz": 1980, "ecc": True}) == []
     msg = bc.limits_refusal(["power limit (W) 700.0 -> 650.0"], "the baseline h100-80gb-hbm3.json")
@@ -60,6 +71,7 @@ def test_another_memory_size_or_mig_mode_is_refused_in_one_sentence():
 
 # --- the device's own pieces that need no GPU -------------------------------------------------------
 
+
 def test_no_cuda_driver_is_one_sentence_not_a_traceback(monkeypatch):
     def no_driver(index):
         raise gpus.CudaUnavailable("the CUDA driver library libcuda.so.1 could not be loaded")
@@ -74,12 +86,23 @@ def test_a_window_gets_the_medians_of_the_rows_of_its_gpu_whose_values_cover_onl
     utilization 0.4 s and its power a second, so each counts from that far into the window, and power not at
     all (the counter window says nothing of it rather than the second before)."""
     device = object.__new__(benchdevice.CudaDevice)  # no GPU: only the sampler's rows matter here
-    rows = [{"gpu": g, "t_start_s": t / 10, "t_end_s": (t + 1) / 10, "gpu_util_pct": float(t),
-             "sm_active_pct": float(t) if g == 3 else -1.0, "power_w": 500.0, "energy_j": 1000.0 + t}
-            for g in (3, 4) for t in range(20)]
+    rows = [
+        {
+            "gpu": g,
+            "t_start_s": t / 10,
+            "t_end_s": (t + 1) / 10,
+            "gpu_util_pct": float(t),
+            "sm_active_pct": float(t) if g == 3 else -1.0,
+            "power_w": 500.0,
+            "energy_j": 1000.0 + t,
+        }
+        for g in (3, 4)
+        for t in range(20)
+    ]
     device.gpu = gpus.Gpu(nvml_index=3, uuid="GPU-3", name="NVIDIA H100 80GB HBM3", cuda_index=0)
-    device.sampler = SimpleNamespace(columns=("gpu_util_pct", "sm_active_pct", "power_w", "energy_j"),
-                                     rows_snapshot=lambda: rows)
+    device.sampler = SimpleNamespace(
+        columns=("gpu_util_pct", "sm_active_pct", "power_w", "energy_j"), rows_snapshot=lambda: rows
+    )
     got = device.metrics(0.5, 1.1)  # rows 5..10 lie inside it
     assert got["sm_active_pct"] == 8.5  # rows 7..10: from 0.2 s in
     assert got["gpu_util_pct"] == 9.5  # rows 9..10: from 0.4 s in
@@ -87,6 +110,7 @@ def test_a_window_gets_the_medians_of_the_rows_of_its_gpu_whose_values_cover_onl
 
 
 # --- what the gate asks of NVML ---------------------------------------------------------------------
+
 
 @pytest.fixture
 def fake_nvml():

@@ -20,11 +20,13 @@ def replay(values):
 
 def stop(values, target=None, least=10, most=10_000, late=()):
     flags = list(late)
-    return effort.run_rounds(replay(values), target or effort.least_target(LEAST), lambda: (least, most),
-                             late=lambda: flags)
+    return effort.run_rounds(
+        replay(values), target or effort.least_target(LEAST), lambda: (least, most), late=lambda: flags
+    )
 
 
 # --- the stopping rule ---------------------------------------------------------------------------------------
+
 
 def test_quiet_rounds_stop_at_the_least_and_noisy_ones_once_their_interval_is_within_the_target():
     rng = np.random.default_rng(0)

@@ -84,8 +84,9 @@ class Process:
         return max(1, round(x * c.calls / STEP_S)) * STEP_S / c.calls
 
     def run(self, target: effort.Target) -> tuple[list[float], dict]:
-        stopped = effort.run_rounds(self.one_round, target, lambda: (self.call.least, self.call.most),
-                                    late=lambda: self.late)
+        stopped = effort.run_rounds(
+            self.one_round, target, lambda: (self.call.least, self.call.most), late=lambda: self.late
+        )
         info = {"rounds_host_late": [i for i, x in enumerate(self.late) if x], "calls_per_round": self.call.calls}
         return stopped.rounds, info
 
@@ -94,15 +95,19 @@ def baseline(call: Call, rng) -> dict:
     """The baseline the gate would save: the first process, then floor processes until its floor is settled."""
     first, info = Process(call, rng).run(effort.duty_target(LEAST).at(call.call_us * 1e-6))
     median = float(np.median(first))
-    data = {"benchmarks": [{"fullname": FULL, "name": call.name, "stats": {"median": median, "data": first},
-                            "extra_info": info}]}
+    data = {
+        "benchmarks": [
+            {"fullname": FULL, "name": call.name, "stats": {"median": median, "data": first}, "extra_info": info}
+        ]
+    }
     data = floor.started(data, MOST_PROCESSES)
     before = usable(first, info)
     while not processes.status(data, FULL, LEAST)[0]:
         fs = floor.floors(data, FULL, LEAST)
         most = effort.FLOOR_SHARE * processes.duty(median)[0]
-        target = effort.spread_target(fs, LEAST, most) if fs["median"].processes >= 3 else \
-            effort.duty_target(LEAST, median)
+        target = (
+            effort.spread_target(fs, LEAST, most) if fs["median"].processes >= 3 else effort.duty_target(LEAST, median)
+        )
         rounds, now = Process(call, rng).run(target)
         # a rerun keeps its changes' points (the floor reads nothing else); few resamples give the same points
         raw = change_intervals(before, usable(rounds, now), level=LEVEL, reps=10)

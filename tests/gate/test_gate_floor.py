@@ -20,6 +20,7 @@ np = pytest.importorskip("numpy")
 
 # --- the between-run floor of several processes ---------------------------------------------------
 
+
 def rerun_of(**medians) -> dict:
     """One rerun's changes, each statistic moved as the median (lo, hi given per benchmark)."""
     return {name: {s: Interval(pct, lo, hi) for s in STATISTICS} for name, (pct, lo, hi) in medians.items()}
@@ -49,14 +50,21 @@ def test_a_rerun_that_moved_far_is_kept_and_named():
 
 
 def test_a_rerun_saved_before_the_trimmed_mean_lends_it_its_median():
-    old = {"benchmarks": [], "gpubench": {"reruns": [
-        {"benchmarks": {"a": {s: [p, p, p] for s in ("median", "q1", "q3", "mean")}}} for p in (1.0, -1.0)]}}
+    old = {
+        "benchmarks": [],
+        "gpubench": {
+            "reruns": [
+                {"benchmarks": {"a": {s: [p, p, p] for s in ("median", "q1", "q3", "mean")}}} for p in (1.0, -1.0)
+            ]
+        },
+    }
     fs = floor.floors(old, "a", 0.0)
     assert fs["tmean"] == fs["median"] and fs["tmean"].processes == 3
 
 
-@pytest.mark.parametrize("k, expected", [(2, 779.7), (4, 14.45), (6, 7.42), (8, 5.74), (10, 5.01), (31, 3.70),
-                                         (200, 3.35)])
+@pytest.mark.parametrize(
+    "k, expected", [(2, 779.7), (4, 14.45), (6, 7.42), (8, 5.74), (10, 5.01), (31, 3.70), (200, 3.35)]
+)
 def test_a_floor_of_few_processes_is_wide_and_of_many_near_the_normal_bound(k, expected):
     assert floor.multiplier(k) == pytest.approx(expected, rel=0.005)
 
@@ -108,6 +116,7 @@ def test_a_change_is_taken_from_the_center_of_the_processes():
 
 # --- between processes: a small call's time on an H100 --------------------------------------------------
 
+
 def old_verdicts(base: list[float], floor_runs: list[list[float]], runs: list[list[float]]) -> list[str]:
     """The rule before this floor: two unchanged reruns give each statistic's floor as the largest end of
     their intervals (at least 1%), and each run's intervals, as the bootstrap gives them, are held against it
@@ -118,8 +127,13 @@ def old_verdicts(base: list[float], floor_runs: list[list[float]], runs: list[li
     words = []
     for r in runs:
         i = change_intervals(base, r, names=names, level=LEVEL)
-        words.append("slower" if any(i[s].lo > old[s] for s in names) else
-                     "faster" if any(i[s].hi < -old[s] for s in names) else "same or unsure")
+        words.append(
+            "slower"
+            if any(i[s].lo > old[s] for s in names)
+            else "faster"
+            if any(i[s].hi < -old[s] for s in names)
+            else "same or unsure"
+        )
     return words
 
 

@@ -37,8 +37,12 @@ def baseline_with(runs: list[int]) -> dict:
 
 def verdict(baseline: dict, run: int, name: str):
     record = RUNS[run][name]
-    return decide(intervals(record), floor.floors(baseline, name, LEAST_FLOOR_PCT),
-                  tuple(record.get("clocks_mhz", (None, None))), record["resolution_pct"])
+    return decide(
+        intervals(record),
+        floor.floors(baseline, name, LEAST_FLOOR_PCT),
+        tuple(record.get("clocks_mhz", (None, None))),
+        record["resolution_pct"],
+    )
 
 
 def words_against(floor_runs: list[int]) -> dict[str, int]:
@@ -130,7 +134,7 @@ def burst_rounds(name: str, calls: int, min_time_s: float, phase: int) -> list[f
     rounds = max(MIN_ROUNDS, math.ceil(min_time_s / (calls * fast * (1 + 0.4 * 0.3))))
     for _ in range(rounds * calls):
         call()
-    return [sum(times[r * calls:(r + 1) * calls]) / calls * base[r % len(base)] / fast for r in range(rounds)]
+    return [sum(times[r * calls : (r + 1) * calls]) / calls * base[r % len(base)] / fast for r in range(rounds)]
 
 
 def test_the_h100_part_of_the_calls_run_had_too_few_rounds_for_the_saxpy():
@@ -157,6 +161,7 @@ def test_part_of_the_calls_reads_slower_at_step_b_min_time_wherever_its_bursts_s
     cycle = gate_set().BURST * gate_set().PERIOD
     base = BACK[name]["baseline_rounds_s"]
     for calls in (BACK[name]["calls_per_round"], PART[name]["calls_per_round"]):
-        words = [judge(base, burst_rounds(name, calls, part_min_time(), phase), LEAST).word
-                 for phase in range(0, cycle, 8)]
+        words = [
+            judge(base, burst_rounds(name, calls, part_min_time(), phase), LEAST).word for phase in range(0, cycle, 8)
+        ]
         assert words == ["slower"] * len(words), (calls, words)

@@ -30,15 +30,18 @@ def baseline(points: list[float], median_s: float = 1e-3, most: int | None = 8) 
     return data
 
 
-@pytest.mark.parametrize("points, median_s, settled, said", [
-    ([0.1, -0.1], 1e-3, False, "3 processes: a floor needs 4 or more"),
-    ([0.01, -0.01, 0.0], 1e-3, True, "at the least floor"),  # 31 x 0.01%: the least floor, 1%
-    ([0.05, -0.05, 0.02], 1e-3, True, "within the 3% it needs (5% more work must read slower)"),
-    ([0.3, -0.3, 0.2], 1e-3, False, "wider than the 3% it needs"),
-    ([0.3, -0.3, 0.2], 20e-6, False, "wider than the 6% it needs (10% more work must not read same)"),
-    ([0.3, -0.3, 0.2, -0.2, 0.1, -0.1, 0.0], 1e-3, True, "measured by the most processes, 8"),
-    ([0.5, -0.5, 0.4, -0.4], 5e-6, True, "at the least floor, 12%"),  # a short call's least floor
-])
+@pytest.mark.parametrize(
+    "points, median_s, settled, said",
+    [
+        ([0.1, -0.1], 1e-3, False, "3 processes: a floor needs 4 or more"),
+        ([0.01, -0.01, 0.0], 1e-3, True, "at the least floor"),  # 31 x 0.01%: the least floor, 1%
+        ([0.05, -0.05, 0.02], 1e-3, True, "within the 3% it needs (5% more work must read slower)"),
+        ([0.3, -0.3, 0.2], 1e-3, False, "wider than the 3% it needs"),
+        ([0.3, -0.3, 0.2], 20e-6, False, "wider than the 6% it needs (10% more work must not read same)"),
+        ([0.3, -0.3, 0.2, -0.2, 0.1, -0.1, 0.0], 1e-3, True, "measured by the most processes, 8"),
+        ([0.5, -0.5, 0.4, -0.4], 5e-6, True, "at the least floor, 12%"),  # a short call's least floor
+    ],
+)
 def test_a_floor_is_settled_when_as_narrow_as_its_benchmark_needs(points, median_s, settled, said):
     got, why = processes.status(baseline(points, median_s), "t", 1.0)
     assert got is settled and why.startswith(said), why
@@ -60,8 +63,7 @@ def test_a_floor_of_fewer_processes_than_the_most_is_the_stricter_bound():
 def test_the_stricter_t_quantiles_are_students():
     stats = pytest.importorskip("scipy.stats")
     for df in (1, 3, 7, 30, 31, 60):
-        assert floor.t_quantile(df, True) == pytest.approx(stats.t.ppf(1 - floor.FALSE_ALARM_EARLY / 2, df),
-                                                           rel=2e-3)
+        assert floor.t_quantile(df, True) == pytest.approx(stats.t.ppf(1 - floor.FALSE_ALARM_EARLY / 2, df), rel=2e-3)
 
 
 def sequential(worlds: int, wanted: float, early: bool, seed: int = 0) -> tuple[float, float]:
@@ -129,7 +131,8 @@ NOISY_MS = (1.0, 1.01, 0.99, 1.008, 0.992, 1.004, 0.996, 1.0)  # what each proce
 
 
 def test_later_processes_leave_out_the_settled_benchmarks_and_the_command_stops_with_none_left(
-        pytester, fake_gpu, spawned, monkeypatch, tmp_path):
+    pytester, fake_gpu, spawned, monkeypatch, tmp_path
+):
     pytester.makepyfile(test_two=TWO)
     pytester.makeconftest("def pytest_benchmark_generate_machine_info(config):\n    return {'node': 'test'}\n")
     effects, outs = iter(NOISY_MS[1:]), []
@@ -143,8 +146,9 @@ def test_later_processes_leave_out_the_settled_benchmarks_and_the_command_stops_
     spawned.run = run
     monkeypatch.setenv("NOISY_MS", str(NOISY_MS[0]))
     out = tmp_path / "out"
-    r = pytester.runpytest(*PLUGINS, "--gpu-min-time=0.02", "--gpu-settle=0.01", f"--gpu-save-baseline={out}",
-                           "--gpu-baseline-runs=6")
+    r = pytester.runpytest(
+        *PLUGINS, "--gpu-min-time=0.02", "--gpu-settle=0.01", f"--gpu-save-baseline={out}", "--gpu-baseline-runs=6"
+    )
     assert r.ret == 0 and len(spawned) == 5
     # the quiet call settles at 4 processes (its floor at the least floor); runs 5 and 6 time the noisy one alone
     assert ["1 benchmark left out, their floors settled" in o for o in outs] == [False, False, False, True, True]
@@ -153,8 +157,10 @@ def test_later_processes_leave_out_the_settled_benchmarks_and_the_command_stops_
     assert counts == {"test_two.py::test_quiet": 4, "test_two.py::test_noisy": 6}
     text = r.stdout.str()
     assert "run 5 of at most 6, a fresh process measuring its floor for 1 benchmark whose floors need it" in text
-    assert "  test_quiet: floor 1.00% from 4 processes (bound at 1 in 10,000); 90% sure endless processes would " \
-           "give 1%;" in text
+    assert (
+        "  test_quiet: floor 1.00% from 4 processes (bound at 1 in 10,000); 90% sure endless processes would "
+        "give 1%;" in text
+    )
     assert "test_noisy: floor" in text and "measured by the most processes, 6" in text
     assert math.isfinite(floor.floors(data, "test_two.py::test_noisy", 1.0)["median"].width)
 
@@ -191,8 +197,18 @@ def floor_processes(seconds: float, each_s: list[float], first_s: float = 20.0, 
         clock.now += next(took)
         return 0
 
-    rc, done = benchruns.measure_floor(["x"], ".", "DIR", runs, lambda line, red: said.append(line), run=run,
-                                       needed=lambda: ["t"], seconds=seconds, started=0.0, clock=clock)
+    rc, done = benchruns.measure_floor(
+        ["x"],
+        ".",
+        "DIR",
+        runs,
+        lambda line, red: said.append(line),
+        run=run,
+        needed=lambda: ["t"],
+        seconds=seconds,
+        started=0.0,
+        clock=clock,
+    )
     assert rc == 0
     return done, clock.now, said
 
@@ -203,8 +219,10 @@ def test_no_floor_process_starts_that_would_end_past_the_commands_seconds():
     assert floor_processes(110.0, [10.0] * 7)[:2] == (8, 90.0)  # the limit not reached
     done, ended, said = floor_processes(75.0, [10.0] * 7)
     assert (done, ended) == (6, 70.0)  # a 7th would have ended at 80 s
-    assert said[-1] == ("gpu baseline: 6 processes in 70 s; another (about 10 s) would end past "
-                        "--gpu-baseline-seconds 75, so the floors still open come from these")
+    assert said[-1] == (
+        "gpu baseline: 6 processes in 70 s; another (about 10 s) would end past "
+        "--gpu-baseline-seconds 75, so the floors still open come from these"
+    )
     # a slow process sets the estimate; before any rerun the first process's own time does
     assert floor_processes(75.0, [10.0, 25.0] + [10.0] * 5)[:2] == (4, 65.0)
     assert floor_processes(45.0, [10.0] * 7)[:2] == (4, 50.0)  # never fewer than four, whatever the time

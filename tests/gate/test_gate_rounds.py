@@ -14,6 +14,7 @@ np = pytest.importorskip("numpy")
 
 # --- the timer's step --------------------------------------------------------------------------------
 
+
 def test_the_timers_step_is_found_in_the_rounds():
     rng = np.random.default_rng(0)
     rounds = quantized(6.2, 300, rng)
@@ -37,6 +38,7 @@ def test_an_interval_of_rounds_on_one_step_is_never_narrower_than_the_step():
 
 
 # --- outlying rounds -----------------------------------------------------------------------------------
+
 
 def test_outlying_rounds_decide_no_verdict_and_hide_none():
     """A 14 us sum whose run has a dozen rounds of about 650 us among 300 (the host held up): the mean more than
@@ -64,6 +66,7 @@ def test_rounds_the_host_was_late_for_are_left_out_while_they_are_few():
 
 # --- rounds at another clock -----------------------------------------------------------------------
 
+
 def test_a_change_no_larger_than_the_fall_of_the_clock_explains_is_unsure_not_slower():
     """The H100 triton GEMM, unchanged: the baseline's rounds ran at a median 1620 MHz, a rerun's at 1440 MHz
     (the GPU warmer, at its power limit), 2.6% slower, past a floor of 1.6% from two reruns."""
@@ -74,15 +77,18 @@ def test_a_change_no_larger_than_the_fall_of_the_clock_explains_is_unsure_not_sl
     assert "within the +12.5% that the SM clock explains (1620 -> 1440 MHz)" in v.why
 
 
-@pytest.mark.parametrize("clocks, factor, expected", [
-    ((1620.0, 1440.0), 1.20, "slower"),  # 20% slower: more than a 12.5% clock explains
-    ((1440.0, 1620.0), 1.026, "slower"),  # the clock rose: it explains no slowdown
-    ((1620.0, 1440.0), 0.95, "faster"),  # the clock fell: it explains no speed-up
-    ((1440.0, 1620.0), 0.95, "unsure"),  # the clock rose 12.5%: a 5% speed-up is within it
-    ((1620.0, 1440.0), 1.12, "unsure"),  # 12% slower: within the floor and the 12.5% the clock explains
-    ((1980.0, 1965.0), 1.026, "slower"),  # one 15 MHz step: not another clock
-    ((None, 1440.0), 1.026, "slower"),  # a clock unknown: nothing explained
-])
+@pytest.mark.parametrize(
+    "clocks, factor, expected",
+    [
+        ((1620.0, 1440.0), 1.20, "slower"),  # 20% slower: more than a 12.5% clock explains
+        ((1440.0, 1620.0), 1.026, "slower"),  # the clock rose: it explains no slowdown
+        ((1620.0, 1440.0), 0.95, "faster"),  # the clock fell: it explains no speed-up
+        ((1440.0, 1620.0), 0.95, "unsure"),  # the clock rose 12.5%: a 5% speed-up is within it
+        ((1620.0, 1440.0), 1.12, "unsure"),  # 12% slower: within the floor and the 12.5% the clock explains
+        ((1980.0, 1965.0), 1.026, "slower"),  # one 15 MHz step: not another clock
+        ((None, 1440.0), 1.026, "slower"),  # a clock unknown: nothing explained
+    ],
+)
 def test_the_clock_explains_only_a_change_in_its_own_direction_and_size(clocks, factor, expected):
     before, now = noise(n=200, seed=1), [x * factor for x in noise(n=200, seed=2)]
     assert judge(before, now, floors(1.6), clocks=clocks).word == expected
@@ -106,10 +112,30 @@ def test_the_clock_is_held_against_a_change_only_where_a_limit_swayed_it():
 
     before, now = noise(n=200, seed=1), [x * 1.026 for x in noise(n=200, seed=2)]
     for events, expected in (({"power cap": 1.0}, "unsure"), ({}, "slower"), ({"power cap": 0.2}, "slower")):
-        base = {"benchmarks": [{"fullname": "t", "stats": {"median": 1e-3, "data": before},
-                                "extra_info": {"sm_clock_mhz_rounds": 1620.0, "clock_events_rounds": events}}]}
-        run = {"t": {"name": "t", "rounds": now,
-                     "extra_info": {"sm_clock_mhz_rounds": 1440.0, "clock_events_rounds": events}}}
-        (c,) = compare_run({**base, "gpubench": {"reruns": [
-            {"benchmarks": {"t": {st: [0.0, -1.6, 1.6] for st in ("median", "q1", "q3", "mean")}}}]}}, run, 1.0)
+        base = {
+            "benchmarks": [
+                {
+                    "fullname": "t",
+                    "stats": {"median": 1e-3, "data": before},
+                    "extra_info": {"sm_clock_mhz_rounds": 1620.0, "clock_events_rounds": events},
+                }
+            ]
+        }
+        run = {
+            "t": {
+                "name": "t",
+                "rounds": now,
+                "extra_info": {"sm_clock_mhz_rounds": 1440.0, "clock_events_rounds": events},
+            }
+        }
+        (c,) = compare_run(
+            {
+                **base,
+                "gpubench": {
+                    "reruns": [{"benchmarks": {"t": {st: [0.0, -1.6, 1.6] for st in ("median", "q1", "q3", "mean")}}}]
+                },
+            },
+            run,
+            1.0,
+        )
         assert c.verdict.word == expected, events

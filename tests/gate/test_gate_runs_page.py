@@ -15,7 +15,7 @@ LOG = (LOGS / "gate-effort-h200-first.log").read_text()
 
 def section() -> str:
     page = (ROOT / "docs" / "gate-runs.md").read_text()
-    return page[page.index("### The first run, on an H200"):page.index("### The second run")]
+    return page[page.index("### The first run, on an H200") : page.index("### The second run")]
 
 
 def flat() -> str:
@@ -38,8 +38,10 @@ def us(x: float) -> str:
 
 def test_the_page_links_the_committed_log_and_checks():
     text = section()
-    assert "(../results/logs/gate-effort-h200-first.log)" in text and \
-        "(../results/logs/gate-effort-h200-first.json)" in text
+    assert (
+        "(../results/logs/gate-effort-h200-first.log)" in text
+        and "(../results/logs/gate-effort-h200-first.json)" in text
+    )
     assert SUMMARY["gpu"] == "NVIDIA H200"
 
 
@@ -51,8 +53,10 @@ def test_the_table_is_the_checks_numbers():
         floor = f"{b['floor_pct']:.2f}" + (f" ({r['floor_pct']:.2f})" if r["floor_pct"] < b["floor_pct"] else "")
         w = r["words"]
         more = [f"`{r[k]['word']}` {r[k]['median']['pct']:+.1f}%" for k in ("more_5", "more_10")]
-        want = (f"| `{name}` | {us(r['median_us'])} | {r['timed']} | {floor} | {b['processes']} | "
-                f"{w['same']} / {w['unsure']} / {w['slower']} / {w['faster']} | {more[0]} | {more[1]} |")
+        want = (
+            f"| `{name}` | {us(r['median_us'])} | {r['timed']} | {floor} | {b['processes']} | "
+            f"{w['same']} / {w['unsure']} / {w['slower']} / {w['faster']} | {more[0]} | {more[1]} |"
+        )
         assert want in rows, want
 
 
@@ -65,8 +69,10 @@ def test_the_counts_and_times_are_the_checks():
     assert f"took {b['wall_s']:.0f} s in {b['processes']} processes" in text
     reruns = [s for k, s in t["steps_s"].items() if k.startswith("c-rerun-") and s]
     assert len(reruns) == r["runs"]
-    assert (f"{r['runs']} unchanged runs ran, each in {min(reruns):.0f} to {max(reruns):.0f} s "
-            f"({t['session_s']:.0f} s the median)") in text
+    assert (
+        f"{r['runs']} unchanged runs ran, each in {min(reruns):.0f} to {max(reruns):.0f} s "
+        f"({t['session_s']:.0f} s the median)"
+    ) in text
     told = sum(r[w] for w in ("same", "unsure", "slower", "faster"))
     assert r["unsure"] == r["slower"] == r["faster"] == r["failed"] == 0
     assert f"read `same` {r['same']} times of {told}: no `unsure`, no `slower`, no `faster`, and none failed" in text
@@ -100,8 +106,10 @@ def test_every_failed_check_is_on_the_page_with_its_numbers():
     assert f"skipped the last six with {skips[0][0]} s left, each needing about {skips[0][1]} s" in text
     outliers = failed("a-more-work-10pct", "test_sum_outliers")
     m = NUMBERS["benchmarks"]["test_sum_outliers"]["more_10"]["median"]
-    assert outliers["got"].startswith("same: ") and f"read `same` under 10% more work** ({change(outliers['got'])})" \
-        in text
+    assert (
+        outliers["got"].startswith("same: ")
+        and f"read `same` under 10% more work** ({change(outliers['got'])})" in text
+    )
     assert f"Its floor from 8 processes was {m['floor']:.2f}%" in text
     assert NUMBERS["baseline"]["benchmarks"]["test_sum_outliers"]["processes"] == 8
     spread = NUMBERS["baseline"]["benchmarks"]["test_sum_outliers"]["spread_pct"]
@@ -115,6 +123,8 @@ def test_every_failed_check_is_on_the_page_with_its_numbers():
 
 def test_what_is_not_yet_shown_is_said():
     text = flat()
-    assert ("Not yet shown on a GPU, then: 20 or more unchanged runs in one command, the baseline within 120 s, "
-            "and the refusal of another model's baseline.") in text
+    assert (
+        "Not yet shown on a GPU, then: 20 or more unchanged runs in one command, the baseline within 120 s, "
+        "and the refusal of another model's baseline."
+    ) in text
     assert "has not been run on a GPU yet" not in (ROOT / "docs" / "gate-runs.md").read_text()

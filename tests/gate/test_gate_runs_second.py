@@ -38,8 +38,9 @@ def test_the_unsure_are_the_sums_whose_floors_are_wider_than_they_need():
     for name, b in unsure.items():
         assert b["words"]["unsure"] == 20 and 6.0 < b["floor_pct"] and 10 <= b["median_us"] < 100
         assert f"{b['floor_pct']:.2f}%" in text and b["more_10"]["word"] == "slower"
-    lines = re.findall(r"^test_sum_small .* unsure +(median [^\n]*?could hide 10% more work)[^\n]*from 8 processes",
-                       LOG, re.M)
+    lines = re.findall(
+        r"^test_sum_small .* unsure +(median [^\n]*?could hide 10% more work)[^\n]*from 8 processes", LOG, re.M
+    )
     assert len(lines) == 20  # and the page quotes one of them
     line = next(x for x in lines if x in text)
     assert f'("{line}")' in text
@@ -57,5 +58,9 @@ def test_the_failure_and_the_earlier_run_are_said_with_their_numbers():
     assert len(bad) == 1 and "test_matmul_tiny slower: q1 +7.2% [+6.2, +8.2]" in bad[0]["got"]
     assert "q1 +7.2% [+6.2, +8.2] against a floor of 5.5% from 8 processes" in text
     assert f"at least {floor.SHORT_LEAST_PCT:.0f}%" in text
-    assert RUN["numbers"]["benchmarks"]["test_matmul_tiny"]["words"] == {"same": 20, "unsure": 0, "slower": 0,
-                                                                         "faster": 0}
+    assert RUN["numbers"]["benchmarks"]["test_matmul_tiny"]["words"] == {
+        "same": 20,
+        "unsure": 0,
+        "slower": 0,
+        "faster": 0,
+    }

@@ -9,8 +9,13 @@ from gaterunpage import LOGS, flat, said, section, table_missing
 
 RUN = json.loads((LOGS / "gate-effort-h200-third.json").read_text())
 LOG = (LOGS / "gate-effort-h200-third.log").read_text()
-ALONE = {i: (json.loads((LOGS / f"gate-effort-h200-baseline-{i}.json").read_text()),
-             (LOGS / f"gate-effort-h200-baseline-{i}.log").read_text()) for i in (2, 3)}
+ALONE = {
+    i: (
+        json.loads((LOGS / f"gate-effort-h200-baseline-{i}.json").read_text()),
+        (LOGS / f"gate-effort-h200-baseline-{i}.log").read_text(),
+    )
+    for i in (2, 3)
+}
 TEXT = section("### The third run, on an H200", "## The fixed effort")
 
 

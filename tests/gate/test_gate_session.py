@@ -26,6 +26,7 @@ pytest_plugins = ["pytester"]
 
 # --- the verdict against a baseline ---------------------------------------------------------------
 
+
 def test_an_unchanged_kernel_reads_same(suite, saved):
     r = suite(f"--gpu-baseline={saved}", "--benchmark-compare-fail=median:10%", "--gpu-fail-slower", kernel_ms=1.0)
     assert r.ret == pytest.ExitCode.OK
@@ -84,8 +85,9 @@ def test_a_verdict_line_names_the_median_once():
 
     before = [1e-3 * (1 + 0.001 * (i % 5)) for i in range(100)]
     now = [x * (1.3 if i % 5 == 4 else 1.0) for i, x in enumerate(before)]
-    c = Compared("test_x", "t::test_x", 1e-3, 1e-3, judge(before, now, {s: 1.0 for s in
-                                                                          ("median", "q1", "q3", "tmean")}))
+    c = Compared(
+        "test_x", "t::test_x", 1e-3, 1e-3, judge(before, now, {s: 1.0 for s in ("median", "q1", "q3", "tmean")})
+    )
     line = lines([c], "h100.json", 1.0)[1]
     assert " (median +" in line and "median median" not in line and line.count("median ") == 1
 
@@ -110,16 +112,22 @@ def processes(suite, fake_gpu, spawned, pytester, monkeypatch, tmp_path):
 
 def test_one_command_saves_a_baseline_and_measures_its_floor_in_fresh_processes(processes, spawned, tmp_path):
     out = tmp_path / "out"
-    r = processes(f"--gpu-save-baseline={out}", f"--gpu-verdict-json={tmp_path / 'v.json'}",
-                  "--junitxml=j.xml", kernel_ms=PROCESS_MS[0])
+    r = processes(
+        f"--gpu-save-baseline={out}",
+        f"--gpu-verdict-json={tmp_path / 'v.json'}",
+        "--junitxml=j.xml",
+        kernel_ms=PROCESS_MS[0],
+    )
     assert r.ret == pytest.ExitCode.OK
     assert len(spawned) == 7  # runs 2..8
     for n, args in enumerate(spawned, start=2):
         assert args[-1] == f"--gpu-measure-floor={out}" and "--junitxml=j.xml" not in args
         assert not any(a.startswith("--gpu-save-baseline") for a in args)
         assert f"--gpu-verdict-json={tmp_path / f'v-run-{n}.json'}" in args
-    assert "gpu baseline: run 8 of at most 8, a fresh process measuring its floor for 1 benchmark whose floors " \
-           "need it" in r.stdout.str()
+    assert (
+        "gpu baseline: run 8 of at most 8, a fresh process measuring its floor for 1 benchmark whose floors "
+        "need it" in r.stdout.str()
+    )
     assert f"gpu baseline: 8 processes measured {out / 'h100-80gb-hbm3.json'}" in r.stdout.str()
     stored = json.loads((out / "h100-80gb-hbm3.json").read_text())
     assert len(stored["gpubench"]["reruns"]) == 7 and stored["gpubench"]["processes"] == 8
@@ -144,8 +152,9 @@ def test_a_run_that_fails_ends_the_baseline_with_the_runs_before_it(suite, fake_
     spawned.run = lambda args, cwd: 1 if len(spawned) == 2 else 0
     r = suite(f"--gpu-save-baseline={tmp_path}", "--gpu-baseline-runs=5", kernel_ms=1.0)
     assert r.ret == 1 and len(spawned) == 2  # runs 2 and 3; run 3 failed
-    assert "gpu baseline: run 3 of 5 ended with exit status 1; the baseline keeps the 2 runs before it" in \
-        r.stdout.str()
+    assert (
+        "gpu baseline: run 3 of 5 ended with exit status 1; the baseline keeps the 2 runs before it" in r.stdout.str()
+    )
 
 
 def test_one_run_saves_the_baseline_alone(suite, fake_gpu, spawned, tmp_path):
@@ -160,10 +169,29 @@ def test_baseline_runs_are_a_whole_number_of_one_or_more(pytester, value):
 
 
 def test_the_runs_replay_the_command_but_for_the_first_runs_own_files():
-    args = ["tests/b", "--gpu-save-baseline", "out", "--gpu-baseline-runs=3", "--junit-xml", "j.xml",
-            "--gpu-verdict-json", "v/x.json", "-k", "small", "--benchmark-autosave", "--benchmark-compare", "-q"]
+    args = [
+        "tests/b",
+        "--gpu-save-baseline",
+        "out",
+        "--gpu-baseline-runs=3",
+        "--junit-xml",
+        "j.xml",
+        "--gpu-verdict-json",
+        "v/x.json",
+        "-k",
+        "small",
+        "--benchmark-autosave",
+        "--benchmark-compare",
+        "-q",
+    ]
     assert benchruns.rerun_args(args, "out", 2) == [
-        "tests/b", "--gpu-verdict-json=v/x-run-2.json", "-k", "small", "-q", "--gpu-measure-floor=out"]
+        "tests/b",
+        "--gpu-verdict-json=v/x-run-2.json",
+        "-k",
+        "small",
+        "-q",
+        "--gpu-measure-floor=out",
+    ]
     assert benchruns.rerun_args(["--benchmark-compare", "tests", "x"], "o", 3) == ["x", "--gpu-measure-floor=o"]
 
 
@@ -180,14 +208,16 @@ def test_saving_a_baseline_anew_starts_without_reruns(suite, saved):
     assert json.loads((saved / "h100-80gb-hbm3.json").read_text())["gpubench"] == {"processes_max": 1, "reruns": []}
 
 
-@pytest.mark.parametrize("args", [["--gpu-save-baseline=a", "--gpu-measure-floor=b"],
-                                  ["--gpu-baseline=a", "--gpu-measure-floor=b"]])
+@pytest.mark.parametrize(
+    "args", [["--gpu-save-baseline=a", "--gpu-measure-floor=b"], ["--gpu-baseline=a", "--gpu-measure-floor=b"]]
+)
 def test_the_floor_is_measured_apart_from_saving_or_comparing(pytester, fake_gpu, args):
     r = pytester.runpytest(*PLUGINS, *args)
     assert r.ret == pytest.ExitCode.USAGE_ERROR and "not both" in r.stderr.str()
 
 
 # --- rounds the host was late for --------------------------------------------------------------------
+
 
 def test_rounds_the_host_was_late_for_are_marked_and_decide_nothing(suite, saved, fake_gpu, tmp_path):
     """Every 17th call the fake host is held up 0.5 ms before launching, longer than the 200 us lead: the GPU
@@ -205,6 +235,7 @@ def test_rounds_the_host_was_late_for_are_marked_and_decide_nothing(suite, saved
 
 
 # --- --gpu-fail-slower never passes what it could not compare ---------------------------------------
+
 
 def test_gpu_fail_slower_without_a_gpu_is_a_usage_error(suite, monkeypatch, tmp_path):
     torch = pytest.importorskip("torch")
@@ -236,6 +267,7 @@ def test_gpu_fail_slower_fails_a_session_that_compared_nothing(suite, fake_gpu, 
 
 # --- the machine a baseline names ---------------------------------------------------------------------------
 
+
 def test_a_gpu_session_names_its_machine_without_py_cpuinfos_second(pytester, fake_gpu, monkeypatch, tmp_path):
     """pytest-benchmark's own machine_info asks py-cpuinfo, which times the CPU's clock for a second in a process
     of its own: in every session of a gate. A GPU session names the CPU from /proc/cpuinfo instead."""
@@ -247,8 +279,9 @@ def test_a_gpu_session_names_its_machine_without_py_cpuinfos_second(pytester, fa
     monkeypatch.setattr(cpuinfo, "get_cpu_info", lambda: asked.append(1) or {})
     pytester.makepyfile(test_k=TEST_KERNEL)
     monkeypatch.setenv("KERNEL_MS", "1.0")
-    pytester.runpytest(*PLUGINS, "--gpu-min-time=0.05", "--gpu-settle=0.05",
-                       f"--gpu-save-baseline={tmp_path}").assert_outcomes(passed=1)
+    pytester.runpytest(
+        *PLUGINS, "--gpu-min-time=0.05", "--gpu-settle=0.05", f"--gpu-save-baseline={tmp_path}"
+    ).assert_outcomes(passed=1)
     machine = json.loads((tmp_path / "h100-80gb-hbm3.json").read_text())["machine_info"]
     assert asked == [] and machine["cpu"]["count"] == os.cpu_count() and machine["cpu"]["source"] == "/proc/cpuinfo"
     assert machine["gpu"]["name"] == "NVIDIA H100 80GB HBM3" and machine["python_version"]

@@ -35,6 +35,7 @@ def old_rule(before: list[float], now: list[float]) -> str:
 
 # --- the change of a statistic with its interval ---------------------------------------------------
 
+
 def test_a_uniform_slowdown_moves_every_statistic_and_its_interval_excludes_no_change():
     before, now = noise(seed=1), [x * 1.05 for x in noise(seed=2)]
     for name, i in change_intervals(before, now).items():
@@ -71,8 +72,9 @@ def test_rounds_that_drift_together_give_a_wider_interval_than_the_same_rounds_s
     assert block_length(51) == 4 and block_length(1000) == 10 and block_length(1) == 1
 
 
-@pytest.mark.parametrize("bad", [([], [1.0, 1.0]), ([1.0], [1.0, 1.0]), ([1.0, 0.0], [1.0, 1.0]),
-                                 ([1.0, float("nan")], [1.0, 1.0])])
+@pytest.mark.parametrize(
+    "bad", [([], [1.0, 1.0]), ([1.0], [1.0, 1.0]), ([1.0, 0.0], [1.0, 1.0]), ([1.0, float("nan")], [1.0, 1.0])]
+)
 def test_a_change_needs_two_runs_of_positive_round_times(bad):
     with pytest.raises(ValueError, match="at least two positive, finite round times"):
         change_intervals(*bad)
@@ -80,21 +82,25 @@ def test_a_change_needs_two_runs_of_positive_round_times(bad):
 
 # --- the rules -------------------------------------------------------------------------------------
 
+
 def word(*changes) -> str:
     for w, _, pick, _ in RULES:
         if pick(changes) is not None:
             return w
 
 
-@pytest.mark.parametrize("changes,expected", [
-    ([Change("median", 5, 4, 6, 2)], "slower"),
-    ([Change("median", -5, -6, -4, 2)], "faster"),
-    ([Change("median", 0.5, -1, 1.5, 2)], "same"),
-    ([Change("median", 1.5, -1, 3, 2)], "unsure"),  # cannot rule out a change beyond the floor
-    ([Change("median", 0.1, -0.5, 0.5, 2), Change("q3", 30, 29, 31, 2)], "slower"),  # part of the rounds
-    ([Change("median", 0.1, -0.5, 0.5, 2), Change("q3", 1.0, -3, 5, 2)], "unsure"),
-    ([Change("q1", -5, -6, -4, 2), Change("q3", 5, 4, 6, 2)], "slower"),  # a gate reads a slower part first
-])
+@pytest.mark.parametrize(
+    "changes,expected",
+    [
+        ([Change("median", 5, 4, 6, 2)], "slower"),
+        ([Change("median", -5, -6, -4, 2)], "faster"),
+        ([Change("median", 0.5, -1, 1.5, 2)], "same"),
+        ([Change("median", 1.5, -1, 3, 2)], "unsure"),  # cannot rule out a change beyond the floor
+        ([Change("median", 0.1, -0.5, 0.5, 2), Change("q3", 30, 29, 31, 2)], "slower"),  # part of the rounds
+        ([Change("median", 0.1, -0.5, 0.5, 2), Change("q3", 1.0, -3, 5, 2)], "unsure"),
+        ([Change("q1", -5, -6, -4, 2), Change("q3", 5, 4, 6, 2)], "slower"),  # a gate reads a slower part first
+    ],
+)
 def test_the_first_rule_that_holds_decides(changes, expected):
     assert word(*changes) == expected
 
@@ -104,8 +110,9 @@ def test_same_is_never_said_of_a_change_the_rounds_cannot_rule_out():
     words = [judge(noise(n=20, sd=0.1, seed=s), noise(n=20, sd=0.1, seed=50 + s), floors(2.0)) for s in range(10)]
     assert "same" not in [v.word for v in words]
     unsure = [v for v in words if v.word == "unsure"]
-    assert len(unsure) >= 8 and all("reaches past its floor of 2.0%" in v.why and "more rounds" in v.why
-                                    for v in unsure)
+    assert len(unsure) >= 8 and all(
+        "reaches past its floor of 2.0%" in v.why and "more rounds" in v.why for v in unsure
+    )
 
 
 def test_a_floor_wider_than_the_calls_promise_never_says_same():
@@ -113,8 +120,13 @@ def test_a_floor_wider_than_the_calls_promise_never_says_same():
     processes. Same would hide what the gate promises to catch from 10 us; below 10 us nothing is promised."""
     widths = {"median": 0.8, "q1": 0.9, "q3": 0.9, "tmean": 0.7}
     moved = {s: Interval(6.9, 6.9 - w, 6.9 + w) for s, w in widths.items()}
-    for call_s, floor, expected in ((14.4e-6, 11.3, "unsure"), (6.2e-6, 11.3, "same"), (14.4e-6, 5.9, "slower"),
-                                    (150e-6, 3.5, "slower"), (None, 11.3, "same")):
+    for call_s, floor, expected in (
+        (14.4e-6, 11.3, "unsure"),
+        (6.2e-6, 11.3, "same"),
+        (14.4e-6, 5.9, "slower"),
+        (150e-6, 3.5, "slower"),
+        (None, 11.3, "same"),
+    ):
         v = decide(moved, floors(floor), call_s=call_s)
         assert v.word == expected, (call_s, floor, v.why)
     v = decide({s: Interval(0.2, -0.5, 0.9) for s in widths}, floors(4.0), call_s=150e-6)
@@ -129,6 +141,7 @@ def test_a_verdict_says_which_statistic_decided_with_its_numbers():
 
 
 # --- reproductions against the committed baselines ------------------------------------------------
+
 
 def test_half_the_calls_25pct_slower_reads_slower_not_same():
     before = H200_COPY

@@ -33,8 +33,15 @@ from gpubench.record.rundir import json_safe
 from gpubench.truth.peaks import datasheet_for
 
 L2 = 50 * 2**20  # an H100's
-H100 = {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-1", "memory_mib": 81559, "driver": "580.65",
-        "cuda_driver": "13.0", "power_limit_w": 700.0, "mig_mode": False}
+H100 = {
+    "name": "NVIDIA H100 80GB HBM3",
+    "uuid": "GPU-1",
+    "memory_mib": 81559,
+    "driver": "580.65",
+    "cuda_driver": "13.0",
+    "power_limit_w": 700.0,
+    "mig_mode": False,
+}
 H200 = {**H100, "name": "NVIDIA H200", "uuid": "GPU-2", "memory_mib": 143771}
 
 
@@ -43,6 +50,7 @@ def array(nbytes):
 
 
 # --- the L2 flush ----------------------------------------------------------------------------------
+
 
 def test_the_working_set_is_the_array_arguments_or_the_useful_bytes_whichever_is_larger():
     assert estimate_working_set((array(10), 3.0), {"out": array(5)}) == 15
@@ -69,6 +77,7 @@ def test_the_flush_writes_twice_l2_and_never_less_than_the_minimum():
 
 
 # --- rounds ----------------------------------------------------------------------------------------
+
 
 def test_without_flush_rounds_are_20ms_of_calls_back_to_back():
     p = plan(call_ms=0.5, min_time_s=1.0, flush=False)
@@ -139,14 +148,17 @@ def test_a_call_short_on_the_gpu_is_timed_from_a_graph_whatever_pace_the_host_ke
     assert dev.captures[-1] == GRAPH_CALLS  # a first graph the host's pace made small is captured again, whole
 
 
-@pytest.mark.parametrize("call_us, host_us, flush, asked, expected_calls", [
-    (GRAPH_BELOW_US + 1, GRAPH_BELOW_US + 5, False, None, 0),  # long enough on the GPU: the host's launches
-    (GRAPH_BELOW_US - 1, GRAPH_BELOW_US + 5, False, None, 20_000 // int(GRAPH_BELOW_US + 5)),  # one graph
-    (2.8, GRAPH_PROBE_MS * 1e3 + 1, False, None, 0),  # the host took 1 ms a call: not looked at
-    (2.8, 12.0, True, None, 0),  # a flushed round is one call
-    (2.8, 12.0, False, False, 0),  # refused
-    (400.0, 500.0, False, True, 40),  # asked for: a graph of about 20 ms
-])
+@pytest.mark.parametrize(
+    "call_us, host_us, flush, asked, expected_calls",
+    [
+        (GRAPH_BELOW_US + 1, GRAPH_BELOW_US + 5, False, None, 0),  # long enough on the GPU: the host's launches
+        (GRAPH_BELOW_US - 1, GRAPH_BELOW_US + 5, False, None, 20_000 // int(GRAPH_BELOW_US + 5)),  # one graph
+        (2.8, GRAPH_PROBE_MS * 1e3 + 1, False, None, 0),  # the host took 1 ms a call: not looked at
+        (2.8, 12.0, True, None, 0),  # a flushed round is one call
+        (2.8, 12.0, False, False, 0),  # refused
+        (400.0, 500.0, False, True, 40),  # asked for: a graph of about 20 ms
+    ],
+)
 def test_which_calls_are_timed_from_a_graph(call_us, host_us, flush, asked, expected_calls):
     dev = GraphDevice(call_us)
     _, _, calls, _ = graph_or_not(dev, run, host_us / 1e3, flush, asked)
@@ -154,12 +166,15 @@ def test_which_calls_are_timed_from_a_graph(call_us, host_us, flush, asked, expe
     assert (dev.captures != []) is (not flush and asked is not False and (asked or host_us < GRAPH_PROBE_MS * 1e3))
 
 
-@pytest.mark.parametrize("call_us, before, asked, expected_calls", [
-    (60.0, True, None, 333),  # grew past 50 us since the baseline: still from a graph, and compared
-    (2.8, False, None, 0),  # the baseline launched it one by one: so does the run
-    (2.8, None, None, GRAPH_CALLS),  # no baseline: decided afresh
-    (60.0, True, False, 0),  # the caller's graph= wins over the baseline
-])
+@pytest.mark.parametrize(
+    "call_us, before, asked, expected_calls",
+    [
+        (60.0, True, None, 333),  # grew past 50 us since the baseline: still from a graph, and compared
+        (2.8, False, None, 0),  # the baseline launched it one by one: so does the run
+        (2.8, None, None, GRAPH_CALLS),  # no baseline: decided afresh
+        (60.0, True, False, 0),  # the caller's graph= wins over the baseline
+    ],
+)
 def test_a_run_times_a_benchmark_as_its_baseline_did(call_us, before, asked, expected_calls):
     _, _, calls, _ = graph_or_not(GraphDevice(call_us), run, call_us / 1e3, False, asked, before)
     assert calls == expected_calls
@@ -195,6 +210,7 @@ def test_graph_true_with_the_flush_or_a_graph_of_another_type_is_refused_before_
 
 
 # --- the clock -------------------------------------------------------------------------------------
+
 
 class FakeEvent:
     """A CUDA event on a GPU whose clock the test sets: record() reads it."""
@@ -247,8 +263,11 @@ def test_the_clock_marks_a_round_whose_launches_ended_after_its_lead_could_have(
 
 def test_rounds_timed_from_a_graph_are_never_compared_with_rounds_the_host_launched():
     rounds = [1e-3 * (1 + 0.001 * i) for i in range(20)]
-    baseline = {"benchmarks": [{"fullname": "t", "stats": {"median": 1e-3, "data": rounds},
-                                "extra_info": {"cuda_graph_calls": 0}}]}
+    baseline = {
+        "benchmarks": [
+            {"fullname": "t", "stats": {"median": 1e-3, "data": rounds}, "extra_info": {"cuda_graph_calls": 0}}
+        ]
+    }
     for now_calls, compared in ((1000, False), (0, True)):
         run = {"t": {"name": "t", "rounds": rounds, "extra_info": {"cuda_graph_calls": now_calls}}}
         (c,) = compare_run(baseline, run, 1.0)
@@ -263,6 +282,7 @@ def test_rounds_timed_from_a_graph_are_never_compared_with_rounds_the_host_launc
 
 # --- clocks round by round -------------------------------------------------------------------------
 
+
 def test_each_rounds_clock_and_reasons_are_kept_with_their_median_and_shares():
     names = {1: ["idle"], 4: ["power cap"], 5: ["idle", "power cap"], 64: ["thermal (hardware)"]}
     states = [(1980.0, 1), (1755.0, 5), (1740.0, 4), (math.nan, 64), (1800.0, None)]
@@ -271,8 +291,10 @@ def test_each_rounds_clock_and_reasons_are_kept_with_their_median_and_shares():
     assert facts["sm_clock_mhz_rounds"] == pytest.approx(1777.5)  # the median of the clocks NVML gave
     # shares of the rounds whose reasons NVML gave; idle is the GPU right after a round, not a reason of it
     assert facts["clock_events_rounds"] == {"power cap": 0.5, "thermal (hardware)": 0.25}
-    assert round_facts([(math.nan, None)], lambda m: []) == {"rounds_sm_clock_mhz": [math.nan],
-                                                          "rounds_clock_events": [None]}
+    assert round_facts([(math.nan, None)], lambda m: []) == {
+        "rounds_sm_clock_mhz": [math.nan],
+        "rounds_clock_events": [None],
+    }
 
 
 # --- work ------------------------------------------------------------------------------------------
@@ -302,8 +324,9 @@ def test_every_unit_is_a_datasheet_peak_and_another_is_refused_before_anything_r
     assert all(unit in PEAKS["datasheet"] for unit in UNITS)
     calls = []
     bench = GpuBenchmark(benchmark=SimpleNamespace(enabled=True), device=None)
-    with pytest.raises(ValueError, match="unit must be one of bf16_tensor, fp16_tensor, tf32_tensor, fp8_tensor, "
-                                         "fp32, got .bf16."):
+    with pytest.raises(
+        ValueError, match="unit must be one of bf16_tensor, fp16_tensor, tf32_tensor, fp8_tensor, fp32, got .bf16."
+    ):
         bench(calls.append, 1, flops=1.0, unit="bf16")
     assert calls == []
 
@@ -314,21 +337,32 @@ def test_json_has_no_nan():
 
 # --- baselines per GPU model -----------------------------------------------------------------------
 
+
 def test_a_baseline_file_is_checked_whole_before_use(tmp_path):
     path = tmp_path / "b.json"
-    good = {"machine_info": {}, "benchmarks": [{"fullname": "t", "stats": {"median": 1e-3, "mean": 1e-3,
-                                                                            "data": [1e-3]}}]}
+    good = {
+        "machine_info": {},
+        "benchmarks": [{"fullname": "t", "stats": {"median": 1e-3, "mean": 1e-3, "data": [1e-3]}}],
+    }
     path.write_text(json.dumps(good))
     assert bc.load_baseline(path) == good
-    for text, said in [("", "is empty"), ("{", "is not valid JSON"), ("[" * 100_000, "is not valid JSON"),
-                       ('{"benchmarks": []}', "has no machine_info"),
-                       ('{"machine_info": {}, "benchmarks": {}}', "holds no benchmarks"),
-                       ('{"machine_info": {}, "benchmarks": [1]}', "without a name or statistics"),
-                       ('{"machine_info": {}, "benchmarks": [{"fullname": "t", "stats": {"median": 0}}]}',
-                        "has no positive median for t"),
-                       ('{"machine_info": {}, "benchmarks": [{"fullname": "t", "stats": {"median": 1}}]}',
-                        "has no positive mean for t"),  # pytest-benchmark would skip the file, comparing nothing
-                       (json.dumps({**good, "gpubench": []}), "damaged gpubench section")]:
+    for text, said in [
+        ("", "is empty"),
+        ("{", "is not valid JSON"),
+        ("[" * 100_000, "is not valid JSON"),
+        ('{"benchmarks": []}', "has no machine_info"),
+        ('{"machine_info": {}, "benchmarks": {}}', "holds no benchmarks"),
+        ('{"machine_info": {}, "benchmarks": [1]}', "without a name or statistics"),
+        (
+            '{"machine_info": {}, "benchmarks": [{"fullname": "t", "stats": {"median": 0}}]}',
+            "has no positive median for t",
+        ),
+        (
+            '{"machine_info": {}, "benchmarks": [{"fullname": "t", "stats": {"median": 1}}]}',
+            "has no positive mean for t",
+        ),  # pytest-benchmark would skip the file, comparing nothing
+        (json.dumps({**good, "gpubench": []}), "damaged gpubench section"),
+    ]:
         path.write_text(text)
         with pytest.raises(bc.BaselineError, match=said):
             bc.load_baseline(path)

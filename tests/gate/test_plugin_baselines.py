@@ -16,6 +16,7 @@ pytest_plugins = ["pytester"]
 
 # --- baselines per GPU model -----------------------------------------------------------------------
 
+
 def test_a_saved_baseline_is_named_for_the_gpu_and_holds_its_fingerprint(suite, fake_gpu, tmp_path):
     r = suite(f"--gpu-save-baseline={tmp_path}")
     r.assert_outcomes(passed=1)
@@ -51,10 +52,12 @@ def test_a_baseline_measured_on_another_model_is_refused(suite, fake_gpu, tmp_pa
     r = suite(f"--gpu-baseline={tmp_path}" if how == "--gpu-baseline" else f"--benchmark-compare={path}")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     lines = [line for line in r.stderr.lines if line.strip()]
-    assert lines == ["ERROR: the baseline h100-80gb-hbm3.json was measured on NVIDIA H200 but this GPU is "
-                     "NVIDIA H100 80GB HBM3: timings of different GPU models are not comparable, so compare "
-                     "against a baseline saved on NVIDIA H100 80GB HBM3 (--gpu-baseline=DIR picks "
-                     "DIR/h100-80gb-hbm3.json)"]
+    assert lines == [
+        "ERROR: the baseline h100-80gb-hbm3.json was measured on NVIDIA H200 but this GPU is "
+        "NVIDIA H100 80GB HBM3: timings of different GPU models are not comparable, so compare "
+        "against a baseline saved on NVIDIA H100 80GB HBM3 (--gpu-baseline=DIR picks "
+        "DIR/h100-80gb-hbm3.json)"
+    ]
     assert "passed" not in r.stdout.str()  # refused before anything ran
 
 
@@ -75,12 +78,16 @@ def test_the_same_model_with_another_driver_is_compared_and_noted(suite, fake_gp
 
 # --- speed settings, memory size, MIG ---------------------------------------------------------------
 
-@pytest.mark.parametrize("other,said", [
-    ({"memory_mib": 97871.0}, "with 97871 MiB of memory but this one has 81559 MiB"),
-    ({"mig_mode": True}, "was measured with MIG on but MIG is off on this GPU"),
-    ({"power_limit_w": 400.0}, "power limit (W) 400.0 -> 700.0"),
-    ({"app_sm_clock_mhz": 1500}, "application SM clock (MHz) 1500 -> 1980"),
-])
+
+@pytest.mark.parametrize(
+    "other,said",
+    [
+        ({"memory_mib": 97871.0}, "with 97871 MiB of memory but this one has 81559 MiB"),
+        ({"mig_mode": True}, "was measured with MIG on but MIG is off on this GPU"),
+        ({"power_limit_w": 400.0}, "power limit (W) 400.0 -> 700.0"),
+        ({"app_sm_clock_mhz": 1500}, "application SM clock (MHz) 1500 -> 1980"),
+    ],
+)
 def test_a_baseline_of_another_part_mode_or_limit_is_refused(suite, fake_gpu, monkeypatch, tmp_path, other, said):
     monkeypatch.setattr(FakeDevice, "fingerprint", {**H100, "app_sm_clock_mhz": 1980, "ecc": True})
     monkeypatch.setattr(configure, "this_gpu", lambda: dict(FakeDevice.fingerprint))
@@ -101,5 +108,6 @@ def test_other_limits_are_compared_when_allowed_and_said_in_every_verdict(suite,
     r.assert_outcomes(passed=1)
     assert "other speed settings, compared as allowed: power limit (W) 400.0 -> 700.0" in r.stdout.str()
     # said first, right after the verdict's word
-    assert re.search(r" ms  \w+ +power limit \(W\) 400.0 -> 700.0 \(--gpu-allow-different-limits\); median ",
-                     verdict_line(r))
+    assert re.search(
+        r" ms  \w+ +power limit \(W\) 400.0 -> 700.0 \(--gpu-allow-different-limits\); median ", verdict_line(r)
+    )

@@ -15,6 +15,7 @@ pytest_plugins = ["pytester"]
 
 # --- what a run records ----------------------------------------------------------------------------
 
+
 def test_a_small_working_set_is_timed_one_call_per_round_after_a_flush(suite, fake_gpu, tmp_path):
     r = suite(f"--benchmark-json={tmp_path / 'run.json'}")
     r.assert_outcomes(passed=1)
@@ -38,8 +39,9 @@ def test_without_the_flush_rounds_are_calls_back_to_back_behind_a_blocking_kerne
     assert info["l2_flush"] is False and info["calls_per_round"] > 1 and fake_gpu.flushes == 0
     assert info["metrics_window"].startswith("calls back to back")  # rounds of 0.05 s: too short for the sampler
     # the fake host launches in no time
-    assert info["round_start"] == (f"behind a blocking kernel of 200 µs, {info['calls_per_round']} calls launched "
-                                   "by the host")
+    assert info["round_start"] == (
+        f"behind a blocking kernel of 200 µs, {info['calls_per_round']} calls launched by the host"
+    )
 
 
 def test_the_clocks_settle_before_the_rounds(suite, fake_gpu, tmp_path):
@@ -76,8 +78,9 @@ def test_a_call_shorter_than_its_launch_is_timed_in_a_cuda_graph_at_its_gpu_time
     assert "cuda_graph_refused" not in info
 
 
-def test_launched_one_by_one_a_call_shorter_than_its_launch_is_timed_behind_a_blocking_kernel(tiny, tmp_path,
-                                                                                              monkeypatch):
+def test_launched_one_by_one_a_call_shorter_than_its_launch_is_timed_behind_a_blocking_kernel(
+    tiny, tmp_path, monkeypatch
+):
     monkeypatch.setenv("TINY_GRAPH", "no")
     tiny(f"--benchmark-json={tmp_path / 'run.json'}").assert_outcomes(passed=1)
     bench = json.loads((tmp_path / "run.json").read_text())["benchmarks"][0]
@@ -123,5 +126,6 @@ def test_without_the_blocking_kernel_the_fake_gpu_times_the_launch_rate(tiny, fa
     monkeypatch.setattr(FakeDevice, "hold", lambda self, us: None)
     monkeypatch.setenv("TINY_GRAPH", "no")
     tiny(f"--benchmark-json={tmp_path / 'run.json'}").assert_outcomes(passed=1)
-    assert json.loads((tmp_path / "run.json").read_text())["benchmarks"][0]["stats"]["median"] == \
-        pytest.approx(7e-6, rel=0.01)
+    assert json.loads((tmp_path / "run.json").read_text())["benchmarks"][0]["stats"]["median"] == pytest.approx(
+        7e-6, rel=0.01
+    )

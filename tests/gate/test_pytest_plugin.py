@@ -29,6 +29,7 @@ pytest_plugins = ["pytester"]
 
 # --- registration and options ----------------------------------------------------------------------
 
+
 def test_the_entry_point_names_the_plugin_module():
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     eps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["pytest11"]
@@ -42,8 +43,12 @@ def test_the_plugin_holds_hooks_and_the_gate_keeps_one_object_in_the_stash():
     from gpubench import pytest_plugin
     from gpubench.gate import decisions, finish
 
-    keys = {id(v) for m in (pytest_plugin, configure, finish, decisions) for v in vars(m).values()
-            if isinstance(v, pytest.StashKey)}
+    keys = {
+        id(v)
+        for m in (pytest_plugin, configure, finish, decisions)
+        for v in vars(m).values()
+        if isinstance(v, pytest.StashKey)
+    }
     assert keys == {id(decisions.KEY)}
     own = [n for n, v in vars(pytest_plugin).items() if inspect.isfunction(v) and v.__module__ == PLUGIN]
     assert own and all(n.startswith("pytest_") for n in own), own
@@ -69,19 +74,36 @@ def test_pytest_loads_the_plugin_through_its_entry_point(tmp_path):
 
 
 def test_importing_the_plugin_loads_no_gpu_library():
-    code = (f"import sys, {PLUGIN}; heavy = [m for m in ('torch', 'pynvml', 'triton', 'cupy', 'numpy') "
-            "if m in sys.modules]; print(heavy)")
-    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)},
-                         capture_output=True, text=True, timeout=600)
+    code = (
+        f"import sys, {PLUGIN}; heavy = [m for m in ('torch', 'pynvml', 'triton', 'cupy', 'numpy') "
+        "if m in sys.modules]; print(heavy)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.stdout.strip() == "[]", out.stderr
 
 
 def test_options_are_one_group_in_help(pytester):
     out = pytester.runpytest(*PLUGINS, "--help").stdout.str()
     assert "gpu_benchmark (GPU time per call" in out
-    for option in ("--gpu-min-time", "--gpu-settle", "--gpu-no-flush-l2", "--gpu-baseline", "--gpu-save-baseline",
-                   "--gpu-baseline-runs", "--gpu-measure-floor", "--gpu-noise-floor", "--gpu-allow-different-limits",
-                   "--gpu-fail-slower", "--gpu-verdict-json"):
+    for option in (
+        "--gpu-min-time",
+        "--gpu-settle",
+        "--gpu-no-flush-l2",
+        "--gpu-baseline",
+        "--gpu-save-baseline",
+        "--gpu-baseline-runs",
+        "--gpu-measure-floor",
+        "--gpu-noise-floor",
+        "--gpu-allow-different-limits",
+        "--gpu-fail-slower",
+        "--gpu-verdict-json",
+    ):
         assert option in out
     # the recipe, said where a user looks for it: how many processes a baseline takes, and why
     flat = " ".join(out.split())
@@ -101,6 +123,7 @@ def test_gpu_baseline_and_benchmark_compare_exclude_each_other(pytester, fake_gp
 
 
 # --- without a GPU ---------------------------------------------------------------------------------
+
 
 def test_without_a_gpu_the_benchmark_skips_with_the_reason(suite, monkeypatch):
     torch = pytest.importorskip("torch")
@@ -126,11 +149,14 @@ def test_without_a_gpu_the_baseline_options_say_they_do_nothing(suite, monkeypat
 
 # --- a gate never silently off (issue 27) ----------------------------------------------------------
 
-DAMAGED = {"empty": "", "truncated": '{"machine_info": {}, "benchmarks": [', "not an object": "[]",
-           "no benchmarks": '{"machine_info": {}, "benchmarks": []}',
-           "no median": '{"machine_info": {}, "benchmarks": [{"fullname": "t", "stats": {"median": "x"}}]}',
-           "bad rounds": '{"machine_info": {}, "benchmarks": [{"fullname": "t", '
-                         '"stats": {"median": 1, "data": [-1]}}]}'}
+DAMAGED = {
+    "empty": "",
+    "truncated": '{"machine_info": {}, "benchmarks": [',
+    "not an object": "[]",
+    "no benchmarks": '{"machine_info": {}, "benchmarks": []}',
+    "no median": '{"machine_info": {}, "benchmarks": [{"fullname": "t", "stats": {"median": "x"}}]}',
+    "bad rounds": '{"machine_info": {}, "benchmarks": [{"fullname": "t", "stats": {"median": 1, "data": [-1]}}]}',
+}
 
 
 @pytest.mark.parametrize("damage", DAMAGED)

@@ -8,5 +8,9 @@ SLOWDOWNS = {
 
 
 def pytest_addoption(parser):
-    parser.addoption("--slowdown", choices=sorted(SLOWDOWNS), default=None,
-                     help="gate benchmarks: " + "; ".join(f"{k}: {v}" for k, v in SLOWDOWNS.items()))
+    parser.addoption(
+        "--slowdown",
+        choices=sorted(SLOWDOWNS),
+        default=None,
+        help="gate benchmarks: " + "; ".join(f"{k}: {v}" for k, v in SLOWDOWNS.items()),
+    )

@@ -94,6 +94,7 @@ def measure(gpu_benchmark, request, make, **kwargs):
 
 # --- torch -----------------------------------------------------------------------------------------------
 
+
 def matmul(n: int, pct: float, fp32: bool = False) -> Call:
     from gpubench.kernels import gemm
 
@@ -119,8 +120,7 @@ def matmul_fp32(m: int, n: int) -> Call:
         run()
         close("fp32 matmul", c, a.double() @ b.double(), 1e-4)
 
-    return Call(run, check, 2.0 * m * n * n, 4.0 * (m * n + n * n + m * n), "fp32", "compute",
-                size=f"{m}x{n}x{n} fp32")
+    return Call(run, check, 2.0 * m * n * n, 4.0 * (m * n + n * n + m * n), "fp32", "compute", size=f"{m}x{n}x{n} fp32")
 
 
 def torch_sum(n: int, pct: float) -> Call:
@@ -155,6 +155,7 @@ def test_matmul_2048(gpu_benchmark, request):
 
 # --- CuPy ------------------------------------------------------------------------------------------------
 
+
 def cupy_sum(n: int, pct: float, outliers: bool = False) -> Call:
     import cupy as cp
 
@@ -178,8 +179,10 @@ def cupy_sum(n: int, pct: float, outliers: bool = False) -> Call:
 
     facts = {"size": f"{n} fp32"}
     if outliers:
-        facts["outliers"] = (f"the host held up {STALL_S * 1e3:g} ms every {STALL_EVERY}th call; {HEAVY_TIMES}x the "
-                             f"work every {HEAVY_EVERY}th")
+        facts["outliers"] = (
+            f"the host held up {STALL_S * 1e3:g} ms every {STALL_EVERY}th call; {HEAVY_TIMES}x the "
+            f"work every {HEAVY_EVERY}th"
+        )
     return Call(run, check, float(n), 4.0 * n + 4, "fp32", "dram", **facts)
 
 
@@ -281,8 +284,15 @@ def triton_fma_kernel():
     return gate_fma
 
 
-def fma(impl: str, iters: int, pct: float, blocks: int | None = None, block: int = 256, device="cuda",
-        steps: int | None = None) -> Call:
+def fma(
+    impl: str,
+    iters: int,
+    pct: float,
+    blocks: int | None = None,
+    block: int = 256,
+    device="cuda",
+    steps: int | None = None,
+) -> Call:
     """FMA chains of `iters` steps, 4 per thread, on blocks of `block` threads (one on every other SM by
     default). steps: what the kernel is told to run instead, a deliberately wrong kernel for the check to catch."""
     import torch
@@ -315,8 +325,9 @@ def fma(impl: str, iters: int, pct: float, blocks: int | None = None, block: int
         close(f"{impl} fma", out, fma_reference(x.double(), iters), 1e-3)
 
     flops, nbytes = fma_work(threads, iters)
-    return Call(run, check, flops, nbytes, "fp32", "compute", size=f"{threads} threads x {FMA_CHAINS} chains x "
-                f"{iters} FMAs")
+    return Call(
+        run, check, flops, nbytes, "fp32", "compute", size=f"{threads} threads x {FMA_CHAINS} chains x {iters} FMAs"
+    )
 
 
 def test_fma_1ms(gpu_benchmark, request):
@@ -333,6 +344,7 @@ def test_fma_50ms(gpu_benchmark, request):
 
 
 # --- Triton ----------------------------------------------------------------------------------------------
+
 
 def softmax(m: int, n: int, pct: float) -> Call:
     from gpubench.kernels import softmax as family

@@ -11,10 +11,23 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKENVML = ROOT / "tests" / "top" / "fakenvml.py"
-GPU = {"name": "NVIDIA H100 80GB HBM3", "power_limit_w": 700, "memory_total_mib": 81559, "gpm": True,
-       "values": {"gpu_util_pct": 100, "sm_active_pct": 96.6, "sm_occupancy_pct": 14.3, "tensor_active_pct": 93.8,
-                  "dram_active_pct": 25.9, "power_w": 697, "sm_clock_mhz": 1755, "mem_used_mib": 70_000},
-       "processes": []}
+GPU = {
+    "name": "NVIDIA H100 80GB HBM3",
+    "power_limit_w": 700,
+    "memory_total_mib": 81559,
+    "gpm": True,
+    "values": {
+        "gpu_util_pct": 100,
+        "sm_active_pct": 96.6,
+        "sm_occupancy_pct": 14.3,
+        "tensor_active_pct": 93.8,
+        "dram_active_pct": 25.9,
+        "power_w": 697,
+        "sm_clock_mhz": 1755,
+        "mem_used_mib": 70_000,
+    },
+    "processes": [],
+}
 FLOPS = 1e13
 PEAK = 989.4e12  # the H100's bf16 datasheet peak: MFU = steps/s x FLOPS / PEAK
 # steps with their FLOPs until the file named by its argument exists (a hang guard ends it after 10 min)
@@ -37,8 +50,20 @@ def spec(tmp_path: Path) -> Path:
 
 def watch_argv(tmp_path: Path, run_dir: Path, options: list[str], job: list[str]) -> list[str]:
     """gpubench watch [options] -- job, behind the fake NVML, sampling every 0.1 s."""
-    return [sys.executable, str(FAKENVML), str(spec(tmp_path)), "watch", "--no-smi", "--interval", "0.1",
-            "--out", str(run_dir), *options, "--", *job]
+    return [
+        sys.executable,
+        str(FAKENVML),
+        str(spec(tmp_path)),
+        "watch",
+        "--no-smi",
+        "--interval",
+        "0.1",
+        "--out",
+        str(run_dir),
+        *options,
+        "--",
+        *job,
+    ]
 
 
 def environment(**more) -> dict:

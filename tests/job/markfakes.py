@@ -30,8 +30,9 @@ def child(code: str, path, **env) -> subprocess.CompletedProcess:
     for var in markwriter.RANK_VARS:
         if var not in env:
             environ.pop(var, None)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=environ, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], env=environ, capture_output=True, text=True, timeout=120
+    )
 
 
 class FakeEvent:

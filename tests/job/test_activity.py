@@ -16,12 +16,29 @@ from gpubench.read.samples import as_samples
 
 R = Stream(None, 4242)
 G = gpus(2)
-COLUMNS = ["gpu_util_pct", "power_w", "energy_j", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct",
-           "dram_active_pct"]
-TRAIN = {"gpu_util_pct": 98.0, "sm_active_pct": 85.0, "tensor_active_pct": 40.0, "dram_active_pct": 30.0,
-         "power_w": 600.0}
-EVAL = {"gpu_util_pct": 95.0, "sm_active_pct": 70.0, "tensor_active_pct": 12.0, "dram_active_pct": 55.0,
-        "power_w": 450.0}
+COLUMNS = [
+    "gpu_util_pct",
+    "power_w",
+    "energy_j",
+    "sm_active_pct",
+    "sm_occupancy_pct",
+    "tensor_active_pct",
+    "dram_active_pct",
+]
+TRAIN = {
+    "gpu_util_pct": 98.0,
+    "sm_active_pct": 85.0,
+    "tensor_active_pct": 40.0,
+    "dram_active_pct": 30.0,
+    "power_w": 600.0,
+}
+EVAL = {
+    "gpu_util_pct": 95.0,
+    "sm_active_pct": 70.0,
+    "tensor_active_pct": 12.0,
+    "dram_active_pct": 55.0,
+    "power_w": 450.0,
+}
 
 
 def summary(samples, events, t1, n_gpus=1):
@@ -45,6 +62,7 @@ def trainer_job():
     """The issue's Trainer run: 26 s of start-up with the GPU idle but for a burst at 12 s (weights copied
     over), steps every 0.1 s from 26 to 40 s (the 11th counted, slower), an evaluation to 44 s, 2 s of
     teardown."""
+
     def state(t, g):
         if 12.0 <= t < 12.3:
             return {"gpu_util_pct": 100.0, "sm_active_pct": 20.0, "power_w": 200.0}
@@ -53,6 +71,7 @@ def trainer_job():
         if 40.0 <= t < 44.0:
             return EVAL
         return {}
+
     times = every(26.1, 27.1, 0.1)  # the first eleven steps, the last of them the one before the count
     after = every(27.4, 40.0, 0.1)
     events = optimizer_steps(times) + [counted(27.3, 5e13)] + optimizer_steps(after, flops=5e13)
@@ -86,6 +105,7 @@ def test_without_steps_the_work_is_cut_where_it_changes_and_a_kind_that_recurs_i
         if 15 <= t < 21:
             return EVAL
         return {}
+
     result = summary(rows(1, 0.0, 38.0, state), [], 38.0)
     got = by_name(result)
     assert list(got) == ["start-up", "run 1", "run 2", "idle", "teardown"]
@@ -98,6 +118,7 @@ def test_work_in_bursts_keeps_its_busy_seconds_apart_from_the_idle_ones():
     def state(t, g):  # busy one second in two, and in that second 90% of the intervals: its last 0.4 s, all
         # that a row's GPU-Util may read of it after the trim and NVML's trail (gpubench.read.summary.TRAIL_S)
         return TRAIN if 4 <= t < 24 and int(t) % 2 == 0 and (t % 1.0) >= 0.1 else {}
+
     result = summary(rows(1, 0.0, 28.0, state), [], 28.0)
     got = by_name(result)
     assert got["run"]["sm_active_pct"] == 85.0 and got["run"]["gpu_util_mean_pct"] >= 50
@@ -129,6 +150,7 @@ def test_a_job_that_marks_is_cut_by_its_marks():
 def test_a_start_up_busy_a_third_of_its_time_is_no_start_up():
     def state(t, g):  # a short start-up that keeps the GPU busy in bursts 40% of the time
         return TRAIN if t >= 4.0 or (t % 1.0) < 0.4 else {}
+
     got = by_name(summary(rows(1, 0.0, 14.0, state), [], 14.0))
     assert "start-up" not in got and got["run"]["sm_active_pct"] > 0
 
@@ -136,6 +158,7 @@ def test_a_start_up_busy_a_third_of_its_time_is_no_start_up():
 def test_the_busiest_gpu_cuts_the_phases():
     def state(t, g):
         return TRAIN if g == 1 and 6 <= t < 16 else {}
+
     events = stamps(Stream(1, 7), G[1].uuid, every(6.5, 16.0, 0.5))  # a rank's own steps: cut by them, not here
     assert phases_of(as_samples(rows(2, 0.0, 20.0, state)), [], G[:2], 0.0, 20.0)[1] == (6.0, 16.0)
     assert phases_of(as_samples(rows(2, 0.0, 20.0, state)), events, G[:2], 0.0, 20.0) is None
@@ -148,8 +171,9 @@ def random_job(seed: int):
     segments, t = [], 0.0
     while t < 60:
         length, dense = rng.uniform(1.0, 12.0), rng.random() < 0.6
-        segments.append((t, t + length, dense, rng.uniform(0.1, 0.9),
-                         rng.uniform(*((0.85, 1.0) if dense else (0, 0.2)))))
+        segments.append(
+            (t, t + length, dense, rng.uniform(0.1, 0.9), rng.uniform(*((0.85, 1.0) if dense else (0, 0.2))))
+        )
         t += length
     draws = {}
 
@@ -157,9 +181,18 @@ def random_job(seed: int):
         for a, b, _, level, p in segments:
             if a <= time < b:
                 busy = draws.setdefault(round(time, 2), rng.random()) < p
-                return {"gpu_util_pct": 100.0, "sm_active_pct": 100.0 * level, "tensor_active_pct": 50.0 * level,
-                        "power_w": 300.0} if busy else {}
+                return (
+                    {
+                        "gpu_util_pct": 100.0,
+                        "sm_active_pct": 100.0 * level,
+                        "tensor_active_pct": 50.0 * level,
+                        "power_w": 300.0,
+                    }
+                    if busy
+                    else {}
+                )
         return {}
+
     events = []
     for a, b, dense, _, _ in segments:
         if dense and b - a > 1 and rng.random() < 0.5:
@@ -180,14 +213,17 @@ def test_no_row_reads_a_median_of_zero_where_its_gpu_was_busy_a_third_of_the_tim
 def test_each_row_says_where_its_numbers_came_from():
     samples, events = trainer_job()
     own = stamps(Stream(None, 99), G[0].uuid, every(26.1, 40.0, 0.1), flops=4e13)
-    rows_ = [{"kind": "phase", "steps_source": "", "flops_source": "", "tensor_ceiling_pct": 12.5},
-             {"kind": "phase", "steps_source": "", "flops_source": ""},
-             {"kind": "phase", "steps_source": "step()", "flops_source": "step()"}]
+    rows_ = [
+        {"kind": "phase", "steps_source": "", "flops_source": "", "tensor_ceiling_pct": 12.5},
+        {"kind": "phase", "steps_source": "", "flops_source": ""},
+        {"kind": "phase", "steps_source": "step()", "flops_source": "step()"},
+    ]
     labelled = provenance.label(rows_)
     assert labelled[0]["flops_source"] == "counters" and "the counters bound them" in labelled[0]["provenance"]
     assert labelled[1]["provenance"] == ""
-    assert labelled[2]["provenance"] == ("Steps from the job's own gpubench.step(); FLOPs counted by the job's own "
-                                         "step()")
+    assert labelled[2]["provenance"] == (
+        "Steps from the job's own gpubench.step(); FLOPs counted by the job's own step()"
+    )
     mixed = provenance.resolve(events + own)
     assert {e.origin for e in mixed if isinstance(e, Steps)} == {"optimizer", "counted", "step"}
     facts = provenance.facts(events, summary(samples, events, 46.0).summary, {"hook": "on"}, "activity")

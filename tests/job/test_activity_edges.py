@@ -25,8 +25,10 @@ UNFINISHED = ROOT / "results" / "logs" / "watch-auto-llama-unfinished-h200.tar.g
 @contextmanager
 def within(seconds: int):
     """Fail, rather than hang the test run, where the block has not ended in time."""
+
     def late(signum, frame):
         raise TimeoutError(f"still running after {seconds} s")
+
     previous = signal.signal(signal.SIGALRM, late)
     signal.alarm(seconds)
     try:
@@ -63,8 +65,18 @@ def test_the_watch_that_did_not_end_is_summarized_from_its_own_files(tmp_path):
     t1 = float(samples.col("t_end_s").max())
     with within(60):
         for shift in (0.0, 0.05, 0.1, 0.35, 0.6):  # the window's ends as the watch's clock might have read them
-            result = summarize_watch(samples, events, gpus, t0 + shift, t1 + shift, peaks, "bf16",
-                                     manifest["columns"], {gpus[0].nvml_index: {849}}, False)
+            result = summarize_watch(
+                samples,
+                events,
+                gpus,
+                t0 + shift,
+                t1 + shift,
+                peaks,
+                "bf16",
+                manifest["columns"],
+                {gpus[0].nvml_index: {849}},
+                False,
+            )
             rows = {r["scenario"]: r for r in result.summary}
             assert 24.0 < rows["train"]["steps_per_s"] < 26.5  # the job printed 24.4 by its host clock
     assert json.loads((run / "manifest.json").read_text())["status"] == "running"  # as it was left

@@ -85,11 +85,14 @@ def test_a_users_sitecustomize_still_runs_after_the_bootstrap(tmp_path):
     own = tmp_path / "own"
     own.mkdir()
     (own / "sitecustomize.py").write_text("import os\nos.environ['USER_SITECUSTOMIZE'] = 'ran'\n")
-    body = LOOP + """
+    body = (
+        LOOP
+        + """
 import os, sitecustomize
 for _ in range(3): train_step()
 print(os.environ.get('USER_SITECUSTOMIZE'), sitecustomize.__file__)
 """
+    )
     done, events, _ = child(tmp_path, body, pythonpath=[own])
     assert done.returncode == 0, done.stderr
     said, path = done.stdout.split()
@@ -136,12 +139,15 @@ except ImportError as err:
 
 
 def test_a_job_that_calls_step_itself_is_never_counted_twice(tmp_path):
-    body = LOOP + """
+    body = (
+        LOOP
+        + """
 import gpubench
 for _ in range(14):
     train_step()
     gpubench.step(flops=1000)
 """
+    )
     done, events, _ = child(tmp_path, body)
     assert done.returncode == 0 and not done.stderr, done.stderr
     assert steps_of(events, ("step",)) == 14
@@ -151,7 +157,9 @@ for _ in range(14):
     assert sum(e.n for e in kept) == 14
 
 
-WRAPPED = LOOP + """
+WRAPPED = (
+    LOOP
+    + """
 class Wrapper(torch.optim.Optimizer):
     '''An optimizer that is an Optimizer itself and steps another: both run the global hooks.'''
     def __init__(self, inner):
@@ -162,6 +170,7 @@ class Wrapper(torch.optim.Optimizer):
 opt = Wrapper(opt)
 for _ in range(13): train_step()
 """
+)
 
 
 def test_an_optimizer_wrapped_twice_counts_one_step_per_real_step(tmp_path):
@@ -173,20 +182,25 @@ def test_an_optimizer_wrapped_twice_counts_one_step_per_real_step(tmp_path):
 
 def test_accelerates_optimizer_counts_one_step_per_real_step(tmp_path):
     pytest.importorskip("accelerate")
-    body = LOOP + """
+    body = (
+        LOOP
+        + """
 from accelerate import Accelerator
 acc = Accelerator(cpu=True)
 model, opt = acc.prepare(model, opt)
 for _ in range(12): train_step()
 print(type(opt).__name__)
 """
+    )
     done, events, _ = child(tmp_path, body)
     assert done.returncode == 0 and done.stdout.split()[-1] == "AcceleratedOptimizer", done.stderr
     assert steps_of(events) == 12
 
 
 def test_of_two_optimizers_stepping_in_turn_each_iteration_is_one_step(tmp_path):
-    body = LOOP + """
+    body = (
+        LOOP
+        + """
 critic = torch.optim.SGD(model.parameters(), lr=0.01)
 for _ in range(12):
     train_step()
@@ -194,6 +208,7 @@ for _ in range(12):
     critic.step()
     critic.zero_grad()
 """
+    )
     done, events, _ = child(tmp_path, body)
     assert done.returncode == 0 and not done.stderr, done.stderr
     # iterations, not optimizer steps: the first SGD step, written before the second stepped, is taken back
@@ -206,8 +221,9 @@ def test_no_auto_and_the_environment_variable_turn_the_hook_off(tmp_path):
     assert done.returncode == 0 and events == [] and facts == {"hook": "off", "why": "--no-auto"}
     done, events, facts = child(tmp_path, LOOP + "for _ in range(3): train_step()\n", steps_env={"GPUBENCH_AUTO": "0"})
     assert done.returncode == 0 and events == [] and facts["hook"] == "off" and "GPUBENCH_AUTO=0" in facts["why"]
-    done, events, facts = child(tmp_path, LOOP + "for _ in range(14): train_step()\n",
-                                steps_env={"GPUBENCH_AUTO": "steps"})
+    done, events, facts = child(
+        tmp_path, LOOP + "for _ in range(14): train_step()\n", steps_env={"GPUBENCH_AUTO": "steps"}
+    )
     assert steps_of(events) == 14 and steps_of(events, ("counted",)) == 0 and facts["flops"] == "not counted"
 
 

@@ -37,17 +37,24 @@ FLOPS, BYTES, TOKENS = 2e12, 1e9, 1000.0
 # utilizations, W, MHz, MiB, mJ for the energy counter, ratios 0-1 for the profiling fields. A column that
 # repeats a field already named (the nvidia-smi process, dcgmi's util) keeps gpubench's own name.
 EXPECTED = {
-    "gpu_util_pct": ("DCGM_FI_DEV_GPU_UTIL", 1.0), "mem_util_pct": ("DCGM_FI_DEV_MEM_COPY_UTIL", 1.0),
-    "power_w": ("DCGM_FI_DEV_POWER_USAGE", 1.0), "sm_clock_mhz": ("DCGM_FI_DEV_SM_CLOCK", 1.0),
-    "mem_used_mib": ("DCGM_FI_DEV_FB_USED", 1.0), "energy_j": ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 1e3),
-    "graphics_active_pct": ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 0.01), "sm_active_pct": ("DCGM_FI_PROF_SM_ACTIVE", 0.01),
+    "gpu_util_pct": ("DCGM_FI_DEV_GPU_UTIL", 1.0),
+    "mem_util_pct": ("DCGM_FI_DEV_MEM_COPY_UTIL", 1.0),
+    "power_w": ("DCGM_FI_DEV_POWER_USAGE", 1.0),
+    "sm_clock_mhz": ("DCGM_FI_DEV_SM_CLOCK", 1.0),
+    "mem_used_mib": ("DCGM_FI_DEV_FB_USED", 1.0),
+    "energy_j": ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 1e3),
+    "graphics_active_pct": ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 0.01),
+    "sm_active_pct": ("DCGM_FI_PROF_SM_ACTIVE", 0.01),
     "sm_occupancy_pct": ("DCGM_FI_PROF_SM_OCCUPANCY", 0.01),
     "tensor_active_pct": ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", 0.01),
-    "dram_active_pct": ("DCGM_FI_PROF_DRAM_ACTIVE", 0.01), "fp64_active_pct": ("DCGM_FI_PROF_PIPE_FP64_ACTIVE", 0.01),
+    "dram_active_pct": ("DCGM_FI_PROF_DRAM_ACTIVE", 0.01),
+    "fp64_active_pct": ("DCGM_FI_PROF_PIPE_FP64_ACTIVE", 0.01),
     "fp32_active_pct": ("DCGM_FI_PROF_PIPE_FP32_ACTIVE", 0.01),
     "fp16_active_pct": ("DCGM_FI_PROF_PIPE_FP16_ACTIVE", 0.01),
-    "smi_gpu_util_pct": ("gpubench_smi_gpu_util_pct", 1.0), "smi_mem_util_pct": ("gpubench_smi_mem_util_pct", 1.0),
-    "smi_power_w": ("gpubench_smi_power_w", 1.0), "smi_sm_clock_mhz": ("gpubench_smi_sm_clock_mhz", 1.0),
+    "smi_gpu_util_pct": ("gpubench_smi_gpu_util_pct", 1.0),
+    "smi_mem_util_pct": ("gpubench_smi_mem_util_pct", 1.0),
+    "smi_power_w": ("gpubench_smi_power_w", 1.0),
+    "smi_sm_clock_mhz": ("gpubench_smi_sm_clock_mhz", 1.0),
 }
 
 # One process that steps 60 times, has every step on disk, says so, and waits until it has been scraped.
@@ -89,9 +96,13 @@ def replayed(tmp_path: Path, phase: str = "train", n: int = 600) -> ReplaySource
 
 
 def options(out: Path, sources, endpoint) -> WatchOptions:
-    return WatchOptions(out, [GPU], INFO,
-                        RecordingConfig(interval_s=0.05, sources=sources, command=["gpubench", "watch"]),
-                        metrics=endpoint)
+    return WatchOptions(
+        out,
+        [GPU],
+        INFO,
+        RecordingConfig(interval_s=0.05, sources=sources, command=["gpubench", "watch"]),
+        metrics=endpoint,
+    )
 
 
 def scrape(port: int) -> str:
@@ -108,8 +119,14 @@ def one(families: dict, name: str):
 def window_steps(out: Path, start: float, end: float, n: int) -> list:
     """The groups of steps in marks.tsv that made the window's first n stamps: those wholly inside it, in time
     order (a group written after the scrape comes later than them)."""
-    groups = sorted((e for e in markreader.read_all(out / "marks.tsv") if isinstance(e, markreader.Steps)
-                     and start <= e.t_first and e.t_last <= end), key=lambda e: e.t_first)
+    groups = sorted(
+        (
+            e
+            for e in markreader.read_all(out / "marks.tsv")
+            if isinstance(e, markreader.Steps) and start <= e.t_first and e.t_last <= end
+        ),
+        key=lambda e: e.t_first,
+    )
     taken, count = [], 0
     for g in groups:
         if count == n:
@@ -160,8 +177,10 @@ def watched_and_scraped(tmp_path: Path, ready=stepped_window) -> tuple[int, str,
 
     thread = threading.Thread(target=scraper)
     thread.start()
-    code, _ = watch.run(options(tmp_path / "run", [replayed(tmp_path)], endpoint),
-                        [sys.executable, "-c", STEPPING, str(stepped), str(scraped)])
+    code, _ = watch.run(
+        options(tmp_path / "run", [replayed(tmp_path)], endpoint),
+        [sys.executable, "-c", STEPPING, str(stepped), str(scraped)],
+    )
     thread.join()
     assert "text" in got
     return code, got["text"], got["scrapes"]
@@ -179,7 +198,7 @@ def test_a_scrape_during_a_watch_matches_the_run_directory(tmp_path, monkeypatch
     # the ladder: the samples.csv row of the same interval, each column under dcgm-exporter's name and unit
     end = one(families, "gpubench_sample_end_seconds")
     assert end.labels == labels
-    row, = [r for r in samples if abs(r["t_end_s"] - end.value) < 5e-4]
+    (row,) = [r for r in samples if abs(r["t_end_s"] - end.value) < 5e-4]
     assert row["tensor_active_pct"] > 1 and row["sm_active_pct"] > 10  # a training loop's ladder, replayed
     shown = 0
     for column in manifest["columns"]:
@@ -205,8 +224,11 @@ def test_a_scrape_during_a_watch_matches_the_run_directory(tmp_path, monkeypatch
     assert one(families, "gpubench_mbu").value == pytest.approx(rate * BYTES / sheet["dram"], rel=1e-6)
     assert one(families, "gpubench_tokens_per_second").value == pytest.approx(rate * TOKENS, rel=1e-6)
     trail = TRAIL_S["gpu_util_pct"]  # a row counts where its value covers only the window
-    inside = [r["gpu_util_pct"] for r in samples
-              if r["t_start_s"] >= groups[0].t_first + trail - 2e-4 and r["t_end_s"] <= groups[-1].t_last + 2e-4]
+    inside = [
+        r["gpu_util_pct"]
+        for r in samples
+        if r["t_start_s"] >= groups[0].t_first + trail - 2e-4 and r["t_end_s"] <= groups[-1].t_last + 2e-4
+    ]
     assert one(families, "gpubench_gpu_util_mean").value == pytest.approx(sum(inside) / len(inside), rel=1e-6)
     verdict = one(families, "gpubench_verdict")
     assert verdict.value == 1 and verdict.labels["phase"] == "train"
@@ -222,8 +244,15 @@ def test_recording_serves_the_steps_of_its_own_process_while_the_block_runs(tmp_
     from gpubench.inside import markwriter
 
     monkeypatch.setenv("RANK", "1")
-    with watch.recording(tmp_path / "rec", gpus=[GPU], info=INFO, sources=[replayed(tmp_path)], interval_s=0.05,
-                         metrics_port=0, quiet=True) as rec:
+    with watch.recording(
+        tmp_path / "rec",
+        gpus=[GPU],
+        info=INFO,
+        sources=[replayed(tmp_path)],
+        interval_s=0.05,
+        metrics_port=0,
+        quiet=True,
+    ) as rec:
         gpubench.mark("decode")
         for _ in range(30):
             time.sleep(0.05)

@@ -31,14 +31,27 @@ def test_a_port_in_use_is_one_sentence_and_exit_2_before_anything_runs(tmp_path,
         busy.bind(("0.0.0.0", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        code = main(["watch", "--metrics-port", str(port), "--out", str(tmp_path / "run"), "--",
-                     sys.executable, "-c", f"open({str(flag)!r}, 'w')"])
+        code = main(
+            [
+                "watch",
+                "--metrics-port",
+                str(port),
+                "--out",
+                str(tmp_path / "run"),
+                "--",
+                sys.executable,
+                "-c",
+                f"open({str(flag)!r}, 'w')",
+            ]
+        )
         err = capsys.readouterr().err
         with pytest.raises(ValueError, match=f"port {port}: it is in use"):
             with watch.recording(tmp_path / "rec", gpus=[GPU], info=INFO, metrics_port=port, quiet=True):
                 pass
-    assert code == 2 and err == (f"gpubench watch: error: cannot serve metrics on port {port}: it is in use; "
-                                 "choose another with --metrics-port\n")
+    assert code == 2 and err == (
+        f"gpubench watch: error: cannot serve metrics on port {port}: it is in use; "
+        "choose another with --metrics-port\n"
+    )
     assert not flag.exists() and not (tmp_path / "run").exists() and not (tmp_path / "rec").exists()
 
 
@@ -83,9 +96,13 @@ def test_sigint_reaches_the_child_once_while_the_endpoint_serves(tmp_path):
     """The server's threads take no signal: Ctrl-C sent to gpubench alone still goes to the command once."""
     script, flag, port_file = tmp_path / "harness.py", tmp_path / "flag", tmp_path / "port"
     script.write_text(HARNESS.format(tests=str(ROOT / "tests")))
-    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "run"), str(port_file), sys.executable,
-                             "-c", GRACEFUL, str(flag)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path / "run"), str(port_file), sys.executable, "-c", GRACEFUL, str(flag)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + HANG_S
     while not (flag.is_file() and flag.read_text() == "ready"):
         assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.poll() else "no flag"
@@ -102,8 +119,10 @@ def test_sigint_reaches_the_child_once_while_the_endpoint_serves(tmp_path):
 
 
 def test_prometheus_client_is_imported_only_for_the_endpoint():
-    code = ("import sys, gpubench, gpubench.job.watcher, gpubench.job.live, gpubench.cli; "
-            "gpubench.cli.parser(); print('prometheus_client' in sys.modules)")
+    code = (
+        "import sys, gpubench, gpubench.job.watcher, gpubench.job.live, gpubench.cli; "
+        "gpubench.cli.parser(); print('prometheus_client' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 
@@ -148,5 +167,5 @@ def test_the_dashboard_asks_only_for_series_the_endpoint_serves():
     exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
     named = [set(re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\{", e)) for e in exprs]
     assert all(names and names <= served for names in named), list(zip(exprs, named))
-    first = set().union(*named[:len(dashboard["panels"][0]["targets"])])
+    first = set().union(*named[: len(dashboard["panels"][0]["targets"])])
     assert first == {"gpubench_mfu", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_SM_ACTIVE"}

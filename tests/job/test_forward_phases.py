@@ -21,8 +21,15 @@ def summary(samples, events, t1):
 
 
 def forwards(times, stream=R, flops=FLOPS, origin="forward"):
-    return stamps(stream, G[0].uuid, times, flops=flops, nbytes=BYTES if flops else 0.0,
-                  tokens=TOKENS if flops else 0.0, origin=origin)
+    return stamps(
+        stream,
+        G[0].uuid,
+        times,
+        flops=flops,
+        nbytes=BYTES if flops else 0.0,
+        tokens=TOKENS if flops else 0.0,
+        origin=origin,
+    )
 
 
 def by_name(result):
@@ -32,6 +39,7 @@ def by_name(result):
 def test_an_inference_job_gets_warmup_and_inference_rows_with_rates_from_its_forwards():
     def state(t, g):
         return TRAIN if 5.0 <= t < 25.0 else {}
+
     # the first forward of its shape counted (K), the rest carry its count, 20 forwards a second
     events = forwards([5.1], origin="forward counted") + forwards(every(5.2, 24.95, 0.05))
     got = by_name(summary(rows(1, 0.0, 27.0, state), events, 27.0))
@@ -48,6 +56,7 @@ def test_an_inference_job_gets_warmup_and_inference_rows_with_rates_from_its_for
 def test_a_job_that_trains_and_evaluates_gets_train_and_eval_rows():
     def state(t, g):
         return TRAIN if 2.0 <= t < 20.0 or 30.0 <= t < 40.0 else EVAL if 20.0 <= t < 30.0 else {}
+
     opt = stamps(R, G[0].uuid, every(2.1, 19.95, 0.1), flops=5e13, origin="optimizer")
     late = stamps(R, G[0].uuid, every(30.1, 39.95, 0.1), flops=5e13, origin="optimizer")
     events = opt + forwards([20.1], origin="forward counted") + forwards(every(20.2, 29.9, 0.05)) + late
@@ -63,6 +72,7 @@ def test_a_job_that_trains_and_evaluates_gets_train_and_eval_rows():
 def test_forwards_beside_another_process_training_stay_training():
     def state(t, g):
         return TRAIN if 2.0 <= t < 20.0 else {}
+
     opt = stamps(R, G[0].uuid, every(2.1, 19.95, 0.1), flops=5e13, origin="optimizer")
     events = opt + forwards(every(5.0, 15.0, 0.5), stream=OTHER)
     got = by_name(summary(rows(1, 0.0, 22.0, state), events, 22.0))
@@ -72,8 +82,10 @@ def test_forwards_beside_another_process_training_stay_training():
 def test_inference_warms_up_until_its_rate_settles():
     """A decoder's first call of generate runs at half its later rate: its warm-up lasts until the rate settles
     (half the run at most), and the inference row reads the settled rate."""
+
     def state(t, g):
         return TRAIN if 2.0 <= t < 32.0 else {}
+
     slow, fast = every(2.1, 10.0, 1 / 14), every(10.0 + 1 / 36, 31.9, 1 / 36)
     got = by_name(summary(rows(1, 0.0, 34.0, state), forwards(slow + fast), 34.0))
     assert got["inference"]["steps_per_s"] == pytest.approx(36.0, rel=0.01)

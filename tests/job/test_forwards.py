@@ -46,12 +46,17 @@ def forward_flops(batch=4):
 
 
 def test_inference_calls_of_the_outermost_model_are_steps_and_each_shape_is_counted_once(tmp_path):
-    body = MODEL + """
+    body = (
+        MODEL
+        + """
 with torch.no_grad():
     for _ in range(40): loss_fn(model(x), y)
     for _ in range(10): model(torch.randn(8, 16))
-""" + LAST + """print('ran')
 """
+        + LAST
+        + """print('ran')
+"""
+    )
     done, events, _ = child(tmp_path, body)
     assert done.returncode == 0 and done.stdout == "ran\n" and "gpubench" not in done.stderr, done.stderr
     got = steps(events)
@@ -62,19 +67,27 @@ with torch.no_grad():
     assert [e.n for e in counted] == [1, 1]  # one count for each of the two shapes
     assert counted[0].flops == pytest.approx(forward_flops(4)) and counted[1].flops == pytest.approx(forward_flops(8))
     assert all(e.counted == e.n for e in got)  # every later step of a shape carries its count
-    weights = sum(p.numel() * 4 for p in torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Linear(32, 16)).
-                  parameters()) * 2 + (16 * 8 + 8) * 4
+    weights = (
+        sum(p.numel() * 4 for p in torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Linear(32, 16)).parameters())
+        * 2
+        + (16 * 8 + 8) * 4
+    )
     assert all(e.bytes == pytest.approx(weights * e.n) for e in got) and all(e.tokens == 0 for e in got)
 
 
 def test_training_writes_no_forward_and_the_evaluation_after_it_does(tmp_path):
-    body = MODEL + """
+    body = (
+        MODEL
+        + """
 for _ in range(30): train_step()
 with torch.no_grad():
     for _ in range(20): model(x)
 for _ in range(5): train_step()
-""" + LAST + """print('ran')
 """
+        + LAST
+        + """print('ran')
+"""
+    )
     done, events, _ = child(tmp_path, body)
     assert done.returncode == 0 and "gpubench" not in done.stderr, done.stderr
     opt = [e for e in events if isinstance(e, markreader.Steps) and e.origin in ("optimizer", "counted")]
@@ -88,7 +101,9 @@ for _ in range(5): train_step()
 
 
 def test_the_model_called_from_several_threads_counts_each_call_once(tmp_path):
-    body = MODEL + """
+    body = (
+        MODEL
+        + """
 import time
 def work():
     with torch.no_grad():
@@ -102,6 +117,7 @@ time.sleep(0.05)
 with torch.no_grad(): model(x)
 print('ran')
 """
+    )
     done, events, _ = child(tmp_path, body)
     assert done.returncode == 0 and "gpubench" not in done.stderr, done.stderr
     # the first DISCOVER calls find the model; the last one never ended
@@ -109,7 +125,9 @@ print('ran')
 
 
 def test_a_failing_hook_is_one_line_and_the_job_runs_on(tmp_path):
-    body = MODEL + """
+    body = (
+        MODEL
+        + """
 import importlib
 f = importlib.import_module('_gpubench_inside.forwards')
 f._shape = lambda *a: 1 / 0
@@ -117,6 +135,7 @@ with torch.no_grad():
     out = [model(x).sum().item() for _ in range(30)]
 print('ran', len(out))
 """
+    )
     done, events, _ = child(tmp_path, body)
     assert done.returncode == 0 and done.stdout == "ran 30\n"
     assert done.stderr.count("gpubench: the forward hook failed (ZeroDivisionError") == 1, done.stderr
@@ -124,16 +143,23 @@ print('ran', len(out))
 
 
 def test_steps_alone_counts_no_flops_and_the_job_own_steps_silence_the_forwards(tmp_path):
-    body = MODEL + """
+    body = (
+        MODEL
+        + """
 with torch.no_grad():
     for _ in range(20): model(x)
-""" + LAST + """print('ran')
 """
+        + LAST
+        + """print('ran')
+"""
+    )
     done, events, _ = child(tmp_path, body, steps_env={"GPUBENCH_AUTO": "steps"})
     got = steps(events)
     assert done.returncode == 0 and sum(e.n for e in got) == 21 - DISCOVER - 1
     assert all(e.counted == 0 and e.origin == "forward" for e in got)
-    own = MODEL + """
+    own = (
+        MODEL
+        + """
 import gpubench
 with torch.no_grad():
     for _ in range(20):
@@ -141,6 +167,7 @@ with torch.no_grad():
         gpubench.step()
 print('ran')
 """
+    )
     (tmp_path / "own").mkdir()
     done, events, _ = child(tmp_path / "own", own)
     assert done.returncode == 0 and not steps(events) and len(steps(events, ("step",))) > 0
@@ -149,7 +176,9 @@ print('ran')
 def test_a_model_let_go_is_followed_by_the_next_and_modules_without_parameters_are_passed_over(tmp_path):
     """Scoring one checkpoint after another: the next model is found once the last is let go; a module with
     no parameters called first (a preprocessing step) is no model, and looking goes on past it."""
-    body = MODEL + """
+    body = (
+        MODEL
+        + """
 import gc, time
 prep = nn.Identity()
 with torch.no_grad():
@@ -164,6 +193,7 @@ with torch.no_grad():
     second(x)
 print('ran')
 """.replace("DISCOVER", str(DISCOVER))
+    )
     done, events, _ = child(tmp_path, body)
     assert done.returncode == 0 and "gpubench" not in done.stderr, done.stderr
     got = steps(events)
@@ -175,7 +205,9 @@ print('ran')
 def test_a_count_ends_as_the_counted_call_returns_and_nothing_after_it_is_counted(tmp_path):
     """A last batch of a new shape, then the job's own work: the FLOP counter is gone as the model returns, so
     what the job runs after its last forward (post-processing, many small ops) runs at full speed."""
-    body = MODEL + """
+    body = (
+        MODEL
+        + """
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 with torch.no_grad():
     for _ in range(20): model(x)
@@ -183,6 +215,7 @@ with torch.no_grad():
     inside = [_get_current_dispatch_mode() for _ in range(3) if (out * 2).sum() is not None]
 print('ran', inside)
 """
+    )
     done, events, _ = child(tmp_path, body)
     assert done.returncode == 0 and done.stdout == "ran [None, None, None]\n", (done.stdout, done.stderr)
     assert "gpubench" not in done.stderr, done.stderr
@@ -202,7 +235,10 @@ class Refuses:
 real = f._grad_nodes
 f._grad_nodes = lambda torch, out: [Refuses(), *real(torch, out)]
 """
-    body = MODEL + (refuse if refusing else "") + """
+    body = (
+        MODEL
+        + (refuse if refusing else "")
+        + """
 for _ in range(30):
     loss_fn(model(x), y).backward()
     with torch.no_grad():
@@ -211,8 +247,11 @@ for _ in range(30):
             p.grad = None
 with torch.no_grad():
     for _ in range(5): model(torch.randn(8, 16))
-""" + LAST + """print('ran')
 """
+        + LAST
+        + """print('ran')
+"""
+    )
     done, events, _ = child(tmp_path, body)
     assert done.returncode == 0 and "gpubench" not in done.stderr, done.stderr
     got = steps(events)

@@ -17,9 +17,31 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_a_short_watch_of_the_example(tmp_path):
     out = tmp_path / "watch"
-    cmd = [sys.executable, "-m", "gpubench", "watch", "--out", str(out), "--", sys.executable,
-           str(ROOT / "examples" / "train_gpt.py"), "--layers", "4", "--width", "512", "--heads", "8",
-           "--batch", "8", "--seq", "512", "--seconds", "4", "--eval-seconds", "2"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gpubench",
+        "watch",
+        "--out",
+        str(out),
+        "--",
+        sys.executable,
+        str(ROOT / "examples" / "train_gpt.py"),
+        "--layers",
+        "4",
+        "--width",
+        "512",
+        "--heads",
+        "8",
+        "--batch",
+        "8",
+        "--seq",
+        "512",
+        "--seconds",
+        "4",
+        "--eval-seconds",
+        "2",
+    ]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr

@@ -17,19 +17,28 @@ from gpubench.record.config import RecordingConfig
 from gpubench.record.rundir import load_run
 
 ROOT = Path(__file__).resolve().parents[2]
-INFO = {"nvml_index": 0, "name": GPU.name, "uuid": GPU.uuid, "memory_mib": 81559, "driver": "580.0",
-        "cuda_driver": "13.0"}
+INFO = {
+    "nvml_index": 0,
+    "name": GPU.name,
+    "uuid": GPU.uuid,
+    "memory_mib": 81559,
+    "driver": "580.0",
+    "cuda_driver": "13.0",
+}
 PY = "/usr/bin/python3"
 HOOKED = {"PYTHONPATH": BOOTSTRAP, "GPUBENCH_MARKS": "/run/marks.tsv"}
 
 
-@pytest.mark.parametrize("argv, env, said", [
-    ([PY, "-I", "train.py"], HOOKED, "isolated (-I)"),
-    ([PY, "-uE", "train.py"], HOOKED, "ignored the environment (-E)"),
-    ([PY, "-X", "dev", "-S", "-m", "train"], HOOKED, "skipped the site module (-S)"),
-    ([PY, "train.py"], {"PYTHONPATH": BOOTSTRAP}, "lost GPUBENCH_MARKS"),
-    ([PY, "train.py"], {"PYTHONPATH": "/opt/lib", "GPUBENCH_MARKS": "/m"}, "no longer holds gpubench's bootstrap"),
-])
+@pytest.mark.parametrize(
+    "argv, env, said",
+    [
+        ([PY, "-I", "train.py"], HOOKED, "isolated (-I)"),
+        ([PY, "-uE", "train.py"], HOOKED, "ignored the environment (-E)"),
+        ([PY, "-X", "dev", "-S", "-m", "train"], HOOKED, "skipped the site module (-S)"),
+        ([PY, "train.py"], {"PYTHONPATH": BOOTSTRAP}, "lost GPUBENCH_MARKS"),
+        ([PY, "train.py"], {"PYTHONPATH": "/opt/lib", "GPUBENCH_MARKS": "/m"}, "no longer holds gpubench's bootstrap"),
+    ],
+)
 def test_each_way_a_process_escapes_the_hook_is_named(argv, env, said):
     assert said in blind.reason({"argv": argv, "env": env}, BOOTSTRAP)
 
@@ -41,8 +50,9 @@ def test_a_sitecustomize_before_the_bootstrap_is_named_with_its_directory(tmp_pa
     assert f"a sitecustomize.py in {tmp_path} comes before" in reason
 
 
-@pytest.mark.parametrize("argv", [[PY, "train.py", "-I"], [PY, "-c", "-I"], [PY, "-W", "-I", "t.py"],
-                                  ["./serve", "-I"]])
+@pytest.mark.parametrize(
+    "argv", [[PY, "train.py", "-I"], [PY, "-c", "-I"], [PY, "-W", "-I", "t.py"], ["./serve", "-I"]]
+)
 def test_a_process_the_hook_reaches_or_no_python_is_not_named(argv):
     assert blind.reason({"argv": argv, "env": HOOKED}, BOOTSTRAP) is None
 

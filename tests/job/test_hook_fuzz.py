@@ -55,8 +55,10 @@ def script(actions, marks: Path, own: Path) -> tuple[str, int, dict]:
             lines.append(f"f = open({str(path)!r}, 'a'); gpubench.step(); f.write({text!r}); f.close()")
             steps += 1
         elif kind == "fork":
-            lines.append(f"pid = os.fork()\nif pid == 0:\n    [gpubench.step() for _ in range({action[1]})]\n"
-                         "    sys.exit(0)\nos.waitpid(pid, 0)")
+            lines.append(
+                f"pid = os.fork()\nif pid == 0:\n    [gpubench.step() for _ in range({action[1]})]\n"
+                "    sys.exit(0)\nos.waitpid(pid, 0)"
+            )
             steps += action[1]
         elif kind == "move":
             moved += 1
@@ -67,8 +69,13 @@ def script(actions, marks: Path, own: Path) -> tuple[str, int, dict]:
     return "\n".join(lines) + "\n", steps, files
 
 
-@settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(actions=st.lists(ACTIONS, max_size=8), isolated=st.booleans())
 def test_a_hostile_job_is_never_harmed_and_its_steps_are_recorded_once(tmp_path_factory, actions, isolated):
     tmp = tmp_path_factory.mktemp("job")
@@ -79,8 +86,14 @@ def test_a_hostile_job_is_never_harmed_and_its_steps_are_recorded_once(tmp_path_
     env.update(PYTHONPATH=str(ROOT), **{markwriter.ENV: str(marks)})
     hook = hookenv.prepare(env)
     try:
-        done = subprocess.run([sys.executable, *(["-I"] if isolated else []), "-c", code], env=env, cwd=tmp,
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, *(["-I"] if isolated else []), "-c", code],
+            env=env,
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     finally:
         hookenv.release(hook)
     assert done.returncode == 0 and done.stdout == "done\n" and "Traceback" not in done.stderr, done.stderr

@@ -37,8 +37,9 @@ def job(tmp_path, body: str, cwd=None, **extra):
     script = tmp_path / "job.py"
     script.write_text(textwrap.dedent(body))
     try:
-        done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300,
-                              cwd=cwd or tmp_path)
+        done = subprocess.run(
+            [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300, cwd=cwd or tmp_path
+        )
     finally:
         hookenv.release(hook)
     events = read_all(marks) if marks.is_file() else []
@@ -69,11 +70,14 @@ def test_a_job_with_a_module_named_gpubench_of_its_own_keeps_it_and_is_still_wat
     own = tmp_path / "gpubench"
     own.mkdir()
     (own / "__init__.py").write_text("ANSWER = 42\n")
-    body = TRAIN + """
+    body = (
+        TRAIN
+        + """
 import sys, gpubench
 for _ in range(5): train_step()
 print(gpubench.ANSWER, gpubench.__file__)
 """
+    )
     done, steps, _ = job(tmp_path, body)
     assert done.returncode == 0, done.stderr
     answer, where = done.stdout.split()
@@ -128,7 +132,9 @@ for _ in range(3): gpubench.step()
 
 
 def test_an_optimizer_whose_step_raised_silences_no_other(tmp_path):
-    body = TRAIN + """
+    body = (
+        TRAIN
+        + """
 class Fails(torch.optim.SGD):
     def step(self, closure=None):
         raise RuntimeError("the job's own failure")
@@ -140,6 +146,7 @@ except RuntimeError:
 for _ in range(40): train_step()
 print(failing is not None)
 """
+    )
     done, steps, _ = job(tmp_path, body, GPUBENCH_AUTO="steps")
     assert done.returncode == 0 and done.stdout == "True\n", done.stderr
     assert steps == 40
@@ -219,13 +226,16 @@ print(sorted(n for n in sys.modules if n.startswith('_gpubench_inside')), 'threa
 """
     done, _, _ = job(tmp_path, body)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split("]")[0] + "]" == ("['_gpubench_inside', '_gpubench_inside.autohook', "
-                                               "'_gpubench_inside.finder', '_gpubench_inside.jaxhook']")  # the
+    assert done.stdout.split("]")[0] + "]" == (
+        "['_gpubench_inside', '_gpubench_inside.autohook', '_gpubench_inside.finder', '_gpubench_inside.jaxhook']"
+    )  # the
     # hooks, waiting for torch or jax
 
 
 def test_a_step_counted_on_one_thread_and_ended_on_another_leaves_the_count_at_the_first_module_call(tmp_path):
-    body = TRAIN + """
+    body = (
+        TRAIN
+        + """
 import threading
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 for _ in range(10): train_step()  # the tenth starts the count, on this thread
@@ -235,6 +245,7 @@ other.start(); other.join()  # the step that ends it comes from another thread
 model(torch.randn(2, 8))  # this thread's first module call after it
 print(counting, _get_current_dispatch_mode() is None)
 """
+    )
     done, _, _ = job(tmp_path, body)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "True"]
@@ -242,7 +253,9 @@ print(counting, _get_current_dispatch_mode() is None)
 
 
 def test_a_child_forked_while_a_step_is_counted_runs_without_the_counting_modes(tmp_path):
-    body = TRAIN + """
+    body = (
+        TRAIN
+        + """
 import os, sys
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 for _ in range(10): train_step()  # the tenth starts the count
@@ -255,6 +268,7 @@ os.waitpid(pid, 0)
 for _ in range(3): train_step()
 print("parent", counting)
 """
+    )
     done, steps, _ = job(tmp_path, body)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["child", "True", "parent", "True"] and steps == 13

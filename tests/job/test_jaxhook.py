@@ -72,8 +72,9 @@ def child(tmp_path, body: str, watched=True, **env_extra):
     script = tmp_path / "job.py"
     script.write_text(textwrap.dedent(body))
     try:
-        done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300,
-                              cwd=tmp_path)
+        done = subprocess.run(
+            [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path
+        )
     finally:
         hookenv.release(hook)
     events = read_all(marks) if marks.is_file() else []
@@ -103,7 +104,9 @@ def test_each_call_of_the_step_is_a_step_carrying_xlas_count_and_the_job_is_unch
     assert all(s.flops == pytest.approx(flops * s.n, rel=1e-5) for s in steps)
 
 
-HELPER = DEFS + """
+HELPER = (
+    DEFS
+    + """
 @jax.jit
 def augment(x):  # a small jitted helper called before the step in every iteration: not the step
     return x * 1.01
@@ -114,6 +117,7 @@ for epoch in range(3):
         w = step(w, augment(jnp.ones((rows, 32))))
 print("own count: 12 steps; traced", len(traces), "; weights", digest(w))
 """
+)
 
 
 def test_a_helper_before_the_step_and_a_short_last_batch_each_step_is_one_iteration_with_its_own_count(tmp_path):
@@ -126,7 +130,9 @@ def test_a_helper_before_the_step_and_a_short_last_batch_each_step_is_one_iterat
     assert sum(s.flops for s in steps) == pytest.approx(9 * full + 3 * short - 2 * full + 2 * 8 * 32 * 1.0, rel=1e-5)
 
 
-FIDELITY = DEFS + """
+FIDELITY = (
+    DEFS
+    + """
 import copy, inspect, pickle
 import jax.stages
 
@@ -176,6 +182,7 @@ for i in range(5):
     w2 = jax.jit(double)(w2)  # a jit made anew at every call, as some loops do
 print("loop jit", digest(w2))
 """
+)
 
 
 def test_the_jobs_jitted_functions_work_as_jaxs_own(tmp_path):
@@ -190,15 +197,20 @@ def test_the_jobs_jitted_functions_work_as_jaxs_own(tmp_path):
     assert sum(s.n for s in steps) == 5  # the only function called twice: every jit of it made anew, one function
 
 
-FAIL = DEFS + """
+FAIL = (
+    DEFS
+    + """
 hook = sys.modules.get("_gpubench_inside.jaxhook")
 if hook is not None:  # watched: the hook's own code fails at its first use
     def boom(*args, **kwargs):
         raise RuntimeError("planted")
     setattr(hook, WHERE, boom)
-""" + BODY + """
+"""
+    + BODY
+    + """
 print("jax's jit", jax.jit is sys.modules["jax._src.api"].jit)
 """
+)
 
 
 @pytest.mark.parametrize("where", ["_called", "_top"])
@@ -207,8 +219,9 @@ def test_a_failure_in_the_hook_is_one_line_and_the_job_runs_on_as_unwatched(tmp_
     done, steps = child(tmp_path, FAIL.replace("WHERE", repr(where)))
     assert done.returncode == 0 and done.stdout == plain.stdout and "jax's jit True" in done.stdout
     (line,) = done.stderr.splitlines()
-    assert line == ("gpubench: the JAX hook failed (RuntimeError: planted); this process runs on unwatched by "
-                    "the JAX hook")
+    assert line == (
+        "gpubench: the JAX hook failed (RuntimeError: planted); this process runs on unwatched by the JAX hook"
+    )
     assert sum(s.n for s in steps) <= 2  # at most what came before the failure
 
 
@@ -231,8 +244,7 @@ def test_a_job_that_calls_step_itself_gets_no_jit_steps(tmp_path):
     assert provenance.resolve(steps) == own  # the summary keeps the job's own steps alone
 
 
-def test_xla_counts_a_product_as_two_flops_a_multiply_add_and_the_cpu_client_counts_what_a_plugin_would(
-        monkeypatch):
+def test_xla_counts_a_product_as_two_flops_a_multiply_add_and_the_cpu_client_counts_what_a_plugin_would(monkeypatch):
     jnp = jax.numpy
     f = jax.jit(lambda a, b: a @ b)
     lowered = f.lower(jnp.ones((64, 48)), jnp.ones((48, 40)))
@@ -255,8 +267,11 @@ class _Fn:
 def test_the_step_is_the_function_that_did_the_most_work_and_the_choice_cannot_flap(monkeypatch):
     written = []
     writer = type("W", (), {"step": lambda self, flops, nbytes, tokens, origin: written.append((flops, origin))})()
-    monkeypatch.setattr(jaxhook, "_markwriter", type("M", (), {"own_steps": False, "_path": "marks", "_Off": OSError,
-                                                                 "_writer": staticmethod(lambda: writer)}))
+    monkeypatch.setattr(
+        jaxhook,
+        "_markwriter",
+        type("M", (), {"own_steps": False, "_path": "marks", "_Off": OSError, "_writer": staticmethod(lambda: writer)}),
+    )
     monkeypatch.setattr(jaxhook, "_leader", None)
     monkeypatch.setattr(jaxhook, "_written", 0)
     funcs = {}
@@ -291,8 +306,15 @@ def fresh(monkeypatch):
     """This process's jax and hook as they were after the test: install() here patches jax.jit in place."""
     monkeypatch.setenv(markwriter.ENV, "marks-nobody-writes.tsv")
     monkeypatch.setattr(jax, "jit", jax.jit)
-    for name, value in (("_on", True), ("_original", None), ("_module", None), ("_top", None), ("_leader", None),
-                        ("_written", 0), ("_markwriter", None)):
+    for name, value in (
+        ("_on", True),
+        ("_original", None),
+        ("_module", None),
+        ("_top", None),
+        ("_leader", None),
+        ("_written", 0),
+        ("_markwriter", None),
+    ):
         monkeypatch.setattr(jaxhook, name, value)
     return monkeypatch
 

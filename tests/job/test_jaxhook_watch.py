@@ -37,7 +37,9 @@ def step(params, x, y):
     grads = jax.grad(loss)(params)
     return tuple(p - 0.05 * g for p, g in zip(params, grads))
 """
-JOB = DEFS + f"""
+JOB = (
+    DEFS
+    + f"""
 params = init(jax.random.PRNGKey(0))
 x, y = jnp.ones((32, 64)), jnp.zeros((32, 10))
 for _ in range({STEPS}):
@@ -46,6 +48,7 @@ for _ in range({STEPS}):
 jax.block_until_ready(params)
 print("own count: {STEPS} steps")
 """
+)
 
 
 def busy(n):
@@ -61,8 +64,9 @@ def watched(tmp_path_factory):
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), saved["PYTHONPATH"]]))
     os.environ["JAX_PLATFORMS"] = "cpu"
     try:
-        opts = WatchOptions(out, [GPU], {"name": GPU.name},
-                            RecordingConfig(interval_s=0.05, sources=[FakeSource(busy)]))
+        opts = WatchOptions(
+            out, [GPU], {"name": GPU.name}, RecordingConfig(interval_s=0.05, sources=[FakeSource(busy)])
+        )
         code, w = watch.run(opts, [sys.executable, str(script)])
     finally:
         for k, v in saved.items():
@@ -73,6 +77,7 @@ def watched(tmp_path_factory):
 def expected_flops():
     ns = {}
     exec(DEFS, ns)
+
     def spec(*shape):
         return jax.ShapeDtypeStruct(shape, jax.numpy.float32)
 

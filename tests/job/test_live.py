@@ -33,11 +33,20 @@ def lockstep(n: int, slow: int, t1: float = 10.6):
     events = []
     for r in range(n):
         s = Stream(r, 1000 + r)
-        events += [mark(0.0, s, "train"), *stamps(s, gpus(n)[r].uuid, every(0.6, t1, 0.1), flops=1e13,
-                                                   nbytes=2e9, tokens=4096.0)]
-    samples = rows(n, 0.0, 11.0, lambda t, g: {"gpu_util_pct": 56.0 if g == slow else 97.0,
-                                                "sm_active_pct": 50.0 if g == slow else 45.0,
-                                                "tensor_active_pct": 25.0})
+        events += [
+            mark(0.0, s, "train"),
+            *stamps(s, gpus(n)[r].uuid, every(0.6, t1, 0.1), flops=1e13, nbytes=2e9, tokens=4096.0),
+        ]
+    samples = rows(
+        n,
+        0.0,
+        11.0,
+        lambda t, g: {
+            "gpu_util_pct": 56.0 if g == slow else 97.0,
+            "sm_active_pct": 50.0 if g == slow else 45.0,
+            "tensor_active_pct": 25.0,
+        },
+    )
     return samples, events
 
 
@@ -47,8 +56,20 @@ def test_a_window_as_long_as_the_phase_gives_the_summarys_rows_straggler_include
     summary = summarize_watch(samples, events, gpus(2), 0.0, 10.6, PEAKS, "bf16", COLUMNS, {}).summary
     assert snap.phase == "train" and snap.window == (0.5, 10.6) and [r["gpu"] for r in snap.rows] == [0, 1]
     for live, done in zip(snap.rows, summary):
-        for key in ("steps", "steps_per_s", "tflops", "mfu_pct", "hfu_pct", "mbu_pct", "tokens_per_s",
-                    "gpu_util_mean_pct", "sm_active_pct", "verdict_rules", "verdict", "straggler_rank"):
+        for key in (
+            "steps",
+            "steps_per_s",
+            "tflops",
+            "mfu_pct",
+            "hfu_pct",
+            "mbu_pct",
+            "tokens_per_s",
+            "gpu_util_mean_pct",
+            "sm_active_pct",
+            "verdict_rules",
+            "verdict",
+            "straggler_rank",
+        ):
             assert live[key] == done[key], key
     assert snap.rows[1]["verdict_rules"].startswith("straggler") and snap.ranks == {0: "0", 1: "1"}
     assert snap.rows[0]["mfu_pct"] == pytest.approx(100 * 10 * 1e13 / 989.4e12)

@@ -15,15 +15,30 @@ from livewatch import FLOPS, PEAK, STEPPING, environment, watch_argv
 from gpubench.record.rundir import load_run
 
 DEADLINE_S = 120.0
-KEYS = {"elapsed_s", "window_s", "phase", "gpu", "rank", "steps_per_s", "phase_steps_per_s", "mfu_pct",
-        "phase_mfu_pct", "tensor_ceiling_pct", "gpu_util_pct", "sm_active_pct", "tensor_active_pct",
-        "dram_active_pct", "power_w", "rules"}
+KEYS = {
+    "elapsed_s",
+    "window_s",
+    "phase",
+    "gpu",
+    "rank",
+    "steps_per_s",
+    "phase_steps_per_s",
+    "mfu_pct",
+    "phase_mfu_pct",
+    "tensor_ceiling_pct",
+    "gpu_util_pct",
+    "sm_active_pct",
+    "tensor_active_pct",
+    "dram_active_pct",
+    "power_w",
+    "rules",
+}
 # the job's stderr ends without a newline (a progress bar's carriage return) before the first live line
 JOB = "import sys; sys.stderr.write('loss 0.52\\r'); sys.stderr.flush()\n" + STEPPING
 
 
 def parse(line: str) -> dict:
-    return dict(word.split("=", 1) for word in shlex.split(line[len("gpubench live "):]))
+    return dict(word.split("=", 1) for word in shlex.split(line[len("gpubench live ") :]))
 
 
 def live_lines(path) -> list[dict]:
@@ -59,8 +74,12 @@ def test_a_live_line_every_interval_in_a_log_says_the_phase_row_as_the_summary_d
     last = rated[-1]
     assert "phase_steps_per_s" in last and "phase_mfu_pct" in last  # the phase's so far, beside the window's
     assert float(last["mfu_pct"]) == pytest.approx(float(last["steps_per_s"]) * FLOPS / PEAK * 100, rel=0.02)
-    assert (last["gpu_util_pct"], last["sm_active_pct"], last["tensor_active_pct"], last["power_w"]) == \
-        ("100", "96.6", "93.8", "697")
+    assert (last["gpu_util_pct"], last["sm_active_pct"], last["tensor_active_pct"], last["power_w"]) == (
+        "100",
+        "96.6",
+        "93.8",
+        "697",
+    )
 
     manifest, _, summary = load_run(run)
     (row,) = [r for r in summary if r["kind"] == "phase"]
@@ -71,12 +90,15 @@ def test_a_live_line_every_interval_in_a_log_says_the_phase_row_as_the_summary_d
 
 def test_quiet_says_nothing_live(tmp_path):
     run, err = tmp_path / "run", tmp_path / "stderr.log"
-    job = "import time, gpubench\ngpubench.mark('train')\nfor _ in range(60):\n    time.sleep(0.05)\n" \
-          "    gpubench.step(flops=1e13)\n"
+    job = (
+        "import time, gpubench\ngpubench.mark('train')\nfor _ in range(60):\n    time.sleep(0.05)\n"
+        "    gpubench.step(flops=1e13)\n"
+    )
     argv = watch_argv(tmp_path, run, ["--every", "0.5", "--quiet"], [sys.executable, "-c", job])
     with open(err, "wb") as e:
-        done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=e, stdin=subprocess.DEVNULL,
-                              env=environment(), timeout=DEADLINE_S)
+        done = subprocess.run(
+            argv, stdout=subprocess.DEVNULL, stderr=e, stdin=subprocess.DEVNULL, env=environment(), timeout=DEADLINE_S
+        )
     assert done.returncode == 0, err.read_text()[-3000:]
     assert "gpubench live" not in err.read_text() and "medians over each phase" in err.read_text()
     assert "live" not in json.loads((run / "manifest.json").read_text())

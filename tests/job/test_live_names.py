@@ -12,10 +12,20 @@ from gpubench.job.phases import summarize_watch
 
 R = Stream(None, 4242)
 G = gpus(1)
-TRAIN = {"gpu_util_pct": 98.0, "sm_active_pct": 85.0, "tensor_active_pct": 40.0, "dram_active_pct": 30.0,
-         "power_w": 600.0}
-EVAL = {"gpu_util_pct": 95.0, "sm_active_pct": 70.0, "tensor_active_pct": 12.0, "dram_active_pct": 55.0,
-        "power_w": 450.0}
+TRAIN = {
+    "gpu_util_pct": 98.0,
+    "sm_active_pct": 85.0,
+    "tensor_active_pct": 40.0,
+    "dram_active_pct": 30.0,
+    "power_w": 600.0,
+}
+EVAL = {
+    "gpu_util_pct": 95.0,
+    "sm_active_pct": 70.0,
+    "tensor_active_pct": 12.0,
+    "dram_active_pct": 55.0,
+    "power_w": 450.0,
+}
 
 
 class Clock:
@@ -67,6 +77,7 @@ def forwards(times, origin="forward"):
 def test_an_unmarked_training_job_reads_warmup_then_train_as_its_summary_does():
     def state(t, g):
         return TRAIN if 2.0 <= t < 60.0 else {}
+
     events = optimizer(every(2.1, 59.95, 0.1))  # ten steps a second from 2.1 s: its tenth at 3.0 s
     samples = rows(1, 0.0, 62.0, state)
     rows_of = final(samples, events, 62.0)
@@ -83,6 +94,7 @@ def test_an_unmarked_training_job_reads_warmup_then_train_as_its_summary_does():
 def test_warmup_ends_at_the_counted_step_and_the_counted_step_is_in_no_live_row():
     def state(t, g):
         return TRAIN if 2.0 <= t < 40.0 else {}
+
     # the third step was counted (slower: gpubench counted its FLOPs), the steps around it ten a second
     events = optimizer([2.1, 2.2]) + optimizer([2.9], origin="counted") + optimizer(every(3.0, 39.95, 0.1))
     samples = rows(1, 0.0, 42.0, state)
@@ -96,8 +108,13 @@ def test_warmup_ends_at_the_counted_step_and_the_counted_step_is_in_no_live_row(
 def test_forwards_after_training_are_eval_and_a_job_that_never_trains_infers():
     def state(t, g):
         return TRAIN if 2.0 <= t < 40.0 or 60.0 <= t < 70.0 else EVAL if 40.0 <= t < 60.0 else {}
-    events = (optimizer(every(2.1, 39.95, 0.1)) + forwards([40.1], origin="forward counted")
-              + forwards(every(40.2, 59.9, 0.05)) + optimizer(every(60.1, 69.95, 0.1)))
+
+    events = (
+        optimizer(every(2.1, 39.95, 0.1))
+        + forwards([40.1], origin="forward counted")
+        + forwards(every(40.2, 59.9, 0.05))
+        + optimizer(every(60.1, 69.95, 0.1))
+    )
     samples = rows(1, 0.0, 72.0, state)
     assert {"train", "eval"} <= set(final(samples, events, 72.0))
     seen = replay(samples, events, 70.0)
@@ -108,6 +125,7 @@ def test_forwards_after_training_are_eval_and_a_job_that_never_trains_infers():
 
     def serving(t, g):
         return TRAIN if 5.0 <= t < 45.0 else {}
+
     events = forwards([5.1], origin="forward counted") + forwards(every(5.2, 44.95, 0.05))
     samples = rows(1, 0.0, 47.0, serving)
     assert list(final(samples, events, 47.0)) == ["start-up", "warmup", "inference", "teardown"]
@@ -118,6 +136,7 @@ def test_forwards_after_training_are_eval_and_a_job_that_never_trains_infers():
 def test_idle_after_work_is_idle_and_work_without_steps_is_run():
     def state(t, g):
         return TRAIN if 2.0 <= t < 20.0 else {}
+
     samples = rows(1, 0.0, 40.0, state)
     assert "run" in final(samples, [], 40.0)
     seen = replay(samples, [], 40.0)

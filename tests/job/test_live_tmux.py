@@ -52,14 +52,31 @@ class Pane:
     def __init__(self, tmp_path, options: list[str], job: str, *args: str, **env):
         self.server = f"gpubench-live-test-{uuid.uuid4().hex[:12]}"
         watch = shlex.join(watch_argv(tmp_path, tmp_path / "run", options, [sys.executable, "-c", job, *args]))
-        after = (f"echo EXITED $?; for i in $(seq 1 {AFTER}); do echo after $i; done; "
-                 "stty -a | tr ' ;' '\\n\\n' | grep -x -e icanon -e echo | tr '\\n' ' '; echo; sleep 600")
-        self.tmux("new-session", "-d", "-s", "w", "-x", str(COLUMNS), "-y", str(ROWS), f"{watch}; {after}",
-                  env=environment(**env))
+        after = (
+            f"echo EXITED $?; for i in $(seq 1 {AFTER}); do echo after $i; done; "
+            "stty -a | tr ' ;' '\\n\\n' | grep -x -e icanon -e echo | tr '\\n' ' '; echo; sleep 600"
+        )
+        self.tmux(
+            "new-session",
+            "-d",
+            "-s",
+            "w",
+            "-x",
+            str(COLUMNS),
+            "-y",
+            str(ROWS),
+            f"{watch}; {after}",
+            env=environment(**env),
+        )
 
     def tmux(self, *args, env=None) -> str:
-        done = subprocess.run([TMUX, "-L", self.server, "-f", "/dev/null", *args], capture_output=True, text=True,
-                              timeout=DEADLINE_S, env=env)
+        done = subprocess.run(
+            [TMUX, "-L", self.server, "-f", "/dev/null", *args],
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE_S,
+            env=env,
+        )
         assert done.returncode == 0 or args[0] == "kill-server", done.stderr
         return done.stdout
 
@@ -160,7 +177,10 @@ def test_quiet_draws_no_area_and_ci_says_lines_instead(tmp_path, panes):
 
     (tmp_path / "ci").mkdir()
     pane = panes(tmp_path / "ci", ["--every", "0.5"], READING, CI="true")
-    pane.until(lambda s: any(line.startswith("gpubench live ") and "phase=train" in line for line in s),
-               "a live line, CI being set", also=never)
+    pane.until(
+        lambda s: any(line.startswith("gpubench live ") and "phase=train" in line for line in s),
+        "a live line, CI being set",
+        also=never,
+    )
     pane.tmux("send-keys", "-t", "w", "go", "Enter")
     given_back(pane, "EXITED 0")

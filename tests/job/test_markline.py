@@ -38,17 +38,43 @@ def test_a_line_the_writer_writes_reads_back_field_by_field(to_file):
     assert [line[0] for line in lines] == ["M", "S", "M"]
     fields = [line_of(line[0]).read(line) for line in lines]
     pid = writer.pid
-    assert fields[0] == {"letter": "M", "t": 15.640625, "rank": "3", "pid": pid, "uuid": UUID, "clock": "host",
-                         "name": "train"}
+    assert fields[0] == {
+        "letter": "M",
+        "t": 15.640625,
+        "rank": "3",
+        "pid": pid,
+        "uuid": UUID,
+        "clock": "host",
+        "name": "train",
+    }
     steps = fields[1]
-    assert steps == {"letter": "S", "t_first": 15.65625, "rank": "3", "pid": pid, "uuid": SAME, "clock": "host",
-                     "t_last": 15.6875, "n": 3, "counted": 2, "flops": 3e12, "hw_flops": 3e12, "bytes": 12e9,
-                     "tokens": 24.0, "bad": 1, "lead_s": 0.0}
+    assert steps == {
+        "letter": "S",
+        "t_first": 15.65625,
+        "rank": "3",
+        "pid": pid,
+        "uuid": SAME,
+        "clock": "host",
+        "t_last": 15.6875,
+        "n": 3,
+        "counted": 2,
+        "flops": 3e12,
+        "hw_flops": 3e12,
+        "bytes": 12e9,
+        "tokens": 24.0,
+        "bad": 1,
+        "lead_s": 0.0,
+    }
     assert fields[2]["uuid"] == SAME and fields[2]["name"] == "eval"
     # the reader finds the same values at the places the spec gives
     mark, group, _ = read_all(to_file)
     assert isinstance(mark, Mark) and (mark.t, mark.stream.rank, mark.stream.pid, mark.uuid, mark.name) == (
-        15.640625, 3, pid, UUID, "train")
+        15.640625,
+        3,
+        pid,
+        UUID,
+        "train",
+    )
     assert isinstance(group, Steps) and group.uuid == UUID
     for name in STEPS_LINE.names[6:]:
         assert getattr(group, name) == steps[name], name

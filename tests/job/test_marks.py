@@ -39,7 +39,8 @@ def test_unusable_flops_are_said_once_and_the_step_is_recorded(to_file, capsys, 
 def test_a_bad_value_spoils_that_value_only_never_the_later_steps_and_marks(tmp_path, value):
     """A value that overflows a float (or raises in float(), or in .hardware) loses that value alone: the
     step is counted without it, and every later step and mark is recorded."""
-    r = child(f"""
+    r = child(
+        f"""
         import gpubench
 
         class Raises:
@@ -55,7 +56,9 @@ def test_a_bad_value_spoils_that_value_only_never_the_later_steps_and_marks(tmp_
         gpubench.step(flops={value}, bytes={value})
         gpubench.mark("eval")
         print("the job went on")
-    """, tmp_path / "marks.tsv")
+    """,
+        tmp_path / "marks.tsv",
+    )
     assert r.returncode == 0 and "the job went on" in r.stdout, r.stderr
     assert "marks are off" not in r.stderr and "Traceback" not in r.stderr
     assert r.stderr.count("gpubench.step() was given a value") == 1 and len(r.stderr.splitlines()) == 1, r.stderr
@@ -103,31 +106,39 @@ def test_marks_with_times_that_are_not_times_are_left_out_and_said(tmp_path):
     """Negative, NaN and infinite times, a step group that ends before it starts: skipped, counted, and
     said in one sentence naming the file and the first line; a byte-order mark is no part of a line."""
     path = tmp_path / "marks.tsv"
-    path.write_bytes("\ufeffM\t10.0\t\t9\t\thost\ttrain\n"
-                     "M\t-5.0\t\t9\t=\thost\twarmup\n"
-                     "M\tnan\t\t9\t=\thost\twarmup\n"
-                     "S\tinf\t\t9\t=\thost\t12.0\t1\t1\t1e12\t1e12\t0\t0\t0\t0\n"
-                     "S\t11.0\t\t9\t=\thost\t12.0\t2\t2\t2e12\t2e12\t0\t0\t0\tnan\n"
-                     "S\t11.0\t\t9\t=\thost\t12.0\t2\t2\t2e12\t2e12\t0\t0\t0\t0.0\n"
-                     "1e20\t0\t9\tmark\tlate\n".encode())
+    path.write_bytes(
+        "\ufeffM\t10.0\t\t9\t\thost\ttrain\n"
+        "M\t-5.0\t\t9\t=\thost\twarmup\n"
+        "M\tnan\t\t9\t=\thost\twarmup\n"
+        "S\tinf\t\t9\t=\thost\t12.0\t1\t1\t1e12\t1e12\t0\t0\t0\t0\n"
+        "S\t11.0\t\t9\t=\thost\t12.0\t2\t2\t2e12\t2e12\t0\t0\t0\tnan\n"
+        "S\t11.0\t\t9\t=\thost\t12.0\t2\t2\t2e12\t2e12\t0\t0\t0\t0.0\n"
+        "1e20\t0\t9\tmark\tlate\n".encode()
+    )
     reader = Reader(path)
     events = reader.poll()
     assert [(type(e).__name__, e.t) for e in events] == [("Mark", 10.0), ("Steps", 11.0)]
     note = reader.note()
-    assert note.startswith("marks.tsv: left out ") and "4 lines whose time is not a time on the monotonic clock " \
-        "(the first, line 2, reads -5.0)" in note and "1 line that is not a line of marks (line 5)" in note
+    assert (
+        note.startswith("marks.tsv: left out ")
+        and "4 lines whose time is not a time on the monotonic clock (the first, line 2, reads -5.0)" in note
+        and "1 line that is not a line of marks (line 5)" in note
+    )
 
 
 @pytest.mark.parametrize("where", ["missing/dir/marks.tsv", ".", "readonly/marks.tsv"])
 def test_a_marks_file_that_cannot_be_written_never_stops_the_job(tmp_path, where):
     (tmp_path / "readonly").mkdir()
     (tmp_path / "readonly").chmod(0o555)
-    r = child("""
+    r = child(
+        """
         import gpubench
         for i in range(100):
             gpubench.mark("train"); gpubench.step(flops=1.0)
         print("the job went on")
-    """, tmp_path / where)
+    """,
+        tmp_path / where,
+    )
     assert r.returncode == 0 and "the job went on" in r.stdout, r.stderr
     if os.geteuid() != 0 or where != "readonly/marks.tsv":  # root writes anywhere
         assert r.stderr.count("gpubench: the marks file") == 1 and "Traceback" not in r.stderr

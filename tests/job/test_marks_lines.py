@@ -21,8 +21,10 @@ UUID = "GPU-a7bf0bb4-c4b0-2abb-5034-6d549663e8da"
 
 
 def test_import_is_cheap_and_the_api_is_lazy():
-    code = ("import sys, gpubench; gpubench.mark('x'); gpubench.step(flops=1.0); gpubench.count_flops; "
-            "assert 'torch' not in sys.modules and 'gpubench.record.recording' not in sys.modules, sorted(sys.modules)")
+    code = (
+        "import sys, gpubench; gpubench.mark('x'); gpubench.step(flops=1.0); gpubench.count_flops; "
+        "assert 'torch' not in sys.modules and 'gpubench.record.recording' not in sys.modules, sorted(sys.modules)"
+    )
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop(markwriter.ENV, None)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
@@ -40,12 +42,18 @@ def test_marks_outside_a_watch_cost_well_under_a_microsecond():
 def test_steps_are_gathered_into_lines_and_every_step_is_counted(tmp_path):
     """Many processes at once: every line arrives whole; every step and FLOP is in some line."""
     path = tmp_path / "marks.tsv"
-    code = ("import gpubench\n"
-            "for i in range(4000):\n"
-            "    gpubench.step(flops=1e9, tokens=2) if i % 1000 else gpubench.mark('phase-%d' % i)\n")
-    procs = [subprocess.Popen([sys.executable, "-c", code],
-                              env=dict(os.environ, PYTHONPATH=str(ROOT), RANK=str(rank), **{markwriter.ENV: str(path)}))
-             for rank in range(4)]
+    code = (
+        "import gpubench\n"
+        "for i in range(4000):\n"
+        "    gpubench.step(flops=1e9, tokens=2) if i % 1000 else gpubench.mark('phase-%d' % i)\n"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code],
+            env=dict(os.environ, PYTHONPATH=str(ROOT), RANK=str(rank), **{markwriter.ENV: str(path)}),
+        )
+        for rank in range(4)
+    ]
     assert [p.wait(timeout=60) for p in procs] == [0] * 4
     events = read_all(path)
     assert len(events) == len(path.read_text().splitlines())  # every line parses
@@ -106,8 +114,10 @@ def test_reader_waits_for_the_end_of_a_line_and_skips_garbage(tmp_path):
     path = tmp_path / "m.tsv"
     reader = Reader(path)
     assert reader.poll() == []  # not there yet
-    path.write_bytes(b"M\t1.5\t0\t9\t\thost\ttrain\nnot a line\nS\t2.0\t0\t9\t\thost\t1.0\t1\t0\t0\t0\t0\t0\t0\t0\n"
-                     b"S\t2.0\t0\t9\t\thost\t2.5\t3\t3\t3e12\t3e12\t0\t0\t0\t0.0")
+    path.write_bytes(
+        b"M\t1.5\t0\t9\t\thost\ttrain\nnot a line\nS\t2.0\t0\t9\t\thost\t1.0\t1\t0\t0\t0\t0\t0\t0\t0\n"
+        b"S\t2.0\t0\t9\t\thost\t2.5\t3\t3\t3e12\t3e12\t0\t0\t0\t0.0"
+    )
     assert [e.name for e in reader.poll()] == ["train"]  # the S ending before it starts is no line of ours
     with open(path, "ab") as f:
         f.write(b"1\n")

@@ -15,6 +15,7 @@ FIXTURES = (fake_torch, to_file)  # pytest finds them by their names in this mod
 
 # --- stamps on the GPU's timeline, with a fake torch ---------------------------------------------------
 
+
 def test_steps_are_stamped_when_the_gpu_reaches_them_and_the_caller_never_waits(to_file, fake_torch):
     t_called, per_call = [], []
     for _ in range(5):

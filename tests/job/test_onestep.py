@@ -50,6 +50,7 @@ def one_step_of(model, x):
         with torch.autocast("cpu", dtype=torch.bfloat16):
             loss = model(x, x)
         loss.backward()
+
     found = gpubench.count_flops(step)
     model.zero_grad()
     return found

@@ -20,9 +20,26 @@ G = gpus(8)
 
 def summary(samples, events, n_gpus=1, t1=None, contexts=None, all_gpus=False, dtype="bf16"):
     t1 = t1 if t1 is not None else max(r["t_end_s"] for r in samples)
-    return summarize_watch(samples, events, G[:n_gpus], 0.0, t1, PEAKS, dtype,
-                           ["gpu_util_pct", "power_w", "energy_j", "sm_active_pct", "sm_occupancy_pct",
-                            "tensor_active_pct", "dram_active_pct"], contexts or {}, all_gpus)
+    return summarize_watch(
+        samples,
+        events,
+        G[:n_gpus],
+        0.0,
+        t1,
+        PEAKS,
+        dtype,
+        [
+            "gpu_util_pct",
+            "power_w",
+            "energy_j",
+            "sm_active_pct",
+            "sm_occupancy_pct",
+            "tensor_active_pct",
+            "dram_active_pct",
+        ],
+        contexts or {},
+        all_gpus,
+    )
 
 
 def by_name(result):
@@ -32,6 +49,7 @@ def by_name(result):
 def typical_job():
     """Idle start-up to 3 s; warmup 3-5 s; train 5-15 s, a step every 0.1 s; eval 15-17 s, a step every
     0.05 s; then 1.5 s of teardown, the GPU idle."""
+
     def state(t, g):
         if 3 <= t < 5:
             return {"gpu_util_pct": 60.0, "sm_active_pct": 50.0, "tensor_active_pct": 5.0, "power_w": 300.0}
@@ -42,9 +60,14 @@ def typical_job():
         return {}
 
     uuid = G[0].uuid
-    events = [mark(3.0, R0, "warmup"), *stamps(R0, uuid, every(3.2, 4.9, 0.3), flops=1e13),
-              mark(5.0, R0, "train"), *stamps(R0, uuid, every(5.1, 15.0, 0.1), flops=5e13, tokens=4096),
-              mark(15.0, R0, "eval"), *stamps(R0, uuid, every(15.05, 17.0, 0.05), flops=2e13)]
+    events = [
+        mark(3.0, R0, "warmup"),
+        *stamps(R0, uuid, every(3.2, 4.9, 0.3), flops=1e13),
+        mark(5.0, R0, "train"),
+        *stamps(R0, uuid, every(5.1, 15.0, 0.1), flops=5e13, tokens=4096),
+        mark(15.0, R0, "eval"),
+        *stamps(R0, uuid, every(15.05, 17.0, 0.05), flops=2e13),
+    ]
     return rows(1, 0.0, 18.5, state), events
 
 
@@ -77,8 +100,12 @@ def test_power_percentiles_skip_the_second_nvml_averages_over_and_energy_is_exac
 
 def test_a_phase_too_short_for_numbers_says_so_instead_of_giving_them():
     samples = rows(1, 0.0, 6.0, lambda t, g: {"gpu_util_pct": 100.0})
-    events = [mark(1.0, R0, "warmup"), *stamps(R0, G[0].uuid, [1.1, 1.2, 1.3], flops=1e12),
-              mark(1.35, R0, "train"), *stamps(R0, G[0].uuid, every(1.4, 6.0, 0.1), flops=1e12)]
+    events = [
+        mark(1.0, R0, "warmup"),
+        *stamps(R0, G[0].uuid, [1.1, 1.2, 1.3], flops=1e12),
+        mark(1.35, R0, "train"),
+        *stamps(R0, G[0].uuid, every(1.4, 6.0, 0.1), flops=1e12),
+    ]
     warmup = by_name(summary(samples, events))["warmup"]
     assert warmup["verdict_rules"] == "too-short" and warmup["verdict"].startswith("Too short to measure")
     assert not finite(warmup["steps_per_s"]) and not finite(warmup["mfu_pct"]) and not finite(warmup["gpu_util_pct"])
@@ -88,8 +115,12 @@ def test_two_steps_inside_one_sample_interval_give_no_rate_beside_missing_counte
     """Two steps 30 ms apart, after the trim, inside one 100 ms sample row: a rate without counters would
     mix windows (seen on a checkpointed warmup of two steps); the row is too short instead."""
     samples = rows(1, 0.0, 6.0, lambda t, g: {"gpu_util_pct": 100.0})
-    events = [mark(1.0, R0, "warmup"), *stamps(R0, G[0].uuid, [1.1, 1.52, 1.55], flops=1e12),
-              mark(1.58, R0, "train"), *stamps(R0, G[0].uuid, every(1.6, 6.0, 0.1), flops=1e12)]
+    events = [
+        mark(1.0, R0, "warmup"),
+        *stamps(R0, G[0].uuid, [1.1, 1.52, 1.55], flops=1e12),
+        mark(1.58, R0, "train"),
+        *stamps(R0, G[0].uuid, every(1.6, 6.0, 0.1), flops=1e12),
+    ]
     warmup = by_name(summary(samples, events))["warmup"]
     assert warmup["verdict_rules"] == "too-short" and warmup["n_samples"] == 0
     assert not finite(warmup["steps_per_s"]) and not finite(warmup["mfu_pct"])
@@ -104,17 +135,21 @@ def test_no_steps_and_one_step_say_different_things(times, rule):
 
 
 def test_a_rule_needing_a_metric_fires_only_where_the_run_never_recorded_it():
-    samples = [{k: v for k, v in r.items() if k != "sm_active_pct"} for r in
-               rows(1, 0.0, 4.0, lambda t, g: {"gpu_util_pct": 100.0, "tensor_active_pct": 50.0})]
+    samples = [
+        {k: v for k, v in r.items() if k != "sm_active_pct"}
+        for r in rows(1, 0.0, 4.0, lambda t, g: {"gpu_util_pct": 100.0, "tensor_active_pct": 50.0})
+    ]
     events = [mark(0.0, R0, "train"), *stamps(R0, G[0].uuid, every(0.6, 4.0, 0.1), flops=1e12)]
     res = summarize_watch(samples, events, G[:1], 0.0, 4.0, PEAKS, "bf16", ["gpu_util_pct", "tensor_active_pct"], {})
     assert by_name(res)["train"]["verdict_rules"].startswith("tensor-busy")  # SM activity unrecorded: no rule on it
-    res = summarize_watch(samples, events, G[:1], 0.0, 4.0, PEAKS, "bf16", ["gpu_util_pct", "tensor_active_pct",
-                                                                             "sm_active_pct"], {})
+    res = summarize_watch(
+        samples, events, G[:1], 0.0, 4.0, PEAKS, "bf16", ["gpu_util_pct", "tensor_active_pct", "sm_active_pct"], {}
+    )
     assert by_name(res)["train"]["verdict_rules"].startswith("tensor-busy")  # a column empty everywhere: unrecorded
 
 
 # --- the job's GPUs and processes ---------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("n", [1, 2, 8])
 def test_steps_are_credited_only_to_the_gpu_the_process_ran_on(n):
@@ -158,9 +193,12 @@ def test_the_gpus_the_command_holds_are_found_through_its_process_tree(tmp_path)
 def test_two_processes_on_one_gpu_keep_their_own_step_rates_and_sum_their_work():
     a, b = Stream(None, 300), Stream(None, 301)
     uuid = G[0].uuid
-    events = [mark(0.0, a, "train"), mark(0.01, b, "train"),
-              *stamps(a, uuid, every(0.6, 10.6, 1 / 23.7), flops=1e13),
-              *stamps(b, uuid, every(0.62, 10.62, 1 / 23.7), flops=1e13)]
+    events = [
+        mark(0.0, a, "train"),
+        mark(0.01, b, "train"),
+        *stamps(a, uuid, every(0.6, 10.6, 1 / 23.7), flops=1e13),
+        *stamps(b, uuid, every(0.62, 10.62, 1 / 23.7), flops=1e13),
+    ]
     samples = rows(1, 0.0, 11.0, lambda t, g: {"gpu_util_pct": 100.0})
     train = by_name(summary(samples, events))["train"]
     assert train["streams"] == 2 and train["steps_per_s"] == pytest.approx(23.7, rel=0.01)  # not 47.4
@@ -170,11 +208,20 @@ def test_two_processes_on_one_gpu_keep_their_own_step_rates_and_sum_their_work()
 
 def test_phases_follow_the_lowest_rank_and_without_ranks_the_first_to_mark():
     r0, r1 = Stream(0, 1), Stream(1, 2)
-    evs = [mark(5.0, r1, "warmup"), mark(6.0, r0, "warmup"), mark(10.0, r0, "train"), mark(10.5, r1, "eval"),
-           mark(20.0, r0, "eval"), mark(25.0, r0, "train")]
+    evs = [
+        mark(5.0, r1, "warmup"),
+        mark(6.0, r0, "warmup"),
+        mark(10.0, r0, "train"),
+        mark(10.5, r1, "eval"),
+        mark(20.0, r0, "eval"),
+        mark(25.0, r0, "train"),
+    ]
     assert [(p.name, p.spans) for p in cut(evs, 1.0, 30.0)] == [
-        ("run", [(1.0, 6.0)]), ("warmup", [(6.0, 10.0)]), ("train", [(10.0, 20.0), (25.0, 30.0)]),
-        ("eval", [(20.0, 25.0)])]
+        ("run", [(1.0, 6.0)]),
+        ("warmup", [(6.0, 10.0)]),
+        ("train", [(10.0, 20.0), (25.0, 30.0)]),
+        ("eval", [(20.0, 25.0)]),
+    ]
     u1, u2 = Stream(None, 9), Stream(None, 3)
     assert [p.name for p in cut([mark(2.0, u1, "a"), mark(3.0, u2, "b")], 1.0, 5.0)] == ["run", "a"]
 
@@ -186,11 +233,24 @@ def test_a_mark_before_the_recording_names_its_first_phase():
 
 # --- decode: bytes and tokens, and what the work is judged by -------------------------------------------
 
+
 def test_a_decode_step_is_judged_by_mbu_and_tokens():
-    events = [mark(0.0, R0, "decode"),
-              *stamps(R0, G[0].uuid, every(0.6, 5.6, 0.001), flops=2 * 3.5e9 / 2, nbytes=3.0e9, tokens=1)]
-    samples = rows(1, 0.0, 5.7, lambda t, g: {"gpu_util_pct": 100.0, "sm_active_pct": 95.0, "dram_active_pct": 90.0,
-                                               "tensor_active_pct": 2.0, "power_w": 500.0})
+    events = [
+        mark(0.0, R0, "decode"),
+        *stamps(R0, G[0].uuid, every(0.6, 5.6, 0.001), flops=2 * 3.5e9 / 2, nbytes=3.0e9, tokens=1),
+    ]
+    samples = rows(
+        1,
+        0.0,
+        5.7,
+        lambda t, g: {
+            "gpu_util_pct": 100.0,
+            "sm_active_pct": 95.0,
+            "dram_active_pct": 90.0,
+            "tensor_active_pct": 2.0,
+            "power_w": 500.0,
+        },
+    )
     row = by_name(summary(samples, events))["decode"]
     assert row["tokens_per_s"] == pytest.approx(1000.0) and row["gbps"] == pytest.approx(3000.0)
     assert row["mbu_pct"] == pytest.approx(100 * 3.0e12 / 3.35e12) and row["mfu_pct"] < 1
@@ -216,17 +276,27 @@ def test_model_and_hardware_flops_give_mfu_and_hfu():
 
 # --- a straggler among 2, 4 and 8 ranks ------------------------------------------------------------------
 
+
 def ranked_job(n: int, slow: int | None, rates=None):
     """n ranks in lock-step at 10 steps/s (or at `rates`); the slow rank's GPU idles 40% of the time."""
     rates = rates or [10.0] * n
     events = []
     for r in range(n):
         s = Stream(r, 1000 + r)
-        events += [mark(0.0, s, "train"), *stamps(s, G[r].uuid, every(0.6, 10.6, 1 / rates[r]), flops=1e13,
-                                                   lead_s=0.002 if r == slow else 0.08)]
-    samples = rows(n, 0.0, 11.0, lambda t, g: {"gpu_util_pct": 56.0 if g == slow else 97.0,
-                                                "sm_active_pct": 50.0 if g == slow else 45.0,
-                                                "tensor_active_pct": 25.0})
+        events += [
+            mark(0.0, s, "train"),
+            *stamps(s, G[r].uuid, every(0.6, 10.6, 1 / rates[r]), flops=1e13, lead_s=0.002 if r == slow else 0.08),
+        ]
+    samples = rows(
+        n,
+        0.0,
+        11.0,
+        lambda t, g: {
+            "gpu_util_pct": 56.0 if g == slow else 97.0,
+            "sm_active_pct": 50.0 if g == slow else 45.0,
+            "tensor_active_pct": 25.0,
+        },
+    )
     return summary(samples, events, n_gpus=n)
 
 
@@ -251,6 +321,7 @@ def test_nobody_is_named_on_an_even_job_or_where_ranks_do_not_step_together(n):
 
 
 # --- recorded runs -----------------------------------------------------------------------------------
+
 
 def test_a_run_directory_summarizes_again_to_the_same_rows(tmp_path):
     samples, events = typical_job()
@@ -299,6 +370,8 @@ def test_the_groups_around_a_window_are_found_as_a_scan_of_every_group_would():
         groups = [SimpleNamespace(t_first=a, t_last=a + rng.random() * rng.choice([0.1, 3.0])) for a in firsts]
         ws = rng.random() * 10
         we = ws + rng.random() * 3
-        scanned = (next((g for g in reversed(groups) if g.t_last < ws), None),
-                   next((g for g in groups if g.t_first > we), None))
+        scanned = (
+            next((g for g in reversed(groups) if g.t_last < ws), None),
+            next((g for g in groups if g.t_first > we), None),
+        )
         assert around(groups, ws, we) == scanned

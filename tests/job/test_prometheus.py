@@ -68,11 +68,21 @@ def test_prometheus_scrapes_a_watch_and_answers_gpubench_mfu(tmp_path, monkeypat
     monkeypatch.setenv("RANK", "0")
     endpoint, web, done = Endpoint(0, "127.0.0.1"), free_port(), tmp_path / "done"
     config = tmp_path / "prometheus.yml"
-    config.write_text(f"global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n"
-                      f"  - job_name: gpubench\n    static_configs:\n      - targets: ['127.0.0.1:{endpoint.port}']\n")
+    config.write_text(
+        f"global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n"
+        f"  - job_name: gpubench\n    static_configs:\n      - targets: ['127.0.0.1:{endpoint.port}']\n"
+    )
     log = open(tmp_path / "prometheus.log", "w")
-    server = subprocess.Popen([PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                               f"--web.listen-address=127.0.0.1:{web}"], stdout=log, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        [
+            PROMETHEUS,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{web}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     got: dict = {}
 
     def asker():
@@ -89,10 +99,15 @@ def test_prometheus_scrapes_a_watch_and_answers_gpubench_mfu(tmp_path, monkeypat
                     stamps = {name: value(web, f"timestamp({name})", at)[0]["value"][1] for name in SERIES}
                     dashboard = json.loads(DASHBOARD.read_text())
                     queries = [t["expr"].replace("$uuid", ".*") for p in dashboard["panels"] for t in p["targets"]]
-                    got.update(at=at, results=results, stamps=stamps, join=value(web, JOIN, at),
-                               util=value(web, "DCGM_FI_DEV_GPU_UTIL", at),
-                               version=ask(web, "/api/v1/status/buildinfo"),
-                               dashboard={q: value(web, q, at) for q in queries})
+                    got.update(
+                        at=at,
+                        results=results,
+                        stamps=stamps,
+                        join=value(web, JOIN, at),
+                        util=value(web, "DCGM_FI_DEV_GPU_UTIL", at),
+                        version=ask(web, "/api/v1/status/buildinfo"),
+                        dashboard={q: value(web, q, at) for q in queries},
+                    )
                     return
         finally:
             done.write_text("")
@@ -100,8 +115,9 @@ def test_prometheus_scrapes_a_watch_and_answers_gpubench_mfu(tmp_path, monkeypat
     thread = threading.Thread(target=asker)
     thread.start()
     try:
-        code, _ = watch.run(options(tmp_path / "run", [replayed(tmp_path)], endpoint),
-                            [sys.executable, "-c", STEPPING, str(done)])
+        code, _ = watch.run(
+            options(tmp_path / "run", [replayed(tmp_path)], endpoint), [sys.executable, "-c", STEPPING, str(done)]
+        )
     finally:
         thread.join()
         server.terminate()
@@ -120,9 +136,15 @@ def test_prometheus_scrapes_a_watch_and_answers_gpubench_mfu(tmp_path, monkeypat
     rate = (n - 1) / (groups[-1].t_last - groups[0].t_first)
     peak = json.loads((tmp_path / "run" / "manifest.json").read_text())["peaks"]["datasheet"]["bf16_tensor"]
     if os.environ.get("GPUBENCH_PROMETHEUS_LOG"):
-        got["from_marks_tsv"] = {"steps": n, "first_stamp": groups[0].t_first, "last_stamp": groups[-1].t_last,
-                                 "steps_per_s": rate, "flops_per_step": FLOPS, "bf16_peak": peak,
-                                 "mfu": rate * FLOPS / peak}
+        got["from_marks_tsv"] = {
+            "steps": n,
+            "first_stamp": groups[0].t_first,
+            "last_stamp": groups[-1].t_last,
+            "steps_per_s": rate,
+            "flops_per_step": FLOPS,
+            "bf16_peak": peak,
+            "mfu": rate * FLOPS / peak,
+        }
         Path(os.environ["GPUBENCH_PROMETHEUS_LOG"]).write_text(json.dumps(got, indent=1) + "\n")
     assert float(mfu["value"][1]) == pytest.approx(rate * FLOPS / peak, rel=1e-9)
     util = float(got["util"][0]["value"][1])

@@ -48,8 +48,9 @@ def watched(tmp_path_factory):
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), old]))
     try:
-        opts = WatchOptions(out, [GPU], {"name": GPU.name},
-                            RecordingConfig(interval_s=0.05, sources=[FakeSource(busy)]))
+        opts = WatchOptions(
+            out, [GPU], {"name": GPU.name}, RecordingConfig(interval_s=0.05, sources=[FakeSource(busy)])
+        )
         code, w = watch.run(opts, [sys.executable, str(script)])
     finally:
         os.environ.pop("PYTHONPATH") if old is None else os.environ.__setitem__("PYTHONPATH", old)
@@ -104,26 +105,78 @@ def test_the_metrics_endpoint_labels_where_the_numbers_came_from():
     pytest.importorskip("prometheus_client")
     from gpubench.job.exporter import families
 
-    row = {"gpu": GPU.nvml_index, "phase": "train", "verdict_rules": "tensor-part", "mfu_pct": 20.0,
-           "steps_source": "optimizer", "flops_source": "one step counted"}
+    row = {
+        "gpu": GPU.nvml_index,
+        "phase": "train",
+        "verdict_rules": "tensor-part",
+        "mfu_pct": 20.0,
+        "steps_source": "optimizer",
+        "flops_source": "one step counted",
+    }
     bare = dict(row, steps_source="", flops_source="")
     for rows, labels in (([row], [("optimizer", "one step counted")]), ([bare], [])):
-        found = [f for f in families(Snapshot({}, rows, {}, "train", None), [GPU], "host")
-                 if f.name == "gpubench_source"]
+        found = [
+            f for f in families(Snapshot({}, rows, {}, "train", None), [GPU], "host") if f.name == "gpubench_source"
+        ]
         assert [(s.labels["steps"], s.labels["flops"]) for f in found for s in f.samples] == labels
 
 
 EXAMPLES = ROOT / "examples"
-TINY = {"train_gpt.py": ["--layers", "2", "--width", "64", "--heads", "4", "--vocab", "256", "--seq", "32",
-                         "--batch", "2", "--warmup-steps", "2", "--steps", "16", "--eval-steps", "2"],
-        "train_llama.py": ["--layers", "2", "--width", "64", "--heads", "4", "--kv-heads", "2", "--ffn", "128",
-                           "--vocab", "256", "--seq", "32", "--batch", "2", "--warmup-steps", "2", "--seconds", "3",
-                           "--eval-seconds", "0.5"]}
+TINY = {
+    "train_gpt.py": [
+        "--layers",
+        "2",
+        "--width",
+        "64",
+        "--heads",
+        "4",
+        "--vocab",
+        "256",
+        "--seq",
+        "32",
+        "--batch",
+        "2",
+        "--warmup-steps",
+        "2",
+        "--steps",
+        "16",
+        "--eval-steps",
+        "2",
+    ],
+    "train_llama.py": [
+        "--layers",
+        "2",
+        "--width",
+        "64",
+        "--heads",
+        "4",
+        "--kv-heads",
+        "2",
+        "--ffn",
+        "128",
+        "--vocab",
+        "256",
+        "--seq",
+        "32",
+        "--batch",
+        "2",
+        "--warmup-steps",
+        "2",
+        "--seconds",
+        "3",
+        "--eval-seconds",
+        "0.5",
+    ],
+}
 
 
 def watch_example(tmp_path, name, *flags):
-    opts = WatchOptions(tmp_path / f"run-{name}{'-'.join(flags)}", [GPU], {"name": GPU.name},
-                        RecordingConfig(interval_s=0.05, sources=[FakeSource(busy)]))
+    opts = WatchOptions(
+        tmp_path / f"run-{name}{'-'.join(flags)}",
+        [GPU],
+        {"name": GPU.name},
+        RecordingConfig(interval_s=0.05, sources=[FakeSource(busy)]),
+    )
     code, w = watch.run(opts, [sys.executable, str(EXAMPLES / name), *TINY[name], "--device", "cpu", *flags])
     assert code == 0
     return {r["phase"]: r for r in w.summary}, w.manifest
@@ -140,7 +193,10 @@ def test_an_example_with_its_gpubench_calls_off_is_counted_as_it_counts_itself(t
     assert auto["train"]["steps_source"] == "optimizer" and auto["train"]["flops_source"] == "one step counted"
     assert auto_manifest["auto"]["phases_from"] == "activity"
     # the same step, counted by the example itself and by gpubench with no code change
-    reported = {e.flops / e.counted for e in markreader.read_all(tmp_path / f"run-{name}" / "marks.tsv")
-                if isinstance(e, markreader.Steps) and e.counted}  # train and eval steps: train's is the larger
+    reported = {
+        e.flops / e.counted
+        for e in markreader.read_all(tmp_path / f"run-{name}" / "marks.tsv")
+        if isinstance(e, markreader.Steps) and e.counted
+    }  # train and eval steps: train's is the larger
     (process,) = auto_manifest["auto"]["processes"]
     assert process["counted"]["model_flops"] == pytest.approx(max(reported), rel=0.01)

@@ -21,16 +21,22 @@ S = Stream(0, 4242)
 
 def unfinished(tmp_path, watcher: dict, samples=None):
     """A watch run directory as a watch leaves it while it runs: a manifest that says running, no summary."""
+
     def state(t, g):
         return {"gpu_util_pct": 97.0, "sm_active_pct": 80.0, "tensor_active_pct": 40.0} if t >= 1.0 else {}
+
     samples = rows(1, 0.0, 30.0, state) if samples is None else samples
     events = [mark(1.0, S, "train"), *stamps(S, gpus(1)[0].uuid, every(1.1, 29.9, 0.1), flops=1e13)]
     run = write_watch(tmp_path / "run", 1, 0.0, 30.0, samples, events)
     manifest = json.loads((run / "manifest.json").read_text())
     for key in ("window", "contexts", "marks"):  # written only when a watch ends
         manifest.pop(key)
-    manifest.update(status="running", completed=False, watcher=watcher,
-                    child={"argv": ["python", "train.py"], "pid": 4242, "exit_code": None})
+    manifest.update(
+        status="running",
+        completed=False,
+        watcher=watcher,
+        child={"argv": ["python", "train.py"], "pid": 4242, "exit_code": None},
+    )
     (run / "manifest.json").write_text(json.dumps(manifest))
     return run
 

@@ -26,13 +26,17 @@ INFO = {"nvml_index": 0, "name": GPU.name, "uuid": GPU.uuid, "memory_mib": 81559
 BUSY = {"gpu_util_pct": 100.0, "sm_active_pct": 90.0, "tensor_active_pct": 30.0, "power_w": 500.0}
 
 # 100 phases of about 30 ms each, train and eval in turn, a step in each: all of them shorter than TRIM_S
-ALTERNATING = [sys.executable, "-c", textwrap.dedent("""
+ALTERNATING = [
+    sys.executable,
+    "-c",
+    textwrap.dedent("""
     import time, gpubench
     for i in range(100):
         gpubench.mark("train" if i % 2 == 0 else "eval")
         time.sleep(0.03)
         gpubench.step(flops=1e9)
-""")]
+"""),
+]
 
 
 @pytest.fixture(autouse=True)
@@ -70,12 +74,25 @@ def test_a_lone_short_phase_keeps_its_row_and_long_neighbours_keep_theirs():
     row too short to measure, and only the fast stretch is merged."""
     g = gpus(1)
     a = Stream(None, 101)
-    events = [mark(0.0, a, "train"), mark(4.0, a, "eval"), mark(4.3, a, "train"),
-              *[mark(t, a, "eval" if i % 2 == 0 else "train") for i, t in enumerate(every(8.0, 9.9, 0.1))],
-              *stamps(a, g[0].uuid, every(0.05, 11.0, 0.05), flops=1e12)]
+    events = [
+        mark(0.0, a, "train"),
+        mark(4.0, a, "eval"),
+        mark(4.3, a, "train"),
+        *[mark(t, a, "eval" if i % 2 == 0 else "train") for i, t in enumerate(every(8.0, 9.9, 0.1))],
+        *stamps(a, g[0].uuid, every(0.05, 11.0, 0.05), flops=1e12),
+    ]
     samples = rows(1, 0.0, 12.0, lambda t, _: BUSY)
-    out = summarize_watch(samples, events, g, 0.0, 12.0, PEAKS, "bf16", list(BUSY) + ["energy_j", "sm_occupancy_pct",
-                          "dram_active_pct"], {0: {101}})
+    out = summarize_watch(
+        samples,
+        events,
+        g,
+        0.0,
+        12.0,
+        PEAKS,
+        "bf16",
+        list(BUSY) + ["energy_j", "sm_occupancy_pct", "dram_active_pct"],
+        {0: {101}},
+    )
     by = {r["phase"]: r for r in out.summary}
     assert [r["phase"] for r in out.summary if r["kind"] == "phase"] == ["train", "eval", "eval + train"]
     assert by["eval"]["verdict_rules"] == "too-short" and not math.isfinite(by["eval"]["steps_per_s"])
@@ -112,8 +129,9 @@ def test_short_phases_that_come_once_each_are_not_merged():
 
     from gpubench.job import fleeting
 
-    phases = [SimpleNamespace(name=n, spans=[(a, a + 0.2)])
-              for n, a in (("warmup", 0.0), ("train", 0.2), ("eval", 0.4))]
+    phases = [
+        SimpleNamespace(name=n, spans=[(a, a + 0.2)]) for n, a in (("warmup", 0.0), ("train", 0.2), ("eval", 0.4))
+    ]
     kept, notes = fleeting.merge(phases, 0.5, lambda name, spans: SimpleNamespace(name=name, spans=spans))
     assert [p.name for p in kept] == ["warmup", "train", "eval"] and notes == []
     again = phases + [SimpleNamespace(name="train", spans=[(0.6, 0.8)])]

@@ -47,7 +47,7 @@ def test_three_steps_of_one_and_two_of_another_are_one_step_once_learnt():
     keys = "AABAB" * 30  # for i: A.step(); if i % 3: B.step()
     ends, news, rule = run(keys)
     assert news[0] == (2, ("A", "A", "B"), 2)  # the first guess: A A then B
-    (i, pattern, back), = news[1:]
+    ((i, pattern, back),) = news[1:]
     assert sorted(pattern) == list("AAABB") and back == 0 and i < 5 * 8
     # learning, the guess's anchor B ends each of its steps (no FLOPs are counted while learning); learnt, one
     # step every five optimizer steps, always at the same place of the pattern
@@ -85,7 +85,7 @@ def test_a_second_model_fine_tuned_later_joins_the_pattern():
     keys = "A" * 40 + "AB" * 40  # trained alone, then beside a second model
     ends, news, rule = run(keys)
     assert all(ends[:40])  # alone: each step a step, never taken back (more than MAX_RUN of them)
-    (i, pattern, back), = news
+    ((i, pattern, back),) = news
     assert back == 0 and sorted(pattern) == ["A", "B"] and 40 < i < 40 + 2 * (MAX_PERIOD + 4)
     assert steps(ends, news) == 80  # the old anchor A ended each iteration while the pattern was learnt
     assert [keys[j] for j, e in enumerate(ends) if e and j >= 40] == ["A"] * 40
@@ -96,7 +96,7 @@ def test_a_model_dropped_leaves_the_other_alone_after_a_bounded_pause():
     assert news[-1][1:] == (("A",), 0) and rule.pattern == ("A",)
     quiet = ends[40:].index(True)
     assert quiet <= MAX_PERIOD + 1  # learnt from the first steps of A alone: B's anchor is gone
-    assert all(ends[40 + quiet:])
+    assert all(ends[40 + quiet :])
 
 
 def test_a_pattern_longer_than_the_rule_learns_gives_no_step_of_a_whole_pattern_and_no_news():
@@ -117,7 +117,7 @@ def test_the_work_and_memory_of_a_step_are_bounded():
 def test_any_sequence_ends_at_most_one_step_per_optimizer_step_and_never_raises():
     rng = random.Random(7)
     for _ in range(300):
-        alphabet = "ABCDE"[:rng.randint(1, 5)]
+        alphabet = "ABCDE"[: rng.randint(1, 5)]
         keys = [rng.choice(alphabet) for _ in range(rng.randint(1, 300))]
         ends, news, rule = run(keys, dead=set(rng.sample(alphabet, 1)) if rng.random() < 0.2 else ())
         assert steps(ends, news) >= 0 and all(0 <= back <= i + 1 for i, _, back in news)

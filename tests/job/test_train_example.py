@@ -17,8 +17,22 @@ from gpubench.record.rundir import load_run
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "train_gpt.py"
-TINY = ["--layers", "2", "--width", "128", "--heads", "4", "--vocab", "512", "--seq", "64", "--batch", "2",
-        "--device", "cpu"]
+TINY = [
+    "--layers",
+    "2",
+    "--width",
+    "128",
+    "--heads",
+    "4",
+    "--vocab",
+    "512",
+    "--seq",
+    "64",
+    "--batch",
+    "2",
+    "--device",
+    "cpu",
+]
 
 
 def example():
@@ -62,8 +76,9 @@ def causal_difference(batch: int, heads: int, seq: int, head_dim: int, layers: i
 
 def test_the_example_runs_two_steps_under_a_watch(tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    opts = WatchOptions(tmp_path / "run", [GPU], {"name": GPU.name},
-                        RecordingConfig(interval_s=0.05, sources=[FakeSource()]))
+    opts = WatchOptions(
+        tmp_path / "run", [GPU], {"name": GPU.name}, RecordingConfig(interval_s=0.05, sources=[FakeSource()])
+    )
     argv = [sys.executable, str(EXAMPLE), *TINY, "--steps", "2", "--warmup-steps", "2", "--eval-steps", "2"]
     code, w = watch.run(opts, argv)
     out = capfd.readouterr().out
@@ -83,8 +98,26 @@ def test_the_example_runs_two_steps_under_a_watch(tmp_path, monkeypatch, capfd):
 
 LLAMA = ROOT / "examples" / "train_llama.py"
 DECODE = ROOT / "examples" / "decode_llm.py"
-TINY_LLAMA = ["--layers", "2", "--width", "64", "--heads", "4", "--kv-heads", "2", "--ffn", "128", "--vocab", "256",
-              "--seq", "64", "--batch", "2", "--device", "cpu"]
+TINY_LLAMA = [
+    "--layers",
+    "2",
+    "--width",
+    "64",
+    "--heads",
+    "4",
+    "--kv-heads",
+    "2",
+    "--ffn",
+    "128",
+    "--vocab",
+    "256",
+    "--seq",
+    "64",
+    "--batch",
+    "2",
+    "--device",
+    "cpu",
+]
 
 
 def load(path):
@@ -94,14 +127,25 @@ def load(path):
     return module
 
 
-@pytest.mark.parametrize("extra", [[], ["--experts", "4", "--top", "2"], ["--checkpoint"]],
-                         ids=["dense", "experts", "checkpointed"])
+@pytest.mark.parametrize(
+    "extra", [[], ["--experts", "4", "--top", "2"], ["--checkpoint"]], ids=["dense", "experts", "checkpointed"]
+)
 def test_model_flops_follow_palm_and_hardware_flops_what_ran(extra):
     llama = load(LLAMA)
     args = llama.parse(TINY_LLAMA + extra)
     torch.manual_seed(0)
-    model = llama.Llama(args.vocab, args.seq, args.layers, args.width, args.heads, args.kv_heads, args.ffn,
-                        args.experts, args.top, args.checkpoint)
+    model = llama.Llama(
+        args.vocab,
+        args.seq,
+        args.layers,
+        args.width,
+        args.heads,
+        args.kv_heads,
+        args.ffn,
+        args.experts,
+        args.top,
+        args.checkpoint,
+    )
     x = torch.randint(args.vocab, (args.batch, args.seq))
     counted = gpubench.count_flops(lambda: model(x, x).backward())
     assert counted == pytest.approx(llama.palm_flops(model, args), rel=0.03)  # PaLM's convention
@@ -114,10 +158,33 @@ def test_model_flops_follow_palm_and_hardware_flops_what_ran(extra):
 def test_the_decode_example_reports_bytes_and_tokens_under_a_watch(tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    opts = WatchOptions(tmp_path / "run", [GPU], {"name": GPU.name},
-                        RecordingConfig(interval_s=0.05, sources=[FakeSource()]))
-    argv = [sys.executable, str(DECODE), "--layers", "2", "--width", "64", "--heads", "4", "--kv-heads", "2",
-            "--ffn", "128", "--vocab", "256", "--max-len", "32", "--batch", "4", "--seconds", "2", "--device", "cpu"]
+    opts = WatchOptions(
+        tmp_path / "run", [GPU], {"name": GPU.name}, RecordingConfig(interval_s=0.05, sources=[FakeSource()])
+    )
+    argv = [
+        sys.executable,
+        str(DECODE),
+        "--layers",
+        "2",
+        "--width",
+        "64",
+        "--heads",
+        "4",
+        "--kv-heads",
+        "2",
+        "--ffn",
+        "128",
+        "--vocab",
+        "256",
+        "--max-len",
+        "32",
+        "--batch",
+        "4",
+        "--seconds",
+        "2",
+        "--device",
+        "cpu",
+    ]
     code, w = watch.run(opts, argv)
     assert code == 0, capfd.readouterr().err
     decode = {r["phase"]: r for r in w.summary}["decode"]
@@ -133,8 +200,9 @@ def test_decode_bytes_are_the_weights_and_the_cache_so_far():
     cache_per_position = 2 * 2 * 4 * 2 * 16 * 4  # k and v, 2 layers, batch 4, 2 kv heads, 16 wide, fp32
     assert b9 - b0 == pytest.approx(9 * cache_per_position)
     assert b0 > gpubench.weight_bytes(model) - model.embed.weight.nbytes
-    assert f9 > f0 > 2 * 4 * sum(p.numel() for n, p in model.named_parameters()
-                                 if p.dim() == 2 and "embed" not in n) - 1
+    assert (
+        f9 > f0 > 2 * 4 * sum(p.numel() for n, p in model.named_parameters() if p.dim() == 2 and "embed" not in n) - 1
+    )
 
 
 def test_attention_with_grouped_kv_heads_counts_as_its_query_heads():

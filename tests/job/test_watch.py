@@ -22,11 +22,14 @@ from gpubench.record.rundir import load_run
 FIXTURES = (_children_import_this_gpubench,)  # pytest finds it by its name in this module
 
 
-@pytest.mark.parametrize("code,expected,signal_name", [
-    ("raise SystemExit(3)", 3, None),
-    ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", 128 + 9, "SIGKILL"),
-    ("import os, signal; os.kill(os.getpid(), signal.SIGTERM)", 128 + 15, "SIGTERM"),
-])
+@pytest.mark.parametrize(
+    "code,expected,signal_name",
+    [
+        ("raise SystemExit(3)", 3, None),
+        ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", 128 + 9, "SIGKILL"),
+        ("import os, signal; os.kill(os.getpid(), signal.SIGTERM)", 128 + 15, "SIGTERM"),
+    ],
+)
 def test_the_exit_code_is_the_childs(tmp_path, code, expected, signal_name):
     rc, w = watch.run(options(tmp_path / "run", [FakeSource()]), py(code))
     assert rc == expected
@@ -82,8 +85,13 @@ def _wait_for(path: Path, text: str, timeout_s: float = 30.0) -> None:
 
 def test_sigint_to_gpubench_goes_to_the_child_and_the_recording_is_kept(tmp_path):
     flag = tmp_path / "flag"
-    proc = subprocess.Popen(_harness(tmp_path) + GRACEFUL + [str(flag)], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        _harness(tmp_path) + GRACEFUL + [str(flag)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     _wait_for(flag, "ready")
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)  # to gpubench alone, as `kill -INT` would
@@ -127,8 +135,9 @@ def test_ctrl_c_at_a_terminal_reaches_the_child_once(tmp_path):
 
 
 def test_sigint_ends_attach_mode_early_and_keeps_the_recording(tmp_path):
-    proc = subprocess.Popen(_harness(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        _harness(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     _wait_for_file(tmp_path / "run" / "samples.arrows")
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
@@ -159,8 +168,15 @@ def _no_nvml() -> bool:
 def test_without_a_gpu_the_job_runs_unrecorded_and_its_exit_code_is_kept(tmp_path):
     """A CPU node: the job runs as it would alone, gpubench says once that nothing is recorded, writes
     nothing, and exits with the job's code."""
-    r = run_cli("watch", "--out", str(tmp_path / "run"), "--", sys.executable, "-c",
-                "import sys; print('the job ran'); sys.exit(7)")
+    r = run_cli(
+        "watch",
+        "--out",
+        str(tmp_path / "run"),
+        "--",
+        sys.executable,
+        "-c",
+        "import sys; print('the job ran'); sys.exit(7)",
+    )
     assert r.returncode == 7 and r.stdout == "the job ran\n"
     assert r.stderr.startswith("gpubench watch: nothing can be recorded here (no NVIDIA driver found")
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
@@ -197,13 +213,24 @@ def test_words_from_the_job_reach_the_terminal_as_text_and_its_exit_code_is_kept
         gpubench.mark("a\\x00b\\x1b]0;pwned\\x07c\\x1b[31m"); time.sleep(0.8)
         sys.exit(5)
     """) + ["[/x]"]
-    r = subprocess.run([sys.executable, str(script), str(tmp_path / "run"), *job], capture_output=True, text=True,
-                       timeout=120, env=dict(os.environ, COLUMNS="300"))
+    r = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "run"), *job],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, COLUMNS="300"),
+    )
     assert r.returncode == 5, r.stderr
     assert r.stdout == "[/x] the job's own output\n"  # the job's output, untouched
     assert "Traceback" not in r.stderr and "MarkupError" not in r.stderr
-    for shown in ("[/x]", "step [/b]", "a\\x00b\\x1b]0;pwned\\x07c\\x1b[31m", "GPU [/i] \\x1b[2J",
-                  "a note [/u] from \\x1b]0;outside\\x07", "the command exited with code 5"):
+    for shown in (
+        "[/x]",
+        "step [/b]",
+        "a\\x00b\\x1b]0;pwned\\x07c\\x1b[31m",
+        "GPU [/i] \\x1b[2J",
+        "a note [/u] from \\x1b]0;outside\\x07",
+        "the command exited with code 5",
+    ):
         assert shown in r.stderr, shown
     assert not set(r.stderr) & ({chr(c) for c in range(32)} - {"\n"} | {"\x7f"}), repr(r.stderr)
 
@@ -224,8 +251,10 @@ def test_a_process_the_job_leaves_running_is_said_in_the_manifest_and_one_line(t
         assert child["exit_code"] == 0 and child["still_running"] is False
         assert child["left_running"] == [{"pid": pid, "argv": ["sleep", "30"]}]
         said = [m for m in manifest["warnings"] if "left 1 process running" in m]
-        assert said == [f"the command left 1 process running when it exited (pid {pid}: sleep 30); gpubench did "
-                        "not watch it after that"]
+        assert said == [
+            f"the command left 1 process running when it exited (pid {pid}: sleep 30); gpubench did "
+            "not watch it after that"
+        ]
     finally:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)  # adopted by the watch: reaped here

@@ -42,10 +42,14 @@ JOB = ["sh", "-c", "echo hi; exit 4"]
 def watch_in_a_deleted_directory(tmp_path, *args):
     script = tmp_path / "harness.py"
     script.write_text(HARNESS.format(tests=str(ROOT / "tests")))
-    return subprocess.run([sys.executable, str(script), str(tmp_path / "gone"), "watch", *args],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                          env=dict(os.environ,
-                                   PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))))
+    return subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "gone"), "watch", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))),
+    )
 
 
 def test_the_job_runs_and_is_recorded_where_the_run_directory_is_absolute(tmp_path):
@@ -63,9 +67,11 @@ def test_the_job_runs_unrecorded_where_the_run_directory_would_lie_in_the_delete
     r = watch_in_a_deleted_directory(tmp_path, *out, "--", *JOB)
     assert r.returncode == 4 and r.stdout == "hi\n"
     said = [line for line in r.stderr.splitlines() if line.startswith("gpubench")]
-    assert said == [f"gpubench watch: nothing can be recorded here (the current directory no longer exists, and the "
-                    f"run directory {'run' if out else 'results/'} would lie in it; an absolute --out records it): "
-                    "the command runs unrecorded"]
+    assert said == [
+        f"gpubench watch: nothing can be recorded here (the current directory no longer exists, and the "
+        f"run directory {'run' if out else 'results/'} would lie in it; an absolute --out records it): "
+        "the command runs unrecorded"
+    ]
     assert "Traceback" not in r.stderr
 
 
@@ -73,6 +79,7 @@ def test_attach_mode_in_a_deleted_directory_is_one_sentence_and_exit_2(tmp_path)
     """Nothing of the user's runs in attach mode: it refuses as the other commands do, before recording."""
     r = watch_in_a_deleted_directory(tmp_path, "--out", str(tmp_path / "run"), "--duration", "2")
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert r.stderr.strip() == ("gpubench watch: error: the current directory no longer exists: cd into one that "
-                                "does, and watch from there")
+    assert r.stderr.strip() == (
+        "gpubench watch: error: the current directory no longer exists: cd into one that does, and watch from there"
+    )
     assert not (tmp_path / "run").exists()

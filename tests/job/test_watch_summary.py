@@ -83,8 +83,9 @@ def test_attach_mode_records_for_the_duration(tmp_path, ladder):
 
 
 def test_recording_in_process(tmp_path, ladder):
-    with gpubench.recording(tmp_path / "nb", gpus=[GPU], info=INFO, sources=[ladder], interval_s=0.05,
-                            quiet=True) as rec:
+    with gpubench.recording(
+        tmp_path / "nb", gpus=[GPU], info=INFO, sources=[ladder], interval_s=0.05, quiet=True
+    ) as rec:
         gpubench.mark("train")
         for _ in range(20):
             time.sleep(0.05)
@@ -104,10 +105,12 @@ def test_memory_stays_flat_however_long_the_watch(tmp_path):
 
     path = tmp_path / "run" / "samples.arrows"
     rows_on_disk = lambda: sum(scan(path)[1])  # noqa: E731 -- the rows of the batches written so far
-    with gpubench.recording(tmp_path / "run", gpus=[GPU], info=INFO, sources=[FakeSource()], interval_s=0.0005,
-                            quiet=True) as w:
+    with gpubench.recording(
+        tmp_path / "run", gpus=[GPU], info=INFO, sources=[FakeSource()], interval_s=0.0005, quiet=True
+    ) as w:
         tracemalloc.start()
         try:
+
             def stamp_for(seconds, until=lambda: False):
                 t_end = time.monotonic() + seconds
                 while time.monotonic() < t_end and not until():
@@ -155,8 +158,12 @@ def test_only_the_gpus_the_command_holds_are_summarized_the_others_are_listed_id
         for _ in range(40):
             time.sleep(0.04); gpubench.step(flops=1e12)
     """)
-    opts = WatchOptions(tmp_path / "run", [GPU, other], INFO,
-                        RecordingConfig(interval_s=0.05, sources=[FakeSource()], command=["gpubench", "watch"]))
+    opts = WatchOptions(
+        tmp_path / "run",
+        [GPU, other],
+        INFO,
+        RecordingConfig(interval_s=0.05, sources=[FakeSource()], command=["gpubench", "watch"]),
+    )
     code, w = watch.run(opts, argv)
     assert code == 0
     manifest, _, summary = load_run(tmp_path / "run")

@@ -20,11 +20,14 @@ def test_a_command_that_fails_to_start_leaves_nothing(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("make,code,message", [
-    (lambda d: "no-such-command-here", 127, "no-such-command-here: command not found on PATH"),
-    (lambda d: str(d), 126, "is a directory, not a command"),
-    (lambda d: (d / "script.sh").write_text("echo hi") and str(d / "script.sh"), 126, "is not executable"),
-])
+@pytest.mark.parametrize(
+    "make,code,message",
+    [
+        (lambda d: "no-such-command-here", 127, "no-such-command-here: command not found on PATH"),
+        (lambda d: str(d), 126, "is a directory, not a command"),
+        (lambda d: (d / "script.sh").write_text("echo hi") and str(d / "script.sh"), 126, "is not executable"),
+    ],
+)
 def test_a_command_that_cannot_be_started_is_one_sentence_and_nothing_written(tmp_path, make, code, message):
     r = run_cli("watch", "--out", str(tmp_path / "run"), "--", make(tmp_path), "arg")
     assert r.returncode == code
@@ -32,13 +35,16 @@ def test_a_command_that_cannot_be_started_is_one_sentence_and_nothing_written(tm
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("args,message", [
-    (["watch"], "give the command to watch after --"),
-    (["watch", "--duration", "5", "--", "true"], "--duration is for watching without a command"),
-    (["watch", "--duration", "0.2"], "--duration must be longer than the 0.5 s"),
-    (["watch", "--dtype", "int8", "--", "true"], "invalid choice: 'int8'"),
-    (["watch", "--out", "/proc/gpubench-watch", "--", "true"], "lies under /proc"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["watch"], "give the command to watch after --"),
+        (["watch", "--duration", "5", "--", "true"], "--duration is for watching without a command"),
+        (["watch", "--duration", "0.2"], "--duration must be longer than the 0.5 s"),
+        (["watch", "--dtype", "int8", "--", "true"], "invalid choice: 'int8'"),
+        (["watch", "--out", "/proc/gpubench-watch", "--", "true"], "lies under /proc"),
+    ],
+)
 def test_bad_input_is_one_sentence_and_exit_2(args, message):
     r = run_cli(*args)
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr

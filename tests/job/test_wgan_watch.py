@@ -56,8 +56,14 @@ def watched(tmp_path_factory):
         opts = WatchOptions(out, [GPU], {"name": GPU.name}, config)
         # the job's own words go to a file: the shell redirects them, the job is run as it is
         # 4 s and at least 16 iterations: the count is taken over the eleventh, whatever the machine's speed
-        command = ["sh", "-c", 'exec "$0" "$1" --tiny --seconds 4 --iterations 16 > "$2"', sys.executable, str(JOB),
-                   str(printed)]
+        command = [
+            "sh",
+            "-c",
+            'exec "$0" "$1" --tiny --seconds 4 --iterations 16 > "$2"',
+            sys.executable,
+            str(JOB),
+            str(printed),
+        ]
         code, w = watch.run(opts, command)
     finally:
         for k, v in saved.items():
@@ -94,8 +100,10 @@ def test_the_rows_the_sentence_and_the_manifest_say_the_pattern(watched):
     assert train["steps_source"] == "optimizer" and train["flops_source"] == "one step counted"
     assert train["steps_pattern"] == PATTERN
     assert train["flops_per_step"] == pytest.approx(counted, rel=0.01)
-    assert train["provenance"].startswith(f"Steps from the job's optimizer steps (no code change), one step per "
-                                          f"pattern of {PATTERN}; FLOPs counted by gpubench from one step")
+    assert train["provenance"].startswith(
+        f"Steps from the job's optimizer steps (no code change), one step per "
+        f"pattern of {PATTERN}; FLOPs counted by gpubench from one step"
+    )
     auto = manifest["auto"]
     (process,) = auto["processes"]
     assert process["counted"]["model_flops"] == pytest.approx(counted, rel=0.01)

@@ -16,10 +16,20 @@ from gpubench.job.watcher import WatchOptions
 from gpubench.record.config import RecordingConfig
 
 ROOT = Path(__file__).resolve().parents[2]
-INFO = {"nvml_index": 0, "name": GPU.name, "uuid": GPU.uuid, "memory_mib": 81559, "driver": "580.0",
-        "cuda_driver": "13.0"}
-BY_PHASE = {"warmup": (40.0, 20.0, 5.0), "train": (100.0, 85.0, 30.0), "eval": (100.0, 30.0, 8.0),
-            "shutdown": (10.0, 5.0, 0.0)}
+INFO = {
+    "nvml_index": 0,
+    "name": GPU.name,
+    "uuid": GPU.uuid,
+    "memory_mib": 81559,
+    "driver": "580.0",
+    "cuda_driver": "13.0",
+}
+BY_PHASE = {
+    "warmup": (40.0, 20.0, 5.0),
+    "train": (100.0, 85.0, 30.0),
+    "eval": (100.0, 30.0, 8.0),
+    "shutdown": (10.0, 5.0, 0.0),
+}
 
 
 class LadderSource(FakeSource):
@@ -68,5 +78,10 @@ def py(code: str) -> list[str]:
 
 
 def run_cli(*args, **env):
-    return subprocess.run([sys.executable, "-m", "gpubench", *args], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, **env))
+    return subprocess.run(
+        [sys.executable, "-m", "gpubench", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, **env),
+    )

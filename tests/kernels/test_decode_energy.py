@@ -30,11 +30,19 @@ H100 = {"datasheet": {"bf16_tensor": 989.4e12, "fp32": 66.9e12, "dram": 3.35e12}
 
 
 def row(bound, flops, nbytes, unit="fp32", tokens=math.nan, power_w=500.0, kernel_ms=2.0):
-    return {"bound": bound, "unit": unit, "flops_per_call": flops, "bytes_per_call": nbytes,
-            "tokens_per_call": tokens, "power_w_energy": power_w, "kernel_ms": kernel_ms}
+    return {
+        "bound": bound,
+        "unit": unit,
+        "flops_per_call": flops,
+        "bytes_per_call": nbytes,
+        "tokens_per_call": tokens,
+        "power_w_energy": power_w,
+        "kernel_ms": kernel_ms,
+    }
 
 
 # --- energy: per call, and useful work per joule by the ground truth's rules ---------------------------
+
 
 def test_a_calls_energy_is_the_windows_power_times_its_gpu_time():
     j = per_joule(row("dram", 0.0, 2e9))
@@ -43,11 +51,16 @@ def test_a_calls_energy_is_the_windows_power_times_its_gpu_time():
     assert j["tflop_per_kj"] == 0.0  # a copy does no arithmetic: none, not unknown
 
 
-@pytest.mark.parametrize("bound,unit,gb,tflop", [
-    ("compute", "bf16_tensor", False, True),  # a GEMM's bytes are its least traffic, not the work it does
-    ("dram", "fp32", True, True), ("both", "bf16_tensor", True, True), ("link", None, True, False),
-    ("none", "fp32", False, True),  # a spin: zero FLOPs per joule, the truth about a busy GPU
-])
+@pytest.mark.parametrize(
+    "bound,unit,gb,tflop",
+    [
+        ("compute", "bf16_tensor", False, True),  # a GEMM's bytes are its least traffic, not the work it does
+        ("dram", "fp32", True, True),
+        ("both", "bf16_tensor", True, True),
+        ("link", None, True, False),
+        ("none", "fp32", False, True),  # a spin: zero FLOPs per joule, the truth about a busy GPU
+    ],
+)
 def test_work_per_joule_follows_the_ground_truth(bound, unit, gb, tflop):
     j = per_joule(row(bound, 1e12, 1e9, unit=unit))
     assert common.finite(j["gb_per_j"]) == gb and common.finite(j["tflop_per_kj"]) == tflop
@@ -82,7 +95,7 @@ def test_the_summary_carries_the_energy_columns_of_every_row(tmp_path):
     assert by["spin-1thread"]["tflop_per_kj"] == 0.0 and by["spin-1thread"]["power_w_energy"] > 0
     assert math.isnan(by["idle"]["j_per_call"])
     # the counter read at the window's two ends: the energy of the whole window, at its mean power
-    (ws, we), = windows_of(copy_row["windows"])
+    ((ws, we),) = windows_of(copy_row["windows"])
     assert we - ws == pytest.approx(copy_row["t_end"] - copy_row["t_start"] - 0.5) and copy_row["n_samples"] >= 10
     assert copy_row["energy_used_j"] == pytest.approx(copy_row["power_w_energy"] * (we - ws))
 
@@ -95,10 +108,20 @@ def test_runs_summarized_before_the_energy_columns_get_them_from_power_and_time(
 
 # --- decode: both roofs, tokens/s, and the ridge -------------------------------------------------------
 
+
 def test_decode_is_judged_by_both_roofs_and_counts_tokens():
     w = decode.work(1, 8192, 28672)
-    d = derive({"kernel_ms": 0.16, "flops_per_call": w.flops, "bytes_per_call": w.bytes, "tokens_per_call": 1.0,
-                "bound": "both", "unit": "bf16_tensor"}, H100)
+    d = derive(
+        {
+            "kernel_ms": 0.16,
+            "flops_per_call": w.flops,
+            "bytes_per_call": w.bytes,
+            "tokens_per_call": 1.0,
+            "bound": "both",
+            "unit": "bf16_tensor",
+        },
+        H100,
+    )
     assert d["mbu_pct"] == pytest.approx(100 * w.bytes / 0.16e-3 / 3.35e12)  # ~88%: the weights at DRAM speed
     assert d["mfu_pct"] < 0.5 and d["tokens_per_s"] == pytest.approx(1 / 0.16e-3)
     name, value = common.work_fraction({"bound": "both", **d})
@@ -111,8 +134,14 @@ def test_the_ridge_from_the_datasheets_and_the_batch_that_reaches_it():
     h100 = ridge_flop_per_byte(H100)
     h200 = ridge_flop_per_byte({"datasheet": {"bf16_tensor": 989.4e12, "dram": 4.8e12}})
     assert h100 == pytest.approx(295.3, abs=0.1) and h200 == pytest.approx(206.1, abs=0.1)
-    sweep = [{"tokens_per_call": float(b), "flops_per_call": decode.work(b, 8192, 28672).flops,
-              "bytes_per_call": decode.work(b, 8192, 28672).bytes} for b in scenarios.DECODE_B]
+    sweep = [
+        {
+            "tokens_per_call": float(b),
+            "flops_per_call": decode.work(b, 8192, 28672).flops,
+            "bytes_per_call": decode.work(b, 8192, 28672).bytes,
+        }
+        for b in scenarios.DECODE_B
+    ]
     # intensity = B·K·N / (K·N + B·(K+N)): the ridge needs a little more than its FLOP per byte in tokens
     assert batch_at(sweep, h100) == pytest.approx(309, abs=3) and batch_at(sweep, h200) == pytest.approx(213, abs=3)
     assert math.isnan(batch_at(sweep, 1e4))  # past the sweep's last point: not extrapolated
@@ -123,6 +152,7 @@ def test_the_ridge_from_the_datasheets_and_the_batch_that_reaches_it():
 
 
 # --- the sweep as scenarios, and the default suite's time ----------------------------------------------
+
 
 def test_the_sweep_is_data_with_four_points_in_the_default_suite():
     sweep = [s for s in scenarios.SCENARIOS if s.family == "decode" and s.impl == "triton"]
@@ -156,6 +186,7 @@ def test_the_default_suite_plans_well_inside_two_minutes():
 
 # --- the figures and the report -------------------------------------------------------------------------
 
+
 @pytest.fixture
 def run(tmp_path):
     return load_run(make_run(tmp_path / "run"))
@@ -185,19 +216,22 @@ def test_the_decode_figure_annotates_the_summarys_numbers(run, tmp_path):
 
 def test_the_roofline_puts_decode_on_both_sides_of_its_ridge(run, tmp_path):
     manifest, samples, summary = run
-    _, notes = __import__("gpubench.show.figures.roofline", fromlist=["draw"]).draw(summary, samples, manifest,
-                                                                                    tmp_path)
+    _, notes = __import__("gpubench.show.figures.roofline", fromlist=["draw"]).draw(
+        summary, samples, manifest, tmp_path
+    )
     points = {n: m for n, m in notes.items() if n.startswith("decode-")}
     ridge = {m["ridge"] for m in points.values()}
     assert len(ridge) == 1 and min(m["intensity"] for m in points.values()) < ridge.pop() < max(
-        m["intensity"] for m in points.values())
+        m["intensity"] for m in points.values()
+    )
 
 
 def test_the_energy_figure_annotates_the_summarys_numbers_and_names_a_busy_idler(run, tmp_path, monkeypatch):
     manifest, samples, summary = run
     titles = []
-    monkeypatch.setattr(energy_figure, "save",
-                        lambda fig, manifest, out, name: titles.append(fig._suptitle.get_text()) or [])
+    monkeypatch.setattr(
+        energy_figure, "save", lambda fig, manifest, out, name: titles.append(fig._suptitle.get_text()) or []
+    )
     _, notes = energy_figure.draw(summary, samples, manifest, tmp_path)
     by = {r["scenario"]: r for r in summary}
     assert notes["copy-triton"]["gb_per_j"] == pytest.approx(by["copy-triton"]["gb_per_j"])
@@ -211,9 +245,9 @@ def test_the_energy_figure_annotates_the_summarys_numbers_and_names_a_busy_idler
 def test_the_report_speaks_of_energy_and_of_the_decode_sweep(run):
     manifest, _, summary = run
     md = to_markdown(blocks(manifest, summary, set()))
-    energy = md[md.index("## Energy"):md.index("## Decode")]
+    energy = md[md.index("## Energy") : md.index("## Decode")]
     assert "drew" in energy and "| spin-1thread | 100% |" in energy
-    decode_text = md[md.index("## Decode"):md.index("## Figures")]
+    decode_text = md[md.index("## Decode") : md.index("## Figures")]
     by = {r["scenario"]: r for r in summary}
     assert f"{by['decode-b1']['tokens_per_s']:,.0f} to {by['decode-b512']['tokens_per_s']:,.0f}" in decode_text
     assert "206 FLOP per byte from the datasheet peaks" in decode_text

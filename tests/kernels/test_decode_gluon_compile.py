@@ -21,8 +21,16 @@ def test_the_gluon_kernel_compiles_to_tma_and_wgmma_within_an_sms_shared_memory(
         layout = gluon_lang.NVMMASharedLayout.get_default_for(shape, gluon_lang.bfloat16)
         return f"tensordesc<bf16[{shape[0]}, {shape[1]}],{layout!r}>"
 
-    sig = {"x_desc": desc([bm, bk]), "w_desc": desc([bn, bk]), "y_desc": desc([bm, bn]), "B": "i32", "N": "i32",
-           "K": "i32", "NUM_STAGES": "constexpr", "num_warps": "constexpr"}
+    sig = {
+        "x_desc": desc([bm, bk]),
+        "w_desc": desc([bn, bk]),
+        "y_desc": desc([bm, bn]),
+        "B": "i32",
+        "N": "i32",
+        "K": "i32",
+        "NUM_STAGES": "constexpr",
+        "num_warps": "constexpr",
+    }
     src = GluonASTSource(decode_gluon._decode_gluon, sig, constexprs={"NUM_STAGES": stages, "num_warps": 8})
     kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
     ptx = kernel.asm["ptx"]

@@ -11,18 +11,67 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 SK_SETTINGS = {  # on the CPU a persistent grid is 4 programs (common.sm_count)
-    "stream-K tail": {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 3, "tma": True,
-                      "per_sm": 1, "sk": 1},
-    "stream-K, a wave more, swapped": {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 3,
-                                       "tma": True, "per_sm": 1, "sk": 2, "swap": True},
-    "every tile streamed, two programs a SM": {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 64, "num_warps": 4,
-                                               "num_stages": 2, "tma": True, "per_sm": 2, "sk": 9},
-    "fewer tiles than programs, all streamed": {"BLOCK_N": 32, "BLOCK_B": 16, "BLOCK_K": 32, "num_warps": 4,
-                                                "num_stages": 3, "tma": True, "per_sm": 1, "sk": 1},
-    "warp-specialized, swapped": {"BLOCK_N": 32, "BLOCK_B": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 3,
-                                  "tma": True, "warp_spec": True, "swap": True},
-    "warp-specialized, persistent": {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 64, "num_warps": 4, "num_stages": 3,
-                                     "tma": True, "warp_spec": True, "per_sm": 1},
+    "stream-K tail": {
+        "BLOCK_N": 16,
+        "BLOCK_B": 16,
+        "BLOCK_K": 32,
+        "num_warps": 4,
+        "num_stages": 3,
+        "tma": True,
+        "per_sm": 1,
+        "sk": 1,
+    },
+    "stream-K, a wave more, swapped": {
+        "BLOCK_N": 16,
+        "BLOCK_B": 16,
+        "BLOCK_K": 32,
+        "num_warps": 4,
+        "num_stages": 3,
+        "tma": True,
+        "per_sm": 1,
+        "sk": 2,
+        "swap": True,
+    },
+    "every tile streamed, two programs a SM": {
+        "BLOCK_N": 16,
+        "BLOCK_B": 16,
+        "BLOCK_K": 64,
+        "num_warps": 4,
+        "num_stages": 2,
+        "tma": True,
+        "per_sm": 2,
+        "sk": 9,
+    },
+    "fewer tiles than programs, all streamed": {
+        "BLOCK_N": 32,
+        "BLOCK_B": 16,
+        "BLOCK_K": 32,
+        "num_warps": 4,
+        "num_stages": 3,
+        "tma": True,
+        "per_sm": 1,
+        "sk": 1,
+    },
+    "warp-specialized, swapped": {
+        "BLOCK_N": 32,
+        "BLOCK_B": 16,
+        "BLOCK_K": 32,
+        "num_warps": 4,
+        "num_stages": 3,
+        "tma": True,
+        "warp_spec": True,
+        "swap": True,
+    },
+    "warp-specialized, persistent": {
+        "BLOCK_N": 16,
+        "BLOCK_B": 16,
+        "BLOCK_K": 64,
+        "num_warps": 4,
+        "num_stages": 3,
+        "tma": True,
+        "warp_spec": True,
+        "per_sm": 1,
+    },
 }
 
 
@@ -77,8 +126,12 @@ def test_the_stream_k_plan_deals_out_the_tiles_past_the_last_full_wave():
     assert decode_sk.plan(16, 28672, {**small, "per_sm": 1}, 132) == (112, 112, 0)
     x, w = decode.make_inputs(2, 64, 32, device=DEVICE)
     with pytest.raises(ValueError, match="not both"):
-        decode_sk.launch_sk(x, w, torch.empty(2, 32, dtype=torch.bfloat16, device=DEVICE),
-                            {**SK_SETTINGS["stream-K tail"], "warp_spec": True})
+        decode_sk.launch_sk(
+            x,
+            w,
+            torch.empty(2, 32, dtype=torch.bfloat16, device=DEVICE),
+            {**SK_SETTINGS["stream-K tail"], "warp_spec": True},
+        )
 
 
 def test_a_split_launch_runs_whole_waves_then_the_rest_with_the_tails_tiles(monkeypatch):
@@ -113,6 +166,7 @@ def test_a_persistent_setting_that_streams_nothing_still_gets_int32_counters(mon
             def launch(*args, **kwargs):
                 seen["ws"], seen["cnt"] = args[4], args[5]
                 return real[grid](*args, **kwargs)
+
             return launch
 
     monkeypatch.setattr(decode_sk, "_decode_sk", Spy())
@@ -135,8 +189,9 @@ def test_the_programs_of_a_group_stream_the_same_rows_of_w_at_the_same_k_steps(m
     calls, real = [], decode_sk._tile_product
 
     def spy(x_desc, w_desc, pid_n, pid_b, k_lo, k_hi, *rest):
-        calls.append(tuple(int(np.asarray(getattr(v, "data", v)).item())
-                           for v in (tl.program_id(0), pid_n, pid_b, k_lo, k_hi)))
+        calls.append(
+            tuple(int(np.asarray(getattr(v, "data", v)).item()) for v in (tl.program_id(0), pid_n, pid_b, k_lo, k_hi))
+        )
         return real(x_desc, w_desc, pid_n, pid_b, k_lo, k_hi, *rest)
 
     monkeypatch.setattr(decode_sk, "_tile_product", spy)

@@ -32,10 +32,12 @@ def test_every_decode_waves_setting_makes_a_launch_or_says_it_would_not_split(b)
 
 @pytest.mark.parametrize("tool", ["decode_waves", "decode_profile"])
 def test_the_decode_tools_teach_their_options_and_refuse_a_machine_without_a_gpu(tool):
-    helped = subprocess.run([sys.executable, "-m", f"research.{tool}", "--help"], cwd=ROOT, capture_output=True,
-                            text=True)
+    helped = subprocess.run(
+        [sys.executable, "-m", f"research.{tool}", "--help"], cwd=ROOT, capture_output=True, text=True
+    )
     assert helped.returncode == 0 and "--batches" in helped.stdout
     if not torch.cuda.is_available():
-        ran = subprocess.run([sys.executable, "-m", f"research.{tool}", "--batches", "256"], cwd=ROOT,
-                             capture_output=True, text=True)
+        ran = subprocess.run(
+            [sys.executable, "-m", f"research.{tool}", "--batches", "256"], cwd=ROOT, capture_output=True, text=True
+        )
         assert ran.returncode == 2 and "GPU" in ran.stderr and "Traceback" not in ran.stderr

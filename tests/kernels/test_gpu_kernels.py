@@ -11,9 +11,15 @@ from gpubench.suite.scenarios import SCENARIOS
 
 pytestmark = pytest.mark.gpu
 
-IRREGULAR = {"copy": {"n": 2**20 + 3}, "fill": {"n": 2**20 + 5}, "h2d": {"n": 2**20 + 7},
-             "softmax": {"m": 1823, "n": 781}, "gemm": {"m": 1823, "n": 781, "k": 517},
-             "decode": {"k": 1000, "n": 781}, "read": {"n": 2**20 + 3}}
+IRREGULAR = {
+    "copy": {"n": 2**20 + 3},
+    "fill": {"n": 2**20 + 5},
+    "h2d": {"n": 2**20 + 7},
+    "softmax": {"m": 1823, "n": 781},
+    "gemm": {"m": 1823, "n": 781, "k": 517},
+    "decode": {"k": 1000, "n": 781},
+    "read": {"n": 2**20 + 3},
+}
 # the distributed families need a process group: tests/ranks/test_dist_jobs.py checks them over several processes
 CASES = sorted({(s.family, s.impl, tuple(sorted(s.sizes.items()))) for s in SCENARIOS if not s.distributed})
 
@@ -78,8 +84,15 @@ def test_the_cupy_decode_kernel_refuses_large_batches():
 SWEPT = [  # one of each kind the tuning sweep tries (tools/tune/space.py), at sizes past a tile
     {"BLOCK_N": 64, "BLOCK_B": 16, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4, "split_k": 4},
     {"BLOCK_N": 32, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4, "per_sm": 2, "flatten": True},
-    {"BLOCK_N": 32, "BLOCK_B": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4, "evict": "evict_first",
-     "split_k": 2},
+    {
+        "BLOCK_N": 32,
+        "BLOCK_B": 16,
+        "BLOCK_K": 256,
+        "num_warps": 4,
+        "num_stages": 4,
+        "evict": "evict_first",
+        "split_k": 2,
+    },
     {"BLOCK_N": 128, "BLOCK_B": 64, "BLOCK_K": 64, "num_warps": 8, "num_stages": 4, "split_k": 2, "per_sm": 1},
     {"BLOCK_N": 8, "BLOCK_B": 4, "BLOCK_K": 512, "num_warps": 4, "num_stages": 1, "fma": True, "split_k": 4},
 ]
@@ -119,8 +132,15 @@ def test_the_gluon_decode_kernel_is_right_past_every_edge(tile):
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("Gluon's WGMMA kernel is Hopper's")
     bn, bb, bk, stages = tile
-    cfg = {"BLOCK_N": bn, "BLOCK_B": bb, "BLOCK_K": bk, "num_warps": 8, "num_stages": stages, "tma": True,
-           "gluon": True}
+    cfg = {
+        "BLOCK_N": bn,
+        "BLOCK_B": bb,
+        "BLOCK_K": bk,
+        "num_warps": 8,
+        "num_stages": stages,
+        "tma": True,
+        "gluon": True,
+    }
     for b, k, n in ((256, 8192, 28672), (300, 1000, 4096 + 24), (17, 520, 70000), (1, 64, 512)):
         x, w = decode.make_inputs(b, k, n)
         y = torch.empty(b, n, device="cuda", dtype=torch.bfloat16)

@@ -27,14 +27,23 @@ def test_every_family_has_the_contract(family):
         assert set(sc.sizes) <= set(mod.SIZES), sc.name
 
 
-@pytest.mark.parametrize("family,impl,sizes", [
-    ("copy", "triton", {"n": 1823 + 781}), ("copy", "torch", {"n": 1000}),
-    ("fill", "triton", {"n": 1823 + 781}), ("fill", "torch", {"n": 999}),
-    ("softmax", "triton-fused", {"m": 37, "n": 781}), ("softmax", "torch-naive", {"m": 33, "n": 129}),
-    ("softmax", "torch", {"m": 33, "n": 129}), ("gemm", "torch", {"m": 45, "n": 37, "k": 70, "dtype": "float16"}),
-    ("decode", "triton", {"b": 3, "k": 200, "n": 77}), ("decode", "torch", {"b": 3, "k": 200, "n": 77}),
-    ("read", "triton", {"n": 3 * 4096 + 5}), ("read", "torch", {"n": 1001}),
-])
+@pytest.mark.parametrize(
+    "family,impl,sizes",
+    [
+        ("copy", "triton", {"n": 1823 + 781}),
+        ("copy", "torch", {"n": 1000}),
+        ("fill", "triton", {"n": 1823 + 781}),
+        ("fill", "torch", {"n": 999}),
+        ("softmax", "triton-fused", {"m": 37, "n": 781}),
+        ("softmax", "torch-naive", {"m": 33, "n": 129}),
+        ("softmax", "torch", {"m": 33, "n": 129}),
+        ("gemm", "torch", {"m": 45, "n": 37, "k": 70, "dtype": "float16"}),
+        ("decode", "triton", {"b": 3, "k": 200, "n": 77}),
+        ("decode", "torch", {"b": 3, "k": 200, "n": 77}),
+        ("read", "triton", {"n": 3 * 4096 + 5}),
+        ("read", "torch", {"n": 1001}),
+    ],
+)
 def test_prepare_checks_the_call_it_times(family, impl, sizes):
     mod = importlib.import_module(f"gpubench.kernels.{family}")
     p = mod.prepare(impl, device=DEVICE, **sizes)
@@ -49,7 +58,8 @@ def test_launch_text_is_the_launch_as_launched():
     x, w = decode.make_inputs(20, 64, 100, device=DEVICE)
     y = torch.empty(20, 100, dtype=torch.bfloat16, device=DEVICE)
     assert decode.triton_decode(x, w, y, config=tiles) == (
-        "8 programs x 2 warps, 32x16x64 tiles (weights x tokens x depth), 2 stages")  # 4 weight tiles x 2 token tiles
+        "8 programs x 2 warps, 32x16x64 tiles (weights x tokens x depth), 2 stages"
+    )  # 4 weight tiles x 2 token tiles
     assert softmax.prepare("triton-fused", m=1, n=100, device=DEVICE).launch.startswith("1 program x ")
 
 
@@ -63,6 +73,7 @@ def test_triton_gemm_irregular_shape_fp16():
 
 
 # --- the check catches what it must -----------------------------------------------------------------
+
 
 @triton.jit
 def _wrong_softmax_kernel(out_ptr, in_ptr, n_cols, BLOCK: tl.constexpr):
@@ -118,6 +129,7 @@ def test_shape_errors_are_clear():
 
 # --- work models: useful bytes beside what each implementation moves -----------------------------------
 
+
 def test_copy_counts_bytes_read_plus_written():
     w = copy.work(2**28)
     assert w.bytes == w.traffic == 2 * 2**30 and w.flops == 0
@@ -163,8 +175,9 @@ def _wrong_decode_kernel(x_ptr, w_ptr, y_ptr, K, BLOCK_K: tl.constexpr):
     offs = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_K,), tl.float32)
     for k in range(0, K // BLOCK_K - 1):
-        acc += (tl.load(w_ptr + n * K + k * BLOCK_K + offs).to(tl.float32)
-                * tl.load(x_ptr + k * BLOCK_K + offs).to(tl.float32))
+        acc += tl.load(w_ptr + n * K + k * BLOCK_K + offs).to(tl.float32) * tl.load(x_ptr + k * BLOCK_K + offs).to(
+            tl.float32
+        )
     tl.store(y_ptr + n, tl.sum(acc, axis=0).to(tl.bfloat16))
 
 
@@ -231,22 +244,65 @@ def test_the_tma_variant_of_decode_computes_the_same_product():
         tiles = triton.cdiv(n, 16) * triton.cdiv(b, 16)
         ws, cnt = decode_tiles.workspace(DEVICE, split, b, n, tiles) if split > 1 else (y, y)
         decode_tiles._decode_dot[(tiles * split,)](
-            x, w, TensorDescriptor.from_tensor(x, [16, 64]), TensorDescriptor.from_tensor(w, [16, 64]), y, ws, cnt,
-            b, n, k, x.stride(0), w.stride(0), y.stride(0), BLOCK_N=16, BLOCK_B=16, BLOCK_K=64, SPLIT_K=split,
-            TMA=True, EVEN=False, EVICT="", FLATTEN=False, UPCAST=False)
+            x,
+            w,
+            TensorDescriptor.from_tensor(x, [16, 64]),
+            TensorDescriptor.from_tensor(w, [16, 64]),
+            y,
+            ws,
+            cnt,
+            b,
+            n,
+            k,
+            x.stride(0),
+            w.stride(0),
+            y.stride(0),
+            BLOCK_N=16,
+            BLOCK_B=16,
+            BLOCK_K=64,
+            SPLIT_K=split,
+            TMA=True,
+            EVEN=False,
+            EVICT="",
+            FLATTEN=False,
+            UPCAST=False,
+        )
         check_close("decode through TMA", y, decode.reference(x, w))
 
 
 SETTINGS = {  # one of each kind of setting the sweep tries, at tiles that fit the tiny shapes below
     "pointer loads": {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 64, "num_warps": 4, "num_stages": 3},
     "K split 3 ways": {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 3, "split_k": 3},
-    "persistent, split": {"BLOCK_N": 32, "BLOCK_B": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2,
-                          "split_k": 2, "per_sm": 1},
-    "persistent, flattened, evict-first": {"BLOCK_N": 16, "BLOCK_B": 16, "BLOCK_K": 64, "num_warps": 4,
-                                           "num_stages": 2, "per_sm": 1, "flatten": True, "evict": "evict_first"},
+    "persistent, split": {
+        "BLOCK_N": 32,
+        "BLOCK_B": 16,
+        "BLOCK_K": 32,
+        "num_warps": 4,
+        "num_stages": 2,
+        "split_k": 2,
+        "per_sm": 1,
+    },
+    "persistent, flattened, evict-first": {
+        "BLOCK_N": 16,
+        "BLOCK_B": 16,
+        "BLOCK_K": 64,
+        "num_warps": 4,
+        "num_stages": 2,
+        "per_sm": 1,
+        "flatten": True,
+        "evict": "evict_first",
+    },
     "CUDA cores": {"BLOCK_N": 8, "BLOCK_B": 2, "BLOCK_K": 64, "num_warps": 4, "num_stages": 1, "fma": True},
-    "CUDA cores, split, persistent": {"BLOCK_N": 8, "BLOCK_B": 4, "BLOCK_K": 32, "num_warps": 4, "num_stages": 1,
-                                      "fma": True, "split_k": 4, "per_sm": 2},
+    "CUDA cores, split, persistent": {
+        "BLOCK_N": 8,
+        "BLOCK_B": 4,
+        "BLOCK_K": 32,
+        "num_warps": 4,
+        "num_stages": 1,
+        "fma": True,
+        "split_k": 4,
+        "per_sm": 2,
+    },
 }
 
 
@@ -268,6 +324,7 @@ def test_every_kind_of_decode_setting_computes_the_same_product(kind):
 
 
 # --- the read family ----------------------------------------------------------------------------------
+
 
 def test_read_counts_the_bytes_read_once_and_one_add_an_element():
     w = read.work(2**28)

@@ -1,7 +1,6 @@
 """The sweeps' compiling ahead (tools/tune/timing.py): every failure is named, and a kernel that breaks its
 worker's CUDA context does not fail the settings queued after it in that worker."""
 
-
 import pytest
 import torch
 

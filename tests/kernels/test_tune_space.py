@@ -65,24 +65,69 @@ def test_around_moves_one_knob_and_keeps_what_fits():
 
 def test_the_choice_takes_the_final_rounds_fastest_and_writes_lines_that_load(tmp_path):
     from tools.tune import choice as tune
-    rows = [{"family": "decode-b1", "stage": "final", "name": "torch", "b": 1, "speed_vs_ref": 1.0, "median_ms": 1},
-            {"family": "decode-b1", "stage": "final", "name": "cupy-t256", "b": 1, "speed_vs_ref": 0.9, "median_ms": 1}]
-    winners = {1: space.cfg(8, 1, 512, 4, 1, fma=True, split_k=4), 64: space.cfg(128, 64, 64, 8, 4, split_k=2),
-               512: space.cfg(128, 256, 64, 8, 3, tma=True, per_sm=1, flatten=True)}
+
+    rows = [
+        {"family": "decode-b1", "stage": "final", "name": "torch", "b": 1, "speed_vs_ref": 1.0, "median_ms": 1},
+        {"family": "decode-b1", "stage": "final", "name": "cupy-t256", "b": 1, "speed_vs_ref": 0.9, "median_ms": 1},
+    ]
+    winners = {
+        1: space.cfg(8, 1, 512, 4, 1, fma=True, split_k=4),
+        64: space.cfg(128, 64, 64, 8, 4, split_k=2),
+        512: space.cfg(128, 256, 64, 8, 3, tma=True, per_sm=1, flatten=True),
+    }
     for b, win in winners.items():
         for i, c in enumerate(space.decode_space(b)[:5]):
-            rows.append({"family": f"decode-b{b}", "stage": "final", "name": space.tag(c), "b": b,
-                         "speed_vs_ref": 0.9 - i / 100, "cfg": space.dumps(c), "median_ms": 1})
-        rows.append({"family": f"decode-b{b}", "stage": "screen", "name": "ptr-screen-only", "b": b,
-                     "speed_vs_ref": 9.0, "cfg": space.dumps(space.cfg(16, 16, 64, 4, 3)), "median_ms": 1})
-        rows.append({"family": f"decode-b{b}", "stage": "final", "name": space.tag(win), "b": b,
-                     "speed_vs_ref": 1.05, "cfg": space.dumps(win), "median_ms": 1})
+            rows.append(
+                {
+                    "family": f"decode-b{b}",
+                    "stage": "final",
+                    "name": space.tag(c),
+                    "b": b,
+                    "speed_vs_ref": 0.9 - i / 100,
+                    "cfg": space.dumps(c),
+                    "median_ms": 1,
+                }
+            )
+        rows.append(
+            {
+                "family": f"decode-b{b}",
+                "stage": "screen",
+                "name": "ptr-screen-only",
+                "b": b,
+                "speed_vs_ref": 9.0,
+                "cfg": space.dumps(space.cfg(16, 16, 64, 4, 3)),
+                "median_ms": 1,
+            }
+        )
+        rows.append(
+            {
+                "family": f"decode-b{b}",
+                "stage": "final",
+                "name": space.tag(win),
+                "b": b,
+                "speed_vs_ref": 1.05,
+                "cfg": space.dumps(win),
+                "median_ms": 1,
+            }
+        )
     entry = tune.decode_choice(rows)
     assert entry == {"triton": ((1, winners[1]), (64, winners[64]), (None, winners[512])), "cupy_threads": 256}
-    rows += [{"family": "read", "stage": "final", "name": "triton-4096-w8-p4-s1", "speed_vs_ref": 1.01,
-              "cfg": json.dumps({"BLOCK": 4096, "num_warps": 8, "per_sm": 4, "stages": 1, "evict": ""})},
-             {"family": "read", "stage": "final", "name": "cupy-t256-p8-u4", "speed_vs_ref": 0.99,
-              "cfg": json.dumps({"threads": 256, "per_sm": 8, "unroll": 4})}]
+    rows += [
+        {
+            "family": "read",
+            "stage": "final",
+            "name": "triton-4096-w8-p4-s1",
+            "speed_vs_ref": 1.01,
+            "cfg": json.dumps({"BLOCK": 4096, "num_warps": 8, "per_sm": 4, "stages": 1, "evict": ""}),
+        },
+        {
+            "family": "read",
+            "stage": "final",
+            "name": "cupy-t256-p8-u4",
+            "speed_vs_ref": 0.99,
+            "cfg": json.dumps({"threads": 256, "per_sm": 8, "unroll": 4}),
+        },
+    ]
     read_entry = tune.read_choice(rows)
     assert read_entry["triton"]["BLOCK"] == 4096 and read_entry["cupy"]["unroll"] == 4
     for name, entry_, apply in (("decode", entry, tune.apply_decode), ("read", read_entry, tune.apply_read)):
@@ -99,6 +144,7 @@ def test_the_choice_takes_the_final_rounds_fastest_and_writes_lines_that_load(tm
 
 def test_apply_from_refuses_a_csv_of_several_gpus_in_one_sentence(tmp_path, capsys):
     from tools.tune import kernels as tune
+
     path = tmp_path / "t.csv"
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["gpu", "family", "name"])
@@ -118,13 +164,22 @@ def _csv(path, rows):
 
 def test_a_second_sweeps_batches_replace_the_first_ones_and_the_rest_stay(tmp_path, monkeypatch):
     from tools.tune import output as io
+
     applied = {}
     monkeypatch.setattr(io, "apply_decode", lambda entry, gpu: applied.setdefault(gpu, entry))
     first, second = space.cfg(64, 16, 128, 4, 4), space.cfg(128, 256, 64, 8, 3, tma=True, per_sm=1, sk=1)
 
     def row(b, c, speed):
-        return {"gpu": "G", "family": f"decode-b{b}", "stage": "final", "b": b, "name": space.tag(c),
-                "cfg": space.dumps(c), "speed_vs_ref": speed, "median_ms": 1}
+        return {
+            "gpu": "G",
+            "family": f"decode-b{b}",
+            "stage": "final",
+            "b": b,
+            "name": space.tag(c),
+            "cfg": space.dumps(c),
+            "speed_vs_ref": speed,
+            "median_ms": 1,
+        }
 
     _csv(tmp_path / "first.csv", [row(1, first, 1.05), row(512, first, 0.93)])
     _csv(tmp_path / "second.csv", [row(512, second, 1.02), row(512, first, 0.95)])
@@ -139,13 +194,24 @@ def test_a_sweep_of_some_batches_leaves_the_others_rows_as_they_were(tmp_path):
     """A sweep of B = 1 to 64 on an H200 once wrote a line of those batches alone, and B = 256 and 512 fell to
     the B = 64 tile (0.69 and 0.64 of torch): the batches it did not tune keep their rows."""
     from tools.tune import choice
+
     copy = tmp_path / "decode.py"
     copy.write_text((ROOT / "kernels" / "decode.py").read_text())
     old = choice.current("NVIDIA H200", copy)
     assert old is not None and old["triton"][-1][0] is None
     small, mid = space.cfg(64, 16, 128, 4, 4, tma=True), space.cfg(128, 64, 128, 8, 4, tma=True)
-    rows = [{"family": f"decode-b{b}", "stage": "final", "b": b, "name": space.tag(c), "cfg": space.dumps(c),
-             "speed_vs_ref": 1.01, "median_ms": 1} for b, c in ((2, small), (64, mid))]
+    rows = [
+        {
+            "family": f"decode-b{b}",
+            "stage": "final",
+            "b": b,
+            "name": space.tag(c),
+            "cfg": space.dumps(c),
+            "speed_vs_ref": 1.01,
+            "median_ms": 1,
+        }
+        for b, c in ((2, small), (64, mid))
+    ]
     entry = choice.decode_choice(rows, old)
     got = dict(entry["triton"])
     assert got[2] == small and got[64] == mid
@@ -178,22 +244,33 @@ def test_the_second_sweep_tries_each_new_idea_on_the_new_kernel_and_fits(b):
 def test_the_shared_memory_model_matches_what_triton_allocates():
     # bytes Triton 3.6 allocated compiling kernels/decode_sk.py for sm_90 (its report; the model leaves out
     # its few KB of barriers): stages, the store buffer of a swapped tile, warp specialization's
-    for c, allocated in ((space.cfg(128, 256, 64, 8, 3, tma=True, per_sm=1, sk=1), 147480),
-                         (space.cfg(128, 256, 64, 8, 3, tma=True, per_sm=1, sk=1, swap=True), 213016),
-                         (space.cfg(128, 16, 128, 4, 6, tma=True, warp_spec=True), 223576)):
+    for c, allocated in (
+        (space.cfg(128, 256, 64, 8, 3, tma=True, per_sm=1, sk=1), 147480),
+        (space.cfg(128, 256, 64, 8, 3, tma=True, per_sm=1, sk=1, swap=True), 213016),
+        (space.cfg(128, 16, 128, 4, 6, tma=True, warp_spec=True), 223576),
+    ):
         assert 0 <= allocated - space.resources(c, 256)["smem"] <= 4096
     assert space.resources(space.cfg(128, 256, 64, 4, 3, tma=True, warp_spec=True), 256)["per_sm"] == 1
 
 
 def test_the_second_sweep_times_the_setting_in_force_and_the_first_sweeps_best_again():
     from tools.tune import decode as tune
-    rows = [{"family": "decode-b512", "stage": "final", "name": space.tag(c), "cfg": space.dumps(c),
-             "speed_vs_ref": 0.9 + i / 100} for i, c in enumerate(space.decode_space(512)[:6])]
+
+    rows = [
+        {
+            "family": "decode-b512",
+            "stage": "final",
+            "name": space.tag(c),
+            "cfg": space.dumps(c),
+            "speed_vs_ref": 0.9 + i / 100,
+        }
+        for i, c in enumerate(space.decode_space(512)[:6])
+    ]
     in_force = space.cfg(128, 128, 64, 8, 5, tma=True)  # not among the rows
     settings = tune.decode_settings([512], rows, second=True, applied=lambda b: in_force)[512]
     tags = [space.tag(c) for c in settings]
-    seeds = [space.tag(json.loads(r["cfg"])) for r in rows[::-1][:tune.SEEDS]]
-    assert tags[0] == space.tag(in_force) and tags[1:1 + len(seeds)] == seeds
+    seeds = [space.tag(json.loads(r["cfg"])) for r in rows[::-1][: tune.SEEDS]]
+    assert tags[0] == space.tag(in_force) and tags[1 : 1 + len(seeds)] == seeds
     assert set(tags) >= {space.tag(c) for c in space.second_space(512)}
 
 
@@ -204,6 +281,7 @@ def test_the_sweep_runs_through_on_the_cpu(monkeypatch):
     if torch.cuda.is_available():
         pytest.skip("on a GPU the sweep itself is the test")
     from tools.tune import decode as tune
+
     monkeypatch.setattr(tune, "SCREEN", {"rounds": 1, "window_s": 0.0})
     monkeypatch.setattr(tune, "FINAL", {"rounds": 2, "window_s": 0.0})
     tune.sweep_decode([1], tune.Budget(300), save=lambda: None, workers=0, dry=True)
@@ -214,4 +292,5 @@ def test_the_sweep_runs_through_on_the_cpu(monkeypatch):
     assert kernels and all(r["check"].startswith("rel err") for r in kernels)
     assert {space.tag(json.loads(r["cfg"])).split("-")[0] for r in kernels} == {"ptr", "tma", "fma"}
     from tools.tune import choice
+
     assert choice.decode_choice(rows)["triton"][0][0] is None  # one batch tuned: it serves every batch

@@ -11,16 +11,20 @@ import pytest
 
 # --- the command line ----------------------------------------------------------------------------------
 
+
 def _gpubench(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "gpubench", *args], capture_output=True, text=True, timeout=600,
-                          env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "gpubench", *args], capture_output=True, text=True, timeout=600, env=env
+    )
 
 
 def test_distributed_scenarios_without_torchrun_are_skipped_with_the_command_to_run_them():
     r = _gpubench("run", "allreduce-*", "straggler")
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert ("allreduce-1gib, allreduce-8kib, straggler need several GPUs, one process each: launch with "
-            "`torchrun --nproc-per-node=2 -m gpubench run allreduce-1gib allreduce-8kib straggler`") in r.stderr
+    assert (
+        "allreduce-1gib, allreduce-8kib, straggler need several GPUs, one process each: launch with "
+        "`torchrun --nproc-per-node=2 -m gpubench run allreduce-1gib allreduce-8kib straggler`"
+    ) in r.stderr
     mixed = _gpubench("run", "idle", "straggler-hang")
     assert "skipped: straggler-hang needs several GPUs" in mixed.stderr and "Traceback" not in mixed.stderr
 
@@ -33,8 +37,12 @@ def test_a_partial_torchrun_environment_is_refused():
 
 
 def _torchrun(*args):
-    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "-m", "gpubench",
-                           *args], capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "-m", "gpubench", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU")
@@ -55,8 +63,18 @@ def test_a_run_directory_reads_back_a_gpu_that_no_rank_used(tmp_path, name):
     path = tmp_path / name
     sink = (open_sink if name.endswith(".arrows") else CsvSink)(path, ["gpu_util_pct"], keys=RANKED_SAMPLE_KEYS)
     for gpu, rank in ((0, 0), (1, None)):  # GPU 1 sampled (--all-gpus), no rank on it
-        sink({"t_start_s": 0.0, "t_end_s": 0.1, "t_wall": 1.0, "gpu": gpu, "rank": rank, "uuid": f"GPU-{gpu}",
-              "phase": "start", "gpu_util_pct": 100.0})
+        sink(
+            {
+                "t_start_s": 0.0,
+                "t_end_s": 0.1,
+                "t_wall": 1.0,
+                "gpu": gpu,
+                "rank": rank,
+                "uuid": f"GPU-{gpu}",
+                "phase": "start",
+                "gpu_util_pct": 100.0,
+            }
+        )
     sink.close()
     assert [r["rank"] for r in read_samples(path)] == [0, None]
     assert json.dumps(RANKED_SAMPLE_KEYS).count("rank") == 1

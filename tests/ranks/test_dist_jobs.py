@@ -20,6 +20,7 @@ from gpubench.suite.scenarios import Scenario
 
 # --- whole jobs over gloo ------------------------------------------------------------------------------
 
+
 def _fails_on_rank_1():
     import torch.distributed as d
 
@@ -32,19 +33,38 @@ DELAY_MS = 40.0
 
 
 def _scenarios():
-    straggler = Scenario("straggler", "straggler", "torch", "-", distributed=True,
-                         sizes={"m": 32, "n": 32, "k": 32, "gemms": 1, "delay_ms": DELAY_MS, "device": "cpu"})
-    allreduce = Scenario("allreduce-8kib", "allreduce", "nccl", "-", {"size_bytes": 8192, "device": "cpu"},
-                         distributed=True)
-    return {"bad": scenario("bad", check=_fails_on_rank_1), "copy": scenario("copy", nbytes=6e3, bound="dram"),
-            "straggler": straggler, "allreduce-8kib": allreduce, "second": scenario("second")}
+    straggler = Scenario(
+        "straggler",
+        "straggler",
+        "torch",
+        "-",
+        distributed=True,
+        sizes={"m": 32, "n": 32, "k": 32, "gemms": 1, "delay_ms": DELAY_MS, "device": "cpu"},
+    )
+    allreduce = Scenario(
+        "allreduce-8kib", "allreduce", "nccl", "-", {"size_bytes": 8192, "device": "cpu"}, distributed=True
+    )
+    return {
+        "bad": scenario("bad", check=_fails_on_rank_1),
+        "copy": scenario("copy", nbytes=6e3, bound="dram"),
+        "straggler": straggler,
+        "allreduce-8kib": allreduce,
+        "second": scenario("second"),
+    }
 
 
 def _job(launch, comm, out_dir, names, slow_rank=None, all_gpus=False, interrupt_at=None):
-    config = RecordingConfig(interval_s=0.05, command=["torchrun", "-m", "gpubench", "run"], sources=[RankSource()],
-                             all_gpus=all_gpus)
-    opts = RunOptions(scenarios=[_scenarios()[n] for n in names], out_dir=out_dir, recording=config, duration_s=1.0,
-                      gap_s=0.1, slow_rank=slow_rank)
+    config = RecordingConfig(
+        interval_s=0.05, command=["torchrun", "-m", "gpubench", "run"], sources=[RankSource()], all_gpus=all_gpus
+    )
+    opts = RunOptions(
+        scenarios=[_scenarios()[n] for n in names],
+        out_dir=out_dir,
+        recording=config,
+        duration_s=1.0,
+        gap_s=0.1,
+        slow_rank=slow_rank,
+    )
     try:
         run_dir, summary = run_distributed(opts, launch, comm, CpuBackend(launch.node, interrupt_at))
     except KeyboardInterrupt:
@@ -71,7 +91,13 @@ def test_two_ranks_write_one_run_directory_with_a_rank_on_every_row(two_ranks):
     # each GPU's own values: the merge kept every row with its GPU
     assert all(r["gpu_util_pct"] == 100.0 - r["gpu"] for r in samples)
     assert [(r["scenario"], r["rank"]) for r in summary] == [
-        ("copy", 0), ("copy", 1), ("straggler", 0), ("straggler", 1), ("allreduce-8kib", 0), ("allreduce-8kib", 1)]
+        ("copy", 0),
+        ("copy", 1),
+        ("straggler", 0),
+        ("straggler", 1),
+        ("allreduce-8kib", 0),
+        ("allreduce-8kib", 1),
+    ]
     # rows whole for every column (from 0.4 s into the window: gpubench.read.summary.TRAIL_S)
     assert all(r["uuid"] == f"GPU-node0-{r['rank']}" and r["n_samples"] > 0 for r in summary)
     by = {(r["scenario"], r["rank"]): r for r in summary}
@@ -94,16 +120,42 @@ def test_torchrun_rows_carry_the_tensor_ceiling_of_their_gpu():
     from gpubench.read.samples import as_samples
     from gpubench.truth import ceiling
 
-    rows = as_samples([{"t_start_s": i / 10, "t_end_s": (i + 1) / 10, "gpu": g, "uuid": f"GPU-node0-{g}",
-                        "rank": g, "tensor_active_pct": 50.0 - 32 * g, "sm_clock_mhz": 1830.0}
-                       for i in range(30) for g in (0, 1)])
-    results = [{"scenario": "gemm", "gpu": g, "uuid": f"GPU-node0-{g}", "rank": g, "t_start": 0.0, "t_end": 3.0,
-                "kernel_ms": 10.0, "flops_per_call": 2e12, "bytes_per_call": 0.0, "unit": "bf16_tensor",
-                "bound": "compute"} for g in (0, 1)]
+    rows = as_samples(
+        [
+            {
+                "t_start_s": i / 10,
+                "t_end_s": (i + 1) / 10,
+                "gpu": g,
+                "uuid": f"GPU-node0-{g}",
+                "rank": g,
+                "tensor_active_pct": 50.0 - 32 * g,
+                "sm_clock_mhz": 1830.0,
+            }
+            for i in range(30)
+            for g in (0, 1)
+        ]
+    )
+    results = [
+        {
+            "scenario": "gemm",
+            "gpu": g,
+            "uuid": f"GPU-node0-{g}",
+            "rank": g,
+            "t_start": 0.0,
+            "t_end": 3.0,
+            "kernel_ms": 10.0,
+            "flops_per_call": 2e12,
+            "bytes_per_call": 0.0,
+            "unit": "bf16_tensor",
+            "bound": "compute",
+        }
+        for g in (0, 1)
+    ]
     sheet = {"bf16_tensor": 989.4e12}
     peaks = {g: {"datasheet": sheet, "measured": None} for g in (0, 1)}
-    out = summarize_ranks(rows, results, peaks, ["tensor_active_pct", "sm_clock_mhz"], {"gemm": 0},
-                          {0: "NVIDIA H200", 1: "NVIDIA H200"})
+    out = summarize_ranks(
+        rows, results, peaks, ["tensor_active_pct", "sm_clock_mhz"], {"gemm": 0}, {0: "NVIDIA H200", 1: "NVIDIA H200"}
+    )
     factor = ceiling.load_calibrations("NVIDIA H200")["bf16"].factor
     assert [r["tensor_ceiling_pct"] for r in out] == pytest.approx([50.0 * factor, 18.0 * factor])
     # 200 TFLOP/s is 20% of the peak: within rank 0's ceiling, above rank 1's
@@ -168,8 +220,14 @@ def test_four_ranks_on_two_nodes_send_every_nodes_samples_to_rank_0(tmp_path):
     spawn(_job, 4, out, ["straggler"], 1, True, nodes=2)
     manifest, samples, summary = load_run(out)
     ranked = {(r["uuid"], r["rank"]) for r in samples}
-    assert ranked == {("GPU-node0-0", 0), ("GPU-node0-1", 1), ("GPU-node1-0", 2), ("GPU-node1-1", 3),
-                      ("GPU-node0-7", None), ("GPU-node1-7", None)}  # --all-gpus: a sampled GPU no rank used
+    assert ranked == {
+        ("GPU-node0-0", 0),
+        ("GPU-node0-1", 1),
+        ("GPU-node1-0", 2),
+        ("GPU-node1-1", 3),
+        ("GPU-node0-7", None),
+        ("GPU-node1-7", None),
+    }  # --all-gpus: a sampled GPU no rank used
     assert set(manifest["distributed"]["nodes"]) == {"node0", "node1"}
     assert all(abs(r["clock"]["offset_start"]) < 0.05 for r in manifest["distributed"]["ranks"])
     strag = [r for r in summary if r["scenario"] == "straggler"]

@@ -9,6 +9,7 @@ import pytest
 
 # --- what NVML says about the links, and what the summary makes of it -------------------------------
 
+
 def test_nvlink_peak_is_what_nvml_reports_for_the_active_links():
     from types import SimpleNamespace
     from unittest import mock
@@ -18,8 +19,11 @@ def test_nvlink_peak_is_what_nvml_reports_for_the_active_links():
     from gpubench.record import nvml
 
     def field(value, ok=True):
-        return SimpleNamespace(nvmlReturn=pynvml.NVML_SUCCESS if ok else pynvml.NVML_ERROR_NOT_SUPPORTED,
-                               valueType=pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, value=SimpleNamespace(uiVal=value))
+        return SimpleNamespace(
+            nvmlReturn=pynvml.NVML_SUCCESS if ok else pynvml.NVML_ERROR_NOT_SUPPORTED,
+            valueType=pynvml.NVML_VALUE_TYPE_UNSIGNED_INT,
+            value=SimpleNamespace(uiVal=value),
+        )
 
     def fields(h, ids):
         if ids[0][0] == pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT:
@@ -27,21 +31,33 @@ def test_nvlink_peak_is_what_nvml_reports_for_the_active_links():
         return [field(26562), field(26562), field(26562), field(0, ok=False)]
 
     with mock.patch("gpubench.record.nvml.pynvml", autospec=True) as m:
-        for name in ("NVML_SUCCESS", "NVML_FEATURE_ENABLED", "NVML_FI_DEV_NVLINK_LINK_COUNT",
-                     "NVML_FI_DEV_NVLINK_GET_SPEED"):
+        for name in (
+            "NVML_SUCCESS",
+            "NVML_FEATURE_ENABLED",
+            "NVML_FI_DEV_NVLINK_LINK_COUNT",
+            "NVML_FI_DEV_NVLINK_GET_SPEED",
+        ):
             setattr(m, name, getattr(pynvml, name))
         m.nvmlDeviceGetFieldValues.side_effect = fields
         m.nvmlDeviceGetNvLinkState.side_effect = lambda h, link: 0 if link == 2 else 1  # link 2 is down
         m.nvmlDeviceGetNvLinkVersion.return_value = 6
         m.nvmlDeviceGetNvLinkRemotePciInfo.side_effect = lambda h, link: SimpleNamespace(
-            busId=f"0000:{link:02X}:00.0".encode())
+            busId=f"0000:{link:02X}:00.0".encode()
+        )
         m.nvmlDeviceGetNvLinkRemoteDeviceType.side_effect = lambda h, link: (
-            pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH if link == 0 else pynvml.NVML_NVLINK_DEVICE_TYPE_GPU)
+            pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH if link == 0 else pynvml.NVML_NVLINK_DEVICE_TYPE_GPU
+        )
         info = nvml.nvlink("h0")
     assert info["active_links"] == 3 and info["bytes_per_s"] == 2 * 26562e6  # link 3 gave no speed
     assert [x["active"] for x in info["links"]] == [True, True, False, True]
-    assert info["links"][0] == {"link": 0, "active": True, "version": 6, "speed_mbps": 26562,
-                                "peer_bus": "0000:00:00.0", "peer": "switch"}
+    assert info["links"][0] == {
+        "link": 0,
+        "active": True,
+        "version": 6,
+        "speed_mbps": 26562,
+        "peer_bus": "0000:00:00.0",
+        "peer": "switch",
+    }
     assert info["links"][1]["peer"] == "gpu"
 
 
@@ -51,9 +67,13 @@ def test_a_collective_is_held_against_the_links_it_can_use_and_across_nodes_agai
     def link(i, bus, peer="gpu"):
         return {"link": i, "active": True, "speed_mbps": 25000.0, "peer_bus": bus, "peer": peer}
 
-    info = {"nvlink": {"links": [link(i, "0000:1B:00.0") for i in range(4)] +  # to a GPU of the job
-                                 [link(i, "0000:2C:00.0") for i in range(4, 8)] +  # to a GPU the job does not use
-                                 [link(i, "0000:9A:00.0", "switch") for i in range(8, 10)]}}  # through a switch
+    info = {
+        "nvlink": {
+            "links": [link(i, "0000:1B:00.0") for i in range(4)]  # to a GPU of the job
+            + [link(i, "0000:2C:00.0") for i in range(4, 8)]  # to a GPU the job does not use
+            + [link(i, "0000:9A:00.0", "switch") for i in range(8, 10)]
+        }
+    }  # through a switch
     job = {"nodes": 1, "buses": {"0000:1A:00.0", "0000:1B:00.0"}}
     assert [x["link"] for x in usable_links(info, job)] == [0, 1, 2, 3, 8, 9]
     assert job_nvlink(info, job) == 6 * 25000e6

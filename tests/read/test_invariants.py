@@ -73,8 +73,10 @@ def same_windows(a, b) -> bool:
 def gpu_steps(events, row: dict, one_gpu: bool) -> list[Steps]:
     """The row's GPU's steps as the summary counts them: the FLOPs of the one step gpubench counted given to
     all the optimizer's steps of its process (gpubench.job.provenance.resolve)."""
-    return sorted((e for e in resolve(events) if isinstance(e, Steps) and (one_gpu or e.uuid == row.get("uuid"))),
-                  key=lambda e: e.t_first)
+    return sorted(
+        (e for e in resolve(events) if isinstance(e, Steps) and (one_gpu or e.uuid == row.get("uuid"))),
+        key=lambda e: e.t_first,
+    )
 
 
 def violations(run: Path) -> dict[str, list[str]]:
@@ -114,12 +116,16 @@ def _ceiling(row, rows_in, windows, found, manifest, watch, mine=None) -> list[s
     if found is None:
         return []
     if row.get("verdict_rules") == "too-short":  # no number of a window too short to measure (phases.judge)
-        return ([f"too short, yet a ceiling of {row['tensor_ceiling_pct']}"]
-                if finite(row.get("tensor_ceiling_pct")) else [])
+        return (
+            [f"too short, yet a ceiling of {row['tensor_ceiling_pct']}"]
+            if finite(row.get("tensor_ceiling_pct"))
+            else []
+        )
     covered = [covering(w, a, TRAIL_S["tensor_active_pct"]) for w, (a, _) in zip(rows_in, windows)]
     products = np.concatenate([w.col("tensor_active_pct") / 100 * w.col("sm_clock_mhz") for w in covered] or [[]])
-    highest = np.concatenate([w.col("tensor_active_pct") / 100 * _highest_clock(w, mine if mine is not None else w)
-                              for w in covered] or [[]])
+    highest = np.concatenate(
+        [w.col("tensor_active_pct") / 100 * _highest_clock(w, mine if mine is not None else w) for w in covered] or [[]]
+    )
     highest = highest[np.isfinite(products)]
     products = products[np.isfinite(products)]
     if not len(products):
@@ -137,16 +143,20 @@ def _ceiling(row, rows_in, windows, found, manifest, watch, mine=None) -> list[s
     if dtype not in ceiling.TENSOR_DTYPES or error is None:
         return bad
     limit = 100 * float(np.nanmean(highest)) / found.peak_clock_mhz * factor * (1 + error)
-    if not (finite(row.get("tensor_ceiling_limit_pct")) and row["tensor_ceiling_limit_pct"] == pytest.approx(limit,
-                                                                                                        rel=1e-6)):
+    if not (
+        finite(row.get("tensor_ceiling_limit_pct"))
+        and row["tensor_ceiling_limit_pct"] == pytest.approx(limit, rel=1e-6)
+    ):
         bad.append(f"tensor ceiling limit {row.get('tensor_ceiling_limit_pct')} where its window gives {limit:.4g}%")
     ran = [("HFU", row.get("hfu_pct"))] if watch else [("MFU", row.get("mfu_pct"))]
     if watch and finite(row.get("mfu_pct")) and finite(row.get("hfu_pct")) and row["mfu_pct"] <= row["hfu_pct"]:
         ran.append(("MFU", row["mfu_pct"]))  # a model count of no more than ran
     for what, value in ran:
         if finite(value) and value > limit * (1 + 1e-9) and not (watch and ran_elsewhere(row, manifest, limit)):
-            bad.append(f"{what} {value:.3g}% above the tensor ceiling {pct:.3g}% (its limit {limit:.3g}%: the highest "
-                       f"clocks, +{100 * error:.1f}%)")
+            bad.append(
+                f"{what} {value:.3g}% above the tensor ceiling {pct:.3g}% (its limit {limit:.3g}%: the highest "
+                f"clocks, +{100 * error:.1f}%)"
+            )
     return bad
 
 
@@ -174,8 +184,15 @@ def ran_elsewhere(row, manifest, limit_pct) -> bool:
     tensor, fp32 = row.get("tensor_active_pct"), row.get("fp32_active_pct")
     sheet = (manifest.get("peaks") or {}).get("datasheet") or {}
     unit = ceiling.UNIT_OF.get(manifest.get("dtype", "bf16"))
-    if not ("flops-above-ceiling" in rules and finite(tensor) and finite(fp32) and fp32 > tensor
-            and finite(row.get("hfu_pct")) and sheet.get("fp32") and sheet.get(unit)):
+    if not (
+        "flops-above-ceiling" in rules
+        and finite(tensor)
+        and finite(fp32)
+        and fp32 > tensor
+        and finite(row.get("hfu_pct"))
+        and sheet.get("fp32")
+        and sheet.get(unit)
+    ):
         return False
     could = limit_pct / 100 * sheet[unit] + fp32 / 100 * sheet["fp32"]
     return row["hfu_pct"] / 100 * sheet[unit] <= could
@@ -197,8 +214,14 @@ def _one_window(row, steps: list[Steps], windows) -> list[str]:
             after = [g for g in steps if g.stream == stream and g.t_first > b]
             bound += after[0].flops / after[0].n if after else 0.0  # and at b
     done = row["tflops"] * 1e12 * seconds
-    return [f"{row['tflops']:.4g} TFLOP/s over {seconds:.4g} s is {done:.4g} FLOPs, more than the "
-            f"{bound:.4g} stamped in its window"] if done > bound * (1 + 1e-6) else []
+    return (
+        [
+            f"{row['tflops']:.4g} TFLOP/s over {seconds:.4g} s is {done:.4g} FLOPs, more than the "
+            f"{bound:.4g} stamped in its window"
+        ]
+        if done > bound * (1 + 1e-6)
+        else []
+    )
 
 
 def _energy(row, mine, windows) -> list[str]:
@@ -249,25 +272,43 @@ def test_every_committed_suite_row_names_the_unit_its_launch_ran_on():
 
 def test_the_invariants_catch_what_they_are_for():
     """Each check fails on a row made to break it."""
-    found = ceiling.Ceiling("X", 1830.0, {"bf16_tensor": 989.4e12},
-                            {"bf16": ceiling.Calibration("bf16", 1.0, 0.01, 3, "x")})
+    found = ceiling.Ceiling(
+        "X", 1830.0, {"bf16_tensor": 989.4e12}, {"bf16": ceiling.Calibration("bf16", 1.0, 0.01, 3, "x")}
+    )
     from gpubench.read.samples import as_samples
 
-    raw = [{"t_start_s": 1.0 + i / 10, "t_end_s": 1.1 + i / 10, "tensor_active_pct": 50.0, "sm_clock_mhz": 1830.0,
-            "energy_j": 100.0 * i, "gpu_util_pct": 90.0} for i in range(20)]
+    raw = [
+        {
+            "t_start_s": 1.0 + i / 10,
+            "t_end_s": 1.1 + i / 10,
+            "tensor_active_pct": 50.0,
+            "sm_clock_mhz": 1830.0,
+            "energy_j": 100.0 * i,
+            "gpu_util_pct": 90.0,
+        }
+        for i in range(20)
+    ]
     rows = as_samples(raw)
     windows = [(1.0, 3.0)]
-    row = {"hfu_pct": 52.0, "tensor_ceiling_pct": 50.0, "tensor_ceiling_limit_pct": 50.5, "tflops": 1.0,
-           "energy_used_j": 100.0, "steps_per_s": 1.0}
+    row = {
+        "hfu_pct": 52.0,
+        "tensor_ceiling_pct": 50.0,
+        "tensor_ceiling_limit_pct": 50.5,
+        "tflops": 1.0,
+        "energy_used_j": 100.0,
+        "steps_per_s": 1.0,
+    }
     assert any("above the tensor ceiling" in v for v in _ceiling(row, [rows], windows, found, {}, True))
     assert not _ceiling(dict(row, hfu_pct=50.4), [rows], windows, found, {}, True)
-    assert any("limit" in v for v in _ceiling(dict(row, tensor_ceiling_limit_pct=60.0), [rows], windows, found, {},
-                                              True))  # a limit its window does not give
+    assert any(
+        "limit" in v for v in _ceiling(dict(row, tensor_ceiling_limit_pct=60.0), [rows], windows, found, {}, True)
+    )  # a limit its window does not give
     dipped = as_samples([{**r, "sm_clock_mhz": 915.0 if i == 10 else 1830.0} for i, r in enumerate(raw)])
     # a clock read low at one row's end: the ceiling reads it (18 rows from 0.2 s in), the limit takes the highest
     # clock around each row
-    assert _ceiling(dict(row, hfu_pct=50.4, tensor_ceiling_pct=50.0 * 17.5 / 18), [dipped], windows, found, {},
-                    True) == []
+    assert (
+        _ceiling(dict(row, hfu_pct=50.4, tensor_ceiling_pct=50.0 * 17.5 / 18), [dipped], windows, found, {}, True) == []
+    )
     assert _energy(row, rows, windows)  # the counter rose 1900 J inside the window
     stamps = [Steps(1.0 + i, None, "", "gpu", 1.0 + i, 1, 1, 1e12, 1e12, 0, 0, 0, 0) for i in range(3)]
     assert _one_window(dict(row, tflops=2.5), stamps, [(1.0, 3.0)])  # 5 TFLOP in 2 s: 3 stamped, 1 in progress
@@ -279,22 +320,36 @@ def test_the_invariants_catch_what_they_are_for():
 def test_a_row_that_says_its_flops_ran_beside_the_tensor_pipes_is_held_to_the_pipes_that_ran():
     """FP32 work watched with --dtype bf16: above the tensor ceiling, and honest about it where its own counters
     show the FP32 pipes ran and had room for its FLOPs; a count too large for every active pipe is not."""
-    found = ceiling.Ceiling("X", 1830.0, {"bf16_tensor": 989.4e12},
-                            {"bf16": ceiling.Calibration("bf16", 1.0, 0.01, 3, "x")})
+    found = ceiling.Ceiling(
+        "X", 1830.0, {"bf16_tensor": 989.4e12}, {"bf16": ceiling.Calibration("bf16", 1.0, 0.01, 3, "x")}
+    )
     from gpubench.read.samples import as_samples
 
-    rows = as_samples([{"t_start_s": 1.0 + i / 10, "t_end_s": 1.1 + i / 10, "tensor_active_pct": 3.5,
-                        "sm_clock_mhz": 1830.0} for i in range(20)])
+    rows = as_samples(
+        [
+            {"t_start_s": 1.0 + i / 10, "t_end_s": 1.1 + i / 10, "tensor_active_pct": 3.5, "sm_clock_mhz": 1830.0}
+            for i in range(20)
+        ]
+    )
     manifest = {"dtype": "bf16", "peaks": {"datasheet": {"bf16_tensor": 989.4e12, "fp32": 66.9e12}}}
-    fp32 = {"hfu_pct": 4.7, "tensor_ceiling_pct": 3.5, "tensor_ceiling_limit_pct": 3.535, "tensor_active_pct": 3.5,
-            "fp32_active_pct": 60.0,
-            "verdict_rules": "no-tensor-cores, flops-above-ceiling"}
+    fp32 = {
+        "hfu_pct": 4.7,
+        "tensor_ceiling_pct": 3.5,
+        "tensor_ceiling_limit_pct": 3.535,
+        "tensor_active_pct": 3.5,
+        "fp32_active_pct": 60.0,
+        "verdict_rules": "no-tensor-cores, flops-above-ceiling",
+    }
     assert not _ceiling(fp32, [rows], [(1.0, 3.0)], found, manifest, True)
-    for lie in ({"verdict_rules": "no-tensor-cores, tensor-ceiling"},  # it does not say so
-                {"fp32_active_pct": 2.0},  # its FP32 pipes did not run either
-                {"hfu_pct": 12.0}):  # more than the tensor and FP32 pipes together could deliver
-        assert any("above the tensor ceiling" in v for v in _ceiling({**fp32, **lie}, [rows], [(1.0, 3.0)], found,
-                                                                     manifest, True)), lie
+    for lie in (
+        {"verdict_rules": "no-tensor-cores, tensor-ceiling"},  # it does not say so
+        {"fp32_active_pct": 2.0},  # its FP32 pipes did not run either
+        {"hfu_pct": 12.0},
+    ):  # more than the tensor and FP32 pipes together could deliver
+        assert any(
+            "above the tensor ceiling" in v
+            for v in _ceiling({**fp32, **lie}, [rows], [(1.0, 3.0)], found, manifest, True)
+        ), lie
 
 
 def test_summarizing_a_committed_run_again_changes_nothing(tmp_path):
@@ -309,8 +364,13 @@ def test_summarizing_a_committed_run_again_changes_nothing(tmp_path):
         shutil.copytree(ROOT / "results" / run.name, run, ignore=shutil.ignore_patterns("figures", "report.*"))
     once = []
     for _ in range(2):
-        r = subprocess.run([sys.executable, "-m", "tools.runs.resummarize", *map(str, runs)], cwd=ROOT,
-                           capture_output=True, text=True, timeout=600)
+        r = subprocess.run(
+            [sys.executable, "-m", "tools.runs.resummarize", *map(str, runs)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert r.returncode == 0, r.stderr
         once.append([(run / "summary.json").read_text() for run in runs])
     assert once[0] == once[1]
@@ -328,6 +388,8 @@ def test_every_watch_row_of_a_bf16_or_fp16_job_carries_an_hfu_or_says_why_it_has
         for row in json.loads((run / "summary.json").read_text()):
             if row.get("kind") == "phase" and finite(row.get("mfu_pct")):
                 rows += 1
-                assert finite(row.get("hfu_pct")) or row.get("hfu_unknown") or row.get("hfu_withheld"), \
-                    (run.name, row["phase"])
+                assert finite(row.get("hfu_pct")) or row.get("hfu_unknown") or row.get("hfu_withheld"), (
+                    run.name,
+                    row["phase"],
+                )
     assert rows > 100

@@ -11,9 +11,15 @@ PEAKS = {"datasheet": {"dram": 4.8e12, "fp32": 66.9e12, "link": 63.0e9}, "measur
 
 
 def _result(work, kernel_ms, bound, unit="fp32"):
-    return {"kernel_ms": kernel_ms, "flops_per_call": work.flops, "bytes_per_call": work.bytes,
-            "traffic_per_call": work.traffic if work.traffic is not None else math.nan,
-            "link_bytes_per_call": work.link_bytes, "bound": bound, "unit": unit}
+    return {
+        "kernel_ms": kernel_ms,
+        "flops_per_call": work.flops,
+        "bytes_per_call": work.bytes,
+        "traffic_per_call": work.traffic if work.traffic is not None else math.nan,
+        "link_bytes_per_call": work.link_bytes,
+        "bound": bound,
+        "unit": unit,
+    }
 
 
 def test_the_naive_softmax_ground_truth_counts_useful_bytes_not_its_five_passes():
@@ -44,16 +50,26 @@ def test_work_per_second_is_judged_as_the_same_work_in_a_timed_call():
     to the last bit; a rate that is not a finite number is NaN, never a rate."""
     peaks = {"datasheet": {"bf16_tensor": 989e12, "dram": 3.35e12}, "measured": {"bf16_tensor": 700e12}}
     for flops_s, bytes_s, bound in ((3.7e14, 0.0, "compute"), (0.0, 1.9e12, "dram"), (math.nan, 0.0, "compute")):
-        timed = derive({"kernel_ms": 1e3, "flops_per_call": flops_s, "bytes_per_call": bytes_s, "unit": "bf16_tensor",
-                        "bound": bound}, peaks)
-        per_s = derive_per_second({"flops_per_s": flops_s, "bytes_per_s": bytes_s, "unit": "bf16_tensor",
-                                   "bound": bound}, peaks)
+        timed = derive(
+            {
+                "kernel_ms": 1e3,
+                "flops_per_call": flops_s,
+                "bytes_per_call": bytes_s,
+                "unit": "bf16_tensor",
+                "bound": bound,
+            },
+            peaks,
+        )
+        per_s = derive_per_second(
+            {"flops_per_s": flops_s, "bytes_per_s": bytes_s, "unit": "bf16_tensor", "bound": bound}, peaks
+        )
         assert repr(per_s) == repr(timed)
     assert per_s["tflops"] != per_s["tflops"]  # NaN
     got = derive_per_second({"flops_per_s": math.inf, "bound": "compute", "unit": "bf16_tensor"}, peaks)
     assert math.isnan(got["tflops"]) and math.isnan(got["mfu_pct"])
-    assert derive_per_second({"flops_per_s": 4.945e14, "bound": "compute", "unit": "bf16_tensor"},
-                             peaks)["mfu_pct"] == pytest.approx(50.0)
+    assert derive_per_second({"flops_per_s": 4.945e14, "bound": "compute", "unit": "bf16_tensor"}, peaks)[
+        "mfu_pct"
+    ] == pytest.approx(50.0)
 
 
 def test_mean_power_comes_from_the_energy_counter():
@@ -69,30 +85,60 @@ def test_rows_straddling_a_window_edge_are_not_counted():
 
 
 def test_n_samples_counts_rows_of_the_window_and_power_energy_is_beside_sampled_power():
-    rows = [{"gpu": 0, "t_start_s": t / 10, "t_end_s": (t + 1) / 10, "power_w": 500.0, "energy_j": 60.0 * t}
-            for t in range(30)]
-    res = [{"scenario": "x", "gpu": 0, "t_start": 0.0, "t_end": 3.0, "kernel_ms": 1.0, "flops_per_call": 0.0,
-            "bytes_per_call": 1e9, "bound": "dram", "unit": "fp32"}]
+    rows = [
+        {"gpu": 0, "t_start_s": t / 10, "t_end_s": (t + 1) / 10, "power_w": 500.0, "energy_j": 60.0 * t}
+        for t in range(30)
+    ]
+    res = [
+        {
+            "scenario": "x",
+            "gpu": 0,
+            "t_start": 0.0,
+            "t_end": 3.0,
+            "kernel_ms": 1.0,
+            "flops_per_call": 0.0,
+            "bytes_per_call": 1e9,
+            "bound": "dram",
+            "unit": "fp32",
+        }
+    ]
     row = summarize(rows, res, PEAKS, columns=("power_w", "energy_j"))[0]
     assert row["n_samples"] == 25
     assert row["power_w"] == 500.0 and row["power_w_energy"] == pytest.approx(600.0)
 
 
-@pytest.mark.parametrize("calls,ms,timed_s,rated", [
-    (2, 1500.0, None, False),  # two calls of 1.5 s in a 4 s window: 75%, the committed straggler-hang rows
-    (2, 1500.0, 3.61, True),  # their own GPU seconds, where the result has them, decide
-    (3500, 1.0, None, True),  # short calls that tile the window: 3.5 s of 3.5
-    (3100, 1.0, None, False),  # as short, with gaps between them: 3.1 s of 3.5 (89%)
-    (0, math.nan, None, True),  # nothing timed: nothing withheld, there is no rate to withhold
-])
+@pytest.mark.parametrize(
+    "calls,ms,timed_s,rated",
+    [
+        (2, 1500.0, None, False),  # two calls of 1.5 s in a 4 s window: 75%, the committed straggler-hang rows
+        (2, 1500.0, 3.61, True),  # their own GPU seconds, where the result has them, decide
+        (3500, 1.0, None, True),  # short calls that tile the window: 3.5 s of 3.5
+        (3100, 1.0, None, False),  # as short, with gaps between them: 3.1 s of 3.5 (89%)
+        (0, math.nan, None, True),  # nothing timed: nothing withheld, there is no rate to withhold
+    ],
+)
 def test_a_rate_is_given_only_where_the_timed_calls_cover_the_counters_window(calls, ms, timed_s, rated):
     """A window of 3.5 s (4 s less its first half second); the calls timed wholly inside it rate it only where
     they cover 90% of it."""
-    rows = [{"gpu": 0, "t_start_s": t / 10, "t_end_s": (t + 1) / 10, "power_w": 500.0, "energy_j": 50.0 * t}
-            for t in range(40)]
-    res = [{"scenario": "x", "gpu": 0, "t_start": 0.0, "t_end": 4.0, "kernel_ms": ms, "n_calls": calls,
-            "flops_per_call": 1e12, "bytes_per_call": 1e9, "bound": "compute", "unit": "fp32",
-            **({"timed_s": timed_s} if timed_s else {})}]
+    rows = [
+        {"gpu": 0, "t_start_s": t / 10, "t_end_s": (t + 1) / 10, "power_w": 500.0, "energy_j": 50.0 * t}
+        for t in range(40)
+    ]
+    res = [
+        {
+            "scenario": "x",
+            "gpu": 0,
+            "t_start": 0.0,
+            "t_end": 4.0,
+            "kernel_ms": ms,
+            "n_calls": calls,
+            "flops_per_call": 1e12,
+            "bytes_per_call": 1e9,
+            "bound": "compute",
+            "unit": "fp32",
+            **({"timed_s": timed_s} if timed_s else {}),
+        }
+    ]
     row = summarize(rows, res, PEAKS, columns=("power_w", "energy_j"))[0]
     if rated or not calls:
         assert "rate_withheld" not in row and (math.isfinite(row["tflops"]) or not calls)

@@ -9,34 +9,53 @@ from gpubench.read import phase_verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED = {"gpu_util_pct", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct"}
-LADDER = dict(gpu_util_mean_pct=99.0, sm_busy_pct=88.0, sm_active_pct=87.0, sm_occupancy_pct=30.0,
-              tensor_active_pct=26.0, dram_active_pct=30.0, steps=100, steps_reported=120, steps_per_s=18.0,
-              tflops=250.0, mfu_pct=25.3)
+LADDER = dict(
+    gpu_util_mean_pct=99.0,
+    sm_busy_pct=88.0,
+    sm_active_pct=87.0,
+    sm_occupancy_pct=30.0,
+    tensor_active_pct=26.0,
+    dram_active_pct=30.0,
+    steps=100,
+    steps_reported=120,
+    steps_per_s=18.0,
+    tflops=250.0,
+    mfu_pct=25.3,
+)
 
 
-@pytest.mark.parametrize("changes,recorded,names", [
-    ({"gpu_util_mean_pct": 33.0, "mfu_pct": 8.0}, RECORDED, ["host-bound", "idle", "mfu-low"]),
-    ({"sm_busy_pct": 20.0, "mfu_pct": 0.5}, RECORDED, ["few-sms", "mfu-low"]),
-    ({"dram_active_pct": 70.0, "tensor_active_pct": 2.0}, RECORDED, ["memory-bound", "mfu-mid"]),
-    ({"tensor_active_pct": 4.0, "mfu_pct": 4.0}, RECORDED, ["no-tensor-cores", "mfu-low"]),
-    ({"tensor_active_pct": 60.0, "mfu_pct": 45.0}, RECORDED, ["tensor-busy", "mfu-high"]),
-    ({}, RECORDED, ["tensor-part", "mfu-mid"]),
-    ({"gpu_util_mean_pct": 80.0}, RECORDED, ["tensor-part", "idle", "mfu-mid"]),
-    ({"sm_busy_pct": None, "tensor_active_pct": None}, {"gpu_util_pct"}, ["util-only", "mfu-mid"]),
-    ({"tensor_active_pct": None}, RECORDED - {"tensor_active_pct"}, ["tensor-unknown", "mfu-mid"]),
-    ({"steps": 0, "steps_reported": 0, "steps_per_s": None, "tflops": None, "mfu_pct": None}, RECORDED,
-     ["tensor-part", "no-steps"]),
-    ({"steps_per_s": None, "tflops": None, "mfu_pct": None}, RECORDED, ["tensor-part", "one-step"]),
-    ({"tflops": None, "mfu_pct": None}, RECORDED, ["tensor-part", "no-flops"]),
-    ({"tflops": None, "mfu_pct": None, "flops_bad": 3}, RECORDED, ["tensor-part", "flops-unusable"]),
-    ({"mfu_pct": None}, RECORDED, ["tensor-part", "no-peak"]),
-    ({"mfu_pct": 179.0}, RECORDED, ["tensor-part", "mfu-impossible"]),
-    ({"mbu_pct": 85.0, "mfu_pct": 0.6}, RECORDED, ["memory-bound-decode", "mbu-high"]),
-    ({"gpu_util_mean_pct": 40.0, "mbu_pct": 20.0, "mfu_pct": 0.1}, RECORDED, ["host-bound", "idle", "mbu-low"]),
-    # a decode step in a CUDA graph: busy all the time, few SMs, far from the bandwidth: the kernels, not the host
-    ({"gpu_util_mean_pct": 100.0, "sm_busy_pct": 27.0, "mbu_pct": 24.0, "mfu_pct": 0.1}, RECORDED,
-     ["few-sms", "mbu-low-kernels"]),
-])
+@pytest.mark.parametrize(
+    "changes,recorded,names",
+    [
+        ({"gpu_util_mean_pct": 33.0, "mfu_pct": 8.0}, RECORDED, ["host-bound", "idle", "mfu-low"]),
+        ({"sm_busy_pct": 20.0, "mfu_pct": 0.5}, RECORDED, ["few-sms", "mfu-low"]),
+        ({"dram_active_pct": 70.0, "tensor_active_pct": 2.0}, RECORDED, ["memory-bound", "mfu-mid"]),
+        ({"tensor_active_pct": 4.0, "mfu_pct": 4.0}, RECORDED, ["no-tensor-cores", "mfu-low"]),
+        ({"tensor_active_pct": 60.0, "mfu_pct": 45.0}, RECORDED, ["tensor-busy", "mfu-high"]),
+        ({}, RECORDED, ["tensor-part", "mfu-mid"]),
+        ({"gpu_util_mean_pct": 80.0}, RECORDED, ["tensor-part", "idle", "mfu-mid"]),
+        ({"sm_busy_pct": None, "tensor_active_pct": None}, {"gpu_util_pct"}, ["util-only", "mfu-mid"]),
+        ({"tensor_active_pct": None}, RECORDED - {"tensor_active_pct"}, ["tensor-unknown", "mfu-mid"]),
+        (
+            {"steps": 0, "steps_reported": 0, "steps_per_s": None, "tflops": None, "mfu_pct": None},
+            RECORDED,
+            ["tensor-part", "no-steps"],
+        ),
+        ({"steps_per_s": None, "tflops": None, "mfu_pct": None}, RECORDED, ["tensor-part", "one-step"]),
+        ({"tflops": None, "mfu_pct": None}, RECORDED, ["tensor-part", "no-flops"]),
+        ({"tflops": None, "mfu_pct": None, "flops_bad": 3}, RECORDED, ["tensor-part", "flops-unusable"]),
+        ({"mfu_pct": None}, RECORDED, ["tensor-part", "no-peak"]),
+        ({"mfu_pct": 179.0}, RECORDED, ["tensor-part", "mfu-impossible"]),
+        ({"mbu_pct": 85.0, "mfu_pct": 0.6}, RECORDED, ["memory-bound-decode", "mbu-high"]),
+        ({"gpu_util_mean_pct": 40.0, "mbu_pct": 20.0, "mfu_pct": 0.1}, RECORDED, ["host-bound", "idle", "mbu-low"]),
+        # a decode step in a CUDA graph: busy all the time, few SMs, far from the bandwidth: the kernels, not the host
+        (
+            {"gpu_util_mean_pct": 100.0, "sm_busy_pct": 27.0, "mbu_pct": 24.0, "mfu_pct": 0.1},
+            RECORDED,
+            ["few-sms", "mbu-low-kernels"],
+        ),
+    ],
+)
 def test_each_rule_is_triggered_by_its_numbers(changes, recorded, names):
     row = {k: v for k, v in {**LADDER, **changes}.items() if v is not None}
     text, got = phase_verdict.verdict(row, "bf16", recorded)
@@ -72,8 +91,15 @@ def test_the_docs_show_the_rules_the_code_applies():
     assert phase_verdict.markdown_table() in (ROOT / "docs" / "watch.md").read_text()
 
 
-OVER = dict(LADDER, tensor_active_pct=30.0, mfu_pct=60.0, hfu_pct=60.0, ran_over_ceiling=1.96,
-            tensor_ceiling_pct=30.0, tensor_ceiling_limit_pct=30.6)
+OVER = dict(
+    LADDER,
+    tensor_active_pct=30.0,
+    mfu_pct=60.0,
+    hfu_pct=60.0,
+    ran_over_ceiling=1.96,
+    tensor_ceiling_pct=30.0,
+    tensor_ceiling_limit_pct=30.6,
+)
 
 
 def test_a_jobs_own_count_over_the_ceiling_is_the_count_the_verdict_doubts():

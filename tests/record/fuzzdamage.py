@@ -16,16 +16,67 @@ FILES = ("manifest.json", "samples", "summary.csv")
 
 # --- what goes where a value belongs ---------------------------------------------------------------
 
-HOSTILE_TEXT = ["", "x" * 300_000, "\ud800", "<script>alert(1)</script>", "{", "{0}", "{said:99999999f}",
-                "é", "a|b", "**x**", "`x`", "\n", "NaN"]
-leaf = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.just(10**400),
-                 st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12), st.sampled_from(HOSTILE_TEXT))
-json_value = st.recursive(leaf, lambda inner: st.lists(inner, max_size=3) |
-                          st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=8)
-cell = st.one_of(st.sampled_from(["", "nan", "inf", "-inf", "-1000", "-1", "0", "1e308", "1e400", "101", "abc",
-                                  "True", "\x00", "x" * 100_000, "x" * 200_000, "é", "<script>", "1,2", '"',
-                                  "9" * 400, "9" * 5001, "\ufeff0", "a\x1b]0;x\x07b"]),
-                 st.floats().map(repr), st.integers(-10**20, 10**20).map(str), st.text(max_size=10))
+HOSTILE_TEXT = [
+    "",
+    "x" * 300_000,
+    "\ud800",
+    "<script>alert(1)</script>",
+    "{",
+    "{0}",
+    "{said:99999999f}",
+    "é",
+    "a|b",
+    "**x**",
+    "`x`",
+    "\n",
+    "NaN",
+]
+leaf = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.just(10**400),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+    st.sampled_from(HOSTILE_TEXT),
+)
+json_value = st.recursive(
+    leaf,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+cell = st.one_of(
+    st.sampled_from(
+        [
+            "",
+            "nan",
+            "inf",
+            "-inf",
+            "-1000",
+            "-1",
+            "0",
+            "1e308",
+            "1e400",
+            "101",
+            "abc",
+            "True",
+            "\x00",
+            "x" * 100_000,
+            "x" * 200_000,
+            "é",
+            "<script>",
+            "1,2",
+            '"',
+            "9" * 400,
+            "9" * 5001,
+            "\ufeff0",
+            "a\x1b]0;x\x07b",
+        ]
+    ),
+    st.floats().map(repr),
+    st.integers(-(10**20), 10**20).map(str),
+    st.text(max_size=10),
+)
 
 
 def paths(value, prefix=()):
@@ -41,6 +92,7 @@ def paths(value, prefix=()):
 
 # --- damage ----------------------------------------------------------------------------------------
 
+
 def samples_file(run: Path) -> Path:
     return next(run / n for n in ("samples.arrows", "samples.csv") if (run / n).exists())
 
@@ -53,8 +105,25 @@ def whole_file(data, run: Path) -> None:
     """The file gone, empty, cut short, bytes changed, in another encoding, or something else altogether."""
     path = target(run, data.draw(st.sampled_from(FILES)))
     raw = path.read_bytes()
-    how = data.draw(st.sampled_from(["delete", "empty", "cut", "flip", "utf-16", "latin-1", "random", "deep",
-                                     "foreign", "folder", "device", "bom", "long line"]))
+    how = data.draw(
+        st.sampled_from(
+            [
+                "delete",
+                "empty",
+                "cut",
+                "flip",
+                "utf-16",
+                "latin-1",
+                "random",
+                "deep",
+                "foreign",
+                "folder",
+                "device",
+                "bom",
+                "long line",
+            ]
+        )
+    )
     if how == "delete":
         path.unlink()
     elif how == "folder":
@@ -66,11 +135,11 @@ def whole_file(data, run: Path) -> None:
     elif how == "bom":  # as a spreadsheet or an editor saves it
         path.write_bytes(b"\xef\xbb\xbf" + raw)
     elif how == "long line":  # megabytes without a newline: past csv's field limit and any header
-        path.write_bytes(raw[:data.draw(st.integers(0, 200))] + b"x," * 600_000)
+        path.write_bytes(raw[: data.draw(st.integers(0, 200))] + b"x," * 600_000)
     elif how == "empty":
         path.write_bytes(b"")
     elif how == "cut":
-        path.write_bytes(raw[:data.draw(st.integers(0, max(0, len(raw) - 1)))])
+        path.write_bytes(raw[: data.draw(st.integers(0, max(0, len(raw) - 1)))])
     elif how == "flip":
         at = data.draw(st.lists(st.integers(0, len(raw) - 1), min_size=1, max_size=8))
         out = bytearray(raw)
@@ -98,8 +167,13 @@ def _foreign_arrows(path: Path, data) -> None:
 
     kind = data.draw(st.sampled_from(["other names", "times as floats", "metric as text", "phase as number"]))
     n = data.draw(st.integers(0, 5))
-    cols = {"t_start_s": pa.array([float(i) for i in range(n)]), "t_end_s": pa.array([i + 0.1 for i in range(n)]),
-            "gpu": pa.array([0] * n), "phase": pa.array(["a"] * n), "gpu_util_pct": pa.array([50.0] * n)}
+    cols = {
+        "t_start_s": pa.array([float(i) for i in range(n)]),
+        "t_end_s": pa.array([i + 0.1 for i in range(n)]),
+        "gpu": pa.array([0] * n),
+        "phase": pa.array(["a"] * n),
+        "gpu_util_pct": pa.array([50.0] * n),
+    }
     if kind == "other names":
         cols = {"time": cols["t_start_s"], "value": cols["gpu_util_pct"]}
     elif kind == "metric as text":
@@ -134,8 +208,22 @@ def csv_cells(data, run: Path) -> None:
         rows = list(csv.reader(f))
     head, body = rows[0], rows[1:]
     column = data.draw(st.integers(0, len(head) - 1))
-    how = data.draw(st.sampled_from(["cell", "column", "drop column", "rename", "duplicate", "short row",
-                                     "shuffle", "header only", "repeat rows", "reverse"]))
+    how = data.draw(
+        st.sampled_from(
+            [
+                "cell",
+                "column",
+                "drop column",
+                "rename",
+                "duplicate",
+                "short row",
+                "shuffle",
+                "header only",
+                "repeat rows",
+                "reverse",
+            ]
+        )
+    )
     if how == "cell" and body:
         body[data.draw(st.integers(0, len(body) - 1))][column] = data.draw(cell)
     elif how == "column":
@@ -158,7 +246,7 @@ def csv_cells(data, run: Path) -> None:
         body = []
     elif how == "repeat rows" and body:
         at = data.draw(st.integers(0, len(body) - 1))
-        body = body[:at + 1] + body[at:]
+        body = body[: at + 1] + body[at:]
     elif how == "reverse":
         body = body[::-1]
     with open(path, "w", newline="") as f:

@@ -35,7 +35,7 @@ def run_dir(tmp_path):
 def set_line(path: Path, number: int, text: str | None):
     """Replace line `number` (1 = the header) of a CSV, or drop it where text is None."""
     lines = path.read_text().splitlines(keepends=True)
-    lines[number - 1:number] = [] if text is None else [text + "\n"]
+    lines[number - 1 : number] = [] if text is None else [text + "\n"]
     path.write_text("".join(lines))
 
 
@@ -53,7 +53,7 @@ def drop_column(path: Path, column: str):
         rows = list(csv.reader(f))
     at = rows[0].index(column)
     with open(path, "w", newline="") as f:
-        csv.writer(f).writerows(row[:at] + row[at + 1:] for row in rows)
+        csv.writer(f).writerows(row[:at] + row[at + 1 :] for row in rows)
 
 
 def set_cell(path: Path, number: int, column: str, text: str):

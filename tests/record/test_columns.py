@@ -25,8 +25,17 @@ def test_a_column_a_family_declares_reads_back_as_text(tmp_path):
 
     assert "msg_text" in kernel_columns.ALLREDUCE and "msg_text" in kernel_columns.SUMMARY_COLUMNS
     assert columns.kind("msg_text") == columns.TEXT
-    row = {"scenario": "allreduce-8kib", "gpu": 0, "uuid": "GPU-0", "msg_text": "42", "regime_text": "True",
-           "undeclared_words": "42", "other": "True", "t_start": 12.345678, "kernel_ms": 0.0123456789012}
+    row = {
+        "scenario": "allreduce-8kib",
+        "gpu": 0,
+        "uuid": "GPU-0",
+        "msg_text": "42",
+        "regime_text": "True",
+        "undeclared_words": "42",
+        "other": "True",
+        "t_start": 12.345678,
+        "kernel_ms": 0.0123456789012,
+    }
     write_summary(tmp_path, [row])
     written = (tmp_path / "summary.csv").read_text().splitlines()[1]
     assert written == "allreduce-8kib,0,GPU-0,42,True,42,True,12.3457,0.0123456789"  # t_start a time, to 0.1 ms
@@ -62,15 +71,20 @@ def test_the_registry_names_no_column_of_a_room_above_it():
     words = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
     others = set(columns.declared()) - set(columns.OWN)
     assert others and not words & others
-    assert {"gpubench.kernels.columns", "gpubench.job.phases", "gpubench.ranks.merge",
-            "gpubench.truth.ceiling"} <= set(columns.DECLARERS)
+    assert {"gpubench.kernels.columns", "gpubench.job.phases", "gpubench.ranks.merge", "gpubench.truth.ceiling"} <= set(
+        columns.DECLARERS
+    )
     assert all(columns.declarations(m) for m in columns.DECLARERS)
 
 
 def test_two_kinds_for_one_column_are_refused(tmp_path, monkeypatch):
     """Modules planted on the path and named to collect(), as DECLARERS names the package's."""
-    planted = {"planted_columns_a": '{"node": "text"}', "planted_columns_b": '{"node": "int"}',
-               "planted_columns_c": '{"node": "words"}', "planted_columns_d": None}
+    planted = {
+        "planted_columns_a": '{"node": "text"}',
+        "planted_columns_b": '{"node": "int"}',
+        "planted_columns_c": '{"node": "words"}',
+        "planted_columns_d": None,
+    }
     for name, literal in planted.items():
         (tmp_path / f"{name}.py").write_text(f"SUMMARY_COLUMNS = {literal}\n" if literal else "OTHER = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -112,10 +126,12 @@ def test_every_declaration_in_the_source_is_in_the_registrys_list():
 def test_collecting_the_columns_loads_no_torch_triton_or_cupy():
     """Plotting a run reads its summary: the registry and every module it imports leave the heavy libraries out,
     and importing the registry alone imports none of the declaring modules."""
-    code = ("import sys, gpubench.record.columns as c\n"
-            "early = [m for m in c.DECLARERS if m in sys.modules]\n"
-            "assert len(c.declared()) > len(c.OWN)\n"
-            "print(early, sorted(m for m in ('torch', 'triton', 'cupy') if m in sys.modules))")
+    code = (
+        "import sys, gpubench.record.columns as c\n"
+        "early = [m for m in c.DECLARERS if m in sys.modules]\n"
+        "assert len(c.declared()) > len(c.OWN)\n"
+        "print(early, sorted(m for m in ('torch', 'triton', 'cupy') if m in sys.modules))"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[] []", r.stdout
@@ -124,15 +140,46 @@ def test_collecting_the_columns_loads_no_torch_triton_or_cupy():
 # what the registry collected when it read the SUMMARY_COLUMNS literals from the package's source with ast,
 # before it imported its modules by name: a new declaration adds its line here
 COLLECTED_FROM_SOURCE = {
-    "baseline": "text", "bound": "text", "check": "text", "family": "text", "flop_convention": "text",
-    "flops_source": "text", "gpu": "int", "hfu_unknown": "text", "impl": "text", "kind": "text", "launch": "text",
-    "link_gbps": "float", "msg_text": "text", "n_calls": "int", "n_samples": "int", "n_timings": "int",
-    "node": "text", "phase": "text", "provenance": "text", "rate_withheld": "text", "regime_text": "text",
-    "scenario": "text", "timed_s": "float",
-    "sizes": "text", "speedup_vs_baseline": "float", "step_clock": "text", "steps_pattern": "text",
-    "steps_source": "text", "straggler_note": "text", "straggler_text": "text", "stream_rates": "text",
-    "t_end": "time", "t_start": "time", "tensor_ceiling_basis": "text", "tensor_ceiling_dtype": "text",
-    "unit": "text", "uuid": "text", "verdict": "text", "verdict_rules": "text", "wait_signature": "text",
+    "baseline": "text",
+    "bound": "text",
+    "check": "text",
+    "family": "text",
+    "flop_convention": "text",
+    "flops_source": "text",
+    "gpu": "int",
+    "hfu_unknown": "text",
+    "impl": "text",
+    "kind": "text",
+    "launch": "text",
+    "link_gbps": "float",
+    "msg_text": "text",
+    "n_calls": "int",
+    "n_samples": "int",
+    "n_timings": "int",
+    "node": "text",
+    "phase": "text",
+    "provenance": "text",
+    "rate_withheld": "text",
+    "regime_text": "text",
+    "scenario": "text",
+    "timed_s": "float",
+    "sizes": "text",
+    "speedup_vs_baseline": "float",
+    "step_clock": "text",
+    "steps_pattern": "text",
+    "steps_source": "text",
+    "straggler_note": "text",
+    "straggler_text": "text",
+    "stream_rates": "text",
+    "t_end": "time",
+    "t_start": "time",
+    "tensor_ceiling_basis": "text",
+    "tensor_ceiling_dtype": "text",
+    "unit": "text",
+    "uuid": "text",
+    "verdict": "text",
+    "verdict_rules": "text",
+    "wait_signature": "text",
     "windows": "text",
 }
 

@@ -29,8 +29,11 @@ def namespace_uses(source: str) -> list[str]:
     """Where `source` imports argparse or treats a parameter as the parser's namespace."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "argparse" and any(
-                a.name == "Namespace" for a in node.names):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and (node.module or "").split(".")[0] == "argparse"
+            and any(a.name == "Namespace" for a in node.names)
+        ):
             found.append(f"line {node.lineno}: from argparse import Namespace")
         elif isinstance(node, ast.Attribute) and node.attr == "Namespace" and ast.unparse(node.value) == "argparse":
             found.append(f"line {node.lineno}: argparse.Namespace")
@@ -46,15 +49,20 @@ def namespace_uses(source: str) -> list[str]:
                 for sub in (n for b in body for n in ast.walk(b)):
                     if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.value.id == "args":
                         found.append(f"line {sub.lineno}: args.{sub.attr}")
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "vars"
-              and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == "args"):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "vars"
+            and node.args
+            and isinstance(node.args[0], ast.Name)
+            and node.args[0].id == "args"
+        ):
             found.append(f"line {node.lineno}: vars(args)")
     return found
 
 
 def below_the_cli() -> dict[str, list[str]]:
-    return {m: uses for m, path in sorted(modules().items())
-            if m != CLI and (uses := namespace_uses(path.read_text()))}
+    return {m: uses for m, path in sorted(modules().items()) if m != CLI and (uses := namespace_uses(path.read_text()))}
 
 
 def test_no_function_below_the_cli_takes_the_parsers_namespace():
@@ -74,18 +82,21 @@ def test_every_module_imports():
         importlib.import_module(name)
 
 
-@pytest.mark.parametrize("source,expected", [
-    ("from argparse import Namespace\n", ["line 1: from argparse import Namespace"]),
-    ("import argparse\nx = argparse.Namespace(out=None)\n", ["line 2: argparse.Namespace"]),
-    ("import argparse\n\ndef number(text):\n    raise argparse.ArgumentTypeError(text)\n", []),
-    ("def run(args):\n    return args.duration\n", ["line 2: args.duration"]),
-    ("def run(opts, args) -> int:\n    x = 1\n    return vars(args)\n", ["line 3: vars(args)"]),
-    ("def run(ns: 'argparse.Namespace'):\n    pass\n", ["line 1: parameter ns: 'argparse.Namespace'"]),
-    ("def run(ns: Namespace):\n    pass\n", ["line 1: parameter ns: Namespace"]),
-    ("f = lambda args: args.out\n", ["line 1: args.out"]),
-    ("def call(fn, *args):\n    return fn(*args)\n", []),
-    ("def hook(opt, args: tuple, kwargs: dict):\n    return args[0]\n", []),
-])
+@pytest.mark.parametrize(
+    "source,expected",
+    [
+        ("from argparse import Namespace\n", ["line 1: from argparse import Namespace"]),
+        ("import argparse\nx = argparse.Namespace(out=None)\n", ["line 2: argparse.Namespace"]),
+        ("import argparse\n\ndef number(text):\n    raise argparse.ArgumentTypeError(text)\n", []),
+        ("def run(args):\n    return args.duration\n", ["line 2: args.duration"]),
+        ("def run(opts, args) -> int:\n    x = 1\n    return vars(args)\n", ["line 3: vars(args)"]),
+        ("def run(ns: 'argparse.Namespace'):\n    pass\n", ["line 1: parameter ns: 'argparse.Namespace'"]),
+        ("def run(ns: Namespace):\n    pass\n", ["line 1: parameter ns: Namespace"]),
+        ("f = lambda args: args.out\n", ["line 1: args.out"]),
+        ("def call(fn, *args):\n    return fn(*args)\n", []),
+        ("def hook(opt, args: tuple, kwargs: dict):\n    return args[0]\n", []),
+    ],
+)
 def test_the_check_finds_what_was_planted(source, expected):
     assert namespace_uses(source) == expected
 
@@ -102,8 +113,13 @@ def test_each_verb_builds_one_configuration_from_its_options(tmp_path):
 
 
 NO_FLAG = {"command", "sources"}  # fields never set from the command line
-SAMPLE = {"interval_s": ("0.25", 0.25), "device": ("3", 3), "out": ("somewhere", Path("somewhere")),
-          "profiling": ("none", "none"), "price_per_gpu_hour": ("2.5", 2.5)}  # a value each flag that takes one
+SAMPLE = {
+    "interval_s": ("0.25", 0.25),
+    "device": ("3", 3),
+    "out": ("somewhere", Path("somewhere")),
+    "profiling": ("none", "none"),
+    "price_per_gpu_hour": ("2.5", 2.5),
+}  # a value each flag that takes one
 
 
 def verb_flags(verb: str) -> dict:
@@ -156,7 +172,12 @@ def test_every_field_says_what_it_means():
     """A docstring under each field, as the module's source has it (dataclasses keep none at run time)."""
     tree = ast.parse((ROOT / "gpubench" / "record" / "config.py").read_text())
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "RecordingConfig")
-    documented = {a.target.id for a, doc in zip(cls.body, cls.body[1:])
-                  if isinstance(a, ast.AnnAssign) and isinstance(doc, ast.Expr)
-                  and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str)}
+    documented = {
+        a.target.id
+        for a, doc in zip(cls.body, cls.body[1:])
+        if isinstance(a, ast.AnnAssign)
+        and isinstance(doc, ast.Expr)
+        and isinstance(doc.value, ast.Constant)
+        and isinstance(doc.value.value, str)
+    }
     assert documented == {f.name for f in dataclasses.fields(RecordingConfig)}

@@ -123,8 +123,11 @@ def test_without_cupti_python_the_reason_says_what_to_install():
 
 def test_an_older_libcupti_than_cupti_python_needs_is_named(world, monkeypatch):
     monkeypatch.setattr(cupti, "libcupti_versions", lambda: {"/venv/nvidia/cu13/lib/libcupti.so.13": 130001})
-    with pytest.raises(SourceUnavailable, match=r"needs libcupti 13.4 or newer, but this process loaded libcupti "
-                                                r"13.0 .*pip install -U 'nvidia-cuda-cupti>=13.4'"):
+    with pytest.raises(
+        SourceUnavailable,
+        match=r"needs libcupti 13.4 or newer, but this process loaded libcupti "
+        r"13.0 .*pip install -U 'nvidia-cuda-cupti>=13.4'",
+    ):
         cupti.CuptiSource().open([0])
     assert world.enabled == set()
 

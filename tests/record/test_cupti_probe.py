@@ -1,6 +1,5 @@
 """research/cupti_probe.py tries the counters the CUPTI source ships, not a list of its own that drifts from it."""
 
-
 from gpubench.record.sources.cupti_metrics import CANDIDATES, NOT_SHIPPED
 from research import cupti_probe
 

@@ -63,8 +63,11 @@ def test_a_number_of_5001_digits_in_the_manifest_is_one_sentence(tmp_path, capsy
     run = make_run(tmp_path / "run", kind="watch", scenarios=WATCHED)
     path = run / "manifest.json"
     path.write_text(path.read_text().replace('"sm_count": 132', '"sm_count": ' + "9" * 5001))
-    refused(capsys, ["report", str(run), "--out", str(tmp_path / "out")],
-            "manifest.json holds a number too long to be one gpubench writes")
+    refused(
+        capsys,
+        ["report", str(run), "--out", str(tmp_path / "out")],
+        "manifest.json holds a number too long to be one gpubench writes",
+    )
 
 
 @pytest.mark.parametrize("kind", ["run", "watch"])
@@ -80,8 +83,10 @@ def test_zero_in_every_number_of_the_summary_is_drawn_never_divided_by(tmp_path,
                 return False
 
         numbers = [k for i, k in enumerate(rows[0]) if all(number(r[i]) for r in rows[1:])]
-        return [rows[0]] + [[("0" if k in numbers and k not in ("gpu", "t_start", "t_end") else v)
-                             for k, v in zip(rows[0], r)] for r in rows[1:]]
+        return [rows[0]] + [
+            [("0" if k in numbers and k not in ("gpu", "t_start", "t_end") else v) for k, v in zip(rows[0], r)]
+            for r in rows[1:]
+        ]
 
     rewrite(run / "summary.csv", zeros)
     assert main(["plot", str(run), "--out", str(tmp_path / "figures")]) == 0
@@ -91,11 +96,18 @@ def test_zero_in_every_number_of_the_summary_is_drawn_never_divided_by(tmp_path,
 def test_a_field_past_csvs_limit_is_one_sentence_naming_the_line(tmp_path, capsys):
     run = make_run(tmp_path / "run", fmt="csv", kind="watch", scenarios=WATCHED)
     rewrite(run / "summary.csv", lambda rows: rows[:2] + [[rows[2][0]] + ["x" * 200_000] + rows[2][2:]] + rows[3:])
-    refused(capsys, ["report", str(run), "--out", str(tmp_path / "out")],
-            "summary.csv line 3 is not a summary row (a field longer than 131,072 characters, which no summary holds)")
-    for short_row, said in ((False, "longer than 1000 characters"),  # pyarrow reads it; the name is too long
-                            (True, "samples.csv line 8 is not a sample row (a field longer than 131,072 characters, "
-                                   "which no column holds)")):  # a short row after it: Python's csv names the line
+    refused(
+        capsys,
+        ["report", str(run), "--out", str(tmp_path / "out")],
+        "summary.csv line 3 is not a summary row (a field longer than 131,072 characters, which no summary holds)",
+    )
+    for short_row, said in (
+        (False, "longer than 1000 characters"),  # pyarrow reads it; the name is too long
+        (
+            True,
+            "samples.csv line 8 is not a sample row (a field longer than 131,072 characters, which no column holds)",
+        ),
+    ):  # a short row after it: Python's csv names the line
         run = make_run(tmp_path / f"run{short_row}", fmt="csv", kind="watch", scenarios=WATCHED)
 
         def long_phase(rows):
@@ -113,24 +125,40 @@ def test_a_single_line_of_50_mb_is_one_sentence_read_in_bounded_memory(tmp_path)
     with open(run / "samples.csv", "wb") as f:
         for _ in range(50):
             f.write(b"t_start_s," * 100_000)
-    r = subprocess.run([sys.executable, "-c", PEAK + textwrap.dedent("""
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            PEAK
+            + textwrap.dedent("""
         import sys
         from gpubench.cli import main
         code = main(["report", sys.argv[1], "--out", sys.argv[2]])
         print(code, peak_mb())
-    """), str(run), str(tmp_path / "out")], capture_output=True, text=True, timeout=600,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    """),
+            str(run),
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     code, peak_mb = map(int, r.stdout.split())
     assert code == 2 and r.stderr.endswith(
-        "samples.csv line 1 is not a header of sample columns (it runs past 1 MiB)\n"), r.stderr
+        "samples.csv line 1 is not a header of sample columns (it runs past 1 MiB)\n"
+    ), r.stderr
     assert peak_mb < 400, f"{peak_mb} MB for a file of 50 MB"
 
 
-@pytest.mark.parametrize("what,said", [
-    ("folder", "is a folder, not a file gpubench writes"),
-    ("device", "is a device, not a file gpubench writes"),
-    ("fifo", "is a named pipe, not a file gpubench writes"),
-])
+@pytest.mark.parametrize(
+    "what,said",
+    [
+        ("folder", "is a folder, not a file gpubench writes"),
+        ("device", "is a device, not a file gpubench writes"),
+        ("fifo", "is a named pipe, not a file gpubench writes"),
+    ],
+)
 @pytest.mark.parametrize("name", ["samples.arrows", "summary.csv", "manifest.json"])
 def test_a_folder_or_a_device_where_a_file_belongs_is_refused_never_passed_over(tmp_path, what, said, name):
     """samples.arrows as a folder never falls back to samples.csv; /dev/zero is never read to its end, and a
@@ -144,8 +172,13 @@ def test_a_folder_or_a_device_where_a_file_belongs_is_refused_never_passed_over(
         path.symlink_to("/dev/zero")
     else:
         os.mkfifo(path)
-    r = subprocess.run([sys.executable, "-m", "gpubench", "report", str(run), "--out", str(tmp_path / "out")],
-                       capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    r = subprocess.run(
+        [sys.executable, "-m", "gpubench", "report", str(run), "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert r.returncode == 2 and r.stderr == f"gpubench report: error: {path} {said}\n"
     assert not (tmp_path / "out").exists()
 
@@ -157,8 +190,10 @@ def test_rows_out_of_time_order_or_repeated_are_refused_naming_the_row(tmp_path,
     writes either, so the file is refused, naming the first such row."""
     run = make_run(tmp_path / "run", fmt=fmt, kind="watch", scenarios=WATCHED)
     if fmt == "csv":
-        rewrite(run / "samples.csv", lambda rows: rows[:1] + (rows[1:][::-1] if how == "reversed" else
-                                                              rows[1:30] + rows[25:]))
+        rewrite(
+            run / "samples.csv",
+            lambda rows: rows[:1] + (rows[1:][::-1] if how == "reversed" else rows[1:30] + rows[25:]),
+        )
         where = "line 3" if how == "reversed" else "line 31"
     else:
         from gpubench.record.rundir import read_samples
@@ -167,9 +202,13 @@ def test_rows_out_of_time_order_or_repeated_are_refused_naming_the_row(tmp_path,
         order = np.arange(len(cols["gpu"]))[::-1] if how == "reversed" else np.r_[np.arange(30), np.arange(25, 75)]
         arrowfile.write(run / "samples.arrows", Samples({k: v[order] for k, v in cols.items()}), list(cols))
         where = "row 2" if how == "reversed" else "row 31"
-    refused(capsys, ["report", str(run), "--out", str(tmp_path / "out")],
-            f"samples.{fmt} is damaged: {where}: its t_start_s", "comes before the end of GPU 0's previous row",
-            "rows out of time order, or repeated")
+    refused(
+        capsys,
+        ["report", str(run), "--out", str(tmp_path / "out")],
+        f"samples.{fmt} is damaged: {where}: its t_start_s",
+        "comes before the end of GPU 0's previous row",
+        "rows out of time order, or repeated",
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -190,8 +229,11 @@ def test_a_repeated_summary_row_is_left_out_with_a_note_and_a_conflicting_one_re
         return rows[:-1] + [other]
 
     rewrite(run / "summary.csv", conflicting)
-    refused(capsys, ["report", str(run), "--out", str(tmp_path / "out2")],
-            "summary.csv line 5 is a second row for 'copy-triton' on GPU 0 (line 3 is the first) with other numbers")
+    refused(
+        capsys,
+        ["report", str(run), "--out", str(tmp_path / "out2")],
+        "summary.csv line 5 is a second row for 'copy-triton' on GPU 0 (line 3 is the first) with other numbers",
+    )
 
 
 def test_an_emptied_summary_is_never_reported_completed(tmp_path):
@@ -240,9 +282,13 @@ def test_a_damaged_arrow_batch_is_one_sentence_never_a_crash(tmp_path):
     refused in a sentence; a damaged offset or length never reads outside its buffer (a crash), and never
     surfaces as "malloc of size ... failed"."""
     run = make_run(tmp_path / "run", kind="watch", scenarios=WATCHED)
-    r = subprocess.run([sys.executable, "-c", DAMAGE_SCAN, str(run / "samples.arrows"),
-                        str(tmp_path / "x.arrows"), "3"],
-                       capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    r = subprocess.run(
+        [sys.executable, "-c", DAMAGE_SCAN, str(run / "samples.arrows"), str(tmp_path / "x.arrows"), "3"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert r.returncode == 0, (r.returncode, r.stderr[-2000:])  # -11: a crash
     said = r.stdout.splitlines()
     assert "read" in said and any(s.startswith("batch 1 of its rows is damaged (") for s in said), said
@@ -263,8 +309,11 @@ def test_control_characters_in_names_are_written_out_in_the_report(tmp_path):
     rewrite(run / "samples.csv", rename)
     rewrite(run / "summary.csv", rename)
     path = run / "manifest.json"
-    path.write_text(path.read_text().replace('"NVIDIA H200"', '"NVIDIA\\u001b[31m H200"')
-                    .replace('"warnings": []', '"warnings": ["a\\u0000b"]'))
+    path.write_text(
+        path.read_text()
+        .replace('"NVIDIA H200"', '"NVIDIA\\u001b[31m H200"')
+        .replace('"warnings": []', '"warnings": ["a\\u0000b"]')
+    )
     out = tmp_path / "out"
     md = report(run, out)
     html = (out / "report.html").read_text()
@@ -276,8 +325,11 @@ def test_control_characters_in_names_are_written_out_in_the_report(tmp_path):
 
 def test_an_out_inside_the_run_directory_is_refused_and_the_run_itself_is_no_other_place(tmp_path, capsys):
     run = make_run(tmp_path / "run", kind="watch", scenarios=WATCHED)
-    refused(capsys, ["report", str(run), "--out", str(run / "figures")], f"--out {run / 'figures'} lies inside the run "
-            f"directory {run}")
+    refused(
+        capsys,
+        ["report", str(run), "--out", str(run / "figures")],
+        f"--out {run / 'figures'} lies inside the run directory {run}",
+    )
     assert not (run / "figures").exists()
     refused(capsys, ["plot", str(run), "--out", str(run / "mine")], "lies inside the run directory")
     assert main(["report", str(run), "--out", str(run) + "/"]) == 0  # the run's own place, named
@@ -296,13 +348,25 @@ def test_a_long_run_kept_as_csv_plots_in_the_memory_the_arrow_file_needs(tmp_pat
     scratch.mkdir()
     for fmt in ("csv", "arrows"):
         run = longrun.generate(tmp_path / fmt, n_gpus=8, hours=1.0, steps_per_s=2.0, csv=fmt == "csv")
-        r = subprocess.run([sys.executable, "-c", PEAK + textwrap.dedent("""
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                PEAK
+                + textwrap.dedent("""
             import sys
             from gpubench.cli import main
             code = main(["plot", sys.argv[1], "--out", sys.argv[2]])
             print(code, peak_mb())
-        """), str(run), str(tmp_path / f"out-{fmt}")], capture_output=True, text=True, timeout=600,
-            env=dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", TMPDIR=str(scratch)))
+        """),
+                str(run),
+                str(tmp_path / f"out-{fmt}"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", TMPDIR=str(scratch)),
+        )
         code, peaks[fmt] = map(int, r.stdout.split()[-2:])  # after the paths plot prints
         assert code == 0, r.stderr
     size_mb = (tmp_path / "csv" / "samples.csv").stat().st_size / 2**20

@@ -36,16 +36,20 @@ SEED = os.environ.get("GPUBENCH_FUZZ_SEED")
 
 # Small runs, so that a run the commands accept is drawn in a second or two: a watched job's (three figures),
 # and a suite's with a kernel of each ground truth and a decode point (every figure of one GPU).
-BASES = {"watch-csv": ("watch", "csv", ("idle", "copy-triton", "gemm-torch")),
-         "watch-arrows": ("watch", "arrows", ("idle", "copy-triton", "gemm-torch")),
-         "suite-arrows": ("run", "arrows", ("copy-triton", "h2d-copy", "gemm-torch", "decode-b16"))}
+BASES = {
+    "watch-csv": ("watch", "csv", ("idle", "copy-triton", "gemm-torch")),
+    "watch-arrows": ("watch", "arrows", ("idle", "copy-triton", "gemm-torch")),
+    "suite-arrows": ("run", "arrows", ("copy-triton", "h2d-copy", "gemm-torch", "decode-b16")),
+}
 
 
 @pytest.fixture(scope="module")
 def bases(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("bases")
-    return {name: make_run(root / name, fmt=fmt, kind=kind, scenarios=[s for s in SCENARIOS if s[0] in names])
-            for name, (kind, fmt, names) in BASES.items()}
+    return {
+        name: make_run(root / name, fmt=fmt, kind=kind, scenarios=[s for s in SCENARIOS if s[0] in names])
+        for name, (kind, fmt, names) in BASES.items()
+    }
 
 
 def snapshot(root: Path) -> dict:
@@ -53,6 +57,7 @@ def snapshot(root: Path) -> dict:
 
 
 # --- the test --------------------------------------------------------------------------------------
+
 
 class Full(io.TextIOBase):
     """Standard output on a full disk (`> /dev/full`)."""
@@ -69,8 +74,12 @@ OUTPUTS = ("terminal", "closed", "full", "ascii")  # where standard output goes
 
 def run_command(args, output: str = "terminal") -> tuple[int, str]:
     err = io.StringIO()
-    stdout = {"terminal": io.StringIO(), "closed": None, "full": Full(),
-              "ascii": io.TextIOWrapper(io.BytesIO(), encoding="ascii")}[output]
+    stdout = {
+        "terminal": io.StringIO(),
+        "closed": None,
+        "full": Full(),
+        "ascii": io.TextIOWrapper(io.BytesIO(), encoding="ascii"),
+    }[output]
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(err):
         code = main(args)
     return code, err.getvalue()
@@ -89,9 +98,13 @@ def output_failed(err: str) -> bool:
 
 
 def fuzzed(test):
-    test = settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=SEED is None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                           HealthCheck.data_too_large])(test)
+    test = settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        database=None,
+        derandomize=SEED is None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+    )(test)
     return seed(int(SEED))(test) if SEED is not None else test
 
 
@@ -105,12 +118,23 @@ def test_a_damaged_run_is_one_sentence_or_a_report_and_never_harmed(bases, data)
         shutil.copytree(base, run)
         for damage in data.draw(st.lists(st.sampled_from(DAMAGE), min_size=1, max_size=3)):
             # a file no more, or a device in its place (reading /dev/zero has no end): no damage after it
-            if run.joinpath("manifest.json").is_file() and any(run.glob("samples.*")) and not any(
-                    p.is_symlink() or p.is_dir() for p in run.iterdir() if p.name != "figures"):
+            if (
+                run.joinpath("manifest.json").is_file()
+                and any(run.glob("samples.*"))
+                and not any(p.is_symlink() or p.is_dir() for p in run.iterdir() if p.name != "figures")
+            ):
                 try:
                     damage(data, run)
-                except (OSError, ValueError, json.JSONDecodeError, UnicodeDecodeError, IndexError, KeyError,
-                        TypeError, csv.Error):
+                except (
+                    OSError,
+                    ValueError,
+                    json.JSONDecodeError,
+                    UnicodeDecodeError,
+                    IndexError,
+                    KeyError,
+                    TypeError,
+                    csv.Error,
+                ):
                     pass  # a file already too damaged for this kind of damage
         before = snapshot(run)
 

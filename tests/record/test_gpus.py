@@ -13,12 +13,14 @@ NAMES = {UUIDS[0]: "NVIDIA H200", UUIDS[1]: "NVIDIA H200"}
 @pytest.fixture
 def two_gpus():
     """NVML sees two GPUs in PCI order; handles are their UUIDs."""
-    with mock.patch.object(nvml, "device_count", return_value=2), \
-            mock.patch.object(nvml, "handle", side_effect=lambda i: UUIDS[i]), \
-            mock.patch.object(nvml, "handle_by_uuid", side_effect=lambda u: u), \
-            mock.patch.object(nvml, "index_of", side_effect=UUIDS.index), \
-            mock.patch.object(nvml, "uuid_of", side_effect=lambda h: h), \
-            mock.patch.object(nvml, "name_of", side_effect=NAMES.get):
+    with (
+        mock.patch.object(nvml, "device_count", return_value=2),
+        mock.patch.object(nvml, "handle", side_effect=lambda i: UUIDS[i]),
+        mock.patch.object(nvml, "handle_by_uuid", side_effect=lambda u: u),
+        mock.patch.object(nvml, "index_of", side_effect=UUIDS.index),
+        mock.patch.object(nvml, "uuid_of", side_effect=lambda h: h),
+        mock.patch.object(nvml, "name_of", side_effect=NAMES.get),
+    ):
         yield
 
 

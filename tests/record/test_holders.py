@@ -42,11 +42,14 @@ def test_the_usual_holders_and_other_gpubench_recordings_are_found(proc):
     assert holders.holders(me=812) == [(901, "gpubench"), (4242, "ncu")]  # never itself
 
 
-@pytest.mark.parametrize("comm, who, tip", [
-    ("nv-hostengine", "the DCGM host engine (nv-hostengine, pid 7)", "`dcgmi profile --pause`"),
-    ("ncu", "Nsight Compute (ncu, pid 7)", "wait for it to finish, or stop it"),
-    ("nsys", "Nsight Systems (nsys, pid 7)", "wait for it to finish, or stop it"),
-])
+@pytest.mark.parametrize(
+    "comm, who, tip",
+    [
+        ("nv-hostengine", "the DCGM host engine (nv-hostengine, pid 7)", "`dcgmi profile --pause`"),
+        ("ncu", "Nsight Compute (ncu, pid 7)", "wait for it to finish, or stop it"),
+        ("nsys", "Nsight Systems (nsys, pid 7)", "wait for it to finish, or stop it"),
+    ],
+)
 def test_the_sentence_names_the_holder_and_what_to_do(proc, comm, who, tip):
     proc(7, comm)
     text = holders.busy_sentence()
@@ -72,20 +75,24 @@ def test_admin_only_reads_the_driver_parameter(tmp_path):
 def test_gpm_refused_in_use_names_the_holder_at_open_and_mid_run(proc):
     proc(4242, "ncu")
     in_use = pynvml.NVMLError(pynvml.NVML_ERROR_IN_USE)
-    with mock.patch.object(nvml, "handle", return_value="h0"), \
-            mock.patch.object(nvml, "gpm_supported", return_value=True), \
-            mock.patch.object(nvml, "gpm_sample_alloc", side_effect=[1, 2, 3, 4]), \
-            mock.patch.object(nvml, "gpm_sample_free"), \
-            mock.patch.object(nvml, "gpm_metrics", return_value=[1.0] * 8), \
-            mock.patch.object(nvml, "gpm_sample_get", side_effect=in_use):
+    with (
+        mock.patch.object(nvml, "handle", return_value="h0"),
+        mock.patch.object(nvml, "gpm_supported", return_value=True),
+        mock.patch.object(nvml, "gpm_sample_alloc", side_effect=[1, 2, 3, 4]),
+        mock.patch.object(nvml, "gpm_sample_free"),
+        mock.patch.object(nvml, "gpm_metrics", return_value=[1.0] * 8),
+        mock.patch.object(nvml, "gpm_sample_get", side_effect=in_use),
+    ):
         with pytest.raises(CountersBusy, match=r"Nsight Compute \(ncu, pid 4242\) holds them"):
             GpmSource().open([0])
-    with mock.patch.object(nvml, "handle", return_value="h0"), \
-            mock.patch.object(nvml, "gpm_supported", return_value=True), \
-            mock.patch.object(nvml, "gpm_sample_alloc", side_effect=[1, 2]), \
-            mock.patch.object(nvml, "gpm_sample_free"), \
-            mock.patch.object(nvml, "gpm_metrics", return_value=[1.0] * 8), \
-            mock.patch.object(nvml, "gpm_sample_get", side_effect=[None, in_use]):
+    with (
+        mock.patch.object(nvml, "handle", return_value="h0"),
+        mock.patch.object(nvml, "gpm_supported", return_value=True),
+        mock.patch.object(nvml, "gpm_sample_alloc", side_effect=[1, 2]),
+        mock.patch.object(nvml, "gpm_sample_free"),
+        mock.patch.object(nvml, "gpm_metrics", return_value=[1.0] * 8),
+        mock.patch.object(nvml, "gpm_sample_get", side_effect=[None, in_use]),
+    ):
         src = GpmSource()
         src.open([0])
         with pytest.raises(CountersBusy, match="Nsight Compute"):
@@ -95,8 +102,11 @@ def test_gpm_refused_in_use_names_the_holder_at_open_and_mid_run(proc):
 
 def test_dcgmi_locked_out_says_so_in_one_sentence(fake_bin, proc):
     proc(4242, "ncu")
-    fake_bin("dcgmi", 'echo "Error setting watches. Result: The third-party Profiling module returned an '
-                      'unrecoverable error"\nexit 1\n')
+    fake_bin(
+        "dcgmi",
+        'echo "Error setting watches. Result: The third-party Profiling module returned an '
+        'unrecoverable error"\nexit 1\n',
+    )
     with pytest.raises(CountersBusy) as got:
         DcgmSource().open([0])
     assert str(got.value).startswith("the GPU's performance counters serve one reader at a time and Nsight Compute")
@@ -127,8 +137,12 @@ def test_run_and_watch_say_who_holds_the_counters_in_one_sentence(tmp_path, proc
     monkeypatch.setattr(NvmlSource, "open", lambda self, gpus: None)
     monkeypatch.setattr(NvmlSource, "read", lambda self: {0: {"gpu_util_pct": 100.0}})
     reporter = Warnings()
-    with Recording(tmp_path / "run", [Gpu(0, "GPU-x", "NVIDIA A100")], RecordingConfig(profiling="cupti", smi=False),
-                   reporter=reporter) as rec:
+    with Recording(
+        tmp_path / "run",
+        [Gpu(0, "GPU-x", "NVIDIA A100")],
+        RecordingConfig(profiling="cupti", smi=False),
+        reporter=reporter,
+    ) as rec:
         pass
     said = [m for m in reporter.said if m.startswith("source cupti not used: ")]
     assert len(said) == 1 and "\n" not in said[0]

@@ -33,9 +33,11 @@ def test_auto_prefers_gpm_where_the_gpu_supports_it(opens):
     assert [s.name for s in got.sources] == ["nvml", "gpm", "smi"]
     assert opens["opened"] == ["nvml", "gpm", "smi"]  # DCGM and CUPTI are not even tried
     for other in ("dcgm", "cupti"):
-        assert got.unavailable[other] == ("NVML GPM works on this GPU and reads the same counters at full resolution, "
-                                          f"with no daemon and no CUDA context (--profiling {other} to use {other} "
-                                          "instead)")
+        assert got.unavailable[other] == (
+            "NVML GPM works on this GPU and reads the same counters at full resolution, "
+            f"with no daemon and no CUDA context (--profiling {other} to use {other} "
+            "instead)"
+        )
 
 
 def test_auto_uses_dcgm_where_gpm_is_not_supported_and_says_why_not_gpm_or_cupti(opens):
@@ -51,14 +53,17 @@ def test_auto_falls_back_to_cupti_when_neither_gpm_nor_dcgm_opens(opens):
     with mock.patch.object(GpmSource, "supported", return_value=False):
         got = policy.open_sources([0, 1])
     assert [s.name for s in got.sources] == ["nvml", "cupti", "smi"]
-    assert got.unavailable == {"gpm": "a GPU sampled " + policy.UNSUPPORTED,
-                               "dcgm": "`dcgmi` is not on PATH: install DCGM"}
+    assert got.unavailable == {
+        "gpm": "a GPU sampled " + policy.UNSUPPORTED,
+        "dcgm": "`dcgmi` is not on PATH: install DCGM",
+    }
 
 
 def test_counters_held_elsewhere_move_auto_on_to_the_next_reader(opens):
     """GPM locked out by a DCGM host engine: auto reads through DCGM, the engine that holds them."""
-    opens["fail"]["gpm"] = ("the GPU's performance counters serve one reader at a time and the DCGM host engine "
-                            "holds them")
+    opens["fail"]["gpm"] = (
+        "the GPU's performance counters serve one reader at a time and the DCGM host engine holds them"
+    )
     with mock.patch.object(GpmSource, "supported", return_value=True):
         got = policy.open_sources([0])
     assert [s.name for s in got.sources] == ["nvml", "dcgm", "smi"]
@@ -83,8 +88,12 @@ def test_cupti_on_request_only_and_its_notes_reach_the_recording(opens, monkeypa
 def test_none_and_no_smi_say_why(opens):
     got = policy.open_sources([0], profiling="none", smi=False)
     assert [s.name for s in got.sources] == ["nvml"]
-    assert got.unavailable == {"gpm": "--profiling none", "dcgm": "--profiling none", "cupti": "--profiling none",
-                               "smi": "--no-smi"}
+    assert got.unavailable == {
+        "gpm": "--profiling none",
+        "dcgm": "--profiling none",
+        "cupti": "--profiling none",
+        "smi": "--no-smi",
+    }
 
 
 def test_an_interval_faster_than_the_counters_refresh_is_raised_with_a_note(opens):

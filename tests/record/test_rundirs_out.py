@@ -34,8 +34,13 @@ def _read_only(run_dir: Path, args: list[str]) -> subprocess.CompletedProcess:
     if not shutil.which("unshare"):
         pytest.skip("no unshare to make a read-only mount as root")
     script = 'mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" && shift && exec "$@"'
-    r = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", str(run_dir), *cmd], capture_output=True,
-                       text=True, env=env, timeout=600)
+    r = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script, "sh", str(run_dir), *cmd],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     if "mount" in r.stderr and r.returncode != 2:
         pytest.skip(f"cannot make a read-only mount here: {r.stderr.strip()}")
     return r
@@ -91,13 +96,19 @@ def test_the_no_gpu_hint_names_the_newest_full_suite_run_of_the_reference_gpu(tm
     results = tmp_path / "results"
     full = {f"family{k}": {} for k in range(9)}
     for name, gpu, start, kind, families in (
-            ("h100-80gb-hbm3-20261120-090000", preflight.REFERENCE_GPU, "2026-11-20T09:00:00+0000", "run", full),
-            ("h100-80gb-hbm3-20261124-013259", preflight.REFERENCE_GPU, "2026-11-24T01:32:59+0000", "run", full),
-            # newer, but a comparison of a few families
-            ("profiling-gpm-h100-80gb-hbm3", preflight.REFERENCE_GPU, "2026-11-25T00:00:00+0000", "run",
-             dict(list(full.items())[:5])),
-            ("h200-20261130-120000", "NVIDIA H200", "2026-11-30T12:00:00+0000", "run", full),  # newer, another GPU
-            ("watch-tiny-batch-h100-80gb-hbm3", preflight.REFERENCE_GPU, "2026-12-01T00:00:00+0000", "watch", {})):
+        ("h100-80gb-hbm3-20261120-090000", preflight.REFERENCE_GPU, "2026-11-20T09:00:00+0000", "run", full),
+        ("h100-80gb-hbm3-20261124-013259", preflight.REFERENCE_GPU, "2026-11-24T01:32:59+0000", "run", full),
+        # newer, but a comparison of a few families
+        (
+            "profiling-gpm-h100-80gb-hbm3",
+            preflight.REFERENCE_GPU,
+            "2026-11-25T00:00:00+0000",
+            "run",
+            dict(list(full.items())[:5]),
+        ),
+        ("h200-20261130-120000", "NVIDIA H200", "2026-11-30T12:00:00+0000", "run", full),  # newer, another GPU
+        ("watch-tiny-batch-h100-80gb-hbm3", preflight.REFERENCE_GPU, "2026-12-01T00:00:00+0000", "watch", {}),
+    ):
         run = make_run(results / name, kind=kind, scenarios=[])
         set_field(run / "manifest.json", gpu={"name": gpu}, start_wall=start, families=families)
     (results / "zz-damaged").mkdir()

@@ -59,8 +59,7 @@ def test_a_killed_run_is_plotted_and_reported_as_partial(tmp_path, monkeypatch):
     assert "**a partial run**: it did not finish" in md
     assert "Note: summary.csv is missing: the run ended before it was written" in md
     assert "figures/timeline.png" in md and "figures/headline.png" not in md  # only figures with data
-    assert (f"Not drawn for this run ({common.NO_SUMMARY}): headline, ladder, roofline, compare, energy, "
-            "decode.") in md
+    assert (f"Not drawn for this run ({common.NO_SUMMARY}): headline, ladder, roofline, compare, energy, decode.") in md
 
 
 def test_an_interrupted_run_says_so_on_every_figure(tmp_path, monkeypatch):

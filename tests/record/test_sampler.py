@@ -71,8 +71,7 @@ def test_missed_ticks_are_skipped_not_bunched():
 def test_rows_carry_phase_gpu_and_times_for_every_gpu():
     src = FakeSource()
     src.open([0, 1])
-    s = Sampler([src], [0, 1], interval_s=0.1, clock=iter(itertools.count(5.0, 0.1)).__next__,
-                wall_clock=lambda: 1.7e9)
+    s = Sampler([src], [0, 1], interval_s=0.1, clock=iter(itertools.count(5.0, 0.1)).__next__, wall_clock=lambda: 1.7e9)
     s.sample_once()
     s.set_phase("copy-triton")
     s.sample_once()  # half start, half copy-triton
@@ -195,8 +194,15 @@ def test_memory_stays_bounded_however_long_it_samples():
     src = FakeSource()
     src.open([0, 1])
     written = []
-    s = Sampler([src], [0, 1], interval_s=0.1, sink=written.append, keep_rows=50,
-                clock=iter(itertools.count(0.0, 0.1)).__next__, wall_clock=lambda: 0.0)
+    s = Sampler(
+        [src],
+        [0, 1],
+        interval_s=0.1,
+        sink=written.append,
+        keep_rows=50,
+        clock=iter(itertools.count(0.0, 0.1)).__next__,
+        wall_clock=lambda: 0.0,
+    )
     for _ in range(5000):
         s.sample_once()
     assert len(written) == 10_000 and len(s.rows) == 50

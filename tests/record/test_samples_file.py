@@ -28,16 +28,27 @@ def rows(n: int, gpus: int = 2) -> list[dict]:
     out = []
     for k in range(n):
         for g in range(gpus):
-            out.append({"t_start_s": 100 + 0.1 * k, "t_end_s": 100.1 + 0.1 * k, "t_wall": 1.7e9 + 0.1 * k, "gpu": g,
-                        "uuid": f"GPU-{g}", "phase": "train" if k % 50 < 40 else "eval, with a comma",
-                        "gpu_util_pct": float(rng.integers(0, 101)), "power_w": round(rng.uniform(80, 700), 3),
-                        "energy_j": 5e6 + 61.123 * k, "sm_active_pct": rng.uniform(0, 100) if k % 7 else math.nan})
+            out.append(
+                {
+                    "t_start_s": 100 + 0.1 * k,
+                    "t_end_s": 100.1 + 0.1 * k,
+                    "t_wall": 1.7e9 + 0.1 * k,
+                    "gpu": g,
+                    "uuid": f"GPU-{g}",
+                    "phase": "train" if k % 50 < 40 else "eval, with a comma",
+                    "gpu_util_pct": float(rng.integers(0, 101)),
+                    "power_w": round(rng.uniform(80, 700), 3),
+                    "energy_j": 5e6 + 61.123 * k,
+                    "sm_active_pct": rng.uniform(0, 100) if k % 7 else math.nan,
+                }
+            )
     return out
 
 
 def write(path: Path, data: list[dict], close: bool = True):
-    sink = (open_sink if path.suffix == ".arrows" else CsvSink)(path, ["gpu_util_pct", "power_w", "energy_j",
-                                                                       "sm_active_pct"])
+    sink = (open_sink if path.suffix == ".arrows" else CsvSink)(
+        path, ["gpu_util_pct", "power_w", "energy_j", "sm_active_pct"]
+    )
     for r in data:
         sink(r)
     if close:
@@ -55,8 +66,13 @@ def test_both_formats_read_back_the_rows_written(tmp_path):
     a, c = back["samples.arrows"], back["samples.csv"]
     for key in ("gpu", "uuid", "phase", "gpu_util_pct"):
         assert list(a.col(key)) == list(c.col(key)) == [r[key] for r in data]
-    for key, rel in (("t_end_s", 1e-12), ("t_wall", 1e-12), ("power_w", 1e-12), ("energy_j", 1e-12),
-                     ("sm_active_pct", 1e-7)):  # profiling ratios are kept to float32's seven digits
+    for key, rel in (
+        ("t_end_s", 1e-12),
+        ("t_wall", 1e-12),
+        ("power_w", 1e-12),
+        ("energy_j", 1e-12),
+        ("sm_active_pct", 1e-7),
+    ):  # profiling ratios are kept to float32's seven digits
         want = np.array([r[key] for r in data])
         assert np.allclose(a.col(key), want, rtol=rel, atol=0, equal_nan=True), key
         assert np.array_equal(np.isnan(a.col(key)), np.isnan(want))
@@ -74,8 +90,9 @@ def test_a_killed_recording_keeps_every_whole_batch_and_notes_a_torn_one(tmp_pat
         path.write_bytes(whole[:cut])
         notes = []
         assert len(read_samples(path, notes)) == 800
-        assert notes == ["samples.arrows: its last batch of rows was cut off mid-write (the run was killed) and is "
-                         "skipped"]
+        assert notes == [
+            "samples.arrows: its last batch of rows was cut off mid-write (the run was killed) and is skipped"
+        ]
     path.write_bytes(whole[:20])  # killed while writing the header: no rows, not an error
     assert len(read_samples(path, [])) == 0
 
@@ -108,10 +125,13 @@ def test_a_killed_run_directory_is_plotted_as_partial(tmp_path, monkeypatch):
     assert "**a partial run**" in md and "its last batch of rows was cut off mid-write" in md
 
 
-@pytest.mark.parametrize("damage,message", [
-    (lambda b: b"t_start_s,t_end_s\n" + b, "samples.arrows is damaged: it is not a samples file gpubench wrote"),
-    (lambda b: b[:2000] + bytes(x ^ 0x5A for x in b[2000:2400]) + b[2400:], "samples.arrows is damaged: batch"),
-])
+@pytest.mark.parametrize(
+    "damage,message",
+    [
+        (lambda b: b"t_start_s,t_end_s\n" + b, "samples.arrows is damaged: it is not a samples file gpubench wrote"),
+        (lambda b: b[:2000] + bytes(x ^ 0x5A for x in b[2000:2400]) + b[2400:], "samples.arrows is damaged: batch"),
+    ],
+)
 def test_a_damaged_samples_file_is_one_sentence(tmp_path, capsys, damage, message):
     run = make_run(tmp_path / "run")
     path = run / "samples.arrows"
@@ -129,8 +149,9 @@ def test_a_run_directory_without_samples_says_which_files_it_lacks(tmp_path, cap
     assert "samples.arrows (or samples.csv) missing" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("run", [p / "samples.csv" for p in RUNS if (p / "samples.csv").is_file()],
-                         ids=lambda p: p.parent.name)
+@pytest.mark.parametrize(
+    "run", [p / "samples.csv" for p in RUNS if (p / "samples.csv").is_file()], ids=lambda p: p.parent.name
+)
 def test_the_csv_reader_gives_pythons_numbers_to_the_last_bit(run):
     """samples.csv read through its Arrow copy holds the numbers Python's float() reads from each line."""
     import csv
@@ -143,14 +164,18 @@ def test_the_csv_reader_gives_pythons_numbers_to_the_last_bit(run):
     assert fast.names == slow.names and len(fast) == len(slow)
     for name in slow.names:
         a, b = fast.col(name), slow.col(name)
-        assert a.dtype == b.dtype and (np.array_equal(a, b, equal_nan=True) if a.dtype.kind == "f" else
-                                       list(a) == list(b)), name
+        assert a.dtype == b.dtype and (
+            np.array_equal(a, b, equal_nan=True) if a.dtype.kind == "f" else list(a) == list(b)
+        ), name
 
 
 # --- every committed run, summarized again -----------------------------------------------------------
 
-COMPUTED = {"n_samples", "power_w_energy", "speedup_vs_baseline"} | set(derive({}, {})) | {
-    f"{c}{s}" for c in COLUMNS for s in ("", "_p10", "_p90")}
+COMPUTED = (
+    {"n_samples", "power_w_energy", "speedup_vs_baseline"}
+    | set(derive({}, {}))
+    | {f"{c}{s}" for c in COLUMNS for s in ("", "_p10", "_p90")}
+)
 
 
 def same(a, b) -> bool:
@@ -205,9 +230,11 @@ def test_a_committed_watch_run_summarizes_alike_from_samples_csv_and_samples_arr
 
 
 def test_gpubench_list_loads_neither_numpy_nor_pyarrow():
-    code = ("import sys, contextlib, io\nfrom gpubench.cli import main\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n"
-            "    main(['list'])\nprint(sorted(m for m in ('numpy', 'pyarrow') if m in sys.modules))")
+    code = (
+        "import sys, contextlib, io\nfrom gpubench.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['list'])\nprint(sorted(m for m in ('numpy', 'pyarrow') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -220,8 +247,11 @@ def test_a_table_written_whole_is_cut_into_the_batches_a_recording_writes(tmp_pa
     assert isinstance(read_samples(tmp_path / "samples.arrows"), Samples)
 
 
-COPIED = sorted(p.parent for p in (Path(__file__).resolve().parents[2] / "results").glob("*/samples.arrows")
-                if (p.parent / "samples.csv").is_file())
+COPIED = sorted(
+    p.parent
+    for p in (Path(__file__).resolve().parents[2] / "results").glob("*/samples.arrows")
+    if (p.parent / "samples.csv").is_file()
+)
 
 
 @pytest.mark.parametrize("run", COPIED, ids=lambda p: p.name)

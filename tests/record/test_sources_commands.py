@@ -114,8 +114,10 @@ def test_a_process_source_that_dies_mid_run_raises(fake_bin, tmp_path):
 
 def test_replay_source_plays_back_a_samples_csv(tmp_path):
     path = tmp_path / "samples.csv"
-    path.write_text("t_start_s,t_end_s,t_wall,gpu,uuid,phase,gpu_util_pct,sm_active_pct\n"
-                    "0.9,1.0,1.7e9,0,GPU-a,idle,0,0\n0.9,1.0,1.7e9,1,GPU-b,idle,5,\n1.0,1.1,1.7e9,0,GPU-a,copy,100,99\n")
+    path.write_text(
+        "t_start_s,t_end_s,t_wall,gpu,uuid,phase,gpu_util_pct,sm_active_pct\n"
+        "0.9,1.0,1.7e9,0,GPU-a,idle,0,0\n0.9,1.0,1.7e9,1,GPU-b,idle,5,\n1.0,1.1,1.7e9,0,GPU-a,copy,100,99\n"
+    )
     src = ReplaySource(path)
     src.open([0, 1])
     first = src.read()

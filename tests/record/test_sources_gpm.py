@@ -98,10 +98,20 @@ def test_a_gpm_pair_with_no_refresh_between_is_no_reading_and_the_next_pairs_wit
     """Two samples the driver had not refreshed between: every activity exactly 0, DRAM 0 or missing, in busy
     work as recorded on an H200. An idle GPU's row (DRAM still moving a little) stays a reading of 0."""
     calls = []
-    busy = {"graphics_active_pct": 97.0, "sm_active_pct": 83.0, "sm_occupancy_pct": 40.0, "tensor_active_pct": 26.0,
-            "dram_active_pct": 37.0}
-    answers = [busy, dict.fromkeys(busy, 0.0), {**dict.fromkeys(busy, 0.0), "dram_active_pct": math.nan}, busy,
-               {**dict.fromkeys(busy, 0.0), "dram_active_pct": 0.0004}]
+    busy = {
+        "graphics_active_pct": 97.0,
+        "sm_active_pct": 83.0,
+        "sm_occupancy_pct": 40.0,
+        "tensor_active_pct": 26.0,
+        "dram_active_pct": 37.0,
+    }
+    answers = [
+        busy,
+        dict.fromkeys(busy, 0.0),
+        {**dict.fromkeys(busy, 0.0), "dram_active_pct": math.nan},
+        busy,
+        {**dict.fromkeys(busy, 0.0), "dram_active_pct": 0.0004},
+    ]
 
     def metrics(s1, s2, ids):
         calls.append((s1["t"], s2["t"]))

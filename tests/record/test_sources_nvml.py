@@ -38,8 +38,16 @@ def fake_nvml():
 def test_nvml_source_reads_what_nvidia_smi_shows(fake_nvml):
     src = NvmlSource()
     src.open([0])
-    assert src.read() == {0: {"gpu_util_pct": 100.0, "mem_util_pct": 7.0, "power_w": 251.3,
-                              "sm_clock_mhz": 1980.0, "mem_used_mib": 2048.0, "energy_j": 123.456}}
+    assert src.read() == {
+        0: {
+            "gpu_util_pct": 100.0,
+            "mem_util_pct": 7.0,
+            "power_w": 251.3,
+            "sm_clock_mhz": 1980.0,
+            "mem_used_mib": 2048.0,
+            "energy_j": 123.456,
+        }
+    }
     fake_nvml.nvmlInit.assert_called_once()
 
 

@@ -25,8 +25,9 @@ def chromium() -> str | None:
 
 @pytest.fixture(scope="module")
 def browser():
-    sync_api = pytest.importorskip("playwright.sync_api",
-                                   reason="playwright is not installed (pip install -e '.[dev]')")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')"
+    )
     executable = chromium()
     if executable is None:
         pytest.skip("no Chromium installed (apt-get install chromium)")
@@ -70,8 +71,12 @@ def test_a_committed_report_shows_its_headline_in_the_first_screen_without_error
     assert not seen["errors"], seen["errors"]
     box = seen["box"]
     assert box is not None and seen["drawn"], "no headline figure drawn"
-    assert box["x"] >= 0 and box["y"] >= 0 and box["x"] + box["width"] <= SCREEN["width"] \
-        and box["y"] + box["height"] <= SCREEN["height"], f"the headline lies outside the first screen: {box}"
+    assert (
+        box["x"] >= 0
+        and box["y"] >= 0
+        and box["x"] + box["width"] <= SCREEN["width"]
+        and box["y"] + box["height"] <= SCREEN["height"]
+    ), f"the headline lies outside the first screen: {box}"
     assert box["width"] >= 600, f"the headline is drawn too small to read: {box}"
 
 

@@ -17,8 +17,13 @@ from gpubench.show.figures import common, figures_for
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 # One of each kind: the suite's reference run on each GPU, watched jobs on one GPU and on two (each GPU its own
 # rows), and a run under torchrun. GPUBENCH_ALL_RUNS=1 checks every committed run (about a minute and a half).
-SHOWN = ["h100-80gb-hbm3-20261124-232113", "h200-20261124-233527", "watch-llama-8k-h100-80gb-hbm3",
-         "watch-ddp-slow-rank-h200-x2", "h200-x2-20261129-154637"]
+SHOWN = [
+    "h100-80gb-hbm3-20261124-232113",
+    "h200-20261124-233527",
+    "watch-llama-8k-h100-80gb-hbm3",
+    "watch-ddp-slow-rank-h200-x2",
+    "h200-x2-20261129-154637",
+]
 SLACK_PX = 1.0  # boxes that only touch are not an overlap
 
 
@@ -75,8 +80,10 @@ def _shape(item, renderer):
 def _corners(shape):
     (cx, cy), w, h, a = shape
     ux, uy, vx, vy = math.cos(a), math.sin(a), -math.sin(a), math.cos(a)
-    return [(cx + sx * w / 2 * ux + sy * h / 2 * vx, cy + sx * w / 2 * uy + sy * h / 2 * vy)
-            for sx, sy in ((-1, -1), (1, -1), (1, 1), (-1, 1))]
+    return [
+        (cx + sx * w / 2 * ux + sy * h / 2 * vx, cy + sx * w / 2 * uy + sy * h / 2 * vy)
+        for sx, sy in ((-1, -1), (1, -1), (1, 1), (-1, 1))
+    ]
 
 
 def _overlap(a, b) -> bool:
@@ -95,8 +102,12 @@ def _overlap(a, b) -> bool:
 def label_overlaps(fig, texts) -> list[str]:
     renderer = fig.canvas.get_renderer()
     shapes = [(t, _shape(t, renderer)) for t in texts]
-    return [f"{a.get_text()!r} overlaps {b.get_text()!r}" for i, (a, sa) in enumerate(shapes)
-            for b, sb in shapes[i + 1:] if _overlap(sa, sb)]
+    return [
+        f"{a.get_text()!r} overlaps {b.get_text()!r}"
+        for i, (a, sa) in enumerate(shapes)
+        for b, sb in shapes[i + 1 :]
+        if _overlap(sa, sb)
+    ]
 
 
 def marks(ax, renderer):
@@ -138,8 +149,9 @@ def mark_overlaps(fig, texts) -> list[str]:
         mine = [t for t in texts if t in ax.texts]
         for mark in marks(ax, renderer) if mine else ():
             shape = _shape(mark, renderer)
-            out += [f"{t.get_text()!r} sits on a mark it annotates" for t in mine
-                    if _overlap(_shape(t, renderer), shape)]
+            out += [
+                f"{t.get_text()!r} sits on a mark it annotates" for t in mine if _overlap(_shape(t, renderer), shape)
+            ]
     return out
 
 
@@ -150,8 +162,11 @@ def test_no_label_overlaps_another_or_the_marks_it_annotates(name, drawn, tmp_pa
     for figure in figures_for(manifest):
         figure.draw(summary, samples, manifest, tmp_path)
     assert set(figures) == {f.name for f in figures_for(manifest)}
-    problems = [f"{fig_name}: {p}" for fig_name, fig in figures.items()
-                for p in label_overlaps(fig, texts[fig_name]) + mark_overlaps(fig, texts[fig_name])]
+    problems = [
+        f"{fig_name}: {p}"
+        for fig_name, fig in figures.items()
+        for p in label_overlaps(fig, texts[fig_name]) + mark_overlaps(fig, texts[fig_name])
+    ]
     assert not problems, "\n".join(problems)
 
 

@@ -57,8 +57,9 @@ def test_no_legend_covers_an_axes_and_no_label_leaves_its_axes(run, figures, tmp
             if ax is None or not t.get_text().strip():
                 continue
             tb, ab = t.get_window_extent(), ax.get_window_extent()
-            assert tb.x0 >= ab.x0 - 2 and tb.x1 <= ab.x1 + 2 and tb.y0 >= ab.y0 - 2 and tb.y1 <= ab.y1 + 2, \
+            assert tb.x0 >= ab.x0 - 2 and tb.x1 <= ab.x1 + 2 and tb.y0 >= ab.y0 - 2 and tb.y1 <= ab.y1 + 2, (
                 f"{name}: {t.get_text()!r} runs out of its axes"
+            )
 
 
 def test_text_is_readable_and_percentages_are_formatted_alike(run, figures, tmp_path):
@@ -186,8 +187,9 @@ def test_a_watch_on_eight_gpus_draws_the_first_and_those_of_least_and_most_sm_ac
     assert [g for g, _ in standing_out(every, [])] == [0, 1, 2, 3]  # nothing known: the first ones
 
 
-@pytest.mark.parametrize("run,gpu", [("bound-hf_trainer-h200", 0), ("watch-ddp-even-h200-x2", 0),
-                                     ("watch-auto-jax-auto-2-h200", None)])
+@pytest.mark.parametrize(
+    "run,gpu", [("bound-hf_trainer-h200", 0), ("watch-ddp-even-h200-x2", 0), ("watch-auto-jax-auto-2-h200", None)]
+)
 def test_a_watched_jobs_timeline_names_the_phases_its_summary_has(tmp_path, run, gpu):
     """Its samples name what the job marked while it ran and "run" for the rest (a job that marks nothing: all of
     it), where its summary cut start-up, warm-up, training and teardown: the figure draws the summary's."""
@@ -197,9 +199,11 @@ def test_a_watched_jobs_timeline_names_the_phases_its_summary_has(tmp_path, run,
     gpu = summary[0]["gpu"] if gpu is None else gpu
     spans = timeline.job_spans(manifest, summary, gpu)
     assert [p for p, _, _ in spans if p in ("start-up", "teardown")] == [
-        r["phase"] for r in summary if r["gpu"] == gpu and r["kind"] in ("start-up", "teardown")]
-    assert {p for p, _, _ in spans} == {r["phase"] for r in summary if r["gpu"] == gpu} and "run" not in \
-        {p for p, _, _ in spans} - {r["phase"] for r in summary}
+        r["phase"] for r in summary if r["gpu"] == gpu and r["kind"] in ("start-up", "teardown")
+    ]
+    assert {p for p, _, _ in spans} == {r["phase"] for r in summary if r["gpu"] == gpu} and "run" not in {
+        p for p, _, _ in spans
+    } - {r["phase"] for r in summary}
     assert all(a < b <= c for (_, a, b), (_, c, _) in zip(spans, spans[1:]))  # in order, none overlapping
     _, marks = timeline.draw(summary, samples, manifest, tmp_path)
     assert set(marks["phases"]) <= {p for p, _, _ in spans}

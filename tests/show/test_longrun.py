@@ -36,8 +36,10 @@ def test_a_window_by_binary_search_is_the_window_a_filter_gives():
 
 
 def test_rows_as_dicts_and_as_columns_are_the_same_rows():
-    rows = [{"t_start_s": 0.0, "t_end_s": 0.1, "gpu": 0, "rank": None, "phase": "a", "x": 1.0},
-            {"t_start_s": 0.1, "t_end_s": 0.2, "gpu": 1, "rank": 3, "phase": "b"}]
+    rows = [
+        {"t_start_s": 0.0, "t_end_s": 0.1, "gpu": 0, "rank": None, "phase": "a", "x": 1.0},
+        {"t_start_s": 0.1, "t_end_s": 0.2, "gpu": 1, "rank": 3, "phase": "b"},
+    ]
     back = list(as_samples(rows))
     assert back[0]["rank"] is None and back[1]["rank"] == 3 and np.isnan(back[1]["x"]) and back[1]["phase"] == "b"
     assert as_samples(rows).of("gpu", 1)[0]["rank"] == 3 and len(as_samples(rows)[1:]) == 1
@@ -178,8 +180,9 @@ print(code, round(took, 1), peak, file=sys.stderr)
 """
 
 
-def test_ten_thousand_phases_plot_and_report_in_a_minute_and_a_gigabyte_with_readable_figures(tmp_path, longrun,
-                                                                                               monkeypatch):
+def test_ten_thousand_phases_plot_and_report_in_a_minute_and_a_gigabyte_with_readable_figures(
+    tmp_path, longrun, monkeypatch
+):
     """A job that marks every epoch: 10,000 phases. plot and report (each its own process, as a user runs
     them; peak memory from the kernel) take at most 60 s together and 1 GB each on two cores, and the
     figures stay readable: the headline and the ladder draw the longest phases and say so, the timeline
@@ -191,9 +194,13 @@ def test_ten_thousand_phases_plot_and_report_in_a_minute_and_a_gigabyte_with_rea
     run = longrun.generate(tmp_path / "run", n_gpus=1, hours=3.0, steps_per_s=10.0, phases=10_000)
     took = {}
     for verb in ("plot", "report"):
-        r = subprocess.run([sys.executable, "-c", PEAK, verb, str(run), "--out", str(tmp_path / verb)],
-                           capture_output=True, text=True, timeout=600,
-                           env=dict(__import__("os").environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1"))
+        r = subprocess.run(
+            [sys.executable, "-c", PEAK, verb, str(run), "--out", str(tmp_path / verb)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=dict(__import__("os").environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1"),
+        )
         code, seconds, peak_mb = r.stderr.split()[-3:]
         assert code == "0", r.stderr
         took[verb] = (float(seconds), int(peak_mb))
@@ -208,7 +215,8 @@ def test_ten_thousand_phases_plot_and_report_in_a_minute_and_a_gigabyte_with_rea
     assert (tmp_path / "report" / "report.html").stat().st_size < 5e6
     drawn = {}
     manifest, samples, summary = load_run(run)
-    monkeypatch.setattr(timeline, "save",
-                        lambda fig, manifest, out, name: drawn.setdefault(name, fig.get_suptitle()) and [])
+    monkeypatch.setattr(
+        timeline, "save", lambda fig, manifest, out, name: drawn.setdefault(name, fig.get_suptitle()) and []
+    )
     timeline.draw(summary, samples, manifest, tmp_path)
     assert "phases named: no room for more)" in drawn["timeline"]

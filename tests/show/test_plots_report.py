@@ -29,8 +29,11 @@ def run_dir(request, tmp_path):
     if request.param == "synthetic":
         return make_run(tmp_path / "synthetic")
     copy = tmp_path / request.param
-    shutil.copytree(REFERENCE[[p.name for p in REFERENCE].index(request.param)], copy,
-                    ignore=shutil.ignore_patterns("figures", "report.*"))
+    shutil.copytree(
+        REFERENCE[[p.name for p in REFERENCE].index(request.param)],
+        copy,
+        ignore=shutil.ignore_patterns("figures", "report.*"),
+    )
     return copy
 
 
@@ -156,8 +159,9 @@ def test_plot_refuses_a_directory_that_is_not_a_run(tmp_path, capsys):
 
 def test_percentages_in_the_stories_are_written_as_everywhere_else(tmp_path):
     manifest, _, summary = load_run(make_run(tmp_path / "r"))
-    spin = dict(next(r for r in summary if r["scenario"] == "spin-1thread"), sm_active_pct=99.96,
-                sm_occupancy_pct=0.004)
+    spin = dict(
+        next(r for r in summary if r["scenario"] == "spin-1thread"), sm_active_pct=99.96, sm_occupancy_pct=0.004
+    )
     text = story(spin, manifest)
     assert "SM activity read 100% and occupancy <0.01%" in text, text
 
@@ -191,8 +195,11 @@ def test_a_watched_jobs_report_speaks_of_its_phases_and_of_the_job(tmp_path):
 def test_a_job_that_a_signal_ended_is_said_so(tmp_path):
     run_dir = make_run(tmp_path / "run", kind="watch")
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    manifest.update(child={"argv": ["python", "train.py", "--lr", "3e-4"], "exit_code": 143, "signal": "SIGTERM"},
-                    gpu={"name": "NVIDIA H200", "nvml_index": 0}, peaks={"datasheet": {"bf16_tensor": 989.4e12}})
+    manifest.update(
+        child={"argv": ["python", "train.py", "--lr", "3e-4"], "exit_code": 143, "signal": "SIGTERM"},
+        gpu={"name": "NVIDIA H200", "nvml_index": 0},
+        peaks={"datasheet": {"bf16_tensor": 989.4e12}},
+    )
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
     assert main(["report", str(run_dir)]) == 0
     md = (run_dir / "report.md").read_text()
@@ -227,9 +234,9 @@ def test_a_reused_folder_loses_another_runs_figures_and_nothing_else(tmp_path):
     assert main(["report", str(suite), "--out", str(out)]) == 0
     assert (out / "figures" / "roofline.png").is_file()
     assert main(["report", str(job), "--out", str(out)]) == 0
-    assert {p.name for p in (out / "figures").iterdir()} == {f"{name}.{ext}"
-                                                             for name in ("headline", "ladder", "timeline")
-                                                             for ext in ("png", "svg")}
+    assert {p.name for p in (out / "figures").iterdir()} == {
+        f"{name}.{ext}" for name in ("headline", "ladder", "timeline") for ext in ("png", "svg")
+    }
     assert "roofline" not in (out / "report.md").read_text()
     mine = job / "figures"
     mine.mkdir(exist_ok=True)

@@ -33,8 +33,26 @@ def test_the_sampled_gpu_is_the_gpu_that_runs_the_kernels(tmp_path):
     last = nvml.device_count() - 1
     out = tmp_path / "visible"
     env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(last))
-    r = subprocess.run([sys.executable, "-m", "gpubench", "run", "copy-triton", "--duration", "2", "--gap", "0.5",
-                        "--out", str(out), "--no-peaks", "--no-smi"], env=env, capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpubench",
+            "run",
+            "copy-triton",
+            "--duration",
+            "2",
+            "--gap",
+            "0.5",
+            "--out",
+            str(out),
+            "--no-peaks",
+            "--no-smi",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     manifest, _, summary = load_run(out)
     assert manifest["gpu"]["nvml_index"] == last and manifest["gpu"]["cuda_index"] == 0
@@ -50,9 +68,31 @@ def test_two_ranks_under_torchrun_measure_the_collective_and_name_the_straggler(
         pytest.skip("needs two GPUs")
     out = tmp_path / "dist"
     env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1")
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "-m", "gpubench", "run",
-                        "allreduce-8kib", "straggler", "--duration", "2", "--gap", "0.5", "--no-peaks", "--no-smi",
-                        "--out", str(out)], env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node=2",
+            "-m",
+            "gpubench",
+            "run",
+            "allreduce-8kib",
+            "straggler",
+            "--duration",
+            "2",
+            "--gap",
+            "0.5",
+            "--no-peaks",
+            "--no-smi",
+            "--out",
+            str(out),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-4000:]
     manifest, samples, summary = load_run(out)
     rows = {(s["scenario"], s["rank"]): s for s in summary}

@@ -59,8 +59,13 @@ def at_a_terminal():
 
 def interrupted(args: list[str], sig: int) -> subprocess.CompletedProcess:
     """gpubench ARGS, sent sig once its timeline is drawn in the stage folder."""
-    proc = subprocess.Popen([sys.executable, "-c", WAITING, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=at_a_terminal)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WAITING, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=at_a_terminal,
+    )
     try:
         line = proc.stdout.readline()
         assert line.strip() == "drawn", (line, proc.stderr.read() if proc.poll() is not None else "")
@@ -75,9 +80,14 @@ def interrupted(args: list[str], sig: int) -> subprocess.CompletedProcess:
     return done
 
 
-@pytest.mark.parametrize("command,sig,code,said,into", [
-    ("plot", signal.SIGTERM, 143, "SIGTERM", "out"), ("report", signal.SIGTERM, 143, "SIGTERM", "run"),
-    ("report", signal.SIGINT, 130, "Ctrl-C", "out")])
+@pytest.mark.parametrize(
+    "command,sig,code,said,into",
+    [
+        ("plot", signal.SIGTERM, 143, "SIGTERM", "out"),
+        ("report", signal.SIGTERM, 143, "SIGTERM", "run"),
+        ("report", signal.SIGINT, 130, "Ctrl-C", "out"),
+    ],
+)
 def test_a_signal_mid_write_leaves_nothing_and_is_one_sentence(run_dir, tmp_path, command, sig, code, said, into):
     before = snapshot(run_dir)
     out = tmp_path / "out"
@@ -108,8 +118,10 @@ def test_a_stage_of_a_live_gpubench_is_left_to_it(run_dir, tmp_path, capsys):
         stage.mkdir()
         assert main(["plot", str(run_dir), "--out", str(out)]) == 2
         err = capsys.readouterr().err
-        assert err == f"gpubench plot: error: another gpubench (process {other.pid}) is writing into {out}: let it " \
-                      "finish first\n"
+        assert (
+            err == f"gpubench plot: error: another gpubench (process {other.pid}) is writing into {out}: let it "
+            "finish first\n"
+        )
         assert stage.is_dir() and [p.name for p in out.iterdir()] == [stage.name]
     finally:
         other.kill()
@@ -118,12 +130,15 @@ def test_a_stage_of_a_live_gpubench_is_left_to_it(run_dir, tmp_path, capsys):
     assert not stage.exists() and (out / "timeline.png").is_file()
 
 
-@pytest.mark.parametrize("command,in_the_way,message", [
-    ("report", "report.md/", "report.md is a folder, where gpubench would write a file"),
-    ("report", "figures", "figures is a file, where gpubench would write figures"),
-    ("report", "figures/ladder.svg/", "ladder.svg is a folder, where gpubench would write a file"),
-    ("plot", "timeline.png/", "timeline.png is a folder, where gpubench would write a file"),
-])
+@pytest.mark.parametrize(
+    "command,in_the_way,message",
+    [
+        ("report", "report.md/", "report.md is a folder, where gpubench would write a file"),
+        ("report", "figures", "figures is a file, where gpubench would write figures"),
+        ("report", "figures/ladder.svg/", "ladder.svg is a folder, where gpubench would write a file"),
+        ("plot", "timeline.png/", "timeline.png is a folder, where gpubench would write a file"),
+    ],
+)
 def test_every_target_is_checked_before_anything_is_written(run_dir, tmp_path, capsys, command, in_the_way, message):
     out = tmp_path / "out"
     out.mkdir()
@@ -149,8 +164,10 @@ def test_ctrl_c_in_process_is_exit_130_and_leaves_the_run_as_it_was(run_dir, mon
         except KeyboardInterrupt:
             pytest.fail("Ctrl-C left main as a KeyboardInterrupt, a traceback at a terminal")
         assert code == 130
-        assert capsys.readouterr().err == f"gpubench {command}: error: interrupted by Ctrl-C; no file was left " \
-                                          "half-written\n"
+        assert (
+            capsys.readouterr().err == f"gpubench {command}: error: interrupted by Ctrl-C; no file was left "
+            "half-written\n"
+        )
         assert snapshot(run_dir) == before
 
 

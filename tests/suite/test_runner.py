@@ -38,8 +38,12 @@ def phase_source():
 
     def values(n):
         sampler = holder.get("sampler")
-        return {"gpu_util_pct": 100.0 if sampler and sampler.phase == "gemm" else 0.0, "sm_active_pct": 50.0,
-                "power_w": 300.0}
+        return {
+            "gpu_util_pct": 100.0 if sampler and sampler.phase == "gemm" else 0.0,
+            "sm_active_pct": 50.0,
+            "power_w": 300.0,
+        }
+
     return FakeSource(values), holder
 
 

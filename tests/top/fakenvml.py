@@ -50,8 +50,10 @@ class FakeNvml:
     def __getattr__(self, name):
         value = getattr(real, name)
         if name.startswith("nvml") and callable(value):
+
             def unsupported(*args, **kwargs):
                 raise _error(real.NVML_ERROR_NOT_SUPPORTED)
+
             return unsupported
         return value
 
@@ -86,8 +88,10 @@ class FakeNvml:
         return int(self._gpu(h)["power_limit_w"] * 1000)
 
     def nvmlDeviceGetMemoryInfo(self, h):
-        return SimpleNamespace(used=int(self._gpu(h)["values"]["mem_used_mib"] * 2**20),
-                               total=int(self._gpu(h)["memory_total_mib"] * 2**20))
+        return SimpleNamespace(
+            used=int(self._gpu(h)["values"]["mem_used_mib"] * 2**20),
+            total=int(self._gpu(h)["memory_total_mib"] * 2**20),
+        )
 
     def nvmlDeviceGetUtilizationRates(self, h):
         v = self._values(h)
@@ -100,8 +104,10 @@ class FakeNvml:
         return self._values(h)["sm_clock_mhz"]
 
     def nvmlDeviceGetComputeRunningProcesses(self, h):
-        return [SimpleNamespace(pid=p["pid"], usedGpuMemory=None if p.get("mem_mib") is None else
-                                int(p["mem_mib"] * 2**20)) for p in self._gpu(h).get("processes", [])]
+        return [
+            SimpleNamespace(pid=p["pid"], usedGpuMemory=None if p.get("mem_mib") is None else int(p["mem_mib"] * 2**20))
+            for p in self._gpu(h).get("processes", [])
+        ]
 
     def nvmlDeviceGetGraphicsRunningProcesses(self, h):
         return []
@@ -123,31 +129,50 @@ class FakeNvml:
 
     def nvmlGpmMetricsGet(self, request):
         values = self._gpu(request.sample2.gpu)["values"]
-        for m in request.metrics[:request.numMetrics]:
+        for m in request.metrics[: request.numMetrics]:
             m.value, m.nvmlReturn = float(values.get(BY_ID[m.metricId], 0.0)), real.NVML_SUCCESS
         return request
 
 
 def _h100(util, sm, occupancy, tensor, dram, power, clock, used_mib, processes=()):
-    return {"name": "NVIDIA H100 80GB HBM3", "power_limit_w": 700, "memory_total_mib": 81559, "gpm": True,
-            "values": {"gpu_util_pct": util, "sm_active_pct": sm, "sm_occupancy_pct": occupancy,
-                       "tensor_active_pct": tensor, "dram_active_pct": dram, "power_w": power, "sm_clock_mhz": clock,
-                       "mem_used_mib": used_mib},
-            "processes": [{"pid": pid, "mem_mib": mib} for pid, mib in processes]}
+    return {
+        "name": "NVIDIA H100 80GB HBM3",
+        "power_limit_w": 700,
+        "memory_total_mib": 81559,
+        "gpm": True,
+        "values": {
+            "gpu_util_pct": util,
+            "sm_active_pct": sm,
+            "sm_occupancy_pct": occupancy,
+            "tensor_active_pct": tensor,
+            "dram_active_pct": dram,
+            "power_w": power,
+            "sm_clock_mhz": clock,
+            "mem_used_mib": used_mib,
+        },
+        "processes": [{"pid": pid, "mem_mib": mib} for pid, mib in processes],
+    }
 
 
 def machine(spinner: int, trainer: int) -> dict:
     """Five GPUs as the reference ladder read them on an H100 (results/h100-*/summary.csv), two processes: the
     spinner's on GPU 1, the trainer's on GPUs 2 and 3. By index 0-4; by SM active 4 2 1 0 3; by power 2 4 3 1 0."""
-    return {"gpus": [
-        _h100(0, 0, 0, 0, 0.0006, 70, 345, 512),  # idle (an idle GPU still moves a little DRAM)
-        _h100(100, 0.757, 0.0118, 0, 0.0005, 124, 1980, 1024, [(spinner, 600)]),  # spin-1block: fake-busy
-        _h100(100, 96.6, 14.3, 93.8, 25.9, 697, 1755, 70_000, [(trainer, 69_000)]),  # gemm-torch: compute-bound
-        {"name": "NVIDIA A100-SXM4-80GB", "power_limit_w": 400, "memory_total_mib": 81920, "gpm": False,
-         "values": {"gpu_util_pct": 30, "power_w": 150, "sm_clock_mhz": 1410, "mem_used_mib": 20_000},
-         "processes": [{"pid": trainer, "mem_mib": 19_000}]},  # no GPM, GPU-Util 30%: host-bound
-        _h100(100, 99.4, 78.0, 0, 90.1, 507, 1980, 4096),  # copy-triton: memory-bound
-    ]}
+    return {
+        "gpus": [
+            _h100(0, 0, 0, 0, 0.0006, 70, 345, 512),  # idle (an idle GPU still moves a little DRAM)
+            _h100(100, 0.757, 0.0118, 0, 0.0005, 124, 1980, 1024, [(spinner, 600)]),  # spin-1block: fake-busy
+            _h100(100, 96.6, 14.3, 93.8, 25.9, 697, 1755, 70_000, [(trainer, 69_000)]),  # gemm-torch: compute-bound
+            {
+                "name": "NVIDIA A100-SXM4-80GB",
+                "power_limit_w": 400,
+                "memory_total_mib": 81920,
+                "gpm": False,
+                "values": {"gpu_util_pct": 30, "power_w": 150, "sm_clock_mhz": 1410, "mem_used_mib": 20_000},
+                "processes": [{"pid": trainer, "mem_mib": 19_000}],
+            },  # no GPM, GPU-Util 30%: host-bound
+            _h100(100, 99.4, 78.0, 0, 90.1, 507, 1980, 4096),  # copy-triton: memory-bound
+        ]
+    }
 
 
 def order(frame: str) -> list[int]:

@@ -27,6 +27,7 @@ def fake(monkeypatch):
         fake = FakeNvml(spec)
         monkeypatch.setattr(nvml, "pynvml", fake)
         return fake
+
     yield install
     nvml.reset_for_tests()
 
@@ -36,8 +37,9 @@ def test_once_prints_one_frame_with_the_ladder_the_verdicts_and_the_processes(fa
     assert main(["top", "--once", "--interval", "0.1"]) == 0
     out, err = capsys.readouterr()
     assert order(out) == [0, 1, 2, 3, 4]
-    lines = {int(line.split()[0]): line for line in out.splitlines() if line[:3].strip().isdigit()
-             and line[3:5] == "  "}
+    lines = {
+        int(line.split()[0]): line for line in out.splitlines() if line[:3].strip().isdigit() and line[3:5] == "  "
+    }
     assert lines[1].split()[1:5] == ["fake-busy", "100%", "0.76%", "0.012%"] and "124/700 W" in lines[1]
     assert lines[0].split()[1] == "idle" and lines[2].split()[1] == "compute-bound"
     assert lines[4].split()[1] == "memory-bound" and lines[4].endswith("  H100 80GB HBM3")  # NVIDIA said once
@@ -64,16 +66,19 @@ def test_json_once_is_one_document_with_nulls_for_what_was_not_read(fake, capsys
     gpu = {g["index"]: g for g in doc["gpus"]}
     assert gpu[1]["verdict"] == "fake-busy" and gpu[1]["because"] == "GPU-Util 100% ≥ 50%, SM active 0.76% < 5%"
     assert gpu[1]["sm_active_pct"] == pytest.approx(0.757) and gpu[1]["power_limit_w"] == 700
-    assert gpu[1]["processes"] == [{"pid": os.getpid(), "user": ME, "command": gpu[1]["processes"][0]["command"],
-                                    "mem_used_mib": 600.0}]
+    assert gpu[1]["processes"] == [
+        {"pid": os.getpid(), "user": ME, "command": gpu[1]["processes"][0]["command"], "mem_used_mib": 600.0}
+    ]
     assert gpu[3]["gpm"] is False and gpu[3]["sm_active_pct"] is None and gpu[3]["verdict"] == "host-bound"
     assert gpu[3]["processes"][0] == {"pid": GONE, "user": "?", "command": "?", "mem_used_mib": 19000.0}
     assert any("GPU 3" in n for n in doc["notes"]) and doc["thresholds"]["FAKE_BUSY_SM_PCT"] == 5
     assert set(doc["verdicts"]) >= {"idle", "fake-busy", "memory-bound", "compute-bound", "host-bound"}
 
 
-@pytest.mark.parametrize("sort,expected", [("sm", [4, 2, 1, 0, 3]), ("power", [2, 4, 3, 1, 0]),
-                                        ("memory", [2, 3, 4, 1, 0]), ("index", [0, 1, 2, 3, 4])])
+@pytest.mark.parametrize(
+    "sort,expected",
+    [("sm", [4, 2, 1, 0, 3]), ("power", [2, 4, 3, 1, 0]), ("memory", [2, 3, 4, 1, 0]), ("index", [0, 1, 2, 3, 4])],
+)
 def test_sort_orders_the_gpus_largest_first_and_missing_values_last(fake, capsys, sort, expected):
     fake(machine(spinner=os.getpid(), trainer=GONE))
     assert main(["top", "--once", "--interval", "0.1", "--sort", sort]) == 0
@@ -90,8 +95,10 @@ def test_a_gpu_lost_or_its_counters_taken_is_said_and_the_others_still_shown(fak
     gpu = {g["index"]: g for g in json.loads(out)["gpus"]}
     assert gpu[2]["verdict"] == "unknown" and "NVML cannot read it" in gpu[2]["error"]
     assert gpu[4]["gpm"] is False and gpu[4]["gpu_util_pct"] == 100 and gpu[4]["sm_active_pct"] is None
-    assert "GPU 4: SM active, occupancy, tensor and DRAM show –: the GPU's performance counters serve one " \
-           "reader at a time" in err
+    assert (
+        "GPU 4: SM active, occupancy, tensor and DRAM show –: the GPU's performance counters serve one "
+        "reader at a time" in err
+    )
     assert gpu[1]["verdict"] == "fake-busy"
 
 
@@ -99,9 +106,11 @@ def test_without_nvml_it_says_why_in_one_sentence_and_exits_2(fake, capsys):
     fake({"no_driver": True, "gpus": []})
     assert main(["top", "--once"]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and err == ("gpubench top: error: nothing to show: no NVIDIA driver found, as the NVML "
-                                 "library libnvidia-ml.so could not be loaded; run on a machine with an NVIDIA GPU "
-                                 "and driver\n")
+    assert out == "" and err == (
+        "gpubench top: error: nothing to show: no NVIDIA driver found, as the NVML "
+        "library libnvidia-ml.so could not be loaded; run on a machine with an NVIDIA GPU "
+        "and driver\n"
+    )
 
 
 def test_no_gpu_is_a_sentence_too(fake, capsys):
@@ -113,17 +122,23 @@ def test_no_gpu_is_a_sentence_too(fake, capsys):
 def test_an_interval_shorter_than_gpm_refreshes_is_refused(capsys):
     with pytest.raises(SystemExit) as done:
         main(["top", "--interval", "0.05"])
-    assert done.value.code == 2 and "must be at least 0.1 s, the GPM counters' refresh period" in \
-        capsys.readouterr().err
+    assert (
+        done.value.code == 2 and "must be at least 0.1 s, the GPM counters' refresh period" in capsys.readouterr().err
+    )
 
 
 def top(spec: dict, tmp_path: Path, *args) -> subprocess.Popen:
     """gpubench top in a process of its own, behind the fake NVML, with pipes (no terminal)."""
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec))
-    return subprocess.Popen([sys.executable, str(HERE / "fakenvml.py"), str(path), "top", *args],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=ctrl_c_as_at_a_terminal)
+    return subprocess.Popen(
+        [sys.executable, str(HERE / "fakenvml.py"), str(path), "top", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=ctrl_c_as_at_a_terminal,
+    )
 
 
 def ctrl_c_as_at_a_terminal():
@@ -154,14 +169,24 @@ def test_json_without_once_is_a_line_per_refresh_until_interrupted(tmp_path):
 
 
 def test_no_nvml_in_a_process_of_its_own_is_no_traceback_and_no_cuda_library_is_loaded(tmp_path):
-    code = ("import sys, json; sys.path.insert(0, sys.argv[1]); import fakenvml; "
-            "fakenvml.install(json.loads(sys.argv[2])); from gpubench.cli import main; c = main(['top', '--once', "
-            "'--json', '--interval', '0.1']); "
-            "print('loaded', sorted(m for m in ('torch', 'cupy', 'triton', 'jax') if m in sys.modules)); sys.exit(c)")
-    ok = subprocess.run([sys.executable, "-c", code, str(HERE), json.dumps(machine(os.getpid(), GONE))],
-                        capture_output=True, text=True, timeout=120)
+    code = (
+        "import sys, json; sys.path.insert(0, sys.argv[1]); import fakenvml; "
+        "fakenvml.install(json.loads(sys.argv[2])); from gpubench.cli import main; c = main(['top', '--once', "
+        "'--json', '--interval', '0.1']); "
+        "print('loaded', sorted(m for m in ('torch', 'cupy', 'triton', 'jax') if m in sys.modules)); sys.exit(c)"
+    )
+    ok = subprocess.run(
+        [sys.executable, "-c", code, str(HERE), json.dumps(machine(os.getpid(), GONE))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert ok.returncode == 0 and ok.stdout.splitlines()[-1] == "loaded []", ok.stderr
-    none = subprocess.run([sys.executable, "-c", code, str(HERE), json.dumps({"no_driver": True, "gpus": []})],
-                          capture_output=True, text=True, timeout=120)
+    none = subprocess.run(
+        [sys.executable, "-c", code, str(HERE), json.dumps({"no_driver": True, "gpus": []})],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert none.returncode == 2 and "Traceback" not in none.stderr
     assert none.stderr.startswith("gpubench top: error: nothing to show: no NVIDIA driver found")

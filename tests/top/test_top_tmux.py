@@ -31,8 +31,9 @@ class Pane:
         self.tmux("new-session", "-d", "-s", "top", "-x", str(columns), "-y", str(rows), command)
 
     def tmux(self, *args) -> str:
-        done = subprocess.run([TMUX, "-L", self.server, "-f", "/dev/null", *args], capture_output=True, text=True,
-                              timeout=DEADLINE_S)
+        done = subprocess.run(
+            [TMUX, "-L", self.server, "-f", "/dev/null", *args], capture_output=True, text=True, timeout=DEADLINE_S
+        )
         assert done.returncode == 0 or args[0] == "kill-server", done.stderr
         return done.stdout
 
@@ -92,8 +93,9 @@ def test_the_live_view_shows_the_gpus_and_processes_sorts_on_a_key_and_quits_on_
     text = pane.until(lambda t: len(order(t)) == 5, "a frame of five GPUs")
     assert order(text) == [0, 1, 2, 3, 4] and "sorted by GPU index" in text
     assert text.splitlines()[0].startswith("gpubench top ") and "(keys i u s o t d p m sort, q quits)" in text
-    rows = {int(line[:3]): line.split() for line in text.splitlines() if line[:3].strip().isdigit()
-            and line[3:5] == "  "}
+    rows = {
+        int(line[:3]): line.split() for line in text.splitlines() if line[:3].strip().isdigit() and line[3:5] == "  "
+    }
     assert [rows[i][1] for i in range(5)] == ["idle", "fake-busy", "compute-bound", "host-bound", "memory-bound"]
     assert rows[1][2:4] == ["100%", "0.76%"] and rows[3][3:7] == ["–", "–", "–", "–"]
     spinner, trainer = processes

@@ -17,35 +17,62 @@ LIMIT = 700.0
 
 
 def reading(util=100.0, sm=math.nan, tensor=math.nan, dram=math.nan, power=math.nan, **more):
-    return {"gpu_util_pct": util, "sm_active_pct": sm, "tensor_active_pct": tensor, "dram_active_pct": dram,
-            "power_w": power, **more}
+    return {
+        "gpu_util_pct": util,
+        "sm_active_pct": sm,
+        "tensor_active_pct": tensor,
+        "dram_active_pct": dram,
+        "power_w": power,
+        **more,
+    }
 
 
-@pytest.mark.parametrize("values,word,because", [
-    (reading(util=0, sm=0, tensor=0, dram=0.0003, power=70), "idle", "GPU-Util 0% < 5%"),
-    (reading(util=35, sm=0.02, power=128), "host-bound", "GPU-Util 35% < 50%"),
-    (reading(sm=0.757, tensor=0, dram=0.0005, power=124), "fake-busy", "GPU-Util 100% ≥ 50%, SM active 0.76% < 5%"),
-    # a collective waiting on a hung rank: 18% of the SMs spin, at idle power, moving no DRAM
-    (reading(sm=18.2, tensor=0, dram=0.0004, power=132), "fake-busy",
-     "GPU-Util 100% ≥ 50%, power/limit 19% < 30%, DRAM active <0.01% < 5%, tensor active 0% < 5%"),
-    # a rank whose all-reduce waits on a slow peer most of each step: its own few ms of work move a little DRAM
-    (reading(sm=23.4, tensor=1.9, dram=3.1, power=173), "fake-busy",
-     "GPU-Util 100% ≥ 50%, power/limit 25% < 30%, DRAM active 3.1% < 5%, tensor active 1.9% < 5%"),
-    # as light on power, but moving memory: work, not waiting
-    (reading(sm=23.4, tensor=1.9, dram=5.0, power=173), "few-sms", "SM active/GPU-Util 23% < 50%"),
-    (reading(power=132), "fake-busy",
-     "GPU-Util 100% ≥ 50%, power/limit 19% < 30%, DRAM active not read, tensor active not read"),
-    (reading(sm=27.3, tensor=2.0, dram=25.0, power=261), "few-sms", "SM active/GPU-Util 27% < 50%"),
-    (reading(sm=99.4, tensor=0, dram=90.1, power=507), "memory-bound",
-     "DRAM active 90% ≥ 50%, tensor active 0% < 10%"),
-    (reading(sm=96.6, tensor=93.8, dram=25.9, power=697), "compute-bound", "tensor active 94% ≥ 50%"),
-    (reading(sm=95.0, tensor=3.0, dram=17.0, power=680, fp32_active_pct=70.0), "compute-bound",
-     "FP32 active 70% ≥ 50%"),
-    (reading(sm=89.2, tensor=23.5, dram=29.7, power=597), "busy",
-     "tensor active 24%, DRAM active 30%: no single limit"),
-    (reading(power=500), "busy", "GPU-Util 100%; SM, tensor and DRAM activity not read (no GPM)"),
-    (reading(util=math.nan, power=500), "unknown", "GPU-Util not read"),
-])
+@pytest.mark.parametrize(
+    "values,word,because",
+    [
+        (reading(util=0, sm=0, tensor=0, dram=0.0003, power=70), "idle", "GPU-Util 0% < 5%"),
+        (reading(util=35, sm=0.02, power=128), "host-bound", "GPU-Util 35% < 50%"),
+        (reading(sm=0.757, tensor=0, dram=0.0005, power=124), "fake-busy", "GPU-Util 100% ≥ 50%, SM active 0.76% < 5%"),
+        # a collective waiting on a hung rank: 18% of the SMs spin, at idle power, moving no DRAM
+        (
+            reading(sm=18.2, tensor=0, dram=0.0004, power=132),
+            "fake-busy",
+            "GPU-Util 100% ≥ 50%, power/limit 19% < 30%, DRAM active <0.01% < 5%, tensor active 0% < 5%",
+        ),
+        # a rank whose all-reduce waits on a slow peer most of each step: its own few ms of work move a little DRAM
+        (
+            reading(sm=23.4, tensor=1.9, dram=3.1, power=173),
+            "fake-busy",
+            "GPU-Util 100% ≥ 50%, power/limit 25% < 30%, DRAM active 3.1% < 5%, tensor active 1.9% < 5%",
+        ),
+        # as light on power, but moving memory: work, not waiting
+        (reading(sm=23.4, tensor=1.9, dram=5.0, power=173), "few-sms", "SM active/GPU-Util 23% < 50%"),
+        (
+            reading(power=132),
+            "fake-busy",
+            "GPU-Util 100% ≥ 50%, power/limit 19% < 30%, DRAM active not read, tensor active not read",
+        ),
+        (reading(sm=27.3, tensor=2.0, dram=25.0, power=261), "few-sms", "SM active/GPU-Util 27% < 50%"),
+        (
+            reading(sm=99.4, tensor=0, dram=90.1, power=507),
+            "memory-bound",
+            "DRAM active 90% ≥ 50%, tensor active 0% < 10%",
+        ),
+        (reading(sm=96.6, tensor=93.8, dram=25.9, power=697), "compute-bound", "tensor active 94% ≥ 50%"),
+        (
+            reading(sm=95.0, tensor=3.0, dram=17.0, power=680, fp32_active_pct=70.0),
+            "compute-bound",
+            "FP32 active 70% ≥ 50%",
+        ),
+        (
+            reading(sm=89.2, tensor=23.5, dram=29.7, power=597),
+            "busy",
+            "tensor active 24%, DRAM active 30%: no single limit",
+        ),
+        (reading(power=500), "busy", "GPU-Util 100%; SM, tensor and DRAM activity not read (no GPM)"),
+        (reading(util=math.nan, power=500), "unknown", "GPU-Util not read"),
+    ],
+)
 def test_each_word_with_the_numbers_that_decided_it(values, word, because):
     assert v.verdict(values, LIMIT) == (word, because)
 
@@ -66,8 +93,10 @@ def test_the_thresholds_the_phase_verdict_also_draws_are_its_own():
 
     assert v.HOST_BOUND_UTIL_PCT == threshold("host-bound", "gpu_util_mean_pct") == 50
     assert v.FEW_SMS_PCT == threshold("few-sms", "sm_busy_pct")
-    assert (v.MEMORY_BOUND_DRAM_PCT, v.MEMORY_BOUND_TENSOR_PCT) == (threshold("memory-bound", "dram_active_pct"),
-                                                                    threshold("memory-bound", "tensor_active_pct"))
+    assert (v.MEMORY_BOUND_DRAM_PCT, v.MEMORY_BOUND_TENSOR_PCT) == (
+        threshold("memory-bound", "dram_active_pct"),
+        threshold("memory-bound", "tensor_active_pct"),
+    )
     assert v.COMPUTE_BOUND_PIPE_PCT == threshold("tensor-busy", "tensor_active_pct")
     assert set(v.thresholds()) == {n for n in dir(v) if n.endswith("_PCT")}
     doc = v.__doc__
@@ -110,12 +139,15 @@ def test_a_rank_waiting_on_a_slow_peer_reads_fake_busy_from_its_committed_readin
     assert words == {0: "fake-busy", 1: "idle"}
 
 
-@pytest.mark.parametrize("run,phase,word", [
-    ("watch-decode-graph-b1-h200", "decode", "few-sms"),  # the lightest real work: not fake-busy
-    ("watch-decode-eager-b1-h200", "decode", "host-bound"),
-    ("watch-slow-loader-h100-80gb-hbm3", "train/0", "host-bound"),
-    ("watch-healthy-h100-80gb-hbm3", "train/0", "busy"),
-    ("watch-compiled-h200", "train", "busy"),
-])
+@pytest.mark.parametrize(
+    "run,phase,word",
+    [
+        ("watch-decode-graph-b1-h200", "decode", "few-sms"),  # the lightest real work: not fake-busy
+        ("watch-decode-eager-b1-h200", "decode", "host-bound"),
+        ("watch-slow-loader-h100-80gb-hbm3", "train/0", "host-bound"),
+        ("watch-healthy-h100-80gb-hbm3", "train/0", "busy"),
+        ("watch-compiled-h200", "train", "busy"),
+    ],
+)
 def test_watched_jobs_read_as_they_ran(run, phase, word):
     assert rows(run, key="phase")[phase] == word

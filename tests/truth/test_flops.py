@@ -19,8 +19,11 @@ def grad(*shape):
     return torch.randn(*shape, requires_grad=True)
 
 
-@pytest.mark.parametrize("groups, cin, cout, k, stride", [(96, 96, 96, 7, 1), (4, 32, 64, 3, 2), (1, 8, 16, 3, 1)],
-                         ids=["depthwise", "grouped", "dense"])
+@pytest.mark.parametrize(
+    "groups, cin, cout, k, stride",
+    [(96, 96, 96, 7, 1), (4, 32, 64, 3, 2), (1, 8, 16, 3, 1)],
+    ids=["depthwise", "grouped", "dense"],
+)
 def test_a_convolutions_backward_costs_twice_its_forward_whatever_its_groups(groups, cin, cout, k, stride):
     n, h = 2, 14
     x, w = grad(n, cin, h, h), grad(cout, cin // groups, k, k)
@@ -36,8 +39,10 @@ def test_a_grouped_convolution_counts_what_its_groups_count_as_plain_convolution
     x, w = grad(2, 32, 10, 10), grad(64, 8, 3, 3)
     whole = count_flops(lambda: F.conv2d(x, w, padding=1, dilation=1, groups=4).sum().backward())
     xs, ws = x.detach().chunk(4, 1), w.detach().chunk(4, 0)
-    parts = [count_flops(lambda a=a.requires_grad_(), b=b.requires_grad_(): F.conv2d(a, b, padding=1).sum().backward())
-             for a, b in zip(xs, ws)]
+    parts = [
+        count_flops(lambda a=a.requires_grad_(), b=b.requires_grad_(): F.conv2d(a, b, padding=1).sum().backward())
+        for a, b in zip(xs, ws)
+    ]
     assert whole.hardware == sum(p.hardware for p in parts) and whole == sum(parts)
 
 
@@ -76,11 +81,16 @@ def test_a_grouped_product_counts_what_its_groups_products_count():
     tokens, experts = torch.randn(64, 32, dtype=bf), torch.randn(4, 32, 16, dtype=bf)
     offs = torch.tensor([16, 32, 48, 64], dtype=torch.int32)
     moe = count_flops(torch.ops.aten._grouped_mm, tokens, experts, offs)
-    assert moe.hardware == sum(count_flops(torch.mm, tokens[16 * i:16 * i + 16], experts[i]).hardware
-                               for i in range(4)) == 2 * 64 * 32 * 16
+    assert (
+        moe.hardware
+        == sum(count_flops(torch.mm, tokens[16 * i : 16 * i + 16], experts[i]).hardware for i in range(4))
+        == 2 * 64 * 32 * 16
+    )
     batch = torch.randn(4, 16, 32, dtype=bf)
-    assert (count_flops(torch.ops.aten._grouped_mm, batch, experts).hardware
-            == count_flops(torch.bmm, batch, experts).hardware)
+    assert (
+        count_flops(torch.ops.aten._grouped_mm, batch, experts).hardware
+        == count_flops(torch.bmm, batch, experts).hardware
+    )
     a, b = torch.randn(16, 64, dtype=bf), torch.randn(64, 32, dtype=bf)  # groups along the contraction
     assert count_flops(torch.ops.aten._grouped_mm, a, b, offs).hardware == count_flops(torch.mm, a, b).hardware
 

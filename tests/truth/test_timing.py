@@ -22,11 +22,14 @@ def test_implementations_take_turns_and_ratios_pair_windows():
     def impl(name, base_ms):
         def run():
             pass
+
         run.__name__, run.base_ms = name, base_ms
         return run
 
-    with mock.patch.object(timing, "time_loop", side_effect=fake_loop), \
-            mock.patch.object(timing, "warm_up", return_value=1.0):
+    with (
+        mock.patch.object(timing, "time_loop", side_effect=fake_loop),
+        mock.patch.object(timing, "warm_up", return_value=1.0),
+    ):
         cmp = timing.interleaved({"a": impl("a", 1.0), "b": impl("b", 2.0)}, rounds=4, settle_s=0.0)
     assert order == ["a", "b", "b", "a", "a", "b", "b", "a"]  # ABBA: neither side always goes first
     # b takes twice as long as a; window by window the drift cancels, so the paired ratio is ~2

@@ -60,8 +60,10 @@ def test_a_job_past_its_time_gets_ctrl_c_then_a_kill_and_one_on_time_its_exit_co
     import time
 
     said = tmp_path / "interrupted"
-    polite = (f"import signal, sys, time\nsignal.signal(signal.SIGINT, lambda *a: (open({str(said)!r}, 'w').close(), "
-              "sys.exit(3)))\ntime.sleep(30)")
+    polite = (
+        f"import signal, sys, time\nsignal.signal(signal.SIGINT, lambda *a: (open({str(said)!r}, 'w').close(), "
+        "sys.exit(3)))\ntime.sleep(30)"
+    )
     stubborn = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(30)"
     t0 = time.monotonic()
     for code, grace in ((polite, 10.0), (stubborn, 0.5)):
@@ -92,10 +94,12 @@ def _nvml_refusing(refused_id: int, calls: list):
 
     from unittest import mock
 
-    return [mock.patch.object(nvml, "gpm_sample_alloc", lambda: {"t": None}),
-            mock.patch.object(nvml, "gpm_sample_get", lambda h, s: s.update(t=next(ticks))),
-            mock.patch.object(nvml, "gpm_sample_free", lambda s: None),
-            mock.patch.object(nvml, "gpm_metrics", metrics)]
+    return [
+        mock.patch.object(nvml, "gpm_sample_alloc", lambda: {"t": None}),
+        mock.patch.object(nvml, "gpm_sample_get", lambda h, s: s.update(t=next(ticks))),
+        mock.patch.object(nvml, "gpm_sample_free", lambda s: None),
+        mock.patch.object(nvml, "gpm_metrics", metrics),
+    ]
 
 
 def test_a_gpm_id_the_driver_refuses_is_dropped_and_named_and_the_rest_are_read(capsys):
@@ -118,7 +122,7 @@ def test_a_gpm_id_the_driver_refuses_is_dropped_and_named_and_the_rest_are_read(
         assert values["tensor_active_pct"] == probe.COUNTERS["tensor_active_pct"]  # the others read on
     # the whole request, then each id alone once, then the kept ones: the second read asks only those
     assert calls[0] == list(probe.COUNTERS.values())
-    assert [len(c) for c in calls[1:1 + len(probe.COUNTERS)]] == [1] * len(probe.COUNTERS)
+    assert [len(c) for c in calls[1 : 1 + len(probe.COUNTERS)]] == [1] * len(probe.COUNTERS)
     assert calls[-1] == [i for c, i in probe.COUNTERS.items() if c != "dmma_cycles_active"]
     assert "dmma_cycles_active" in capsys.readouterr().err  # said, not silent
 
@@ -153,8 +157,19 @@ def test_the_broad_set_holds_every_kind_of_tensor_work_in_each_dtype_and_shrinks
     labels = [label for label, _, _ in found]
     assert len(set(labels)) == len(labels)
     assert {dtype for _, dtype, _ in found} == set(ceiling.TENSOR_DTYPES)
-    for kind in ("mm 16x", "bmm", "+bias", "causal forward", "causal backward", "x128 backward", "conv dense",
-                 "conv depthwise", "conv groups", "_scaled_mm", "tf32"):
+    for kind in (
+        "mm 16x",
+        "bmm",
+        "+bias",
+        "causal forward",
+        "causal backward",
+        "x128 backward",
+        "conv dense",
+        "conv depthwise",
+        "conv groups",
+        "_scaled_mm",
+        "tf32",
+    ):
         assert any(kind in label for label in labels), kind
     small = {label: make for label, _, make in truth_kernels.kernels(torch, "cpu", 16)}
     assert list(small) == labels  # the labels name the full sizes either way
@@ -162,7 +177,8 @@ def test_the_broad_set_holds_every_kind_of_tensor_work_in_each_dtype_and_shrinks
     # multiply-add per weight tap and output element
     assert gpubench.count_flops(small["mm 8192x8192x8192 bf16"]()).hardware == 2 * 512**3
     assert gpubench.count_flops(small["conv depthwise 7x7 128x384->384x56x56 forward bf16"]()).hardware == (
-        2 * 8 * 24 * 3 * 3 * 49)
+        2 * 8 * 24 * 3 * 3 * 49
+    )
 
 
 def test_the_committed_points_are_what_their_committed_samples_give(tmp_path):

@@ -18,9 +18,23 @@ import statistics
 import sys
 from pathlib import Path
 
-from tools.gate.checks import (SLOWER_FROM_US, Checks, baseline_facts, check_more_work, check_one_gpu,
-                               check_part, check_refusals, check_unchanged, finish, load, median_of, print_checks,
-                               print_table, table, times)
+from tools.gate.checks import (
+    SLOWER_FROM_US,
+    Checks,
+    baseline_facts,
+    check_more_work,
+    check_one_gpu,
+    check_part,
+    check_refusals,
+    check_unchanged,
+    finish,
+    load,
+    median_of,
+    print_checks,
+    print_table,
+    table,
+    times,
+)
 from tools.gate.checks import PART  # noqa: F401 - step b's benchmarks, named here as before
 
 SUMMARY_VERSION = 2
@@ -43,9 +57,14 @@ def check(work: Path, baseline_path: Path) -> tuple[Checks, dict]:
     # x. the experiment, where it ran: what moves a small call from one process to the next
     probes = [load(p) for p in sorted(work.glob("probe-*.json"))]
     broken = [p for p in probes if not p or p.get("errors")]
-    c.add("x-probe", "the experiment's processes", "every one that ran, whole",
-          f"{len(probes)} ran" + (f", {len(broken)} with errors: {[p.get('errors') for p in broken if p]}"
-                                  if broken else ""), not broken if probes else None)
+    c.add(
+        "x-probe",
+        "the experiment's processes",
+        "every one that ran, whole",
+        f"{len(probes)} ran"
+        + (f", {len(broken)} with errors: {[p.get('errors') for p in broken if p]}" if broken else ""),
+        not broken if probes else None,
+    )
     numbers["probe"] = probe_summary([p for p in probes if p])
 
     # 1. the baseline, made by the README's recipe, and its floor
@@ -54,14 +73,22 @@ def check(work: Path, baseline_path: Path) -> tuple[Checks, dict]:
     processes = section.get("processes", 1 + len(section.get("reruns") or []))
     if section.get("processes_max"):  # each benchmark measured by as few processes as its floor needs
         counts = section.get("floor_processes") or {}
-        c.add("1-baseline", "the baseline's processes", f"at most {runs_asked}, each benchmark's floor settled",
-              f"{processes} processes; per benchmark " + ", ".join(f"{n.rsplit('::', 1)[-1]} {k}"
-                                                                for n, k in counts.items()),
-              processes <= runs_asked and len(counts) == len(names) > 0 and not unsettled(baseline))
+        c.add(
+            "1-baseline",
+            "the baseline's processes",
+            f"at most {runs_asked}, each benchmark's floor settled",
+            f"{processes} processes; per benchmark "
+            + ", ".join(f"{n.rsplit('::', 1)[-1]} {k}" for n, k in counts.items()),
+            processes <= runs_asked and len(counts) == len(names) > 0 and not unsettled(baseline),
+        )
     else:
-        c.add("1-baseline", "the baseline's processes", f"{runs_asked}, each measuring all {len(names)} benchmarks",
-              f"{processes} processes, {len(section.get('floor_pct') or {})} benchmarks measured",
-              processes == runs_asked and len(section.get("floor_pct") or {}) == len(names) > 0)
+        c.add(
+            "1-baseline",
+            "the baseline's processes",
+            f"{runs_asked}, each measuring all {len(names)} benchmarks",
+            f"{processes} processes, {len(section.get('floor_pct') or {})} benchmarks measured",
+            processes == runs_asked and len(section.get("floor_pct") or {}) == len(names) > 0,
+        )
     numbers["baseline"] = {"processes": processes, "benchmarks": facts}
 
     # c. unchanged runs: no slower, no faster, none fails
@@ -92,6 +119,7 @@ def probe_summary(probes: list[dict]) -> dict:
     """The experiment across its processes: for each call and way of timing it, the spread of the first
     placement's median across processes (the same code in another process) beside the spread across placements
     within a process, the L2 flush by reading against the one by writing, the graph's own launch, the timer."""
+
     def cv(xs):
         return 100 * statistics.stdev(xs) / statistics.mean(xs) if len(xs) > 1 else None
 
@@ -102,17 +130,22 @@ def probe_summary(probes: list[dict]) -> dict:
         for m in ("host_us", "graph1_us", "warm_graph_us"):
             firsts = [r[0][m] for r in rows if r]
             within = [cv([x[m] for x in r]) for r in rows if len(r) > 1]
-            methods[m] = {"median_us": statistics.median(firsts) if firsts else None,
-                          "between_processes_pct": cv(firsts),
-                          "across_placements_pct": statistics.mean(within) if within else None}
+            methods[m] = {
+                "median_us": statistics.median(firsts) if firsts else None,
+                "between_processes_pct": cv(firsts),
+                "across_placements_pct": statistics.mean(within) if within else None,
+            }
         first = [r[0] for r in rows if r]
-        flush = {k: statistics.median([x[k] for x in first if k in x]) if any(k in x for x in first) else None
-                 for k in ("host_us", "host_read_flush_us", "host_write_flush_again_us")}
+        flush = {
+            k: statistics.median([x[k] for x in first if k in x]) if any(k in x for x in first) else None
+            for k in ("host_us", "host_read_flush_us", "host_write_flush_again_us")
+        }
         out["calls"][call] = {"methods": methods, "flush": flush}
     launch = [p["graph_launch"]["per_replay_us"] for p in probes if "graph_launch" in p]
     steps = [p["timer"]["step_ns"] for p in probes if "timer" in p]
-    out["graph_launch_us"] = {"median": statistics.median(launch), "spread_us": statistics.pstdev(launch)} \
-        if launch else None
+    out["graph_launch_us"] = (
+        {"median": statistics.median(launch), "spread_us": statistics.pstdev(launch)} if launch else None
+    )
     out["timer_step_ns"] = statistics.median(steps) if steps else None
     return out
 
@@ -120,20 +153,28 @@ def probe_summary(probes: list[dict]) -> dict:
 def print_probe(probe: dict) -> None:
     """The experiment in a few lines: how each way of timing a small call moved between processes and between
     placements within one."""
+
     def num(x, fmt):
         return "-" if x is None else format(x, fmt)
 
     if not probe.get("processes"):
         return
-    print(f"probe, {probe['processes']} processes: timer step {num(probe.get('timer_step_ns'), '.1f')} ns; a graph "
-          f"replay's own launch {num((probe.get('graph_launch_us') or {}).get('median'), '.2f')} us")
+    print(
+        f"probe, {probe['processes']} processes: timer step {num(probe.get('timer_step_ns'), '.1f')} ns; a graph "
+        f"replay's own launch {num((probe.get('graph_launch_us') or {}).get('median'), '.2f')} us"
+    )
     for call, row in probe.get("calls", {}).items():
-        parts = [f"{m.removesuffix('_us')} {num(v['median_us'], '.3f')} us, moved "
-                 f"{num(v['between_processes_pct'], '.2f')}% between processes, "
-                 f"{num(v['across_placements_pct'], '.2f')}% across placements" for m, v in row["methods"].items()]
+        parts = [
+            f"{m.removesuffix('_us')} {num(v['median_us'], '.3f')} us, moved "
+            f"{num(v['between_processes_pct'], '.2f')}% between processes, "
+            f"{num(v['across_placements_pct'], '.2f')}% across placements"
+            for m, v in row["methods"].items()
+        ]
         f = row["flush"]
-        print(f"  {call}: {'; '.join(parts)}; flushed by reading {num(f['host_read_flush_us'], '.3f')} us against "
-              f"writing {num(f['host_us'], '.3f')} and {num(f['host_write_flush_again_us'], '.3f')} us")
+        print(
+            f"  {call}: {'; '.join(parts)}; flushed by reading {num(f['host_read_flush_us'], '.3f')} us against "
+            f"writing {num(f['host_us'], '.3f')} and {num(f['host_write_flush_again_us'], '.3f')} us"
+        )
 
 
 def main(argv: list[str]) -> int:

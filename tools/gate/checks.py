@@ -60,8 +60,10 @@ class Checks:
         return {v["name"]: v for v in self.data(step).get("verdicts", [])}
 
     def ran(self, prefix: str) -> list[str]:
-        return sorted((s for s in self.exits if s.startswith(prefix) and self.exits[s] != "skipped"),
-                      key=lambda s: int(s.rsplit("-", 1)[1]))
+        return sorted(
+            (s for s in self.exits if s.startswith(prefix) and self.exits[s] != "skipped"),
+            key=lambda s: int(s.rsplit("-", 1)[1]),
+        )
 
 
 def said(v: dict | None) -> str:
@@ -83,12 +85,22 @@ def baseline_facts(baseline: dict) -> dict:
     out = {}
     for b in baseline.get("benchmarks", []):
         info = b.get("extra_info") or {}
-        how = ("flushed" if info.get("l2_flush") else f"graph of {info['cuda_graph_calls']}"
-               if info.get("cuda_graph_calls") else f"{info.get('calls_per_round')} back to back")
-        out[b["name"]] = {"median_us": b["stats"]["median"] * 1e6, "timed": how, "fullname": b["fullname"],
-                          "floor_pct": (floors.get(b["fullname"]) or {}).get("median"),
-                          "center_pct": (centers.get(b["fullname"]) or {}).get("median"),
-                          "timer_step_us": info.get("timer_step_us"), "rounds": b["stats"].get("rounds")}
+        how = (
+            "flushed"
+            if info.get("l2_flush")
+            else f"graph of {info['cuda_graph_calls']}"
+            if info.get("cuda_graph_calls")
+            else f"{info.get('calls_per_round')} back to back"
+        )
+        out[b["name"]] = {
+            "median_us": b["stats"]["median"] * 1e6,
+            "timed": how,
+            "fullname": b["fullname"],
+            "floor_pct": (floors.get(b["fullname"]) or {}).get("median"),
+            "center_pct": (centers.get(b["fullname"]) or {}).get("median"),
+            "timer_step_us": info.get("timer_step_us"),
+            "rounds": b["stats"].get("rounds"),
+        }
     return out
 
 
@@ -121,12 +133,20 @@ def check_unchanged(c: Checks, names: list[str], asked: int) -> tuple[list[str],
         c.exit(step, (0,))
         got = c.verdicts(step)
         odd = [f"{n} {said(v)}" for n, v in got.items() if v.get("word") not in ("same", "unsure")]
-        c.add(step, "every benchmark", f"same or unsure for all {len(names)}",
-              f"{len(got)} verdicts" + (f"; {'; '.join(odd)}" if odd else ""), len(got) == len(names) and not odd)
+        c.add(
+            step,
+            "every benchmark",
+            f"same or unsure for all {len(names)}",
+            f"{len(got)} verdicts" + (f"; {'; '.join(odd)}" if odd else ""),
+            len(got) == len(names) and not odd,
+        )
     spread = unchanged_spread(c, reruns, names)
     words = [w for s in spread.values() for w in s["words"]]
-    summary = {"runs": len(reruns), **{w: words.count(w) for w in WORDS},
-               "failed": sum(c.exits.get(s) != "0" for s in reruns)}
+    summary = {
+        "runs": len(reruns),
+        **{w: words.count(w) for w in WORDS},
+        "failed": sum(c.exits.get(s) != "0" for s in reruns),
+    }
     return reruns, spread, summary
 
 
@@ -140,8 +160,13 @@ def check_more_work(c: Checks, facts: dict, pct: int, least_us: float) -> dict:
     for name, f in facts.items():
         v = got.get(name)
         if f["median_us"] >= least_us:
-            c.add(step, name, " or ".join(allowed) + f" (a call of {f['median_us']:.1f} us)", said(v),
-                  bool(v) and v.get("word") in allowed)
+            c.add(
+                step,
+                name,
+                " or ".join(allowed) + f" (a call of {f['median_us']:.1f} us)",
+                said(v),
+                bool(v) and v.get("word") in allowed,
+            )
     return got
 
 
@@ -158,14 +183,23 @@ def check_refusals(c: Checks, work: Path) -> None:
     """Step e: a gate that cannot compare refuses to pass, where CUDA sees no GPU and against another model."""
     c.exit("e-no-gpu", (4,))
     out = (work / "e-no-gpu.out").read_text() if (work / "e-no-gpu.out").is_file() else ""
-    c.add("e-no-gpu", "the refusal", "--gpu-fail-slower, but there is no GPU here",
-          next((x for x in out.splitlines() if x.startswith("ERROR:")), "no ERROR line"),
-          "ERROR: --gpu-fail-slower, but there is no GPU here" in out)
+    c.add(
+        "e-no-gpu",
+        "the refusal",
+        "--gpu-fail-slower, but there is no GPU here",
+        next((x for x in out.splitlines() if x.startswith("ERROR:")), "no ERROR line"),
+        "ERROR: --gpu-fail-slower, but there is no GPU here" in out,
+    )
     c.exit("e-another-model", (4,))
     out = (work / "e-another-model.out").read_text() if (work / "e-another-model.out").is_file() else ""
     errors = [x for x in out.splitlines() if x.startswith("ERROR:")]
-    c.add("e-another-model", "the refusal", "one sentence: another GPU model is not comparable",
-          errors[0] if errors else "no ERROR line", len(errors) == 1 and "not comparable" in errors[0])
+    c.add(
+        "e-another-model",
+        "the refusal",
+        "one sentence: another GPU model is not comparable",
+        errors[0] if errors else "no ERROR line",
+        len(errors) == 1 and "not comparable" in errors[0],
+    )
 
 
 def check_one_gpu(c: Checks, baseline: dict) -> None:
@@ -173,15 +207,23 @@ def check_one_gpu(c: Checks, baseline: dict) -> None:
     uuids = {((c.data(s).get("gpu") or {}).get("uuid")) for s in c.exits if c.data(s).get("gpu")}
     first = ((baseline.get("machine_info") or {}).get("gpu") or {}).get("uuid")
     uuids = sorted(u for u in uuids | {first} if u)
-    c.add("gpu", "the GPU of every step", "the baseline's", f"{len(uuids)} GPU{'s' * (len(uuids) != 1)}: "
-          f"{', '.join(uuids)}", True if len(uuids) == 1 else None)
+    c.add(
+        "gpu",
+        "the GPU of every step",
+        "the baseline's",
+        f"{len(uuids)} GPU{'s' * (len(uuids) != 1)}: {', '.join(uuids)}",
+        True if len(uuids) == 1 else None,
+    )
 
 
 def times(c: Checks, reruns: list[str]) -> dict:
     """An unchanged run's seconds (median), each step's, and all of them."""
     sessions = [c.seconds[s] for s in reruns if s in c.seconds]
-    return {"session_s": statistics.median(sessions) if sessions else None,
-            "steps_s": c.seconds, "total_s": sum(c.seconds.values())}
+    return {
+        "session_s": statistics.median(sessions) if sessions else None,
+        "steps_s": c.seconds,
+        "total_s": sum(c.seconds.values()),
+    }
 
 
 def table(facts: dict, spread: dict, more: dict, processes: int) -> dict:
@@ -196,13 +238,17 @@ def table(facts: dict, spread: dict, more: dict, processes: int) -> dict:
         cv = statistics.stdev(raw) if len(raw) > 1 else None
         floor = f.get("floor_pct")
         off = cv * math.sqrt(1 + 1 / max(processes, 1)) if cv else None
-        rows[name] = {**{k: f[k] for k in ("median_us", "timed", "floor_pct", "center_pct", "timer_step_us")},
-                      "unchanged_runs": len(s.get("words") or []),
-                      "spread_pct": cv, "max_abs_pct": max((abs(x) for x in s.get("pct") or []), default=None),
-                      "false_alarm_at_floor": normal_tail(floor / off) if off and floor else None,
-                      "words": {w: (s.get("words") or []).count(w) for w in WORDS},
-                      "late_rounds_per_run": statistics.mean(s["late"]) if s.get("late") else None,
-                      "more_5": more.get(5, {}).get(name), "more_10": more.get(10, {}).get(name)}
+        rows[name] = {
+            **{k: f[k] for k in ("median_us", "timed", "floor_pct", "center_pct", "timer_step_us")},
+            "unchanged_runs": len(s.get("words") or []),
+            "spread_pct": cv,
+            "max_abs_pct": max((abs(x) for x in s.get("pct") or []), default=None),
+            "false_alarm_at_floor": normal_tail(floor / off) if off and floor else None,
+            "words": {w: (s.get("words") or []).count(w) for w in WORDS},
+            "late_rounds_per_run": statistics.mean(s["late"]) if s.get("late") else None,
+            "more_5": more.get(5, {}).get(name),
+            "more_10": more.get(10, {}).get(name),
+        }
     return rows
 
 
@@ -213,16 +259,20 @@ def print_checks(c: Checks) -> None:
 
 
 def print_table(rows: dict) -> None:
-    print(f"{'benchmark':<22}{'median us':>11}  {'timed':<18}{'floor %':>8}{'moved %':>9}{'FA@floor':>10}"
-          f"  {'same/unsure/slower/faster':<26}{'+5% work':<9}{'+10% work':<9}")
+    print(
+        f"{'benchmark':<22}{'median us':>11}  {'timed':<18}{'floor %':>8}{'moved %':>9}{'FA@floor':>10}"
+        f"  {'same/unsure/slower/faster':<26}{'+5% work':<9}{'+10% work':<9}"
+    )
     for name, r in rows.items():
         w = r["words"]
         fa = f"{r['false_alarm_at_floor']:.1e}" if r["false_alarm_at_floor"] is not None else "-"
         moved = f"{r['spread_pct']:.2f}" if r["spread_pct"] is not None else "-"
         floor = f"{r['floor_pct']:.2f}" if r["floor_pct"] is not None else "-"
-        print(f"{name:<22}{r['median_us']:>11.2f}  {r['timed']:<18}{floor:>8}{moved:>9}{fa:>10}  "
-              f"{w['same']}/{w['unsure']}/{w['slower']}/{w['faster']:<20}{(r['more_5'] or {}).get('word') or '-':<9}"
-              f"{(r['more_10'] or {}).get('word') or '-':<9}")
+        print(
+            f"{name:<22}{r['median_us']:>11.2f}  {r['timed']:<18}{floor:>8}{moved:>9}{fa:>10}  "
+            f"{w['same']}/{w['unsure']}/{w['slower']}/{w['faster']:<20}{(r['more_5'] or {}).get('word') or '-':<9}"
+            f"{(r['more_10'] or {}).get('word') or '-':<9}"
+        )
 
 
 def finish(c: Checks, numbers: dict, baseline_path: Path, summary: Path) -> int:
@@ -233,8 +283,13 @@ def finish(c: Checks, numbers: dict, baseline_path: Path, summary: Path) -> int:
     failed = sum(r["ok"] is False for r in c.rows)
     na = sum(r["ok"] is None for r in c.rows)
     print(f"{failed} of {len(c.rows) - na} checks failed" + (f" ({na} N/A)" if na else ""))
-    gpu = (((load(baseline_path) or {}).get("machine_info") or {}).get("gpu") or {})
+    gpu = ((load(baseline_path) or {}).get("machine_info") or {}).get("gpu") or {}
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    summary.write_text(json.dumps({"gpu": gpu.get("name"), "date": when, "failed": failed, "checks": c.rows,
-                                   "numbers": numbers}, indent=2, default=str))
+    summary.write_text(
+        json.dumps(
+            {"gpu": gpu.get("name"), "date": when, "failed": failed, "checks": c.rows, "numbers": numbers},
+            indent=2,
+            default=str,
+        )
+    )
     return 1 if failed else 0

@@ -44,8 +44,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHES = "tests/gate_benchmarks"
-PYTEST = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "pytest_benchmark.plugin",
-          "-p", "gpubench.pytest_plugin", "--benchmark-columns=min,median,max,iqr,rounds"]
+PYTEST = [
+    sys.executable,
+    "-m",
+    "pytest",
+    "-p",
+    "no:cacheprovider",
+    "-p",
+    "pytest_benchmark.plugin",
+    "-p",
+    "gpubench.pytest_plugin",
+    "--benchmark-columns=min,median,max,iqr,rounds",
+]
 RESERVE_S = 15  # kept for the checks and the packing
 FIRST_SESSION_S = 20  # what a session of the nine calls is taken to cost until one has run here
 
@@ -54,8 +64,16 @@ class Steps:
     """Runs the steps in order, each with its output in WORK/NAME.out and a line in WORK/exits.tsv (name, exit
     status or "skipped", seconds), within a budget measured from the start."""
 
-    def __init__(self, work: Path, log: Path, budget_s: float, dry: bool, run=None, only: tuple = (),
-                 done: frozenset = frozenset()):
+    def __init__(
+        self,
+        work: Path,
+        log: Path,
+        budget_s: float,
+        dry: bool,
+        run=None,
+        only: tuple = (),
+        done: frozenset = frozenset(),
+    ):
         self.work, self.log, self.budget_s, self.dry = work, log, budget_s, dry
         self.only, self.done = only, done  # step-name prefixes to run (all where empty); steps an earlier call ran
         self.run = run or self._subprocess
@@ -81,8 +99,9 @@ class Steps:
     def _subprocess(self, argv: list[str], out: Path, env: dict, timeout: float) -> int:
         with open(out, "w") as f:
             try:
-                return subprocess.run(argv, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT,
-                                      timeout=timeout).returncode
+                return subprocess.run(
+                    argv, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT, timeout=timeout
+                ).returncode
             except subprocess.TimeoutExpired:
                 f.write(f"\n(stopped: past the budget, {timeout:.0f} s)\n")
                 return 124
@@ -114,14 +133,25 @@ class Steps:
 
 def install(log: Path) -> None:
     """gpubench as this checkout, installed in place where it is not yet (gpubench.kernels comes from kernels/)."""
-    r = subprocess.run([sys.executable, "-c", "import gpubench, gpubench.kernels.gemm, pathlib; "
-                        "print(pathlib.Path(gpubench.__file__).resolve().parents[1])"],
-                       cwd="/", capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import gpubench, gpubench.kernels.gemm, pathlib; "
+            "print(pathlib.Path(gpubench.__file__).resolve().parents[1])",
+        ],
+        cwd="/",
+        capture_output=True,
+        text=True,
+    )
     if r.returncode == 0 and Path(r.stdout.strip()) == ROOT:
         line = "gpubench is installed from here: no pip install\n"
     else:
-        p = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-e",
-                            str(ROOT)], capture_output=True, text=True)
+        p = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-e", str(ROOT)],
+            capture_output=True,
+            text=True,
+        )
         line = p.stdout[-2000:] + p.stderr[-2000:] + ("" if p.returncode == 0 else "pip install -e . failed\n")
     with open(log, "a") as f:
         f.write(line)
@@ -141,11 +171,30 @@ def another_model(folder: Path, slug: str, name: str) -> None:
     import json
 
     t = 6e-4  # every statistic pytest-benchmark reads of a saved run
-    stats = {"min": t, "max": t, "mean": t, "stddev": 0.0, "median": t, "iqr": 0.0, "q1": t, "q3": t, "rounds": 10,
-             "iqr_outliers": 0, "stddev_outliers": 0, "outliers": "0;0", "ld15iqr": t, "hd15iqr": t, "ops": 1 / t,
-             "total": 10 * t, "iterations": 1, "data": [t] * 10}
-    data = {"machine_info": {"gpu": {"name": name}}, "benchmarks": [
-        {"name": "test_saxpy", "fullname": f"{BENCHES}/test_gate_set.py::test_saxpy", "stats": stats}]}
+    stats = {
+        "min": t,
+        "max": t,
+        "mean": t,
+        "stddev": 0.0,
+        "median": t,
+        "iqr": 0.0,
+        "q1": t,
+        "q3": t,
+        "rounds": 10,
+        "iqr_outliers": 0,
+        "stddev_outliers": 0,
+        "outliers": "0;0",
+        "ld15iqr": t,
+        "hd15iqr": t,
+        "ops": 1 / t,
+        "total": 10 * t,
+        "iterations": 1,
+        "data": [t] * 10,
+    }
+    data = {
+        "machine_info": {"gpu": {"name": name}},
+        "benchmarks": [{"name": "test_saxpy", "fullname": f"{BENCHES}/test_gate_set.py::test_saxpy", "stats": stats}],
+    }
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{slug}.json").write_text(json.dumps(data))
 
@@ -159,12 +208,18 @@ def plan(steps: Steps, reruns: int, slug: str, other: str) -> None:
         return [f"--gpu-baseline={base}", "--gpu-fail-slower", f"--gpu-verdict-json={work / name}.json"]
 
     another_model(work / "other", slug, other)
-    steps.step("e-no-gpu", [*PYTEST, BENCHES, f"--gpu-baseline={base}", "--gpu-fail-slower"], sessions=0.3,
-               env={"CUDA_VISIBLE_DEVICES": ""})
-    steps.step("e-another-model", [*PYTEST, BENCHES, "-k", "saxpy", f"--gpu-baseline={work / 'other'}"],
-               sessions=0.3)
-    steps.step("1-baseline", [*PYTEST, BENCHES, f"--gpu-save-baseline={base}",
-                              f"--gpu-verdict-json={work / '1-baseline.json'}"], sessions=6)
+    steps.step(
+        "e-no-gpu",
+        [*PYTEST, BENCHES, f"--gpu-baseline={base}", "--gpu-fail-slower"],
+        sessions=0.3,
+        env={"CUDA_VISIBLE_DEVICES": ""},
+    )
+    steps.step("e-another-model", [*PYTEST, BENCHES, "-k", "saxpy", f"--gpu-baseline={work / 'other'}"], sessions=0.3)
+    steps.step(
+        "1-baseline",
+        [*PYTEST, BENCHES, f"--gpu-save-baseline={base}", f"--gpu-verdict-json={work / '1-baseline.json'}"],
+        sessions=6,
+    )
     half = reruns // 2
     for i in range(1, half + 1):
         steps.step(f"c-rerun-{i}", [*PYTEST, BENCHES, *against(f"c-rerun-{i}")])
@@ -174,8 +229,20 @@ def plan(steps: Steps, reruns: int, slug: str, other: str) -> None:
     steps.step("s-fp32", [*PYTEST, BENCHES, "-k", "matmul", *against("s-fp32"), "--slowdown=fp32"], sessions=0.6)
     steps.step("s-grid", [*PYTEST, BENCHES, "-k", "fma_1ms", *against("s-grid"), "--slowdown=grid"], sessions=0.5)
     # a second of rounds: 40% of the calls slowed in stretches shows only over several stretches
-    steps.step("b-part-of-calls", [*PYTEST, BENCHES, "-k", "saxpy or sum_large", *against("b-part-of-calls"),
-                                   "--gpu-min-time=1", "--more-work=30", "--slow-share=0.4"], sessions=0.7)
+    steps.step(
+        "b-part-of-calls",
+        [
+            *PYTEST,
+            BENCHES,
+            "-k",
+            "saxpy or sum_large",
+            *against("b-part-of-calls"),
+            "--gpu-min-time=1",
+            "--more-work=30",
+            "--slow-share=0.4",
+        ],
+        sessions=0.7,
+    )
     for i in range(half + 1, reruns + 1):
         steps.step(f"c-rerun-{i}", [*PYTEST, BENCHES, *against(f"c-rerun-{i}")])
 
@@ -224,26 +291,44 @@ def main(argv: list[str] | None = None, run=None) -> int:
         if not args.dry_run:
             smi = shutil.which("nvidia-smi")
             if smi:
-                r = subprocess.run([smi, "--query-gpu=name,uuid,driver_version,power.limit,clocks.max.sm",
-                                    "--format=csv"], capture_output=True, text=True)
+                r = subprocess.run(
+                    [smi, "--query-gpu=name,uuid,driver_version,power.limit,clocks.max.sm", "--format=csv"],
+                    capture_output=True,
+                    text=True,
+                )
                 with open(log, "a") as f:
                     f.write(r.stdout + r.stderr)
         plan(steps, args.reruns, slug, other)
         if args.dry_run:
             lines = [line.split("\t") for line in (work / "exits.tsv").read_text().splitlines()]
             bad = [n for n, rc, _ in lines if rc != "0"]
-            steps.say(f"dry run: {len(bad)} of {len(lines)} pytest commands could not collect their tests"
-                      + (f": {', '.join(bad)}" if bad else ""))
+            steps.say(
+                f"dry run: {len(bad)} of {len(lines)} pytest commands could not collect their tests"
+                + (f": {', '.join(bad)}" if bad else "")
+            )
             return 1 if bad else 0
         steps.say(f"the checks (+{steps.elapsed():.0f} s):")
-        check = subprocess.run([sys.executable, "-m", "tools.gate.effort_check", str(work),
-                                str(work / "baseline" / f"{slug}.json"), str(out / "gate-effort-checks.json")],
-                               cwd=ROOT, capture_output=True, text=True, env={**os.environ, "RERUNS": str(args.reruns)})
+        check = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tools.gate.effort_check",
+                str(work),
+                str(work / "baseline" / f"{slug}.json"),
+                str(out / "gate-effort-checks.json"),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "RERUNS": str(args.reruns)},
+        )
         with open(log, "a") as f:
             f.write(check.stdout + check.stderr)
         print(check.stdout + check.stderr, end="")
-        steps.say(f"checks: {out / 'gate-effort-checks.json'}; steps and baseline: {out / 'steps.tar.gz'}; "
-                  f"{steps.elapsed():.0f} s in all")
+        steps.say(
+            f"checks: {out / 'gate-effort-checks.json'}; steps and baseline: {out / 'steps.tar.gz'}; "
+            f"{steps.elapsed():.0f} s in all"
+        )
         return check.returncode
     finally:
         shutil.copy(log, work / "gate-effort.log")

@@ -21,8 +21,10 @@ from tools.gate import checks as shared  # the checks of the steps both scripts 
 BASELINE_S = 120.0  # the README's recipe for the gate set, every process of it
 LEAST = 1.0  # --gpu-noise-floor's default, which the script's steps keep
 MEMORY_BOUND = ("test_saxpy", "test_sum_large")  # calls whose more work is more bytes
-SLOWDOWNS = {"s-fp32": {"test_matmul_2048": ("left the tensor cores",)},
-             "s-grid": {"test_fma_1ms": ("fewer SMs", "occupancy")}}
+SLOWDOWNS = {
+    "s-fp32": {"test_matmul_2048": ("left the tensor cores",)},
+    "s-grid": {"test_fma_1ms": ("fewer SMs", "occupancy")},
+}
 SUMMARY_VERSION = 1
 
 
@@ -34,26 +36,53 @@ def check_baseline(c: shared.Checks, baseline: dict, facts: dict) -> dict:
     """The README's recipe: its wall time, each floor settled from as few processes as it needs, and how sure."""
     c.exit("1-baseline", (0,))
     wall = c.seconds.get("1-baseline")
-    c.add("1-baseline", "the README's recipe, every process of it", f"at most {BASELINE_S:.0f} s",
-          "did not run" if wall is None else f"{wall:.0f} s", wall is not None and wall <= BASELINE_S)
+    c.add(
+        "1-baseline",
+        "the README's recipe, every process of it",
+        f"at most {BASELINE_S:.0f} s",
+        "did not run" if wall is None else f"{wall:.0f} s",
+        wall is not None and wall <= BASELINE_S,
+    )
     section = baseline.get("gpubench") or {}
     rows = {}
     for name, f in facts.items():
         fs = floor.floors(baseline, f["fullname"], LEAST)["median"]
         settled, why = processes.status(baseline, f["fullname"], LEAST)
         sure = processes.sure_range(fs)
-        c.add("1-baseline", name, "a floor settled by as few processes as it needs",
-              f"{fs.width:.2f}% from {fs.processes} processes; {why}", settled)
+        c.add(
+            "1-baseline",
+            name,
+            "a floor settled by as few processes as it needs",
+            f"{fs.width:.2f}% from {fs.processes} processes; {why}",
+            settled,
+        )
         info = next((b.get("extra_info") or {} for b in baseline.get("benchmarks", []) if b["name"] == name), {})
-        rows[name] = {"processes": fs.processes, "floor_pct": fs.width, "spread_pct": fs.spread, "early": fs.early,
-                      "sure_pct": list(sure) if sure else None, "settled": why, "rounds": f.get("rounds"),
-                      "rounds_stopped": info.get("rounds_stopped"), "settle_s": info.get("settle_s"),
-                      "counters": info.get("counters")}
+        rows[name] = {
+            "processes": fs.processes,
+            "floor_pct": fs.width,
+            "spread_pct": fs.spread,
+            "early": fs.early,
+            "sure_pct": list(sure) if sure else None,
+            "settled": why,
+            "rounds": f.get("rounds"),
+            "rounds_stopped": info.get("rounds_stopped"),
+            "settle_s": info.get("settle_s"),
+            "counters": info.get("counters"),
+        }
     read = [n for n, r in rows.items() if counters.readable(r["counters"])]
-    c.add("1-baseline", "the counter fingerprint of each benchmark", f"read for all {len(facts)}",
-          f"{len(read)} read", (len(read) == len(facts)) if read else None)
-    return {"wall_s": wall, "processes": section.get("processes"), "processes_max": section.get("processes_max"),
-            "benchmarks": rows}
+    c.add(
+        "1-baseline",
+        "the counter fingerprint of each benchmark",
+        f"read for all {len(facts)}",
+        f"{len(read)} read",
+        (len(read) == len(facts)) if read else None,
+    )
+    return {
+        "wall_s": wall,
+        "processes": section.get("processes"),
+        "processes_max": section.get("processes_max"),
+        "benchmarks": rows,
+    }
 
 
 def check_more_work(c: shared.Checks, facts: dict, readable: bool) -> dict:
@@ -65,10 +94,12 @@ def check_more_work(c: shared.Checks, facts: dict, readable: bool) -> dict:
         for name in MEMORY_BOUND:
             v = got.get(name)
             if v and v.get("word") == "slower":
-                c.add(step, f"{name}: what moved", "more bytes", moved(v),
-                      "more bytes" in moved(v) if readable else None)
-        more[pct] = {n: {"word": v.get("word"), "median": shared.median_of(v), "moved": v.get("moved")}
-                     for n, v in got.items()}
+                c.add(
+                    step, f"{name}: what moved", "more bytes", moved(v), "more bytes" in moved(v) if readable else None
+                )
+        more[pct] = {
+            n: {"word": v.get("word"), "median": shared.median_of(v), "moved": v.get("moved")} for n, v in got.items()
+        }
     return more
 
 
@@ -81,14 +112,31 @@ def check_slowdowns(c: shared.Checks, readable: bool) -> dict:
         for name, words in wanted.items():
             v = got.get(name)
             c.add(step, name, "slower", shared.said(v), bool(v) and v.get("word") == "slower")
-            c.add(step, f"{name}: what moved", " or ".join(words), moved(v),
-                  any(w in moved(v) for w in words) if readable else None)
+            c.add(
+                step,
+                f"{name}: what moved",
+                " or ".join(words),
+                moved(v),
+                any(w in moved(v) for w in words) if readable else None,
+            )
             fps = (v or {}).get("counters") or {}
-            c.add(step, f"{name}: --gpu-verdict-json", "the baseline's and the run's fingerprints",
-                  ", ".join(k for k in ("baseline", "now") if fps.get(k)) or "none",
-                  bool(fps.get("baseline") and fps.get("now")) if readable else None)
-        out[step] = {n: {"word": v.get("word"), "why": v.get("why"), "moved": v.get("moved"),
-                         "notes": v.get("notes"), "counters": v.get("counters")} for n, v in got.items()}
+            c.add(
+                step,
+                f"{name}: --gpu-verdict-json",
+                "the baseline's and the run's fingerprints",
+                ", ".join(k for k in ("baseline", "now") if fps.get(k)) or "none",
+                bool(fps.get("baseline") and fps.get("now")) if readable else None,
+            )
+        out[step] = {
+            n: {
+                "word": v.get("word"),
+                "why": v.get("why"),
+                "moved": v.get("moved"),
+                "notes": v.get("notes"),
+                "counters": v.get("counters"),
+            }
+            for n, v in got.items()
+        }
     return out
 
 
@@ -128,8 +176,10 @@ def main(argv: list[str]) -> int:
     shared.print_checks(c)
     shared.print_table(numbers["benchmarks"])
     b = numbers["baseline"]
-    print(f"the baseline: {b['wall_s'] if b['wall_s'] is not None else '-'} s, processes per benchmark "
-          + ", ".join(f"{n} {r['processes']}" for n, r in b["benchmarks"].items()))
+    print(
+        f"the baseline: {b['wall_s'] if b['wall_s'] is not None else '-'} s, processes per benchmark "
+        + ", ".join(f"{n} {r['processes']}" for n, r in b["benchmarks"].items())
+    )
     return shared.finish(c, numbers, baseline_path, summary)
 
 

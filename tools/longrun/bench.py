@@ -27,8 +27,14 @@ from tools.longrun import synthetic as longrun
 
 ROOT = Path(__file__).resolve().parents[2]
 
-TARGETS = {"plot_report_s": 60, "peak_rss_mb": 2000, "figure_mb": 2, "report_html_mb": 5, "samples_mb_per_gpu_day": 50,
-           "marks_mb_per_day": 10}
+TARGETS = {
+    "plot_report_s": 60,
+    "peak_rss_mb": 2000,
+    "figure_mb": 2,
+    "report_html_mb": 5,
+    "samples_mb_per_gpu_day": 50,
+    "marks_mb_per_day": 10,
+}
 UUID = "GPU-a7bf0bb4-c4b0-2abb-5034-6d549663e8da"  # a real UUID's length, written on a process's first line
 MARKS_CODE = f"""
 import os, sys
@@ -40,14 +46,17 @@ for k in range(1, 86_400_001):  # a day at 1,000 steps/s, on a simulated clock
     w.on_step(100.0 + k / 1000, 2.5e11, 2.5e11, 1.6e10, 64.0, False, 0.0021)
 w.close()
 """
-RESUMMARIZE = ("import sys; from pathlib import Path; from gpubench.job.watcher import resummarize; "
-               "resummarize(Path(sys.argv[1]))")
+RESUMMARIZE = (
+    "import sys; from pathlib import Path; from gpubench.job.watcher import resummarize; resummarize(Path(sys.argv[1]))"
+)
 
 
 # The command runs under a small Python of its own that waits for it: a child's peak memory counts the
 # memory of the process it was forked from, which here holds a generated day of samples.
-WRAP = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL); "
-        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(r.returncode)")
+WRAP = (
+    "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL); "
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(r.returncode)"
+)
 
 
 def measure(cmd: list[str]) -> dict:
@@ -71,18 +80,28 @@ def case(work: Path, hours: float, gpus: int) -> dict:
     longrun.generate(run, n_gpus=gpus, hours=hours)
     made_s = time.perf_counter() - t0
     gb = [sys.executable, "-m", "gpubench"]
-    plot, report = (measure(gb + [verb, str(run), "--out", str(work / f"{run.name}-{verb}")])
-                    for verb in ("plot", "report"))
+    plot, report = (
+        measure(gb + [verb, str(run), "--out", str(work / f"{run.name}-{verb}")]) for verb in ("plot", "report")
+    )
     summary = measure([sys.executable, "-c", RESUMMARIZE, str(run)])
     figures = [p for p in (work / f"{run.name}-report" / "figures").iterdir()]
     samples = mb(run / "samples.arrows")
-    return {"hours": hours, "gpus": gpus, "generate_s": round(made_s, 1), "plot": plot, "report": report,
-            "plot_report_s": round(plot["s"] + report["s"], 2),
-            "peak_rss_mb": max(plot["peak_rss_mb"], report["peak_rss_mb"]), "resummarize": summary,
-            "samples_mb": samples, "samples_mb_per_gpu_day": round(samples / gpus / (hours / 24), 2),
-            "marks_mb": mb(run / "marks.tsv"), "figure_mb": max(mb(p) for p in figures),
-            "figures": {p.name: mb(p) for p in sorted(figures)},
-            "report_html_mb": mb(work / f"{run.name}-report" / "report.html")}
+    return {
+        "hours": hours,
+        "gpus": gpus,
+        "generate_s": round(made_s, 1),
+        "plot": plot,
+        "report": report,
+        "plot_report_s": round(plot["s"] + report["s"], 2),
+        "peak_rss_mb": max(plot["peak_rss_mb"], report["peak_rss_mb"]),
+        "resummarize": summary,
+        "samples_mb": samples,
+        "samples_mb_per_gpu_day": round(samples / gpus / (hours / 24), 2),
+        "marks_mb": mb(run / "marks.tsv"),
+        "figure_mb": max(mb(p) for p in figures),
+        "figures": {p.name: mb(p) for p in sorted(figures)},
+        "report_html_mb": mb(work / f"{run.name}-report" / "report.html"),
+    }
 
 
 def marks_day(work: Path) -> dict:
@@ -108,13 +127,21 @@ def formats(work: Path) -> dict:
     sink = CsvSink(work / "day.csv", names[6:])
     cols = samples.columns()
     for i in range(len(samples)):
-        sink({n: (int(cols[n][i]) if n == "gpu" else cols[n][i].item() if hasattr(cols[n][i], "item") else cols[n][i])
-              for n in names})
+        sink(
+            {
+                n: (int(cols[n][i]) if n == "gpu" else cols[n][i].item() if hasattr(cols[n][i], "item") else cols[n][i])
+                for n in names
+            }
+        )
     sink.close()
     table = pa.Table.from_batches(list(pa.ipc.open_stream(str(run / "samples.arrows"))))
     pq.write_table(table, work / "day.parquet", compression="zstd", row_group_size=600)
-    out = {"rows": len(samples), "arrows_mb": mb(run / "samples.arrows"), "csv_mb": mb(work / "day.csv"),
-           "parquet_zstd_mb": mb(work / "day.parquet")}
+    out = {
+        "rows": len(samples),
+        "arrows_mb": mb(run / "samples.arrows"),
+        "csv_mb": mb(work / "day.csv"),
+        "parquet_zstd_mb": mb(work / "day.parquet"),
+    }
     for name, path in (("arrows", run / "samples.arrows"), ("parquet", work / "day.parquet")):
         cut = work / f"cut{path.suffix}"
         cut.write_bytes(path.read_bytes()[: path.stat().st_size // 2])  # killed halfway through the day
@@ -127,47 +154,73 @@ def formats(work: Path) -> dict:
 
 
 def list_import() -> dict:
-    code = "import sys, contextlib, io\nfrom gpubench.cli import main\n" \
-           "with contextlib.redirect_stdout(io.StringIO()):\n" \
-           "    main(['list'])\nprint(int('pyarrow' in sys.modules), int('numpy' in sys.modules))"
+    code = (
+        "import sys, contextlib, io\nfrom gpubench.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['list'])\nprint(int('pyarrow' in sys.modules), int('numpy' in sys.modules))"
+    )
     times = [measure([sys.executable, "-m", "gpubench", "list"])["s"] for _ in range(5)]
-    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(
-        os.environ, PYTHONPATH=str(ROOT))).stdout.split()
-    return {"median_s": statistics.median(times), "runs_s": times, "pyarrow_loaded": loaded[0] == "1",
-            "numpy_loaded": loaded[1] == "1"}
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT))
+    ).stdout.split()
+    return {
+        "median_s": statistics.median(times),
+        "runs_s": times,
+        "pyarrow_loaded": loaded[0] == "1",
+        "numpy_loaded": loaded[1] == "1",
+    }
 
 
 def readme_block(bench: dict) -> str:
     """The long-run table of docs/storage.md, from bench.json."""
-    rows = ["| run | samples.arrows | per GPU-day | marks.tsv | plot + report | peak memory | largest figure "
-            "| report.html |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    rows = [
+        "| run | samples.arrows | per GPU-day | marks.tsv | plot + report | peak memory | largest figure "
+        "| report.html |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for c in bench["cases"]:
-        rows.append(f"| {c['hours']:g} h × {c['gpus']} GPU{'s' if c['gpus'] > 1 else ''} | {c['samples_mb']:.1f} MB | "
-                    f"{c['samples_mb_per_gpu_day']:.1f} MB | {c['marks_mb']:.1f} MB | {c['plot']['s']:.1f} + "
-                    f"{c['report']['s']:.1f} s | {c['peak_rss_mb']:.0f} MB | {c['figure_mb']:.2f} MB | "
-                    f"{c['report_html_mb']:.2f} MB |")
+        rows.append(
+            f"| {c['hours']:g} h × {c['gpus']} GPU{'s' if c['gpus'] > 1 else ''} | {c['samples_mb']:.1f} MB | "
+            f"{c['samples_mb_per_gpu_day']:.1f} MB | {c['marks_mb']:.1f} MB | {c['plot']['s']:.1f} + "
+            f"{c['report']['s']:.1f} s | {c['peak_rss_mb']:.0f} MB | {c['figure_mb']:.2f} MB | "
+            f"{c['report_html_mb']:.2f} MB |"
+        )
     f, m, day = bench["formats"], bench["marks_day"], bench["cases"][-1]
-    rows += ["", f"The same day of one GPU ({f['rows']:,} rows) takes {f['arrows_mb']:.1f} MB as samples.arrows, "
-             f"{f['csv_mb']:.0f} MB as CSV and {f['parquet_zstd_mb']:.1f} MB as Parquet (zstd, row groups of 600 "
-             f"rows); cut in half as a kill leaves it, samples.arrows keeps {f['arrows_cut_in_half']}, Parquet is "
-             f"{f['parquet_cut_in_half'].split(' (')[0]}. "
-             f"A process stepping 1,000 times a second writes {m['lines']:,} lines of marks a day, {m['mb']:.1f} MB. "
-             f"The watch's own summary of the {day['hours']:g} h × {day['gpus']} GPUs run takes "
-             f"{day['resummarize']['s']:.0f} s at {day['resummarize']['peak_rss_mb']:.0f} MB. "
-             f"`gpubench list` loads neither numpy nor pyarrow ({bench['list']['median_s']:.2f} s). "
-             f"{bench['machine']}; load before: {bench['uptime_before'].split('load average: ')[-1]}."]
+    rows += [
+        "",
+        f"The same day of one GPU ({f['rows']:,} rows) takes {f['arrows_mb']:.1f} MB as samples.arrows, "
+        f"{f['csv_mb']:.0f} MB as CSV and {f['parquet_zstd_mb']:.1f} MB as Parquet (zstd, row groups of 600 "
+        f"rows); cut in half as a kill leaves it, samples.arrows keeps {f['arrows_cut_in_half']}, Parquet is "
+        f"{f['parquet_cut_in_half'].split(' (')[0]}. "
+        f"A process stepping 1,000 times a second writes {m['lines']:,} lines of marks a day, {m['mb']:.1f} MB. "
+        f"The watch's own summary of the {day['hours']:g} h × {day['gpus']} GPUs run takes "
+        f"{day['resummarize']['s']:.0f} s at {day['resummarize']['peak_rss_mb']:.0f} MB. "
+        f"`gpubench list` loads neither numpy nor pyarrow ({bench['list']['median_s']:.2f} s). "
+        f"{bench['machine']}; load before: {bench['uptime_before'].split('load average: ')[-1]}.",
+    ]
     t = bench["targets"]
-    checks = [("plot + report", day["plot_report_s"], t["plot_report_s"], "s"),
-              ("peak memory", day["peak_rss_mb"], t["peak_rss_mb"], "MB"),
-              ("largest figure", max(c["figure_mb"] for c in bench["cases"]), t["figure_mb"], "MB"),
-              ("report.html", max(c["report_html_mb"] for c in bench["cases"]), t["report_html_mb"], "MB"),
-              ("samples per GPU-day", max(c["samples_mb_per_gpu_day"] for c in bench["cases"] if c["hours"] >= 24),
-               t["samples_mb_per_gpu_day"], "MB"),
-              ("marks a day at 1,000 steps/s", m["mb"], t["marks_mb_per_day"], "MB")]
-    rows += ["", "Against the targets of a day on eight GPUs: " + "; ".join(
-        f"{name} {value:g} {unit} ({'met' if value <= limit else 'NOT met'}: at most {limit:g} {unit})"
-        for name, value, limit, unit in checks) + "."]
+    checks = [
+        ("plot + report", day["plot_report_s"], t["plot_report_s"], "s"),
+        ("peak memory", day["peak_rss_mb"], t["peak_rss_mb"], "MB"),
+        ("largest figure", max(c["figure_mb"] for c in bench["cases"]), t["figure_mb"], "MB"),
+        ("report.html", max(c["report_html_mb"] for c in bench["cases"]), t["report_html_mb"], "MB"),
+        (
+            "samples per GPU-day",
+            max(c["samples_mb_per_gpu_day"] for c in bench["cases"] if c["hours"] >= 24),
+            t["samples_mb_per_gpu_day"],
+            "MB",
+        ),
+        ("marks a day at 1,000 steps/s", m["mb"], t["marks_mb_per_day"], "MB"),
+    ]
+    rows += [
+        "",
+        "Against the targets of a day on eight GPUs: "
+        + "; ".join(
+            f"{name} {value:g} {unit} ({'met' if value <= limit else 'NOT met'}: at most {limit:g} {unit})"
+            for name, value, limit, unit in checks
+        )
+        + ".",
+    ]
     return "\n".join(rows)
 
 
@@ -182,10 +235,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "longrun")
     ap.add_argument("--cases", default="1x1,24x1,24x8", help="HOURSxGPUS, comma-separated")
-    ap.add_argument("--readme", action="store_true",
-                    help="write the long-run part of docs/storage.md from OUT/bench.json")
-    ap.add_argument("--marks", action="store_true",
-                    help="measure the marks of a day again, into OUT/bench.json beside the cases measured before")
+    ap.add_argument(
+        "--readme", action="store_true", help="write the long-run part of docs/storage.md from OUT/bench.json"
+    )
+    ap.add_argument(
+        "--marks",
+        action="store_true",
+        help="measure the marks of a day again, into OUT/bench.json beside the cases measured before",
+    )
     args = ap.parse_args(argv)
     if args.marks:
         bench = json.loads((args.out / "bench.json").read_text())
@@ -198,9 +255,12 @@ def main(argv=None) -> int:
         path.write_text(readme(path.read_text(), json.loads((args.out / "bench.json").read_text())))
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
-    bench = {"machine": f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}",
-             "uptime_before": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(),
-             "targets": TARGETS, "cases": []}
+    bench = {
+        "machine": f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}",
+        "uptime_before": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(),
+        "targets": TARGETS,
+        "cases": [],
+    }
     with tempfile.TemporaryDirectory(prefix="gpubench-longrun-") as tmp:
         work = Path(tmp)
         for spec in args.cases.split(","):

@@ -71,14 +71,17 @@ def timed(cmd: list[str]) -> dict:
             err.seek(0)
             said = err.read()[-800:].decode(errors="replace")
             raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {said}")
-    return {"s": round(wall, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-            "peak_rss_mb": round(usage.ru_maxrss / 1024), "load": round(os.getloadavg()[0], 2)}
+    return {
+        "s": round(wall, 2),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024),
+        "load": round(os.getloadavg()[0], 2),
+    }
 
 
 def plot_and_report(run: Path, out: Path) -> dict:
     """plot, then report, of run, each its own process, writing under out."""
-    took = {verb: timed([sys.executable, "-m", "gpubench", verb, str(run), "--out", str(out / verb)])
-            for verb in VERBS}
+    took = {verb: timed([sys.executable, "-m", "gpubench", verb, str(run), "--out", str(out / verb)]) for verb in VERBS}
     return {**took, "s": round(sum(took[v]["s"] for v in VERBS), 2)}
 
 
@@ -94,9 +97,14 @@ def measure(runs: int) -> dict:
         run = make_day(Path(tmp) / "day")
         made = time.perf_counter() - t0
         rounds = [plot_and_report(run, Path(tmp) / f"out{k}") for k in range(runs)]
-    return {"machine": machine(), "target_s": TARGET_S, "made_s": round(made, 1), "rounds": rounds,
-            "run": {"gpus": GPUS, "hours": HOURS, "rows": GPUS * round(HOURS * 3600 / 0.1), "seed": SEED},
-            "load_after": round(os.getloadavg()[0], 2)}
+    return {
+        "machine": machine(),
+        "target_s": TARGET_S,
+        "made_s": round(made, 1),
+        "rounds": rounds,
+        "run": {"gpus": GPUS, "hours": HOURS, "rows": GPUS * round(HOURS * 3600 / 0.1), "seed": SEED},
+        "load_after": round(os.getloadavg()[0], 2),
+    }
 
 
 def median(bench: dict, *keys) -> float:
@@ -114,23 +122,34 @@ def docs_block(bench: dict) -> str:
     total = median(bench, "s")
     lines = ["| 24 h × 8 GPUs, median of " + f"{n} | wall | CPU | peak memory |", "| --- | --- | --- | --- |"]
     for verb in VERBS:
-        lines.append(f"| `gpubench {verb}` | {median(bench, verb, 's'):.1f} s | {median(bench, verb, 'cpu_s'):.1f} s | "
-                     f"{median(bench, verb, 'peak_rss_mb'):.0f} MB |")
+        lines.append(
+            f"| `gpubench {verb}` | {median(bench, verb, 's'):.1f} s | {median(bench, verb, 'cpu_s'):.1f} s | "
+            f"{median(bench, verb, 'peak_rss_mb'):.0f} MB |"
+        )
     lines.append(f"| together | **{total:.1f} s** | {sum(median(bench, v, 'cpu_s') for v in VERBS):.1f} s | |")
     loads = [r[v]["load"] for r in bench["rounds"] for v in VERBS]
     met = "met" if total <= bench["target_s"] else "NOT met"
     busy = ": other work ran on the machine" if min(loads) > 1.5 else ""
-    lines += ["", f"{rows:,} rows of samples; {bench['machine']}; the load average (1 minute) when each command "
-              f"started ranged from {min(loads):g} to {max(loads):g}, where 2 means two busy cores{busy}. Against "
-              f"the target of {bench['target_s']:g} s together: {met}. Each round: "
-              + ", ".join(f"{r['s']:.1f} s" for r in bench["rounds"]) + "."]
+    lines += [
+        "",
+        f"{rows:,} rows of samples; {bench['machine']}; the load average (1 minute) when each command "
+        f"started ranged from {min(loads):g} to {max(loads):g}, where 2 means two busy cores{busy}. Against "
+        f"the target of {bench['target_s']:g} s together: {met}. Each round: "
+        + ", ".join(f"{r['s']:.1f} s" for r in bench["rounds"])
+        + ".",
+    ]
     return "\n".join(lines)
 
 
 def docs(text: str, bench: dict) -> str:
     """The page with its `<!-- gpubench:longrun-day -->` part made from bench."""
-    return re.sub(r"(<!-- gpubench:longrun-day -->\n).*?(<!-- /gpubench:longrun-day -->)",
-                  lambda m: m[1] + docs_block(bench) + "\n" + m[2], text, count=1, flags=re.S)
+    return re.sub(
+        r"(<!-- gpubench:longrun-day -->\n).*?(<!-- /gpubench:longrun-day -->)",
+        lambda m: m[1] + docs_block(bench) + "\n" + m[2],
+        text,
+        count=1,
+        flags=re.S,
+    )
 
 
 def main(argv=None) -> int:

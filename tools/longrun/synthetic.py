@@ -50,16 +50,30 @@ from gpubench.record.rundir import (
 ROOT = Path(__file__).resolve().parents[2]
 
 NAME = "synthetic H100 (tools/longrun/synthetic.py: made-up numbers)"
-PEAKS = {"datasheet": {"bf16_tensor": 989.4e12, "fp16_tensor": 989.4e12, "tf32_tensor": 494.7e12, "fp32": 66.9e12,
-                       "dram": 3.35e12, "link": 63e9}, "measured": None, "conditions": {}}
+PEAKS = {
+    "datasheet": {
+        "bf16_tensor": 989.4e12,
+        "fp16_tensor": 989.4e12,
+        "tf32_tensor": 494.7e12,
+        "fp32": 66.9e12,
+        "dram": 3.35e12,
+        "link": 63e9,
+    },
+    "measured": None,
+    "conditions": {},
+}
 FLOPS_PER_STEP = 1.43e13  # examples/train_gpt.py's step on an H100
 T0 = 1000.0  # the monotonic clock when the recording starts
 WALL0 = 1795353000.0
 HOUR_S = 3600.0
 # phase: (GPU-Util, SM active, occupancy, tensor, DRAM, FP32, power W, steps/s as a share of --steps-per-s)
-PHASES = {"run": (2, 0.5, 0.2, 0.0, 0.5, 0.0, 95, 0.0), "warmup": (90, 70, 25, 12, 30, 3, 450, 0.8),
-          "train": (99, 90, 30, 22, 40, 3, 620, 1.0), "eval": (75, 55, 20, 15, 35, 2, 420, 2.5),
-          "checkpoint": (4, 1, 0.5, 0.0, 2, 0.1, 130, 0.0)}
+PHASES = {
+    "run": (2, 0.5, 0.2, 0.0, 0.5, 0.0, 95, 0.0),
+    "warmup": (90, 70, 25, 12, 30, 3, 450, 0.8),
+    "train": (99, 90, 30, 22, 40, 3, 620, 1.0),
+    "eval": (75, 55, 20, 15, 35, 2, 420, 2.5),
+    "checkpoint": (4, 1, 0.5, 0.0, 2, 0.1, 130, 0.0),
+}
 START_S, WARMUP_S = 5.0, 600.0
 CYCLE = (("train", 53 * 60.0), ("eval", 5 * 60.0), ("checkpoint", 2 * 60.0))
 DIP_EVERY_S = 17 * 60.0
@@ -82,8 +96,9 @@ def epochs(hours: float, n: int) -> list[tuple[str, float, float]]:
     """The start-up, then n phases "epoch 1" ... "epoch n" back to back to the end."""
     end = T0 + hours * HOUR_S
     length = (end - T0 - START_S) / n
-    return [("run", T0, T0 + START_S)] + [(f"epoch {k + 1}", T0 + START_S + k * length, T0 + START_S + (k + 1) * length)
-                                          for k in range(n)]
+    return [("run", T0, T0 + START_S)] + [
+        (f"epoch {k + 1}", T0 + START_S + k * length, T0 + START_S + (k + 1) * length) for k in range(n)
+    ]
 
 
 def level_of(name: str) -> str:
@@ -97,8 +112,9 @@ def gpus(n: int) -> list[Gpu]:
     return [Gpu(i, f"GPU-{i:08x}-5e7f-4c1a-9d2b-{i:012x}", NAME, i) for i in range(n)]
 
 
-def sample_chunk(rng, k0: int, k1: int, interval_s: float, n_gpus: int, spans, energy: np.ndarray,
-                 last_end: float) -> tuple[dict, float]:
+def sample_chunk(
+    rng, k0: int, k1: int, interval_s: float, n_gpus: int, spans, energy: np.ndarray, last_end: float
+) -> tuple[dict, float]:
     """Ticks k0..k1-1, one row per GPU each, tick-major as the sampler writes them."""
     ticks = np.arange(k0, k1)
     t_end = T0 + (ticks + 1) * interval_s + rng.normal(0, 2e-4, len(ticks))
@@ -113,28 +129,45 @@ def sample_chunk(rng, k0: int, k1: int, interval_s: float, n_gpus: int, spans, e
     gpu = np.tile(np.arange(n_gpus), len(ticks)).astype(float)
     noisy = lambda mean, sd: np.clip(mean + rng.normal(0, 1, g) * sd, 0, 100)  # noqa: E731
     util = np.clip(np.round(lv[:, 0] - np.abs(rng.normal(0, 1.5, g))), 0, 100)
-    dip = (np.floor(rep(t_end) / DIP_EVERY_S) != np.floor(rep(t_start) / DIP_EVERY_S))
+    dip = np.floor(rep(t_end) / DIP_EVERY_S) != np.floor(rep(t_start) / DIP_EVERY_S)
     util[dip] = 0.0
     power = np.round((lv[:, 6] - 8 * gpu + rng.normal(0, 25, g)) * 1000) / 1000
     per_gpu = power.reshape(len(ticks), n_gpus) * interval_s
     joules = energy + np.cumsum(per_gpu, axis=0)
     energy[:] = joules[-1]
     sm = noisy(lv[:, 1], 2.0)
-    cols = {"t_start_s": rep(t_start), "t_end_s": rep(t_end), "t_wall": rep(WALL0 + t_end - T0), "gpu": gpu,
-            "uuid": np.array([u.uuid for u in gpus(n_gpus)], dtype=object)[gpu.astype(int)], "phase": rep(names),
-            "gpu_util_pct": util, "mem_util_pct": np.round(noisy(lv[:, 4] * 0.9, 3.0)), "power_w": power,
-            "sm_clock_mhz": np.where(rng.random(g) < 0.9, 1980.0, 1965.0), "mem_used_mib": np.full(g, 61234.5625),
-            "energy_j": np.round(joules.ravel() * 1000) / 1000, "graphics_active_pct": np.minimum(100, sm + 3),
-            "sm_active_pct": sm, "sm_occupancy_pct": noisy(lv[:, 2], 1.0), "tensor_active_pct": noisy(lv[:, 3], 1.5),
-            "dram_active_pct": noisy(lv[:, 4], 2.0), "fp64_active_pct": np.zeros(g),
-            "fp32_active_pct": noisy(lv[:, 5], 0.3), "fp16_active_pct": noisy(lv[:, 5] / 6, 0.05),
-            "smi_gpu_util_pct": util, "smi_power_w": np.round(power, 2), "smi_sm_clock_mhz": np.full(g, 1980.0)}
+    cols = {
+        "t_start_s": rep(t_start),
+        "t_end_s": rep(t_end),
+        "t_wall": rep(WALL0 + t_end - T0),
+        "gpu": gpu,
+        "uuid": np.array([u.uuid for u in gpus(n_gpus)], dtype=object)[gpu.astype(int)],
+        "phase": rep(names),
+        "gpu_util_pct": util,
+        "mem_util_pct": np.round(noisy(lv[:, 4] * 0.9, 3.0)),
+        "power_w": power,
+        "sm_clock_mhz": np.where(rng.random(g) < 0.9, 1980.0, 1965.0),
+        "mem_used_mib": np.full(g, 61234.5625),
+        "energy_j": np.round(joules.ravel() * 1000) / 1000,
+        "graphics_active_pct": np.minimum(100, sm + 3),
+        "sm_active_pct": sm,
+        "sm_occupancy_pct": noisy(lv[:, 2], 1.0),
+        "tensor_active_pct": noisy(lv[:, 3], 1.5),
+        "dram_active_pct": noisy(lv[:, 4], 2.0),
+        "fp64_active_pct": np.zeros(g),
+        "fp32_active_pct": noisy(lv[:, 5], 0.3),
+        "fp16_active_pct": noisy(lv[:, 5] / 6, 0.05),
+        "smi_gpu_util_pct": util,
+        "smi_power_w": np.round(power, 2),
+        "smi_sm_clock_mhz": np.full(g, 1980.0),
+    }
     cols["smi_mem_util_pct"] = cols["mem_util_pct"]
     return cols, float(t_end[-1])
 
 
-def write_samples(run_dir: Path, n_gpus: int, hours: float, interval_s: float, seed: int, spans,
-                  csv: bool = False) -> list[str]:
+def write_samples(
+    run_dir: Path, n_gpus: int, hours: float, interval_s: float, seed: int, spans, csv: bool = False
+) -> list[str]:
     rng = np.random.default_rng(seed)
     names = list(SAMPLE_KEYS) + [c for c in COLUMNS if c != "dcgm_gpu_util_pct"]
     writer = (CsvColumns if csv else arrowfile.Writer)(run_dir / (CSV_SAMPLES if csv else SAMPLES_FILE), names)
@@ -143,12 +176,13 @@ def write_samples(run_dir: Path, n_gpus: int, hours: float, interval_s: float, s
     energy, last_end = np.full(n_gpus, 2.5e6), T0
     try:
         for k0 in range(0, ticks, per_chunk):
-            cols, last_end = sample_chunk(rng, k0, min(ticks, k0 + per_chunk), interval_s, n_gpus, spans, energy,
-                                          last_end)
+            cols, last_end = sample_chunk(
+                rng, k0, min(ticks, k0 + per_chunk), interval_s, n_gpus, spans, energy, last_end
+            )
             writer.write_table(Samples(cols))
     finally:
         writer.close()
-    return names[len(SAMPLE_KEYS):]
+    return names[len(SAMPLE_KEYS) :]
 
 
 class CsvColumns:
@@ -202,8 +236,16 @@ def write_marks(run_dir: Path, n_gpus: int, steps_per_s: float, spans, seed: int
     return [w.pid for w in writers]
 
 
-def generate(run_dir: Path, n_gpus: int = 8, hours: float = 24.0, interval_s: float = 0.1, steps_per_s: float = 10.0,
-             seed: int = 0, phases: int | None = None, csv: bool = False) -> Path:
+def generate(
+    run_dir: Path,
+    n_gpus: int = 8,
+    hours: float = 24.0,
+    interval_s: float = 0.1,
+    steps_per_s: float = 10.0,
+    seed: int = 0,
+    phases: int | None = None,
+    csv: bool = False,
+) -> Path:
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=False)
     spans = epochs(hours, phases) if phases else schedule(hours)
@@ -212,23 +254,39 @@ def generate(run_dir: Path, n_gpus: int = 8, hours: float = 24.0, interval_s: fl
     sampled = gpus(n_gpus)
     t1 = T0 + int(hours * HOUR_S / interval_s) * interval_s
     manifest = {
-        "kind": "watch", "command": ["python", "train.py", "(synthetic: tools/longrun/synthetic.py)"],
-        "gpus_sampled": [g.as_dict() for g in sampled], "gpu": {**sampled[0].as_dict(), "sm_count": 132},
+        "kind": "watch",
+        "command": ["python", "train.py", "(synthetic: tools/longrun/synthetic.py)"],
+        "gpus_sampled": [g.as_dict() for g in sampled],
+        "gpu": {**sampled[0].as_dict(), "sm_count": 132},
         "options": {"interval_s": interval_s, "profiling": "auto", "smi": True, "trim_s": 0.5},
-        "start_wall": time.strftime("%Y-%m-%dT%H:%M:%S+0000", time.gmtime(WALL0)), "end_wall": None,
-        "completed": True, "status": "completed", "warnings": [], "errors": [],
-        "sources": {"used": ["synthetic"], "unavailable": {}, "columns": {}}, "columns": columns,
-        "peaks": PEAKS, "dtype": "bf16", "families": {"watch": {"story": STORY}},
-        "versions": {"gpubench": "tools/longrun/synthetic.py"}, "window": {"t_start": T0, "t_end": t1},
-        "all_gpus": False, "flop_convention": FLOP_CONVENTION, "marks": {"file": MARKS_FILE},
+        "start_wall": time.strftime("%Y-%m-%dT%H:%M:%S+0000", time.gmtime(WALL0)),
+        "end_wall": None,
+        "completed": True,
+        "status": "completed",
+        "warnings": [],
+        "errors": [],
+        "sources": {"used": ["synthetic"], "unavailable": {}, "columns": {}},
+        "columns": columns,
+        "peaks": PEAKS,
+        "dtype": "bf16",
+        "families": {"watch": {"story": STORY}},
+        "versions": {"gpubench": "tools/longrun/synthetic.py"},
+        "window": {"t_start": T0, "t_end": t1},
+        "all_gpus": False,
+        "flop_convention": FLOP_CONVENTION,
+        "marks": {"file": MARKS_FILE},
         "contexts": {"used": {str(g.nvml_index): [pid] for g, pid in zip(sampled, pids)}},
     }
     write_json(run_dir / "manifest.json", manifest)
     result = resummarize(run_dir)
     write_summary(run_dir, result.summary)
     events = markreader.read_all(run_dir / MARKS_FILE)
-    manifest.update(phases=[{"name": p.name, "spans": p.spans} for p in result.phases], gpus_used=result.used,
-                    gpus_idle=[], marks={"file": MARKS_FILE, "lines": len(events)})
+    manifest.update(
+        phases=[{"name": p.name, "spans": p.spans} for p in result.phases],
+        gpus_used=result.used,
+        gpus_idle=[],
+        marks={"file": MARKS_FILE, "lines": len(events)},
+    )
     write_json(run_dir / "manifest.json", manifest)
     return run_dir
 
@@ -241,15 +299,21 @@ def main(argv=None) -> int:
     ap.add_argument("--interval", type=float, default=0.1)
     ap.add_argument("--steps-per-s", type=float, default=10.0)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--phases", type=int, metavar="N",
-                    help="a job that marks N epochs (default: train, eval, checkpoint)")
+    ap.add_argument(
+        "--phases", type=int, metavar="N", help="a job that marks N epochs (default: train, eval, checkpoint)"
+    )
     ap.add_argument("--csv", action="store_true", help="keep the samples as samples.csv only")
     args = ap.parse_args(argv)
     if args.out.exists():
         print(f"longrun.py: {args.out} exists; choose a new directory", file=sys.stderr)
         return 2
-    if not (args.gpus >= 1 and args.hours > 0 and args.interval > 0 and args.steps_per_s >= 0 and
-            (args.phases is None or args.phases >= 1)):
+    if not (
+        args.gpus >= 1
+        and args.hours > 0
+        and args.interval > 0
+        and args.steps_per_s >= 0
+        and (args.phases is None or args.phases >= 1)
+    ):
         print("longrun.py: --gpus and --phases must be 1 or more, --hours and --interval above 0", file=sys.stderr)
         return 2
     generate(args.out, args.gpus, args.hours, args.interval, args.steps_per_s, args.seed, args.phases, args.csv)

@@ -36,10 +36,14 @@ def cupti_table(results: Path) -> str:
         (_, _, gsum), (cman, _, csum) = load_run(dirs["gpm"]), load_run(dirs["cupti"])
         cby = {r["scenario"]: r for r in csum}
         head = ["scenario"] + [BY_COLUMN[c].header for c in CUPTI_COLUMNS]
-        lines = [f"On the {gpu} ([GPM run]({dirs['gpm'].relative_to(results.parent)}), [CUPTI run]"
-                 f"({dirs['cupti'].relative_to(results.parent)})), each cell GPM / CUPTI; ✗ marks a CUPTI value "
-                 "off by more than 0.5 percentage point plus a tenth of GPM's:", "",
-                 "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines = [
+            f"On the {gpu} ([GPM run]({dirs['gpm'].relative_to(results.parent)}), [CUPTI run]"
+            f"({dirs['cupti'].relative_to(results.parent)})), each cell GPM / CUPTI; ✗ marks a CUPTI value "
+            "off by more than 0.5 percentage point plus a tenth of GPM's:",
+            "",
+            "| " + " | ".join(head) + " |",
+            "|" + "---|" * len(head),
+        ]
         verdict = {c: [] for c in CUPTI_COLUMNS}
         for g in gsum:
             c = cby.get(g["scenario"])
@@ -69,8 +73,10 @@ def cupti_table(results: Path) -> str:
             lines += ["", cupti_costs(json.loads(cost.read_text()), gpu, slug)]
         out.append("\n".join(lines))
     if not out:
-        return ("(no comparison committed yet: `python -m research.cupti_compare --out DIR` on a GPU writes the runs "
-                "and logs this table is made from)\n")
+        return (
+            "(no comparison committed yet: `python -m research.cupti_compare --out DIR` on a GPU writes the runs "
+            "and logs this table is made from)\n"
+        )
     return "\n\n".join(out) + "\n"
 
 
@@ -79,25 +85,37 @@ def cupti_costs(found: dict, gpu: str, slug: str) -> str:
     parts = []
     ctx = found.get("selfcheck") or {}
     if finite(ctx.get("process_mib")):
-        parts.append(f"a gpubench process without PyTorch holds {ctx['process_mib']:.0f} MiB of device memory once "
-                     f"CUPTI samples ({'a CUDA context' if ctx.get('in_compute_processes') else 'no CUDA context'})")
+        parts.append(
+            f"a gpubench process without PyTorch holds {ctx['process_mib']:.0f} MiB of device memory once "
+            f"CUPTI samples ({'a CUDA context' if ctx.get('in_compute_processes') else 'no CUDA context'})"
+        )
     nobody = found.get("selfcheck_nobody") or {}
     if nobody.get("used") is not None:
-        parts.append("an ordinary user (nobody) " + ("reads them too" if "cupti" in nobody["used"] else
-                                                     f"is refused: {(nobody.get('unavailable') or {}).get('cupti')}"))
+        parts.append(
+            "an ordinary user (nobody) "
+            + (
+                "reads them too"
+                if "cupti" in nobody["used"]
+                else f"is refused: {(nobody.get('unavailable') or {}).get('cupti')}"
+            )
+        )
     watch = ((found.get("watch") or {}).get("summary") or [{}])[0]
     if finite(watch.get("tensor_active_pct")):
-        parts.append(f"`gpubench watch --profiling cupti` beside another process's bf16 GEMM read SM active "
-                     f"{pct(watch.get('sm_active_pct'))} and tensor active {pct(watch['tensor_active_pct'])}: the "
-                     "watched job's kernels are seen from outside it")
+        parts.append(
+            f"`gpubench watch --profiling cupti` beside another process's bf16 GEMM read SM active "
+            f"{pct(watch.get('sm_active_pct'))} and tensor active {pct(watch['tensor_active_pct'])}: the "
+            "watched job's kernels are seen from outside it"
+        )
     ovh = found.get("overhead") or {}
     if finite(ovh.get("cupti_pct")):
-        parts.append(f"a bf16 GEMM ran {ovh['cupti_pct']:+.2f}% slower with the CUPTI source sampling ("
-                     f"{ovh['gpm_pct']:+.2f}% with GPM; medians of {ovh['pairs']} interleaved windows, SM clock "
-                     f"{ovh['clock_off_mhz']:.0f} MHz off, {ovh['clock_cupti_mhz']:.0f} MHz with CUPTI)")
+        parts.append(
+            f"a bf16 GEMM ran {ovh['cupti_pct']:+.2f}% slower with the CUPTI source sampling ("
+            f"{ovh['gpm_pct']:+.2f}% with GPM; medians of {ovh['pairs']} interleaved windows, SM clock "
+            f"{ovh['clock_off_mhz']:.0f} MHz off, {ovh['clock_cupti_mhz']:.0f} MHz with CUPTI)"
+        )
     readers = found.get("two_readers") or []
     if readers:
         parts.append("two readers at once: " + "; ".join(f"{r['case']}: {r['said']}" for r in readers))
     if not parts:
         return ""
-    return (f"Costs on the {gpu} ([log](results/logs/cupti-{slug}.log)): " + "; ".join(parts) + ".")
+    return f"Costs on the {gpu} ([log](results/logs/cupti-{slug}.log)): " + "; ".join(parts) + "."

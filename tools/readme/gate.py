@@ -32,21 +32,27 @@ def gate_table(name: str, slug: str, summary: dict) -> str:
     r, base = n["reruns"], n["baseline"]
     part = "; ".join(f"`{v['word']}` for `{k}` ({(v.get('why') or '').split(':')[0]})" for k, v in n["part"].items())
     took = (n.get("time") or {}).get("session_s")
-    lines = [f"On the {name} ([log](results/logs/bench-baseline-{slug}.log), "
-             f"[checks](results/logs/bench-gate-{slug}.json)), {passed} of {told} checks passed: a baseline "
-             f"of {base['processes']} processes from one command; {r['runs']} unchanged runs read `same` {r['same']} "
-             f"and `unsure` {r['unsure']} times (`slower` {r['slower']}, `faster` {r['faster']}) and {r['failed']} "
-             f"of them failed" + (f"; 30% more work in 40% of the calls read {part}" if part else "")
-             + (f"; an unchanged run took {took:.0f} s, most of it its process's start." if took else "."), "",
-             "| benchmark | median (µs) | timed | processes moved it (sd, %) | floor (%) | false alarms at the floor "
-             "| unchanged runs: same / unsure / slower / faster | 5% more work | 10% more work |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        f"On the {name} ([log](results/logs/bench-baseline-{slug}.log), "
+        f"[checks](results/logs/bench-gate-{slug}.json)), {passed} of {told} checks passed: a baseline "
+        f"of {base['processes']} processes from one command; {r['runs']} unchanged runs read `same` {r['same']} "
+        f"and `unsure` {r['unsure']} times (`slower` {r['slower']}, `faster` {r['faster']}) and {r['failed']} "
+        f"of them failed"
+        + (f"; 30% more work in 40% of the calls read {part}" if part else "")
+        + (f"; an unchanged run took {took:.0f} s, most of it its process's start." if took else "."),
+        "",
+        "| benchmark | median (µs) | timed | processes moved it (sd, %) | floor (%) | false alarms at the floor "
+        "| unchanged runs: same / unsure / slower / faster | 5% more work | 10% more work |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for bench, row in n["benchmarks"].items():
         w = row["words"]
         fa = "–" if row["false_alarm_at_floor"] is None else f"{row['false_alarm_at_floor']:.0e}"
-        lines.append(f"| `{bench}` | {row['median_us']:.3g} | {row['timed']} | {_fixed(row['spread_pct'])} | "
-                     f"{_fixed(row['floor_pct'])} | {fa} | {w['same']} / {w['unsure']} / {w['slower']} / "
-                     f"{w['faster']} | {_verdict(row['more_5'])} | {_verdict(row['more_10'])} |")
+        lines.append(
+            f"| `{bench}` | {row['median_us']:.3g} | {row['timed']} | {_fixed(row['spread_pct'])} | "
+            f"{_fixed(row['floor_pct'])} | {fa} | {w['same']} / {w['unsure']} / {w['slower']} / "
+            f"{w['faster']} | {_verdict(row['more_5'])} | {_verdict(row['more_10'])} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -58,26 +64,39 @@ def gate_sentence(name: str, slug: str, summary: dict) -> str:
     passed = sum(c["ok"] is True for c in checks)
     na = sum(c["ok"] is None for c in checks)
     floors = list(n["floor"]["median_pct"].values())
-    parts = [f"On the {name} ([log](results/logs/bench-baseline-{slug}.log), "
-             f"[checks](results/logs/bench-gate-{slug}.json)), {passed} of {len(checks)} checks passed"
-             + (f" and {na} could not be told apart on this machine" if na else "") + ":"]
+    parts = [
+        f"On the {name} ([log](results/logs/bench-baseline-{slug}.log), "
+        f"[checks](results/logs/bench-gate-{slug}.json)), {passed} of {len(checks)} checks passed"
+        + (f" and {na} could not be told apart on this machine" if na else "")
+        + ":"
+    ]
     if floors:
-        parts.append(f"{n['floor']['reruns']} unchanged reruns put the median's floor at {min(floors):.1f}–"
-                     f"{max(floors):.1f}% ({len(floors)} benchmarks);")
+        parts.append(
+            f"{n['floor']['reruns']} unchanged reruns put the median's floor at {min(floors):.1f}–"
+            f"{max(floors):.1f}% ({len(floors)} benchmarks);"
+        )
     a = "; ".join(f"`{v['word']}` for `{k}` (median {_change(v['median'])})" for k, v in n["a"].items())
-    b = "; ".join(f"`{v['word']}` for `{k}` ({v['why'].split(':')[0]}; median {_change(v['median'])})"
-                  for k, v in n["b"].items())
+    b = "; ".join(
+        f"`{v['word']}` for `{k}` ({v['why'].split(':')[0]}; median {_change(v['median'])})" for k, v in n["b"].items()
+    )
     c = n["c"]
-    parts += [f"(a) 5% more work in every call reads {a};" if a else "",
-              f"(b) 30% more work in 40% of the calls reads {b};" if b else "",
-              f"(c) three unchanged reruns read `same` {c['same']} and `unsure` {c['unsure']} times "
-              f"(`slower` {c['slower']}, `faster` {c['faster']}) and {c['failed']} of them failed;"]
+    parts += [
+        f"(a) 5% more work in every call reads {a};" if a else "",
+        f"(b) 30% more work in 40% of the calls reads {b};" if b else "",
+        f"(c) three unchanged reruns read `same` {c['same']} and `unsure` {c['unsure']} times "
+        f"(`slower` {c['slower']}, `faster` {c['faster']}) and {c['failed']} of them failed;",
+    ]
     if n["d"]:
         d = n["d"][0]
-        how = (f"timed from a CUDA graph of {d['cuda_graph_calls']} calls" if d.get("cuda_graph_calls")
-               else "launched one by one behind a blocking kernel")
-        parts.append(f"(d) the 2 µs spin took {d['kernel_us']:.2f} µs a call ({how}), against {d['graph_us']:.2f} "
-                     f"µs in the test's own CUDA graph, while the host launched one every {d['launch_us']:.2f} µs;")
+        how = (
+            f"timed from a CUDA graph of {d['cuda_graph_calls']} calls"
+            if d.get("cuda_graph_calls")
+            else "launched one by one behind a blocking kernel"
+        )
+        parts.append(
+            f"(d) the 2 µs spin took {d['kernel_us']:.2f} µs a call ({how}), against {d['graph_us']:.2f} "
+            f"µs in the test's own CUDA graph, while the host launched one every {d['launch_us']:.2f} µs;"
+        )
     slow = n.get("e_slow_copy") or {}
     parts.append(f"(e) the slow copy reads `{slow.get('word')}` (median {_change(slow.get('median'))}).")
     return " ".join(p for p in parts if p)
@@ -92,11 +111,13 @@ def old_gate_sentence(name: str, slug: str, log: str) -> str | None:
     same = [r for r in rerun if r[5] == "same"]
     changes = [abs(float(r[3])) for r in rerun]
     noise = [float(r[4]) for r in rerun]
-    return (f"On the {name}, with the previous gate (medians against the wider IQR of the two runs), the slow "
-            f"copy read `slower` ({slow[1]} -> {slow[2]} ms, {slow[3]}%) and failed the run; an unchanged rerun "
-            f"read `same` for {len(same)} of {len(rerun)} benchmarks (changes of {min(changes):.1f} to "
-            f"{max(changes):.1f}% against a noise of {min(noise):.1f} to {max(noise):.1f}%; "
-            f"[log](results/logs/bench-baseline-{slug}.log)).")
+    return (
+        f"On the {name}, with the previous gate (medians against the wider IQR of the two runs), the slow "
+        f"copy read `slower` ({slow[1]} -> {slow[2]} ms, {slow[3]}%) and failed the run; an unchanged rerun "
+        f"read `same` for {len(same)} of {len(rerun)} benchmarks (changes of {min(changes):.1f} to "
+        f"{max(changes):.1f}% against a noise of {min(noise):.1f} to {max(noise):.1f}%; "
+        f"[log](results/logs/bench-baseline-{slug}.log))."
+    )
 
 
 def baselines_text(results: Path) -> str:

@@ -57,8 +57,12 @@ def ladder_table(results: Path) -> str:
     head = ["scenario"] + [BY_COLUMN[c].header for c in cols] + ["work done (ground truth)"]
     by = {s: {r["scenario"]: r for r in summary} for s, (_, _, summary) in runs.items()}
     names = list(dict.fromkeys(n for s in by for n in by[s]))
-    lines = [f"Each cell: {' / '.join(GPUS[s] for s in runs)}.", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [
+        f"Each cell: {' / '.join(GPUS[s] for s in runs)}.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
     for name in names:
         rows = [by[s].get(name) for s in runs]
         cells = [f"`{name}`"] + [" / ".join(fmt_value(c, (r or {}).get(c), "–") for r in rows) for c in cols]
@@ -78,9 +82,12 @@ def peaks_table(results: Path) -> str:
     """The peaks measured at the start of each reference run; the read peak's columns where runs have one."""
     runs = {slug: load_run(path) for slug, path in reference_runs(results).items()}
     reads = any(((m.get("peaks") or {}).get("measured") or {}).get("dram_read") for m, _, _ in runs.values())
-    head = ["GPU", "copy peak, TB/s"] + (["read peak, TB/s"] if reads else []) + [
-        "bf16 matmul peak, TFLOP/s (SM clock, power)", "`gemm-torch` against it", "`copy-torch` against it"] + (
-        ["`read-torch` against it"] if reads else [])
+    head = (
+        ["GPU", "copy peak, TB/s"]
+        + (["read peak, TB/s"] if reads else [])
+        + ["bf16 matmul peak, TFLOP/s (SM clock, power)", "`gemm-torch` against it", "`copy-torch` against it"]
+        + (["`read-torch` against it"] if reads else [])
+    )
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for slug, (manifest, _, summary) in runs.items():
         by = {r["scenario"]: r for r in summary}
@@ -89,11 +96,13 @@ def peaks_table(results: Path) -> str:
         nan = float("nan")
         cells = [GPUS[slug], f"{meas.get('dram', nan) / 1e12:.2f}"]
         cells += [f"{meas.get('dram_read', nan) / 1e12:.2f}"] if reads else []
-        cells += [f"{meas.get('bf16_tensor', nan) / 1e12:.0f} ({cond.get('sm_clock_mhz', 0):.0f} MHz, "
-                  f"{cond.get('power_w_energy', 0):.0f} W)",
-                  _pct(by.get('gemm-torch', {}).get('mfu_measured_pct', nan)),
-                  _pct(by.get('copy-torch', {}).get('mbu_measured_pct', nan))]
-        cells += [_pct(by.get('read-torch', {}).get('mbu_read_pct', nan))] if reads else []
+        cells += [
+            f"{meas.get('bf16_tensor', nan) / 1e12:.0f} ({cond.get('sm_clock_mhz', 0):.0f} MHz, "
+            f"{cond.get('power_w_energy', 0):.0f} W)",
+            _pct(by.get("gemm-torch", {}).get("mfu_measured_pct", nan)),
+            _pct(by.get("copy-torch", {}).get("mbu_measured_pct", nan)),
+        ]
+        cells += [_pct(by.get("read-torch", {}).get("mbu_read_pct", nan))] if reads else []
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"
 
@@ -113,15 +122,21 @@ TARGETS = [  # (group, name, reference, what, target)
     ("read-1GiB", "triton", "torch", "Triton read (a sum) vs torch.sum, 1 GiB", 0.98),
     ("read-1GiB", "cupy", "torch", "CuPy read (a sum) vs torch.sum, 1 GiB", 0.98),
     ("read-1GiB", "torch", "copy-same-bytes", "(ceilings) torch.sum vs a copy of as many bytes: read over copy", None),
-    ("decode-b1", "triton", "read-same-bytes", "Triton decode vs a read of the same bytes (the read ceiling), batch 1",
-     0.95),
+    (
+        "decode-b1",
+        "triton",
+        "read-same-bytes",
+        "Triton decode vs a read of the same bytes (the read ceiling), batch 1",
+        0.95,
+    ),
     ("decode-b1", "triton", "copy-same-bytes", "Triton decode vs a copy of the same bytes, batch 1", 0.92),
     ("decode-b1", "torch", "read-same-bytes", "(for reference) torch F.linear vs that read, batch 1", None),
     ("decode-b1", "torch", "copy-same-bytes", "(for reference) torch F.linear vs that copy, batch 1", None),
-    *((f"decode-b{b}", "triton", "torch", f"Triton decode vs torch F.linear, batch {b}", 1.0)
-      for b in (1, 2, 4, 8, 16)),
-    *((f"decode-b{b}", "triton", "torch", f"Triton decode vs torch F.linear, batch {b}", 0.97)
-      for b in (64, 256, 512)),
+    *(
+        (f"decode-b{b}", "triton", "torch", f"Triton decode vs torch F.linear, batch {b}", 1.0)
+        for b in (1, 2, 4, 8, 16)
+    ),
+    *((f"decode-b{b}", "triton", "torch", f"Triton decode vs torch F.linear, batch {b}", 0.97) for b in (64, 256, 512)),
     ("decode-b1", "cupy", "torch", "CuPy decode (CUDA cores) vs torch F.linear, batch 1", None),
 ]
 
@@ -195,23 +210,39 @@ def watch_auto(results: Path) -> str:
     return watch_auto_tables.table(results)
 
 
-SECTIONS = {"ladder": ladder_table, "ladder-notes": ladder_notes, "peaks": peaks_table, "kernels": kernels_table,
-            "kernels-notes": kernels_notes, "decode-notes": decode_notes, "calibration": calibration_notes,
-            "watch": watch_table,
-            "watch-llama": watch_llama, "watch-decode": watch_decode,
-            "watch-ranks": watch_ranks, "watch-auto": watch_auto, "watch-auto-brief": watch_auto_brief,
-            "dist": dist_list, "baselines": baselines_text, "gate-rules": gate_rules, "cupti": cupti_table,
-            "decode-ideas": ideas_table, "decode-ideas-second": second_ideas_table}
+SECTIONS = {
+    "ladder": ladder_table,
+    "ladder-notes": ladder_notes,
+    "peaks": peaks_table,
+    "kernels": kernels_table,
+    "kernels-notes": kernels_notes,
+    "decode-notes": decode_notes,
+    "calibration": calibration_notes,
+    "watch": watch_table,
+    "watch-llama": watch_llama,
+    "watch-decode": watch_decode,
+    "watch-ranks": watch_ranks,
+    "watch-auto": watch_auto,
+    "watch-auto-brief": watch_auto_brief,
+    "dist": dist_list,
+    "baselines": baselines_text,
+    "gate-rules": gate_rules,
+    "cupti": cupti_table,
+    "decode-ideas": ideas_table,
+    "decode-ideas-second": second_ideas_table,
+}
 
 
 def render(readme: str, results: Path, up: str = "") -> str:
     """The text with its generated parts made anew; `up` is the way from the file's folder to the root."""
+
     def fill(m):
         make = SECTIONS.get(m.group("name"))
         body = make(results) if make else m.group("body")
         if make and up:  # the generators link from the root, as the README stands
             body = REPO_LINK.sub(lambda link: link.group(1) + up, body)
         return m.group(1) + body + m.group(4)
+
     return MARK.sub(fill, readme)
 
 
@@ -233,8 +264,9 @@ def main() -> int:
             if not args.check:
                 path.write_text(new)
     if args.check and stale:
-        print(f"{', '.join(map(str, stale))} disagree with results/: run python -m tools.readme.tables",
-              file=sys.stderr)
+        print(
+            f"{', '.join(map(str, stale))} disagree with results/: run python -m tools.readme.tables", file=sys.stderr
+        )
         return 1
     return 0
 

@@ -37,9 +37,13 @@ def ideas_table(results: Path, sweep: str = "decode") -> str:
         return "(no sweep committed yet)\n"
     tried = [k for k in IDEAS if any(IDEAS[k](r["name"]) for rows in runs.values() for r in rows)]
     head = ["B"] + tried + [f"{GPUS[s]}: the final round's best, x torch (p10–p90)" for s in runs]
-    lines = [f"Idea cells: {' / '.join(GPUS[s] for s in runs)}, the best screened speed over torch (higher is "
-             "faster; – where the idea had no setting at that batch).", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [
+        f"Idea cells: {' / '.join(GPUS[s] for s in runs)}, the best screened speed over torch (higher is "
+        "faster; – where the idea had no setting at that batch).",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
     for b in sorted({b for rows in runs.values() for b in _batches(rows)}):
         cells = [str(b)]
         for idea in tried:
@@ -47,8 +51,12 @@ def ideas_table(results: Path, sweep: str = "decode") -> str:
             cells.append(" / ".join(f"{float(r['speed_vs_ref']):.3f}" if r else "–" for r in best))
         for rows in runs.values():
             top = _best(rows, b, "final", _kernel)
-            cells.append(f"`{top['name']}` {float(top['speed_vs_ref']):.3f} ({float(top['speed_vs_ref_p10']):.3f}–"
-                         f"{float(top['speed_vs_ref_p90']):.3f})" if top else "–")
+            cells.append(
+                f"`{top['name']}` {float(top['speed_vs_ref']):.3f} ({float(top['speed_vs_ref_p10']):.3f}–"
+                f"{float(top['speed_vs_ref_p90']):.3f})"
+                if top
+                else "–"
+            )
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

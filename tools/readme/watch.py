@@ -15,9 +15,12 @@ from gpubench.record.rundir import load_run
 from tools.readme.common import GPUS, finite
 
 
-WATCH = [("healthy", "healthy: bf16, batch 16 × 1024", "(defaults)"), ("fp32", "FP32, no tensor cores", "`--fp32`"),
-         ("slow-loader", "slow data loader", "`--loader-sleep-ms 100`"),
-         ("tiny-batch", "tiny batch: 1 × 128", "`--batch 1 --seq 128`")]
+WATCH = [
+    ("healthy", "healthy: bf16, batch 16 × 1024", "(defaults)"),
+    ("fp32", "FP32, no tensor cores", "`--fp32`"),
+    ("slow-loader", "slow data loader", "`--loader-sleep-ms 100`"),
+    ("tiny-batch", "tiny batch: 1 × 128", "`--batch 1 --seq 128`"),
+]
 
 
 def _num(value, fmt: str) -> str:
@@ -33,14 +36,25 @@ def _known(value, fmt: str | None = None) -> str:
 def _watch_row(what: str, flags: str, row: dict) -> str:
     """A train row: the ladder, the rate, the work against its --dtype's peak and the tensor ceiling."""
     cols = ["gpu_util_pct", "sm_active_pct", "tensor_active_pct"]
-    cells = [what, flags] + [fmt_value(c, row.get(c)) for c in cols] + [
-        _num(row.get("steps_per_s"), "{:.1f}"), _known(row.get("tflops"), "{:.0f}"), _known(row.get("mfu_pct")),
-        _known(row.get("hfu_pct")), pct(row.get("tensor_ceiling_pct")), f"`{row['verdict_rules']}`"]
+    cells = (
+        [what, flags]
+        + [fmt_value(c, row.get(c)) for c in cols]
+        + [
+            _num(row.get("steps_per_s"), "{:.1f}"),
+            _known(row.get("tflops"), "{:.0f}"),
+            _known(row.get("mfu_pct")),
+            _known(row.get("hfu_pct")),
+            pct(row.get("tensor_ceiling_pct")),
+            f"`{row['verdict_rules']}`",
+        ]
+    )
     return "| " + " | ".join(cells) + " |"
 
 
-WATCH_HEAD = ("| {what} | example flags | GPU-Util | SM active | tensor active | steps/s | TFLOP/s | MFU | HFU "
-              "| tensor ceiling | verdict |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+WATCH_HEAD = (
+    "| {what} | example flags | GPU-Util | SM active | tensor active | steps/s | TFLOP/s | MFU | HFU "
+    "| tensor ceiling | verdict |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+)
 
 
 def _phase(run: Path, phase: str) -> dict:
@@ -56,8 +70,10 @@ def _against(runs: dict[str, Path], trains: dict[str, dict]) -> str:
     if len(kinds) == 1 and ceilings in ([], kinds):
         return f"MFU, HFU and the tensor-pipe ceiling against the {kinds[0]} datasheet peak in every row"
     each = ", ".join(f"{d} for {', '.join(f'`{n}`' for n, k in dtypes.items() if k == d)}" for d in kinds)
-    return (f"MFU and HFU against the datasheet peak of each run's `--dtype` ({each}), the tensor-pipe ceiling "
-            f"against the {' and '.join(ceilings)} peak")
+    return (
+        f"MFU and HFU against the datasheet peak of each run's `--dtype` ({each}), the tensor-pipe ceiling "
+        f"against the {' and '.join(ceilings)} peak"
+    )
 
 
 def _newest(results: Path, name: str) -> Path | None:
@@ -78,8 +94,11 @@ def watch_table(results: Path) -> str:
         lines.append(_watch_row(what, flags, trains[name]))
     lines = ([f"Each run's `train` phase; {_against(runs, trains)}:", ""] if runs else []) + lines
     log = (results / "logs" / f"watch-{gpu}.log").read_text() if gpu else ""
-    flops = re.search(r"FLOPs per training step: (\S+) model FLOPs counted by gpubench.count_flops "
-                      r"\(PaLM's convention; (\S+) ran, recomputation included\), (\S+) analytic.*?: (\S+)", log)
+    flops = re.search(
+        r"FLOPs per training step: (\S+) model FLOPs counted by gpubench.count_flops "
+        r"\(PaLM's convention; (\S+) ran, recomputation included\), (\S+) analytic.*?: (\S+)",
+        log,
+    )
     cost = re.search(r"watch overhead: (\S+) of steps/s", log)
     without = re.search(r"steps/s without watching: \[(.*?)\]", log)
     watched = re.search(r"steps/s while watched: +\[(.*?)\]", log)
@@ -88,15 +107,18 @@ def watch_table(results: Path) -> str:
         runs = [float(v) for v in without.group(1).split(",") + watched.group(1).split(",")]
         spread = (max(runs) - min(runs)) / statistics.median(runs) * 100
         step_ms = 1e3 / statistics.median(float(v) for v in without.group(1).split(","))
-        lines += ["", f"On an {GPUS.get(gpu, gpu)}: one healthy step counts {float(flops.group(1)):.3g} model FLOPs "
-                  f"({flops.group(4)} against the analytic {float(flops.group(3)):.4g}; {float(flops.group(2)):.4g} "
-                  f"ran, flash attention's recomputed scores included). Watched, the healthy loop ran "
-                  f"{cost.group(1).lstrip('+')} slower in steps/s (median of three runs with and three without, "
-                  f"interleaved; the six runs spread over {spread:.1f}%, so the difference is within their noise). "
-                  f"A `gpubench.step()` costs its caller {float(call.group(1)):.1f} µs (median; p10 "
-                  f"{float(call.group(2)):.1f}, p90 {float(call.group(3)):.1f}), "
-                  f"{float(call.group(1)) / 1e3 / step_ms * 100:.2f}% of a {step_ms:.0f} ms step "
-                  f"([log](results/logs/watch-{gpu}.log))."]
+        lines += [
+            "",
+            f"On an {GPUS.get(gpu, gpu)}: one healthy step counts {float(flops.group(1)):.3g} model FLOPs "
+            f"({flops.group(4)} against the analytic {float(flops.group(3)):.4g}; {float(flops.group(2)):.4g} "
+            f"ran, flash attention's recomputed scores included). Watched, the healthy loop ran "
+            f"{cost.group(1).lstrip('+')} slower in steps/s (median of three runs with and three without, "
+            f"interleaved; the six runs spread over {spread:.1f}%, so the difference is within their noise). "
+            f"A `gpubench.step()` costs its caller {float(call.group(1)):.1f} µs (median; p10 "
+            f"{float(call.group(2)):.1f}, p90 {float(call.group(3)):.1f}), "
+            f"{float(call.group(1)) / 1e3 / step_ms * 100:.2f}% of a {step_ms:.0f} ms step "
+            f"([log](results/logs/watch-{gpu}.log)).",
+        ]
     return "\n".join(lines + _gpt_notes(trains)) + "\n"
 
 
@@ -105,17 +127,26 @@ def _gpt_notes(trains: dict) -> list[str]:
     out = []
     unmodelled = [n for n, r in trains.items() if not finite(r.get("mfu_pct")) and finite(r.get("hfu_pct"))]
     if unmodelled:
-        out += ["", f"These {len(unmodelled)} runs were recorded before gpubench counted model FLOPs apart: their "
-                "marks carry one count a step, of what ran, so they give HFU and no MFU; `bash "
-                "tools/watch/examples.sh gpt` records them anew."]
-    uncounted = [n for n, r in trains.items() if not finite(r.get("mfu_pct")) and not finite(r.get("hfu_pct"))
-                 and r.get("hfu_unknown")]
+        out += [
+            "",
+            f"These {len(unmodelled)} runs were recorded before gpubench counted model FLOPs apart: their "
+            "marks carry one count a step, of what ran, so they give HFU and no MFU; `bash "
+            "tools/watch/examples.sh gpt` records them anew.",
+        ]
+    uncounted = [
+        n
+        for n, r in trains.items()
+        if not finite(r.get("mfu_pct")) and not finite(r.get("hfu_pct")) and r.get("hfu_unknown")
+    ]
     if uncounted:
-        out += ["", f"{_count_of(uncounted, trains)} recorded before gpubench counted model FLOPs apart and before its "
-                "hardware count followed the kernels: their marks carry one count a step, which took causal "
-                "attention's whole T×T score matrix where the kernels run its lower half, so they give neither MFU "
-                "nor HFU, and the tensor ceiling says how much could have run; `bash tools/watch/examples.sh gpt` "
-                "records them anew."]
+        out += [
+            "",
+            f"{_count_of(uncounted, trains)} recorded before gpubench counted model FLOPs apart and before its "
+            "hardware count followed the kernels: their marks carry one count a step, which took causal "
+            "attention's whole T×T score matrix where the kernels run its lower half, so they give neither MFU "
+            "nor HFU, and the tensor ceiling says how much could have run; `bash tools/watch/examples.sh gpt` "
+            "records them anew.",
+        ]
     busy = [n for n, r in trains.items() if (r.get("gpu_util_pct") or 0) >= 90]
     healthy, fp32 = trains.get("healthy"), trains.get("fp32")
     if healthy and fp32:
@@ -127,18 +158,25 @@ def _gpt_notes(trains: dict) -> list[str]:
             work = f"at most {pct(healthy.get('tensor_ceiling_pct'))} of the bf16 peak ran on them"
         rules = fp32["verdict_rules"].split(", ")
         if "flops-above-ceiling" in rules:
-            beside = ("its FLOPs ran beside them (`flops-above-ceiling`: watched with --dtype bf16, its FP32 work is "
-                      "above the tensor ceiling)")
+            beside = (
+                "its FLOPs ran beside them (`flops-above-ceiling`: watched with --dtype bf16, its FP32 work is "
+                "above the tensor ceiling)"
+            )
         else:
-            beside = (f"its FP32 pipes were active {pct(fp32.get('fp32_active_pct'))} of the time: its matrix math ran "
-                      f"beside the tensor cores (`{rules[0]}`)")
-        out += ["", f"Read down the GPU-Util column: {WORDS.get(len(busy), len(busy))} of the "
-                f"{WORDS.get(len(trains), len(trains))} loops read 90% or more. The ladder says how little that means: "
-                f"the healthy bf16 loop keeps its tensor cores busy {pct(healthy['tensor_active_pct'])} of the time "
-                f"and {work}; the FP32 loop reads {fmt_value('gpu_util_pct', fp32['gpu_util_pct'])} busy while its "
-                f"tensor pipes could have delivered at most {pct(fp32.get('tensor_ceiling_pct'))} of the bf16 peak, "
-                f"and {beside}; only where the host starves the GPU (the slow loader, the tiny batch) does GPU-Util "
-                "fall with the work done."]
+            beside = (
+                f"its FP32 pipes were active {pct(fp32.get('fp32_active_pct'))} of the time: its matrix math ran "
+                f"beside the tensor cores (`{rules[0]}`)"
+            )
+        out += [
+            "",
+            f"Read down the GPU-Util column: {WORDS.get(len(busy), len(busy))} of the "
+            f"{WORDS.get(len(trains), len(trains))} loops read 90% or more. The ladder says how little that means: "
+            f"the healthy bf16 loop keeps its tensor cores busy {pct(healthy['tensor_active_pct'])} of the time "
+            f"and {work}; the FP32 loop reads {fmt_value('gpu_util_pct', fp32['gpu_util_pct'])} busy while its "
+            f"tensor pipes could have delivered at most {pct(fp32.get('tensor_ceiling_pct'))} of the bf16 peak, "
+            f"and {beside}; only where the host starves the GPU (the slow loader, the tiny batch) does GPU-Util "
+            "fall with the work done.",
+        ]
     return out
 
 
@@ -152,15 +190,20 @@ def _count_of(names: list[str], rows: dict) -> str:
     return f"{len(names)} of these {len(rows)} runs ({', '.join(f'`{n}`' for n in names)}) were"
 
 
-DECODE = [("decode-eager-b1", "eager, batch 1", "(defaults)"),
-          ("decode-graph-b1", "compiled, one CUDA graph a token, batch 1", "`--compile --graph`"),
-          ("decode-graph-b64", "compiled, CUDA graph, batch 64", "`--compile --graph --batch 64`")]
+DECODE = [
+    ("decode-eager-b1", "eager, batch 1", "(defaults)"),
+    ("decode-graph-b1", "compiled, one CUDA graph a token, batch 1", "`--compile --graph`"),
+    ("decode-graph-b64", "compiled, CUDA graph, batch 64", "`--compile --graph --batch 64`"),
+]
 
 
 def watch_decode(results: Path) -> str:
     """The decode phase of each watched decode configuration: tokens/s and MBU against the memory floor."""
-    lines = ["| configuration | example flags | GPU-Util | SM active | DRAM active | ms a step | memory floor | "
-             "tokens/s | MBU | MFU | J a token | verdict |", "|" + " --- |" * 12]
+    lines = [
+        "| configuration | example flags | GPU-Util | SM active | DRAM active | ms a step | memory floor | "
+        "tokens/s | MBU | MFU | J a token | verdict |",
+        "|" + " --- |" * 12,
+    ]
     gpu = None
     for name, what, flags in DECODE:
         run = _newest(results, name)
@@ -170,19 +213,30 @@ def watch_decode(results: Path) -> str:
         r = _phase(run, "decode")
         floor = r["step_ms"] * r["mbu_pct"] / 100  # the step's bytes at the datasheet bandwidth
         cells = [what, flags] + [fmt_value(c, r.get(c)) for c in ("gpu_util_pct", "sm_active_pct", "dram_active_pct")]
-        cells += [f"{r['step_ms']:.2f}", f"{floor:.2f} ms", f"{r['tokens_per_s']:.0f}", pct(r["mbu_pct"]),
-                  pct(r["mfu_pct"]), f"{r['j_per_token']:.3g}", f"`{r['verdict_rules']}`"]
+        cells += [
+            f"{r['step_ms']:.2f}",
+            f"{floor:.2f} ms",
+            f"{r['tokens_per_s']:.0f}",
+            pct(r["mbu_pct"]),
+            pct(r["mfu_pct"]),
+            f"{r['j_per_token']:.3g}",
+            f"`{r['verdict_rules']}`",
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     if gpu is None:
         return "(no decode watch committed yet: `bash tools/watch/examples.sh decode` on a GPU records them)\n"
-    lines += ["", f"On an {GPUS.get(gpu, gpu)} ([log](results/logs/watch-decode-{gpu}.log)); the memory floor is "
-              "the step's bytes (the weights once, the cache written so far, what the step writes) at the datasheet "
-              "bandwidth, the time no kernel can beat."]
+    lines += [
+        "",
+        f"On an {GPUS.get(gpu, gpu)} ([log](results/logs/watch-decode-{gpu}.log)); the memory floor is "
+        "the step's bytes (the weights once, the cache written so far, what the step writes) at the datasheet "
+        "bandwidth, the time no kernel can beat.",
+    ]
     return "\n".join(lines) + "\n"
 
 
 def watch_ranks(results: Path) -> str:
     """The watched two-GPU runs: the straggler named in the user's own job, and the GPUs a job used."""
+
     def train(name):
         run = _newest(results, name)
         if run is None:
@@ -195,38 +249,49 @@ def watch_ranks(results: Path) -> str:
     if rows:
         slow = next(r for r in rows if "straggler" in r["verdict_rules"])
         wait = next(r for r in rows if "waits-on-rank" in r["verdict_rules"])
-        out.append(f"- A data-parallel job with one rank's loader slowed ([run]({run.relative_to(results.parent)})): "
-                   f"both ranks stepped at {wait['steps_per_s']:.2f} steps/s; GPU {wait['gpu']} read "
-                   f"{pct(wait['gpu_util_mean_pct'])} busy and its verdict says it waits on rank "
-                   f"{slow['rank']} (`{wait['verdict_rules']}`), GPU {slow['gpu']} read "
-                   f"{pct(slow['gpu_util_mean_pct'])} and is named the straggler (`{slow['verdict_rules']}`).")
+        out.append(
+            f"- A data-parallel job with one rank's loader slowed ([run]({run.relative_to(results.parent)})): "
+            f"both ranks stepped at {wait['steps_per_s']:.2f} steps/s; GPU {wait['gpu']} read "
+            f"{pct(wait['gpu_util_mean_pct'])} busy and its verdict says it waits on rank "
+            f"{slow['rank']} (`{wait['verdict_rules']}`), GPU {slow['gpu']} read "
+            f"{pct(slow['gpu_util_mean_pct'])} and is named the straggler (`{slow['verdict_rules']}`)."
+        )
     run, rows = train("ddp-even")
     if rows:
-        out.append(f"- The same job with even ranks ([run]({run.relative_to(results.parent)})): "
-                   + ", ".join(f"GPU {r['gpu']} {pct(r['gpu_util_mean_pct'])} busy (`{r['verdict_rules']}`)"
-                               for r in rows) + "; nobody is named.")
+        out.append(
+            f"- The same job with even ranks ([run]({run.relative_to(results.parent)})): "
+            + ", ".join(f"GPU {r['gpu']} {pct(r['gpu_util_mean_pct'])} busy (`{r['verdict_rules']}`)" for r in rows)
+            + "; nobody is named."
+        )
     run, rows = train("one-gpu")
     run_all, rows_all = train("one-gpu-all-gpus")
     if rows and rows_all:
         manifest = json.loads((run / "manifest.json").read_text())
         idle = [g["nvml_index"] for g in manifest.get("gpus_idle") or []]
-        out.append(f"- A one-GPU job on the two-GPU machine, no `CUDA_VISIBLE_DEVICES` "
-                   f"([run]({run.relative_to(results.parent)})): one row, GPU {rows[0]['gpu']}, and GPU "
-                   f"{', '.join(map(str, idle))} listed as idle; with `--all-gpus` "
-                   f"([run]({run_all.relative_to(results.parent)})) the idle GPU keeps its row with nothing "
-                   f"credited to it (`{next(r['verdict_rules'] for r in rows_all if r['gpu'] in idle)}`).")
+        out.append(
+            f"- A one-GPU job on the two-GPU machine, no `CUDA_VISIBLE_DEVICES` "
+            f"([run]({run.relative_to(results.parent)})): one row, GPU {rows[0]['gpu']}, and GPU "
+            f"{', '.join(map(str, idle))} listed as idle; with `--all-gpus` "
+            f"([run]({run_all.relative_to(results.parent)})) the idle GPU keeps its row with nothing "
+            f"credited to it (`{next(r['verdict_rules'] for r in rows_all if r['gpu'] in idle)}`)."
+        )
     run, rows = train("visible1")
     if rows:
-        out.append(f"- `CUDA_VISIBLE_DEVICES=1 gpubench watch -- ...` ([run]({run.relative_to(results.parent)})): "
-                   f"the job's row is NVML GPU {rows[0]['gpu']}.")
+        out.append(
+            f"- `CUDA_VISIBLE_DEVICES=1 gpubench watch -- ...` ([run]({run.relative_to(results.parent)})): "
+            f"the job's row is NVML GPU {rows[0]['gpu']}."
+        )
     return ("\n".join(out) + "\n") if out else "(no watched multi-GPU run committed yet)\n"
 
 
-LLAMA = [("llama-eager", "eager, 4 × 2048", "(defaults)"), ("llama-compiled", "torch.compile", "`--compile`"),
-         ("llama-8k", "8k context, 1 × 8192", "`--seq 8192 --batch 1`"),
-         ("llama-checkpointed", "activation checkpointing", "`--checkpoint`"),
-         ("llama-moe", "mixture of experts, top-2 of 8", "`--experts 8 --top 2 --layers 8`"),
-         ("two-processes", "two processes on one GPU", "two jobs of `--layers 8`")]
+LLAMA = [
+    ("llama-eager", "eager, 4 × 2048", "(defaults)"),
+    ("llama-compiled", "torch.compile", "`--compile`"),
+    ("llama-8k", "8k context, 1 × 8192", "`--seq 8192 --batch 1`"),
+    ("llama-checkpointed", "activation checkpointing", "`--checkpoint`"),
+    ("llama-moe", "mixture of experts, top-2 of 8", "`--experts 8 --top 2 --layers 8`"),
+    ("two-processes", "two processes on one GPU", "two jobs of `--layers 8`"),
+]
 
 
 def watch_llama(results: Path) -> str:
@@ -248,40 +313,61 @@ def watch_llama(results: Path) -> str:
         warm, train = _phase(found["llama-compiled"], "warmup"), _phase(found["llama-compiled"], "train")
         gpu = found["llama-compiled"].name.removeprefix("watch-llama-compiled-")
         if warm["verdict_rules"] == "too-short":
-            lines += ["", f"The compiled loop's `warmup` ran {warm['steps_reported']} steps in its last "
-                      f"{sum(b - a for a, b in windows_of(warm['windows'])):.2f} s, after "
-                      f"{warm['t_end'] - warm['t_start']:.0f} s of compiling: too short to measure, since no sample "
-                      f"row covers only that window (the counters of the one inside it still read the compile), "
-                      f"against MFU {pct(train['mfu_pct'])} at {train['steps_per_s']:.1f} steps/s in `train`, on an "
-                      f"{GPUS.get(gpu, gpu)} ([log](results/logs/watch-{gpu}.log))."]
+            lines += [
+                "",
+                f"The compiled loop's `warmup` ran {warm['steps_reported']} steps in its last "
+                f"{sum(b - a for a, b in windows_of(warm['windows'])):.2f} s, after "
+                f"{warm['t_end'] - warm['t_start']:.0f} s of compiling: too short to measure, since no sample "
+                f"row covers only that window (the counters of the one inside it still read the compile), "
+                f"against MFU {pct(train['mfu_pct'])} at {train['steps_per_s']:.1f} steps/s in `train`, on an "
+                f"{GPUS.get(gpu, gpu)} ([log](results/logs/watch-{gpu}.log)).",
+            ]
         else:
-            lines += ["", f"Stamped on the GPU, the compiled loop's `warmup` reads MFU {pct(warm['mfu_pct'])} at "
-                      f"{warm['steps_per_s']:.1f} steps/s against {pct(train['mfu_pct'])} at "
-                      f"{train['steps_per_s']:.1f} in `train`, on an {GPUS.get(gpu, gpu)} "
-                      f"([log](results/logs/watch-{gpu}.log))."]
+            lines += [
+                "",
+                f"Stamped on the GPU, the compiled loop's `warmup` reads MFU {pct(warm['mfu_pct'])} at "
+                f"{warm['steps_per_s']:.1f} steps/s against {pct(train['mfu_pct'])} at "
+                f"{train['steps_per_s']:.1f} in `train`, on an {GPUS.get(gpu, gpu)} "
+                f"([log](results/logs/watch-{gpu}.log)).",
+            ]
     unknown = [n for n, r in trains.items() if not finite(r.get("hfu_pct")) and r.get("hfu_unknown")]
     if unknown:
-        which = (f"these {len(unknown)} runs" if len(unknown) == len(trains) else
-                 f"{len(unknown)} of these {len(trains)} runs ({', '.join(unknown)})")
-        lines += ["", f"HFU is not known for {which}: their "
-                  "marks carry the hardware count of the day they were recorded, which counted the whole T×T score "
-                  "matrix of causal attention where the kernels run its lower half (their manifests have no "
-                  "`flop_count_version`), so it is not shown nor held to the tensor ceiling; their model count, by "
-                  "PaLM's convention, stands. `bash tools/watch/examples.sh llama` records them anew."]
+        which = (
+            f"these {len(unknown)} runs"
+            if len(unknown) == len(trains)
+            else f"{len(unknown)} of these {len(trains)} runs ({', '.join(unknown)})"
+        )
+        lines += [
+            "",
+            f"HFU is not known for {which}: their "
+            "marks carry the hardware count of the day they were recorded, which counted the whole T×T score "
+            "matrix of causal attention where the kernels run its lower half (their manifests have no "
+            "`flop_count_version`), so it is not shown nor held to the tensor ceiling; their model count, by "
+            "PaLM's convention, stands. `bash tools/watch/examples.sh llama` records them anew.",
+        ]
     above = [n for n, r in trains.items() if "flops-above-ceiling" in r["verdict_rules"]]
     if above:
-        lines += ["", f"HFU is above the tensor ceiling in {len(above)} of these {len(trains)} runs "
-                  f"({', '.join(above)}): the FLOPs their steps reported are more than the tensor pipes could deliver "
-                  "in the time they were active, and their verdicts say so (`flops-above-ceiling`)."]
+        lines += [
+            "",
+            f"HFU is above the tensor ceiling in {len(above)} of these {len(trains)} runs "
+            f"({', '.join(above)}): the FLOPs their steps reported are more than the tensor pipes could deliver "
+            "in the time they were active, and their verdicts say so (`flops-above-ceiling`).",
+        ]
     busy = [r for n, r in trains.items() if (r.get("gpu_util_pct") or 0) >= 90]
     if busy:
-        lines += ["", f"Of these runs, GPU-Util reads {_span_pct([r['gpu_util_pct'] for r in busy])} for "
-                  f"{len(busy)}, which run from {_span_pct([r['mfu_pct'] for r in busy], ' to ')} of the bf16 "
-                  "peak by PaLM's count. " + " ".join(
-                      f"`{n}` leaves its GPU idle {100 - r['gpu_util_mean_pct']:.0f}% of the time."
-                      for n, r in trains.items() if r.get("gpu_util_mean_pct", 100) < 90)
-                  + " Two processes sharing a GPU are two streams: each keeps its own rate, and their work adds up "
-                  "over the window they share."]
+        lines += [
+            "",
+            f"Of these runs, GPU-Util reads {_span_pct([r['gpu_util_pct'] for r in busy])} for "
+            f"{len(busy)}, which run from {_span_pct([r['mfu_pct'] for r in busy], ' to ')} of the bf16 "
+            "peak by PaLM's count. "
+            + " ".join(
+                f"`{n}` leaves its GPU idle {100 - r['gpu_util_mean_pct']:.0f}% of the time."
+                for n, r in trains.items()
+                if r.get("gpu_util_mean_pct", 100) < 90
+            )
+            + " Two processes sharing a GPU are two streams: each keeps its own rate, and their work adds up "
+            "over the window they share.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -301,16 +387,22 @@ def dist_list(results: Path) -> str:
     h0, h1 = by[("straggler-hang", 0)], by[("straggler-hang", 1)]
     u = lambda r, c="gpu_util_pct": fmt_value(c, r.get(c))  # noqa: E731
     w = lambda r: f"{r['power_w_energy']:.0f} W"  # noqa: E731
-    return "\n".join([
-        f"On two H200s ([`{run.relative_to(results.parent)}`]({run.relative_to(results.parent)}), NVML: "
-        f"{a['nvlink_links']:.0f} active NVLinks, {a['nvlink_gbps']:.0f} GB/s per direction in all):", "",
-        f"- `allreduce-1gib`: {a['kernel_ms'] * 1e3:.0f} µs a call, busbw {a['busbw_gbps']:.0f} GB/s, "
-        f"{pct(a['nvlink_pct'])} of the NVLinks' rate; GPU-Util {u(a)} while SM active read {u(a, 'sm_active_pct')}.",
-        f"- `allreduce-8kib`: {b['kernel_ms'] * 1e3:.1f} µs a call, busbw {b['busbw_gbps']:.2f} GB/s; GPU-Util "
-        f"{u(b)} on rank 0 and {u(by[('allreduce-8kib', 1)])} on rank 1.",
-        f"- `straggler`: rank 1 reached the all-reduce {s1['arrival_delay_ms']:.1f} ms after rank 0 (median), "
-        f"and was named; rank 0 waited {s0['wait_ms']:.1f} ms a step and read {u(s0)} GPU-Util, "
-        f"{u(s0, 'sm_active_pct')} SM active and {w(s0)}, while the straggler's own GPU read {u(s1)}. Both "
-        f"ranks' steps took {s0['kernel_ms']:.2f} and {s1['kernel_ms']:.2f} ms: the step time cannot name it.",
-        f"- `straggler-hang`: the waiting GPU read {u(h0)} GPU-Util at {w(h0)}, against {w(h1)} on the "
-        f"sleeping rank's idle GPU: the hang signature.", ""])
+    return "\n".join(
+        [
+            f"On two H200s ([`{run.relative_to(results.parent)}`]({run.relative_to(results.parent)}), NVML: "
+            f"{a['nvlink_links']:.0f} active NVLinks, {a['nvlink_gbps']:.0f} GB/s per direction in all):",
+            "",
+            f"- `allreduce-1gib`: {a['kernel_ms'] * 1e3:.0f} µs a call, busbw {a['busbw_gbps']:.0f} GB/s, "
+            f"{pct(a['nvlink_pct'])} of the NVLinks' rate; GPU-Util {u(a)} while SM active read "
+            f"{u(a, 'sm_active_pct')}.",
+            f"- `allreduce-8kib`: {b['kernel_ms'] * 1e3:.1f} µs a call, busbw {b['busbw_gbps']:.2f} GB/s; GPU-Util "
+            f"{u(b)} on rank 0 and {u(by[('allreduce-8kib', 1)])} on rank 1.",
+            f"- `straggler`: rank 1 reached the all-reduce {s1['arrival_delay_ms']:.1f} ms after rank 0 (median), "
+            f"and was named; rank 0 waited {s0['wait_ms']:.1f} ms a step and read {u(s0)} GPU-Util, "
+            f"{u(s0, 'sm_active_pct')} SM active and {w(s0)}, while the straggler's own GPU read {u(s1)}. Both "
+            f"ranks' steps took {s0['kernel_ms']:.2f} and {s1['kernel_ms']:.2f} ms: the step time cannot name it.",
+            f"- `straggler-hang`: the waiting GPU read {u(h0)} GPU-Util at {w(h0)}, against {w(h1)} on the "
+            f"sleeping rank's idle GPU: the hang signature.",
+            "",
+        ]
+    )

@@ -31,11 +31,35 @@ from gpubench.truth import ceiling
 ROOT = Path(__file__).resolve().parents[2]
 
 # the columns a suite run's summary computes from its samples; every other column is a fact of the run
-COMPUTED = {"n_samples", "power_w_energy", "energy_used_j", "windows", "speedup_vs_baseline", "tflops", "gbps",
-            "traffic_gbps", "link_gbps", "mfu_pct", "mfu_measured_pct", "mbu_pct", "mbu_measured_pct", "tokens_per_s",
-            "link_pct", "algbw_gbps", "busbw_gbps", "nvlink_pct", "j_per_call", "gb_per_j", "tflop_per_kj",
-            "tokens_per_j", "j_per_token", "rate_withheld", *ceiling.COLUMNS,
-            *derive({}, {}), *per_joule({})}  # whatever today's summary derives, never carried over as a fact
+COMPUTED = {
+    "n_samples",
+    "power_w_energy",
+    "energy_used_j",
+    "windows",
+    "speedup_vs_baseline",
+    "tflops",
+    "gbps",
+    "traffic_gbps",
+    "link_gbps",
+    "mfu_pct",
+    "mfu_measured_pct",
+    "mbu_pct",
+    "mbu_measured_pct",
+    "tokens_per_s",
+    "link_pct",
+    "algbw_gbps",
+    "busbw_gbps",
+    "nvlink_pct",
+    "j_per_call",
+    "gb_per_j",
+    "tflop_per_kj",
+    "tokens_per_j",
+    "j_per_token",
+    "rate_withheld",
+    *ceiling.COLUMNS,
+    *derive({}, {}),
+    *per_joule({}),
+}  # whatever today's summary derives, never carried over as a fact
 
 
 # columns an earlier summary computed and today's does not: dropped, never carried as facts
@@ -100,9 +124,11 @@ def main(runs: list[str]) -> int:
             result = resummarize(run)
             write_summary(run, result.summary)
             sampled = manifest.get("gpus_sampled") or []
-            manifest.update(gpus_used=result.used,  # and the phases, as the summary cut them now
-                            gpus_idle=[g for g in sampled if g["nvml_index"] not in result.used],
-                            phases=[{"name": p.name, "spans": p.spans} for p in result.phases])
+            manifest.update(
+                gpus_used=result.used,  # and the phases, as the summary cut them now
+                gpus_idle=[g for g in sampled if g["nvml_index"] not in result.used],
+                phases=[{"name": p.name, "spans": p.spans} for p in result.phases],
+            )
             manifest.setdefault("families", {})["watch"] = {"story": STORY}  # the report tells each row this way
             write_json(path, manifest)
             print(f"{run}: {len(result.summary)} rows")

@@ -43,8 +43,16 @@ def point(samples, gpu: int, a: float, b: float, flops_per_s: float, unit: str, 
     if not n or dtype is None or unit not in found.peaks:
         return None
     f = ceiling.factor(flops_per_s, mhz, found.peak_clock_mhz, found.peaks[unit])
-    return {"dtype": dtype, "factor": f, "tflops": flops_per_s / 1e12, "active_mhz": mhz, "rows": n,
-            "t_start": a, "t_end": b, **where}
+    return {
+        "dtype": dtype,
+        "factor": f,
+        "tflops": flops_per_s / 1e12,
+        "active_mhz": mhz,
+        "rows": n,
+        "t_start": a,
+        "t_end": b,
+        **where,
+    }
 
 
 def from_run(run: Path) -> tuple[str, list[dict]]:
@@ -63,15 +71,38 @@ def from_run(run: Path) -> tuple[str, list[dict]]:
     for unit, cond in (peaks.get("conditions") or {}).items():
         rate = (peaks.get("measured") or {}).get(unit)
         if unit in ceiling.DTYPE_OF and rate:
-            points.append(point(samples, gpu, cond["t_start"], cond["t_end"], rate, unit, found,
-                                {"run": rel, "what": f"sustained {unit} matmul peak, 8192³ torch.matmul"}))
+            points.append(
+                point(
+                    samples,
+                    gpu,
+                    cond["t_start"],
+                    cond["t_end"],
+                    rate,
+                    unit,
+                    found,
+                    {"run": rel, "what": f"sustained {unit} matmul peak, 8192³ torch.matmul"},
+                )
+            )
     for r in summary:
         if r.get("family") == "gemm" and r.get("unit") in ceiling.DTYPE_OF and r.get("tflops"):
             what = f"scenario {r['scenario']} ({r.get('sizes', '')})" + (
-                "" if r.get("timing_window") else ", timed over the whole scenario (a run recorded before the "
-                                                          "suite timed the window its counters cover)")
-            points.append(point(samples, r["gpu"], r["t_start"] + TRIM_S, r["t_end"], r["tflops"] * 1e12, r["unit"],
-                                found, {"run": rel, "what": what}))
+                ""
+                if r.get("timing_window")
+                else ", timed over the whole scenario (a run recorded before the "
+                "suite timed the window its counters cover)"
+            )
+            points.append(
+                point(
+                    samples,
+                    r["gpu"],
+                    r["t_start"] + TRIM_S,
+                    r["t_end"],
+                    r["tflops"] * 1e12,
+                    r["unit"],
+                    found,
+                    {"run": rel, "what": what},
+                )
+            )
     return name, [p for p in points if p is not None]
 
 
@@ -88,8 +119,12 @@ def repoint(path: Path) -> list[dict]:
     points = []
     for p in data["points"]:
         flops = p["tflops"] * 1e12 * (p["t_end"] - p["t_start"])
-        points.append({**truth_probe.point(rows, (p["t_start"], p["t_end"]), flops, p["dtype"], dev),
-                       **{k: p[k] for k in ("what", "samples") if k in p}})
+        points.append(
+            {
+                **truth_probe.point(rows, (p["t_start"], p["t_end"]), flops, p["dtype"], dev),
+                **{k: p[k] for k in ("what", "samples") if k in p},
+            }
+        )
     data["points"] = points
     path.write_text(json.dumps(data, indent=1, default=truth_probe.jsonable))
     return points
@@ -99,17 +134,25 @@ def write(name: str, points: list[dict], out: Path, beside: list[Path] = ()) -> 
     clock = ceiling.PEAK_CLOCK_MHZ[name]
     beside = [p for p in beside if json.loads(p.read_text())["gpu"] == name]
     beside_points = [q for p in beside for q in json.loads(p.read_text())["points"]]
-    data = {"gpu": name, "peak_clock_mhz": clock, "counter": "tensor_active_pct (NVML GPM ANY_TENSOR_UTIL)",
-            "method": "a GEMM's FLOP rate over (mean of tensor active × SM clock over the rows that cover only its "
-                      f"timed window) ÷ {clock:g} MHz × the dense datasheet peak; the factor is the median, the "
-                      "error the farthest point from it; highest, lowest and spread are the extremes, highest_what "
-                      "the kernel that set the highest",
-            "highest": {"method": "over every kernel measured (these points and the files named), the highest rate "
-                                  "per active cycle of those whose tensor pipes were busier than their FP32 pipes "
-                                  "(stale GPM rows left out), the kernel that set it, their median, lowest and spread; "
-                                  "beside: the points left out, their FLOPs run beside the tensor pipes",
-                        "files": [p.name for p in beside], "dtypes": ceiling.highest(points + beside_points)},
-            "dtypes": ceiling.calibrate(points), "points": points}
+    data = {
+        "gpu": name,
+        "peak_clock_mhz": clock,
+        "counter": "tensor_active_pct (NVML GPM ANY_TENSOR_UTIL)",
+        "method": "a GEMM's FLOP rate over (mean of tensor active × SM clock over the rows that cover only its "
+        f"timed window) ÷ {clock:g} MHz × the dense datasheet peak; the factor is the median, the "
+        "error the farthest point from it; highest, lowest and spread are the extremes, highest_what "
+        "the kernel that set the highest",
+        "highest": {
+            "method": "over every kernel measured (these points and the files named), the highest rate "
+            "per active cycle of those whose tensor pipes were busier than their FP32 pipes "
+            "(stale GPM rows left out), the kernel that set it, their median, lowest and spread; "
+            "beside: the points left out, their FLOPs run beside the tensor pipes",
+            "files": [p.name for p in beside],
+            "dtypes": ceiling.highest(points + beside_points),
+        },
+        "dtypes": ceiling.calibrate(points),
+        "points": points,
+    }
     path = out / f"tensor-{slug(name)}.json"
     out.mkdir(parents=True, exist_ok=True)
     write_json(path, data)
@@ -120,10 +163,20 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="*", type=Path)
     ap.add_argument("--points", nargs="*", type=Path, default=[], help="points files from tools/truth/gpu.py")
-    ap.add_argument("--repoint", nargs="*", type=Path, default=[],
-                    help="points files rewritten from their raw samples first, then calibrated from as --points")
-    ap.add_argument("--beside", nargs="*", type=Path, default=[],
-                    help="points files of every kernel measured (tools.truth.gpu --broad): they enter the highest only")
+    ap.add_argument(
+        "--repoint",
+        nargs="*",
+        type=Path,
+        default=[],
+        help="points files rewritten from their raw samples first, then calibrated from as --points",
+    )
+    ap.add_argument(
+        "--beside",
+        nargs="*",
+        type=Path,
+        default=[],
+        help="points files of every kernel measured (tools.truth.gpu --broad): they enter the highest only",
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "calibration")
     args = ap.parse_args(argv)
     for path in args.repoint:
@@ -141,9 +194,11 @@ def main(argv=None) -> int:
     for name, points in by_gpu.items():
         path = write(name, points, args.out, args.beside)
         top = json.loads(path.read_text())["highest"]["dtypes"]
-        said = ", ".join(f"{d} {v['factor']:.3f} ± {100 * v['error']:.1f}% ({v['n']}; highest of every kernel "
-                         f"{top[d]['factor']:.3f} of {top[d]['n']}, {top[d]['what']}, median {top[d]['median']:.3f})"
-                         for d, v in ceiling.calibrate(points).items())
+        said = ", ".join(
+            f"{d} {v['factor']:.3f} ± {100 * v['error']:.1f}% ({v['n']}; highest of every kernel "
+            f"{top[d]['factor']:.3f} of {top[d]['n']}, {top[d]['what']}, median {top[d]['median']:.3f})"
+            for d, v in ceiling.calibrate(points).items()
+        )
         print(f"{path}: {said}")
     return 0
 

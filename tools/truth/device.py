@@ -40,8 +40,10 @@ class GpmCounters:
                 if metric_id in refused:
                     self.refused[column] = f"id {metric_id}: {refused[metric_id]}"
                     del self.counters[column]
-            print(f"GPM: NVML refused {', '.join(f'{c} ({w})' for c, w in self.refused.items())}; read without them",
-                  file=sys.stderr)
+            print(
+                f"GPM: NVML refused {', '.join(f'{c} ({w})' for c, w in self.refused.items())}; read without them",
+                file=sys.stderr,
+            )
             got = nvml.gpm_metrics(self._prev, self._next, list(self.counters.values()))
         self._prev, self._next = self._next, self._prev
         return {**dict.fromkeys(COUNTERS, math.nan), **dict(zip(self.counters, got))}
@@ -122,6 +124,7 @@ class Gpu:
             err = ((c.double() - ref).abs().max() / ref.abs().max()).item()
             if not err < 5e-3:
                 raise AssertionError(f"tf32 matmul off by {err:.2g} of the largest value")
+
         return (lambda: torch.matmul(a, b, out=c)), check
 
     def _fp8(self, n):
@@ -138,6 +141,7 @@ class Gpu:
             err = ((run().double() - ref).abs().max() / ref.abs().max()).item()
             if not err < 2e-2:
                 raise AssertionError(f"fp8 matmul off by {err:.2g} of the largest value")
+
         return run, check
 
     def run_for(self, gemm, warm_s: float, timed_s: float, duty: float):
@@ -192,8 +196,11 @@ class Gpu:
         """`gpubench watch --out run -- argv`: its exit code, or None where it was stopped after `seconds`."""
         import subprocess
 
-        child = subprocess.Popen([sys.executable, "-m", "gpubench", "watch", "--out", str(run), "--", *argv],
-                                 cwd=ROOT, start_new_session=True)
+        child = subprocess.Popen(
+            [sys.executable, "-m", "gpubench", "watch", "--out", str(run), "--", *argv],
+            cwd=ROOT,
+            start_new_session=True,
+        )
         return bounded(child, seconds)
 
     def release(self) -> None:

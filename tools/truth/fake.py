@@ -40,8 +40,13 @@ class FakeGpu(Gpu):
         self._last = now
         values = dict.fromkeys(COUNTERS, math.nan)
         values.update(sm_active_pct=97 * f, tensor_active_pct=95 * f, hmma_tensor_util_pct=95 * f, fp32_active_pct=1.0)
-        return {"gpu_util_pct": 100.0 * self._busy(now - 0.3, now - 0.1), "power_w": 100 + 500 * f,
-                "sm_clock_mhz": 1400.0 if f > 0.5 else 1980.0, "energy_j": self._energy, **values}
+        return {
+            "gpu_util_pct": 100.0 * self._busy(now - 0.3, now - 0.1),
+            "power_w": 100 + 500 * f,
+            "sm_clock_mhz": 1400.0 if f > 0.5 else 1980.0,
+            "energy_j": self._energy,
+            **values,
+        }
 
     def gemms(self, say):
         torch = self.torch
@@ -87,8 +92,10 @@ class FakeGpu(Gpu):
         from gpubench.record.sources import Source
 
         class Counters(Source):  # what a GPU at a third of its tensor pipes would read, for the dry run
-            name, columns = "fake", ("gpu_util_pct", "sm_active_pct", "tensor_active_pct", "sm_clock_mhz",
-                                     "power_w", "energy_j")
+            name, columns = (
+                "fake",
+                ("gpu_util_pct", "sm_active_pct", "tensor_active_pct", "sm_clock_mhz", "power_w", "energy_j"),
+            )
 
             def __init__(self):
                 self.energy = 0.0
@@ -98,8 +105,17 @@ class FakeGpu(Gpu):
 
             def read(self):
                 self.energy += 50.0
-                return {g: {"gpu_util_pct": 90.0, "sm_active_pct": 80.0, "tensor_active_pct": 30.0,
-                            "sm_clock_mhz": 1980.0, "power_w": 500.0, "energy_j": self.energy} for g in self.gpus}
+                return {
+                    g: {
+                        "gpu_util_pct": 90.0,
+                        "sm_active_pct": 80.0,
+                        "tensor_active_pct": 30.0,
+                        "sm_clock_mhz": 1980.0,
+                        "power_w": 500.0,
+                        "energy_j": self.energy,
+                    }
+                    for g in self.gpus
+                }
 
             def close(self):
                 pass

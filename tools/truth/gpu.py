@@ -95,7 +95,7 @@ def calibrate(dev, out: Path, left, say, broad: bool = False) -> list[dict]:
     rows_path = out / f"samples-{kind + '-' if kind else ''}{dev.slug}.csv"
     warm_s, timed_s = BROAD_TIMES if broad else (1.0, 2.0)
     with probe.Sampler(dev, 0.1) as sampler:
-        for label, dtype, gemm in (truth_kernels.broad(dev, say) if broad else dev.gemms(say)):
+        for label, dtype, gemm in truth_kernels.broad(dev, say) if broad else dev.gemms(say):
             if left() < 2 * (warm_s + timed_s + 0.3) + 4:
                 say(f"(a) stopped before {label}: {left():.0f} s left of its part")
                 break
@@ -103,20 +103,29 @@ def calibrate(dev, out: Path, left, say, broad: bool = False) -> list[dict]:
                 window, flops = dev.run_for(gemm, warm_s=warm_s, timed_s=timed_s, duty=duty)
                 time.sleep(0.3)  # the counters of the window's end reach the sampler
                 point = probe.point(sampler.rows, window, flops, dtype, dev)
-                point.update(what=f"{label}, {'sustained' if duty == 1 else 'bursts at half duty'}",
-                             samples=rows_path.name)
+                point.update(
+                    what=f"{label}, {'sustained' if duty == 1 else 'bursts at half duty'}", samples=rows_path.name
+                )
                 points.append(point)
-                say(f"(a) {label:<26} duty {duty:.1f}: {point['tflops']:7.1f} TFLOP/s, tensor active "
+                say(
+                    f"(a) {label:<26} duty {duty:.1f}: {point['tflops']:7.1f} TFLOP/s, tensor active "
                     f"{point['tensor_active_pct']:5.1f}%, clock {point['clock_mhz']:6.0f} MHz, factor "
-                    f"{point['factor']:.3f}; moved: {', '.join(point['moved']) or 'nothing'}")
+                    f"{point['factor']:.3f}; moved: {', '.join(point['moved']) or 'nothing'}"
+                )
             dev.release()
     probe.write_rows(sampler.rows, rows_path)
     if dev.refused:
         say(f"(a) counters NVML refused on this GPU and driver, read without: {', '.join(dev.refused)}")
-    data = {"gpu": dev.name, "points": points, "samples": rows_path.name, "refused": dict(dev.refused),
-            "counters": {c: i for c, i in probe.COUNTERS.items() if c not in dev.refused}}
+    data = {
+        "gpu": dev.name,
+        "points": points,
+        "samples": rows_path.name,
+        "refused": dict(dev.refused),
+        "counters": {c: i for c, i in probe.COUNTERS.items() if c not in dev.refused},
+    }
     (out / f"points-{kind + '-' if kind else ''}{dev.slug}.json").write_text(
-        json.dumps(data, indent=1, default=probe.jsonable))
+        json.dumps(data, indent=1, default=probe.jsonable)
+    )
     return points
 
 
@@ -133,9 +142,11 @@ def align(dev, out: Path, left, say) -> dict:
         probe.write_rows(sampler.rows, out / f"samples-{interval:g}s.csv")
         found[f"{interval:g}"] = lags = probe.lags(sampler.rows, edges)
         for col, lag in lags.items():
-            say(f"(b) rows of {interval:g} s, {col:<20} value reaches back {lag['trail_s']:.3f} s before the row's "
+            say(
+                f"(b) rows of {interval:g} s, {col:<20} value reaches back {lag['trail_s']:.3f} s before the row's "
                 f"start at most, ends {lag['lag_p50_s']:.3f} s before the row's end "
-                f"(p10–p90 {lag['lag_p10_s']:.3f}–{lag['lag_p90_s']:.3f}, {lag['edges']} edges)")
+                f"(p10–p90 {lag['lag_p10_s']:.3f}–{lag['lag_p90_s']:.3f}, {lag['edges']} edges)"
+            )
         (out / "edges.json").write_text(json.dumps({"edges": edges, "lags": found}, indent=1, default=probe.jsonable))
     return found
 
@@ -147,10 +158,16 @@ def watch(dev, out: Path, left, say, dry: bool) -> list[Path]:
     sync = out / "two-processes-ready"
     # (command, the seconds it needs at least, the seconds the jobs after it keep)
     evals = 0.5 if dry else 2
-    runs = {"compiled": (f"{job} --role compiled --train-s {train:g} --eval-s {evals:g}", 55, 35),
-            # both start together; a trains for 60% of b's time, then evaluates: its phases end first
-            "two-processes": (f"{job} --role a --sync {sync} --train-s {train * 0.6:g} --eval-s {evals:g} & "
-                              f"{job} --role b --sync {sync} --train-s {train:g} & wait", 25, 0)}
+    runs = {
+        "compiled": (f"{job} --role compiled --train-s {train:g} --eval-s {evals:g}", 55, 35),
+        # both start together; a trains for 60% of b's time, then evaluates: its phases end first
+        "two-processes": (
+            f"{job} --role a --sync {sync} --train-s {train * 0.6:g} --eval-s {evals:g} & "
+            f"{job} --role b --sync {sync} --train-s {train:g} & wait",
+            25,
+            0,
+        ),
+    }
     done = []
     for name, (command, needs, keep) in runs.items():
         if left() < needs:
@@ -173,13 +190,18 @@ def plan(parts: str, dev, broad: bool = False) -> list[str]:
     gemms = 2 if isinstance(dev, FakeGpu) else 6
     each = 2 * (sum(BROAD_TIMES) + 0.3)
     n = len(truth_kernels.kernels(dev.torch)) if broad else 0
-    said = {"a": (f"(a) {n} kernels x 2 duties x {each / 2:g} s = {n * each:.0f} s of measuring, with each one's "
-                  "count and set-up" if broad else
-                  f"(a) {gemms} GEMMs x 2 duties x {GEMM_S / 2:g} s = {gemms * GEMM_S:.0f} s of measuring, with checks "
-                  "and compiles"),
-            "b": f"(b) 2 intervals x {PROBE_S:g} s = {2 * PROBE_S:.0f} s of square waves",
-            "c": f"(c) 2 watches of {TRAIN_S:g} s of train, with start-up, torch.compile and 2 s of eval",
-            "d": "(d) bash tools/watch/examples.sh gpt (an H100 only)"}
+    said = {
+        "a": (
+            f"(a) {n} kernels x 2 duties x {each / 2:g} s = {n * each:.0f} s of measuring, with each one's "
+            "count and set-up"
+            if broad
+            else f"(a) {gemms} GEMMs x 2 duties x {GEMM_S / 2:g} s = {gemms * GEMM_S:.0f} s of measuring, with checks "
+            "and compiles"
+        ),
+        "b": f"(b) 2 intervals x {PROBE_S:g} s = {2 * PROBE_S:.0f} s of square waves",
+        "c": f"(c) 2 watches of {TRAIN_S:g} s of train, with start-up, torch.compile and 2 s of eval",
+        "d": "(d) bash tools/watch/examples.sh gpt (an H100 only)",
+    }
     return [f"{said[k]}; its part: {PART_S[k]:.0f} s" for k in "abcd" if k in parts]
 
 
@@ -189,8 +211,11 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, help="at most this long in all (default: the sum of the parts' PART_S)")
     ap.add_argument("--dry-run", action="store_true", help="the same steps on the CPU, with counters faked")
     ap.add_argument("--only", default="abc", help="the parts to run, of abcd ((d) only where named)")
-    ap.add_argument("--broad", action="store_true",
-                    help="(a) over tools/truth/kernels.py's kernels (points-broad-<gpu>.json), not the suite's GEMMs")
+    ap.add_argument(
+        "--broad",
+        action="store_true",
+        help="(a) over tools/truth/kernels.py's kernels (points-broad-<gpu>.json), not the suite's GEMMs",
+    )
     args = ap.parse_args(argv)
     if args.broad:
         PART_S["a"] = BROAD_A_S
@@ -211,10 +236,11 @@ def main(argv=None) -> int:
 
     def part(k: str):
         """This part's clock: its PART_S, less what the parts after it need of what is left of the budget."""
-        after = sum(PART_S[x] for x in parts[parts.index(k) + 1:])
+        after = sum(PART_S[x] for x in parts[parts.index(k) + 1 :])
         end = min(time.monotonic() + PART_S[k], start + budget - after)
         say(f"({k}) begins at {time.monotonic() - start:.0f} s, {max(0.0, end - time.monotonic()):.0f} s for it")
         return lambda: end - time.monotonic()
+
     try:
         if "a" in parts:
             points = calibrate(dev, _dir(top / "calibration"), part("a"), say, args.broad)
@@ -226,8 +252,15 @@ def main(argv=None) -> int:
             runs = watch(dev, top, part("c"), say, args.dry_run)
         if "d" in parts:
             left = part("d")
-            why = ("a dry run" if args.dry_run else "the GPT runs are the H100's" if "H100" not in dev.name else
-                   f"it needs 200 s, {left():.0f} s are left" if left() < 200 else "")
+            why = (
+                "a dry run"
+                if args.dry_run
+                else "the GPT runs are the H100's"
+                if "H100" not in dev.name
+                else f"it needs 200 s, {left():.0f} s are left"
+                if left() < 200
+                else ""
+            )
             if why:
                 say(f"(d) not run: {why}")
             else:
@@ -250,8 +283,12 @@ def main(argv=None) -> int:
 def gpt(out: Path, seconds: float, say) -> None:
     """(d), its tarball and log written under `out`; stopped with every process it started where it runs past
     `seconds`."""
-    child = subprocess.Popen(["bash", str(ROOT / "tools" / "watch" / "examples.sh"), "gpt"], cwd=ROOT,
-                             env=dict(os.environ, OUT=str(out)), start_new_session=True)
+    child = subprocess.Popen(
+        ["bash", str(ROOT / "tools" / "watch" / "examples.sh"), "gpt"],
+        cwd=ROOT,
+        env=dict(os.environ, OUT=str(out)),
+        start_new_session=True,
+    )
     if probe.bounded(child, seconds) is None:
         say("(d) stopped at the budget: what was measured is kept")
 
@@ -263,4 +300,3 @@ def _dir(path: Path) -> Path:
 
 if __name__ == "__main__":
     raise SystemExit(main())
-

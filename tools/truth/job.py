@@ -80,8 +80,11 @@ def main(argv=None) -> None:
         eval_flops = gpubench.count_flops(model, x)
     opt.zero_grad(set_to_none=True)
     net = torch.compile(model) if args.role == "compiled" and not args.tiny else model
-    print(f"{args.role}: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, {flops:.4g} model FLOPs "
-          f"a step, {flops.hardware:.4g} ran", flush=True)
+    print(
+        f"{args.role}: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, {flops:.4g} model FLOPs "
+        f"a step, {flops.hardware:.4g} ran",
+        flush=True,
+    )
 
     def train_step():
         forward_backward(net)

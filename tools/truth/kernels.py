@@ -16,6 +16,7 @@ from __future__ import annotations
 
 def _products(torch, dtype, dev="cuda", s=lambda n: n):
     """(label, make) of cuBLAS products; make() returns the call."""
+
     def mm(m, n, k, bias=False):
         def make():
             m_, n_, k_ = s(m), s(n), s(k)
@@ -25,6 +26,7 @@ def _products(torch, dtype, dev="cuda", s=lambda n: n):
                 c = torch.randn(n_, device=dev, dtype=dtype)
                 return lambda: torch.addmm(c, a, b)
             return lambda: a @ b
+
         return f"mm {m}x{n}x{k}" + (" +bias" if bias else ""), make
 
     def bmm(batch, m, n, k):
@@ -32,12 +34,25 @@ def _products(torch, dtype, dev="cuda", s=lambda n: n):
             a = torch.randn(s(batch), s(m), s(k), device=dev, dtype=dtype)
             b = torch.randn(s(batch), s(k), s(n), device=dev, dtype=dtype)
             return lambda: torch.bmm(a, b)
+
         return f"bmm {batch}x{m}x{n}x{k}", make
 
-    return [mm(8192, 8192, 8192), mm(4096, 4096, 4096), mm(2048, 2048, 2048), mm(1024, 1024, 1024),
-            mm(512, 512, 512), mm(16, 8192, 8192), mm(128, 8192, 8192), mm(8192, 8192, 128),
-            mm(1024, 1024, 65536), mm(16384, 14336, 4096), mm(16384, 4096, 4096, bias=True),
-            bmm(64, 1024, 1024, 1024), bmm(256, 512, 512, 64), bmm(16, 4096, 4096, 128)]
+    return [
+        mm(8192, 8192, 8192),
+        mm(4096, 4096, 4096),
+        mm(2048, 2048, 2048),
+        mm(1024, 1024, 1024),
+        mm(512, 512, 512),
+        mm(16, 8192, 8192),
+        mm(128, 8192, 8192),
+        mm(8192, 8192, 128),
+        mm(1024, 1024, 65536),
+        mm(16384, 14336, 4096),
+        mm(16384, 4096, 4096, bias=True),
+        bmm(64, 1024, 1024, 1024),
+        bmm(256, 512, 512, 64),
+        bmm(16, 4096, 4096, 128),
+    ]
 
 
 def _attention(torch, dtype, dev="cuda", s=lambda n: n):
@@ -45,17 +60,21 @@ def _attention(torch, dtype, dev="cuda", s=lambda n: n):
 
     def sdpa(b, h, t, d, causal, backward):
         def make():
-            q, k, v = (torch.randn(s(b), s(h), s(t), s(d), device=dev, dtype=dtype, requires_grad=backward)
-                       for _ in range(3))
+            q, k, v = (
+                torch.randn(s(b), s(h), s(t), s(d), device=dev, dtype=dtype, requires_grad=backward) for _ in range(3)
+            )
             if not backward:
                 return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
             out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
             g = torch.randn_like(out)
             return lambda: torch.autograd.grad(out, (q, k, v), g, retain_graph=True)
+
         return f"sdpa {b}x{h}x{t}x{d}{' causal' if causal else ''} {'backward' if backward else 'forward'}", make
 
     return [sdpa(4, 32, 4096, 128, c, bw) for bw in (False, True) for c in (False, True)] + [
-        sdpa(16, 16, 2048, 64, False, False), sdpa(16, 16, 2048, 64, True, True)]
+        sdpa(16, 16, 2048, 64, False, False),
+        sdpa(16, 16, 2048, 64, True, True),
+    ]
 
 
 def _convolutions(torch, dtype, dev="cuda", s=lambda n: n):
@@ -74,13 +93,21 @@ def _convolutions(torch, dtype, dev="cuda", s=lambda n: n):
                 return lambda: F.conv2d(x, w, padding=k // 2, groups=g)
             dy = torch.randn(n_, co, side, side, device=dev, dtype=dtype).to(memory_format=torch.channels_last)
             return lambda: torch.autograd.grad(F.conv2d(x, w, padding=k // 2, groups=g), (x, w), dy)
-        kind = "depthwise" if groups == cin == cout else f"groups {groups}" if groups > 1 else "dense"
-        return (f"conv {kind} {k}x{k} {n}x{cin}->{cout}x{hw}x{hw} {'forward+backward' if backward else 'forward'}",
-                make)
 
-    return [conv(128, 256, 256, 56, 3, 1, False), conv(128, 256, 256, 56, 3, 1, True),
-            conv(128, 1024, 256, 14, 1, 1, True), conv(128, 256, 256, 56, 3, 32, True),
-            conv(128, 384, 384, 56, 7, 384, False), conv(128, 384, 384, 56, 7, 384, True)]
+        kind = "depthwise" if groups == cin == cout else f"groups {groups}" if groups > 1 else "dense"
+        return (
+            f"conv {kind} {k}x{k} {n}x{cin}->{cout}x{hw}x{hw} {'forward+backward' if backward else 'forward'}",
+            make,
+        )
+
+    return [
+        conv(128, 256, 256, 56, 3, 1, False),
+        conv(128, 256, 256, 56, 3, 1, True),
+        conv(128, 1024, 256, 14, 1, 1, True),
+        conv(128, 256, 256, 56, 3, 32, True),
+        conv(128, 384, 384, 56, 7, 384, False),
+        conv(128, 384, 384, 56, 7, 384, True),
+    ]
 
 
 def _fp8(torch, dev="cuda", s=lambda n: n):
@@ -90,18 +117,27 @@ def _fp8(torch, dev="cuda", s=lambda n: n):
             b = torch.randn(s(n), s(k), device=dev).to(torch.float8_e4m3fn).t()  # column-major, as cuBLAS wants
             one = torch.ones((), device=dev)
             return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
         return f"_scaled_mm e4m3 {m}x{n}x{k}", make
 
-    return [scaled(8192, 8192, 8192), scaled(4096, 4096, 4096), scaled(2048, 2048, 2048), scaled(128, 8192, 8192),
-            scaled(16384, 14336, 4096)]
+    return [
+        scaled(8192, 8192, 8192),
+        scaled(4096, 4096, 4096),
+        scaled(2048, 2048, 2048),
+        scaled(128, 8192, 8192),
+        scaled(16384, 14336, 4096),
+    ]
 
 
 def kernels(torch, device: str = "cuda", shrink: int = 1):
     """(label, gpubench dtype, make) of the whole set, in the order they run; labels name the full sizes."""
     on = {"dev": device, "s": lambda n: max(1, n // shrink)}
-    out = [(f"{label} bf16", "bf16", make) for label, make in
-           _products(torch, torch.bfloat16, **on) + _attention(torch, torch.bfloat16, **on)
-           + _convolutions(torch, torch.bfloat16, **on)]
+    out = [
+        (f"{label} bf16", "bf16", make)
+        for label, make in _products(torch, torch.bfloat16, **on)
+        + _attention(torch, torch.bfloat16, **on)
+        + _convolutions(torch, torch.bfloat16, **on)
+    ]
     fp16 = _products(torch, torch.float16, **on)
     out += [(f"{label} fp16", "fp16", make) for label, make in (fp16[0], fp16[5], fp16[11])]
     out += [(label, "fp8", make) for label, make in _fp8(torch, **on)]

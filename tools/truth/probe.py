@@ -23,15 +23,36 @@ from gpubench.truth import ceiling
 ROOT = Path(__file__).resolve().parents[2]
 # NVML GPM metric ids (nvml.h): which pipe counter a dtype moves is measured, not assumed. The cycle counters
 # (248 on) are recent: a driver that does not know them refuses them, and GpmCounters reads on without them.
-COUNTERS = {"sm_active_pct": 2, "sm_occupancy_pct": 3, "integer_util_pct": 4, "tensor_active_pct": 5,
-            "dfma_tensor_util_pct": 6, "hmma_tensor_util_pct": 7, "dmma_tensor_util_pct": 8,
-            "imma_tensor_util_pct": 9, "dram_active_pct": 10, "fp64_active_pct": 11, "fp32_active_pct": 12,
-            "fp16_active_pct": 13, "sm_cycles_elapsed": 248, "sm_cycles_active": 249, "mma_cycles_active": 250,
-            "dmma_cycles_active": 251, "hmma_cycles_active": 252, "imma_cycles_active": 253,
-            "dfma_cycles_active": 254, "integer_cycles_active": 257, "fp64_cycles_active": 258,
-            "fp32_cycles_active": 259, "fp16_cycles_active": 260}
-PIPES = [c for c in COUNTERS if c.endswith("_util_pct") or c in ("tensor_active_pct", "fp64_active_pct",
-                                                                   "fp32_active_pct", "fp16_active_pct")]
+COUNTERS = {
+    "sm_active_pct": 2,
+    "sm_occupancy_pct": 3,
+    "integer_util_pct": 4,
+    "tensor_active_pct": 5,
+    "dfma_tensor_util_pct": 6,
+    "hmma_tensor_util_pct": 7,
+    "dmma_tensor_util_pct": 8,
+    "imma_tensor_util_pct": 9,
+    "dram_active_pct": 10,
+    "fp64_active_pct": 11,
+    "fp32_active_pct": 12,
+    "fp16_active_pct": 13,
+    "sm_cycles_elapsed": 248,
+    "sm_cycles_active": 249,
+    "mma_cycles_active": 250,
+    "dmma_cycles_active": 251,
+    "hmma_cycles_active": 252,
+    "imma_cycles_active": 253,
+    "dfma_cycles_active": 254,
+    "integer_cycles_active": 257,
+    "fp64_cycles_active": 258,
+    "fp32_cycles_active": 259,
+    "fp16_cycles_active": 260,
+}
+PIPES = [
+    c
+    for c in COUNTERS
+    if c.endswith("_util_pct") or c in ("tensor_active_pct", "fp64_active_pct", "fp32_active_pct", "fp16_active_pct")
+]
 SIZE = 8192
 
 
@@ -127,14 +148,29 @@ def point(rows: list[dict], window: tuple[float, float], flops: float, dtype: st
     mhz, n = ceiling.active_cycles_mhz(inside)
     rate = flops / (b - a)
     found, unit = dev.ceiling, ceiling.UNIT_OF[dtype]
-    factor = (ceiling.factor(rate, mhz, found.peak_clock_mhz, found.peaks[unit])
-              if found is not None and unit in found.peaks and n else math.nan)
-    means = {c: float(np.nanmean(inside.col(c))) if n and inside.has(c) and np.isfinite(inside.col(c)).any()
-             else math.nan for c in list(COUNTERS) + ["sm_clock_mhz", "power_w"]}
+    factor = (
+        ceiling.factor(rate, mhz, found.peak_clock_mhz, found.peaks[unit])
+        if found is not None and unit in found.peaks and n
+        else math.nan
+    )
+    means = {
+        c: float(np.nanmean(inside.col(c))) if n and inside.has(c) and np.isfinite(inside.col(c)).any() else math.nan
+        for c in list(COUNTERS) + ["sm_clock_mhz", "power_w"]
+    }
     moved = [c for c in PIPES if means.get(c, 0) == means.get(c, 0) and means.get(c, 0) > 1.0]
-    return {"dtype": dtype, "factor": factor, "tflops": rate / 1e12, "active_mhz": mhz, "rows": n, "t_start": a,
-            "t_end": b, "tensor_active_pct": means["tensor_active_pct"], "clock_mhz": means["sm_clock_mhz"],
-            "counters": means, "moved": moved}
+    return {
+        "dtype": dtype,
+        "factor": factor,
+        "tflops": rate / 1e12,
+        "active_mhz": mhz,
+        "rows": n,
+        "t_start": a,
+        "t_end": b,
+        "tensor_active_pct": means["tensor_active_pct"],
+        "clock_mhz": means["sm_clock_mhz"],
+        "counters": means,
+        "moved": moved,
+    }
 
 
 def lags(rows: list[dict], edges: list[tuple[float, float]]) -> dict:
@@ -149,8 +185,11 @@ def lags(rows: list[dict], edges: list[tuple[float, float]]) -> dict:
             continue
         v = s.col(col)
         steady = [x for a, b, x in zip(ts, te, v) if any(on + 0.2 <= a and b <= off for on, off in edges)]
-        idle = [x for a, b, x in zip(ts, te, v) if any(off + 0.25 <= a and b <= on for (_, off), (on, _) in
-                                                      zip(edges, edges[1:]))]
+        idle = [
+            x
+            for a, b, x in zip(ts, te, v)
+            if any(off + 0.25 <= a and b <= on for (_, off), (on, _) in zip(edges, edges[1:]))
+        ]
         if not steady or not idle or not np.isfinite(steady).any():
             continue
         hi, lo = float(np.nanmedian(steady)), float(np.nanmedian(idle))
@@ -169,25 +208,36 @@ def lags(rows: list[dict], edges: list[tuple[float, float]]) -> dict:
                     reach = max(reach, a - off)
         if found or reach:
             q = np.percentile(found, [10, 50, 90]) if found else [math.nan] * 3
-            out[col] = {"lag_p10_s": q[0], "lag_p50_s": q[1], "lag_p90_s": q[2], "edges": len(found),
-                        "trail_s": reach, "steady": hi, "idle": lo}
+            out[col] = {
+                "lag_p10_s": q[0],
+                "lag_p50_s": q[1],
+                "lag_p90_s": q[2],
+                "edges": len(found),
+                "trail_s": reach,
+                "steady": hi,
+                "idle": lo,
+            }
     return out
 
 
 def rows_beside_counters(run: Path) -> list[str]:
     """Each summary row of a watch beside the counters of its window, and what tests/read/test_invariants.py finds."""
     summary = json.loads((run / "summary.json").read_text())
-    lines = [f"  {run.name}: row, window, whole sample rows, steps/s (each process), TFLOP/s, MFU, HFU, tensor "
-             "active, SM clock, tensor ceiling, HFU over its limit, energy"]
+    lines = [
+        f"  {run.name}: row, window, whole sample rows, steps/s (each process), TFLOP/s, MFU, HFU, tensor "
+        "active, SM clock, tensor ceiling, HFU over its limit, energy"
+    ]
     g = lambda r, k, f: format(r[k], f) if isinstance(r.get(k), (int, float)) else "–"  # noqa: E731
     for r in summary:
-        lines.append(f"  {r['scenario']:>9} {r.get('windows', ''):>23} n={r.get('n_samples')} "
-                     f"{g(r, 'steps_per_s', '.4g')}/s [{r.get('stream_rates') or ''}] {g(r, 'tflops', '.4g')} TF "
-                     f"MFU {g(r, 'mfu_pct', '.3g')}% HFU {g(r, 'hfu_pct', '.3g')}% "
-                     f"tensor {g(r, 'tensor_active_pct', '.3g')}% "
-                     f"@ {g(r, 'sm_clock_mhz', '.0f')} MHz ceiling {g(r, 'tensor_ceiling_pct', '.3g')}% "
-                     f"ran/limit {g(r, 'ran_over_ceiling', '.3f')} energy {g(r, 'energy_used_j', '.4g')} J: "
-                     f"{r.get('verdict_rules')}")
+        lines.append(
+            f"  {r['scenario']:>9} {r.get('windows', ''):>23} n={r.get('n_samples')} "
+            f"{g(r, 'steps_per_s', '.4g')}/s [{r.get('stream_rates') or ''}] {g(r, 'tflops', '.4g')} TF "
+            f"MFU {g(r, 'mfu_pct', '.3g')}% HFU {g(r, 'hfu_pct', '.3g')}% "
+            f"tensor {g(r, 'tensor_active_pct', '.3g')}% "
+            f"@ {g(r, 'sm_clock_mhz', '.0f')} MHz ceiling {g(r, 'tensor_ceiling_pct', '.3g')}% "
+            f"ran/limit {g(r, 'ran_over_ceiling', '.3f')} energy {g(r, 'energy_used_j', '.4g')} J: "
+            f"{r.get('verdict_rules')}"
+        )
     try:
         from test_invariants import violations
 
@@ -201,21 +251,26 @@ def rows_beside_counters(run: Path) -> list[str]:
 def summary_table(points: list[dict], found_lags: dict, runs: list[Path], dev) -> list[str]:
     lines = ["", f"=== summary on {dev.name}"]
     lines += [f"GPM counters refused and left out: {', '.join(f'{c} ({w})' for c, w in dev.refused.items())}"] * bool(
-        getattr(dev, "refused", None))
+        getattr(dev, "refused", None)
+    )
     lines.append("dtype  points  factor (median, spread)  tensor counters moved")
     for dtype in ceiling.TENSOR_DTYPES:
         mine = [p for p in points if p["dtype"] == dtype and p["factor"] == p["factor"]]
         if mine:
             fs = [p["factor"] for p in mine]
             moved = sorted({c for p in mine for c in p["moved"]})
-            lines.append(f"{dtype:<6} {len(mine):>6}  {statistics.median(fs):.3f} ({min(fs):.3f}–{max(fs):.3f})    "
-                         f"{', '.join(moved)}")
+            lines.append(
+                f"{dtype:<6} {len(mine):>6}  {statistics.median(fs):.3f} ({min(fs):.3f}–{max(fs):.3f})    "
+                f"{', '.join(moved)}"
+            )
     lines.append("interval column               lag p50 (p10–p90)      trail   (the summary's TRAIL_S)")
     for interval, cols in found_lags.items():
         for col, lag in cols.items():
-            lines.append(f"{interval:>8} {col:<20} {lag['lag_p50_s']:.3f} "
-                         f"({lag['lag_p10_s']:.3f}–{lag['lag_p90_s']:.3f})"
-                         f"   {lag['trail_s']:.3f}   ({TRAIL_S.get(col, '-')})")
+            lines.append(
+                f"{interval:>8} {col:<20} {lag['lag_p50_s']:.3f} "
+                f"({lag['lag_p10_s']:.3f}–{lag['lag_p90_s']:.3f})"
+                f"   {lag['trail_s']:.3f}   ({TRAIL_S.get(col, '-')})"
+            )
     for run in runs:
         rows = json.loads((run / "summary.json").read_text())
         lines.append(f"{run.name}: " + ", ".join(f"{r['scenario']} {r['verdict_rules']}" for r in rows))

@@ -42,13 +42,27 @@ def compare(group: str, prepared: dict, reference: str, rounds: int = 8, **extra
         ms = cmp.median_ms(name)
         speed, lo, hi = cmp.speed(name, reference)
         windows = cmp.window_ms[name]
-        row = {"group": group, "name": name, "median_ms": ms, "p10_ms": quantile(windows, 0.1),
-               "p90_ms": quantile(windows, 0.9), "windows": len(windows), "reference": reference,
-               "speed_vs_reference": speed, "speed_p10": lo, "speed_p90": hi,
-               "gbps": p.work.bytes / ms / 1e6, "tflops": p.work.flops / ms / 1e9, **extra}
+        row = {
+            "group": group,
+            "name": name,
+            "median_ms": ms,
+            "p10_ms": quantile(windows, 0.1),
+            "p90_ms": quantile(windows, 0.9),
+            "windows": len(windows),
+            "reference": reference,
+            "speed_vs_reference": speed,
+            "speed_p10": lo,
+            "speed_p90": hi,
+            "gbps": p.work.bytes / ms / 1e6,
+            "tflops": p.work.flops / ms / 1e9,
+            **extra,
+        }
         ROWS.append(row)
-        print(f"{group:<14} {name:<22} {ms:9.4f} ms  x{speed:.3f} vs {reference} [{lo:.3f}, {hi:.3f}]  "
-              f"{row['gbps']:8.0f} GB/s {row['tflops']:7.1f} TFLOP/s", flush=True)
+        print(
+            f"{group:<14} {name:<22} {ms:9.4f} ms  x{speed:.3f} vs {reference} [{lo:.3f}, {hi:.3f}]  "
+            f"{row['gbps']:8.0f} GB/s {row['tflops']:7.1f} TFLOP/s",
+            flush=True,
+        )
 
 
 def same_bytes_copy(x: torch.Tensor):
@@ -56,8 +70,14 @@ def same_bytes_copy(x: torch.Tensor):
     out = torch.empty_like(x)
     from gpubench.kernels.common import Prepared
 
-    return Prepared(run=lambda: out.copy_(x), check=dict, work=copy.work(x.numel()), unit="fp32", bound="dram",
-                    launch="torch-chosen")
+    return Prepared(
+        run=lambda: out.copy_(x),
+        check=dict,
+        work=copy.work(x.numel()),
+        unit="fp32",
+        bound="dram",
+        launch="torch-chosen",
+    )
 
 
 DECODE_B = (1, 2, 4, 8, 16, 64, 256, 512)
@@ -68,8 +88,9 @@ def bench_decode(with_cupy: bool, save) -> None:
     read (torch's sum) and a copy of as many bytes as the decode's useful bytes: the read ceiling, which
     a step that reads its weights and writes little can reach, and the copy's, which also writes."""
     for b in DECODE_B:
-        prepared = {i: decode.prepare(i, b=b) for i in decode.IMPLS
-                    if i != "cupy" or (with_cupy and b <= decode.CUPY_MAX_B)}
+        prepared = {
+            i: decode.prepare(i, b=b) for i in decode.IMPLS if i != "cupy" or (with_cupy and b <= decode.CUPY_MAX_B)
+        }
         if b == 1:
             nbytes = prepared["torch"].work.bytes
             prepared["read-same-bytes"] = read.prepare("torch", n=int(nbytes // 4))
@@ -124,9 +145,17 @@ def main() -> int:
             p.check()
             warm_up(p.run)
             t = time_loop(p.run, groups=10)
-            ROWS.append({"group": "spin", "name": f"{impl}-{ns // 1000}us", "median_ms": t.median_ms,
-                         "p10_ms": t.p10_ms, "p90_ms": t.p90_ms, "requested_ms": ns / 1e6,
-                         "error_pct": 100 * (t.median_ms - ns / 1e6) / (ns / 1e6)})
+            ROWS.append(
+                {
+                    "group": "spin",
+                    "name": f"{impl}-{ns // 1000}us",
+                    "median_ms": t.median_ms,
+                    "p10_ms": t.p10_ms,
+                    "p90_ms": t.p90_ms,
+                    "requested_ms": ns / 1e6,
+                    "error_pct": 100 * (t.median_ms - ns / 1e6) / (ns / 1e6),
+                }
+            )
             print(f"spin           {impl}-{ns // 1000}us {t.median_ms:9.4f} ms (asked {ns / 1e6} ms)")
 
     write(args.out, name)

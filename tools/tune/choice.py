@@ -16,8 +16,13 @@ def _settings(row: dict) -> dict:
     if row.get("cfg"):
         return json.loads(row["cfg"])
     m = LEGACY.fullmatch(row["name"])  # a sweep's CSV from before the settings were written out
-    c = {"BLOCK_N": int(m[2]), "BLOCK_B": int(m[3]), "BLOCK_K": int(m[4]), "num_warps": int(m[5]),
-         "num_stages": int(m[6])}
+    c = {
+        "BLOCK_N": int(m[2]),
+        "BLOCK_B": int(m[3]),
+        "BLOCK_K": int(m[4]),
+        "num_warps": int(m[5]),
+        "num_stages": int(m[6]),
+    }
     return {**c, "tma": True} if m[1] == "tma" else c
 
 
@@ -38,8 +43,9 @@ def decode_choice(rows: list[dict], old: dict | None = None) -> dict:
         final = [r for r in final if r.get("stage") == "final"]
     top: dict = {}
     for r in final:
-        impl = ("cupy" if r["name"].startswith("cupy-") else
-                "triton" if r["name"][:4] in ("ptr-", "tma-", "fma-") else None)
+        impl = (
+            "cupy" if r["name"].startswith("cupy-") else "triton" if r["name"][:4] in ("ptr-", "tma-", "fma-") else None
+        )
         key = (int(r["b"]), impl)
         if impl and (key not in top or _score(r) > _score(top[key])):
             top[key] = r

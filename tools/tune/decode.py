@@ -30,6 +30,7 @@ SEEDS = 4  # the first sweep's best settings a batch that the second sweep times
 
 # --- the sweeps ----------------------------------------------------------------------------------------
 
+
 def _key_b(b: int) -> int:
     """Triton compiles apart for B = 1, multiples of 16, and the rest: one compile serves each class."""
     return 1 if b == 1 else 16 if b % 16 == 0 else 2
@@ -43,13 +44,18 @@ def _top(rows: list[dict], b: int, count: int) -> list[dict]:
     return [json.loads(r["cfg"]) for r in sorted(mine, key=lambda r: -float(r["speed_vs_ref"]))[:count]]
 
 
-def decode_settings(batches, rows=None, sms: int = 132, n: int = 28672, k: int = 8192, second: bool = False,
-                    applied=None) -> dict:
+def decode_settings(
+    batches, rows=None, sms: int = 132, n: int = 28672, k: int = 8192, second: bool = False, applied=None
+) -> dict:
     """Per batch, the settings to try: the broad space; or one step around the best few of a first sweep's
     rows; or (second) the first sweep's best few, the setting applied now (applied(b)) and the new kernel's."""
     if second:
-        return {b: space.dedup(([applied(b)] if applied else []) + _top(rows or [], b, SEEDS)
-                               + space.second_space(b, sms=sms)) for b in batches}
+        return {
+            b: space.dedup(
+                ([applied(b)] if applied else []) + _top(rows or [], b, SEEDS) + space.second_space(b, sms=sms)
+            )
+            for b in batches
+        }
     if not rows:
         return {b: space.decode_space(b, n, k, sms) for b in batches}
     out = {}
@@ -59,8 +65,9 @@ def decode_settings(batches, rows=None, sms: int = 132, n: int = 28672, k: int =
     return out
 
 
-def sweep_decode(batches, budget: Budget, save, rows=None, workers: int = 8, dry: bool = False,
-                 second: bool = False) -> None:
+def sweep_decode(
+    batches, budget: Budget, save, rows=None, workers: int = 8, dry: bool = False, second: bool = False
+) -> None:
     """Tune decode at each batch (see the module's note); rows: a first sweep's, for --around or --second."""
     from gpubench.kernels import copy, decode, decode_sk, decode_tiles, read
     from gpubench.kernels.common import CheckFailed, check_close, sm_count
@@ -70,12 +77,19 @@ def sweep_decode(batches, budget: Budget, save, rows=None, workers: int = 8, dry
     sms = sm_count()
     applied = lambda b: decode.settings_for(b, device)  # noqa: E731 (what tools/tune/bench.py runs now)
     # the second sweep's settings are a fixed list, sized for the real shape even in a dry run
-    settings = (decode_settings(batches, rows, second=True, applied=applied) if second
-                else decode_settings(batches, rows, sms, n, k))
+    settings = (
+        decode_settings(batches, rows, second=True, applied=applied)
+        if second
+        else decode_settings(batches, rows, sms, n, k)
+    )
     if dry:  # one setting of each kind: the kernels and knobs, each through the whole path
         kinds = ("ptr-", "tma-", "fma-", "-k", "-p", "-ef", "-sk1", "-sk2", "-sw", "-ws")
-        settings = {b: space.dedup(next(c for c in s if kind in space.tag(c)) for kind in kinds
-                                   if any(kind in space.tag(c) for c in s)) for b, s in settings.items()}
+        settings = {
+            b: space.dedup(
+                next(c for c in s if kind in space.tag(c)) for kind in kinds if any(kind in space.tag(c) for c in s)
+            )
+            for b, s in settings.items()
+        }
     jobs, seen = [], set()
     for b, configs in settings.items():
         for c in configs:
@@ -100,16 +114,23 @@ def sweep_decode(batches, budget: Budget, save, rows=None, workers: int = 8, dry
             if (_key_b(b), space.dumps(c)) in failed:
                 continue
             if second and workers > 0 and (_key_b(b), space.dumps(c)) not in ahead:
-                print(f"decode-b{b}: {name} did not compile and return from its first launch in time: left out",
-                      flush=True)
+                print(
+                    f"decode-b{b}: {name} did not compile and return from its first launch in time: left out",
+                    flush=True,
+                )
                 continue
             fn = lambda c=c, x=x, w=w, y=y: decode.triton_decode(x, w, y, config=c)  # noqa: E731
             try:
                 y.fill_(float("nan"))
                 launch = fn()
-                facts[name] = {"b": b, "cfg": space.dumps(c), "launch": launch, **check_close(name, y, ref),
-                               "programs": space.programs(c, b, n, k, sms),
-                               "wave_efficiency": round(space.wave_efficiency(c, b, n, k, sms), 3)}
+                facts[name] = {
+                    "b": b,
+                    "cfg": space.dumps(c),
+                    "launch": launch,
+                    **check_close(name, y, ref),
+                    "programs": space.programs(c, b, n, k, sms),
+                    "wave_efficiency": round(space.wave_efficiency(c, b, n, k, sms), 3),
+                }
             except CheckFailed as err:
                 print(f"decode-b{b}: {err}", flush=True)
                 continue
@@ -126,10 +147,13 @@ def sweep_decode(batches, budget: Budget, save, rows=None, workers: int = 8, dry
                 fns[f"cupy-t{threads}"] = lambda t=threads, xc=xc, wc=wc, yc=yc: decode.cupy_decode(xc, wc, yc, t)
         family = f"decode-b{b}"
         facts.update({name: {"b": b} for name in fns if name not in facts})
-        screen = record(family, "screen", turns(fns, settle_s=0.5, dry=dry, **SCREEN), "torch", work.bytes,
-                        work.flops, facts)
-        final = {name: fns[name] for name in ["torch"] + best(screen, ("ptr-", "tma-", "fma-"), FINALISTS)
-                 + best(screen, ("cupy-",), 1)}
+        screen = record(
+            family, "screen", turns(fns, settle_s=0.5, dry=dry, **SCREEN), "torch", work.bytes, work.flops, facts
+        )
+        final = {
+            name: fns[name]
+            for name in ["torch"] + best(screen, ("ptr-", "tma-", "fma-"), FINALISTS) + best(screen, ("cupy-",), 1)
+        }
         if second and space.tag(applied(b)) in fns:  # the setting in force, timed in the same turns
             final[space.tag(applied(b))] = fns[space.tag(applied(b))]
         if b == 1:  # the two ceilings: a read and a copy of as many bytes
@@ -138,8 +162,9 @@ def sweep_decode(batches, budget: Budget, save, rows=None, workers: int = 8, dry
             final.update({"read-same-bytes": ceil_read.run, "copy-same-bytes": ceil_copy.run})
             facts.update({"read-same-bytes": {"b": b}, "copy-same-bytes": {"b": b}})
         timing = FINAL_SECOND if second else FINAL
-        out = record(family, "final", turns(final, settle_s=0.5, dry=dry, **timing), "torch", work.bytes, work.flops,
-                     facts)
+        out = record(
+            family, "final", turns(final, settle_s=0.5, dry=dry, **timing), "torch", work.bytes, work.flops, facts
+        )
         say(family, out)
         save()
         del x, w, y, ref, fns, final
@@ -156,8 +181,9 @@ def sweep_read(budget: Budget, save, workers: int = 8, dry: bool = False) -> Non
     device = "cpu" if dry else "cuda"
     n = 3 * 4096 + 5 if dry else read.SIZES["n"]
     options = space.read_space(triton_only=dry)[: 4 if dry else None]
-    precompile([("read", 0, c) for impl, c in options if impl == "triton"], {"read_n": n}, workers,
-               0.15 * budget.left(), dry)
+    precompile(
+        [("read", 0, c) for impl, c in options if impl == "triton"], {"read_n": n}, workers, 0.15 * budget.left(), dry
+    )
     x = read.make_input(n, device)
     out = torch.empty((), device=device)
     ref = read.reference(x)
@@ -175,8 +201,11 @@ def sweep_read(budget: Budget, save, workers: int = 8, dry: bool = False) -> Non
                 fn = lambda c=c, ws=ws, xc=xc, oc=oc: read.cupy_read(xc, oc, ws, c)  # noqa: E731
             out.fill_(float("nan"))
             launch = fn()
-            facts[name] = {"cfg": json.dumps(c, separators=(",", ":")), "launch": launch,
-                           **check_close(name, out, ref, tol=read.TOLERANCE)}
+            facts[name] = {
+                "cfg": json.dumps(c, separators=(",", ":")),
+                "launch": launch,
+                **check_close(name, out, ref, tol=read.TOLERANCE),
+            }
         except CheckFailed as err:
             print(f"read: {err}", flush=True)
             continue
@@ -185,8 +214,9 @@ def sweep_read(budget: Budget, save, workers: int = 8, dry: bool = False) -> Non
             continue
         fns[name] = fn
     work = read.work(n)
-    screen = record("read", "screen", turns(fns, settle_s=0.5, dry=dry, **SCREEN), "torch", work.bytes, work.flops,
-                    facts)
+    screen = record(
+        "read", "screen", turns(fns, settle_s=0.5, dry=dry, **SCREEN), "torch", work.bytes, work.flops, facts
+    )
     final = {name: fns[name] for name in ["torch"] + best(screen, ("triton-",), 4) + best(screen, ("cupy-",), 3)}
     final["copy-same-bytes"] = copy.prepare("torch", n=n // 2, device=device).run
     rows = record("read", "final", turns(final, settle_s=0.5, dry=dry, **FINAL), "torch", work.bytes, work.flops, facts)

@@ -45,28 +45,46 @@ def main() -> int:
     ap.add_argument("--out", default=None, help="one CSV of every row (default: tune.csv, or --out-dir's files)")
     ap.add_argument("--out-dir", default=None, help="write tune-decode-<gpu>.csv, tune-read-<gpu>.csv, tune-<gpu>.csv")
     ap.add_argument("--only", default="facts,copy,softmax,gemm,decode,clock")
-    ap.add_argument("--decode-batches", default="1,64,512,16,256,4,2,8,32,128",
-                    help="batch sizes the decode sweep tunes, most wanted first")
+    ap.add_argument(
+        "--decode-batches",
+        default="1,64,512,16,256,4,2,8,32,128",
+        help="batch sizes the decode sweep tunes, most wanted first",
+    )
     ap.add_argument("--budget-s", type=float, default=300.0, help="stop cleanly after this long, keeping what ran")
-    ap.add_argument("--workers", type=int, default=None,
-                    help="processes compiling ahead (default: CPUs - 2, at most 14)")
+    ap.add_argument(
+        "--workers", type=int, default=None, help="processes compiling ahead (default: CPUs - 2, at most 14)"
+    )
     ap.add_argument("--around", default=None, help="a first sweep's decode CSV: try one step around its best few")
-    ap.add_argument("--second", default=None, metavar="CSV_OR_DIR",
-                    help="the second sweep: the persistent TMA kernel's settings beside the best few of a first "
-                         "sweep's decode CSV (or of DIR/tune-decode-<this gpu>.csv) and the setting in force")
+    ap.add_argument(
+        "--second",
+        default=None,
+        metavar="CSV_OR_DIR",
+        help="the second sweep: the persistent TMA kernel's settings beside the best few of a first "
+        "sweep's decode CSV (or of DIR/tune-decode-<this gpu>.csv) and the setting in force",
+    )
     ap.add_argument("--dry-run", action="store_true", help="on the CPU through Triton's interpreter, at tiny sizes")
-    ap.add_argument("--apply", action="store_true",
-                    help="write the fastest decode and read settings for this GPU into kernels/decode.py and read.py")
-    ap.add_argument("--apply-from", nargs="+", default=None, metavar="CSV",
-                    help="write the winners of sweeps already run (their CSVs name the GPU) into the CONFIG tables")
+    ap.add_argument(
+        "--apply",
+        action="store_true",
+        help="write the fastest decode and read settings for this GPU into kernels/decode.py and read.py",
+    )
+    ap.add_argument(
+        "--apply-from",
+        nargs="+",
+        default=None,
+        metavar="CSV",
+        help="write the winners of sweeps already run (their CSVs name the GPU) into the CONFIG tables",
+    )
     args = ap.parse_args()
     if args.apply_from:
         return apply_from(args.apply_from)
     only = set(args.only.split(","))
     dry = args.dry_run
     if not dry and not torch.cuda.is_available():
-        print("the sweeps time kernels on a GPU and this machine has none: --dry-run runs them on the CPU",
-              file=sys.stderr)
+        print(
+            "the sweeps time kernels on a GPU and this machine has none: --dry-run runs them on the CPU",
+            file=sys.stderr,
+        )
         return 2
     gpu = "cpu" if dry else torch.cuda.get_device_name()
     first_rows = None
@@ -82,8 +100,10 @@ def main() -> int:
             print(f"cannot read the first sweep's CSV {path}: {err.strerror}", file=sys.stderr)
             return 2
         if not dry and {r.get("gpu") for r in first_rows} != {gpu}:
-            print(f"{path} is not a sweep of this GPU ({gpu}) alone: its settings and winners do not carry over",
-                  file=sys.stderr)
+            print(
+                f"{path} is not a sweep of this GPU ({gpu}) alone: its settings and winners do not carry over",
+                file=sys.stderr,
+            )
             return 2
     if dry:
         os.environ["TRITON_INTERPRET"] = "1"

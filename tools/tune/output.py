@@ -23,16 +23,23 @@ def summary(rows: list[dict]) -> None:
         top = max(kernels, key=lambda r: r["speed_vs_ref"])
         ceiling = next((r for r in mine if r["name"] == "read-same-bytes"), None)
         vs = f"{top['gbps'] / ceiling['gbps']:.3f}" if ceiling else ""
-        print(f"{family:<11} {top['name']:<33} x{top['speed_vs_ref']:.3f} [{top['speed_vs_ref_p10']:.3f}, "
-              f"{top['speed_vs_ref_p90']:.3f}] {top['gbps']:7.0f} {top['tflops']:7.1f}  {vs}")
+        print(
+            f"{family:<11} {top['name']:<33} x{top['speed_vs_ref']:.3f} [{top['speed_vs_ref_p10']:.3f}, "
+            f"{top['speed_vs_ref_p90']:.3f}] {top['gbps']:7.0f} {top['tflops']:7.1f}  {vs}"
+        )
 
 
 IDEAS = {  # by the names tools/tune/space.py's tag gives
     "pointer loads": lambda t: t.startswith("ptr-") and not any(x in t for x in ("-k", "-p", "-ef")),
     "TMA": lambda t: t.startswith("tma-") and not any(x in t for x in ("-k", "-p", "-sw", "-ws")),
-    "CUDA cores": lambda t: t.startswith("fma-"), "split K": lambda t: "-k" in t,
-    "persistent": lambda t: "-p" in t and "-sk" not in t and "-ws" not in t, "evict-first": lambda t: t.endswith("-ef"),
-    "stream-K": lambda t: "-sk" in t, "swapped": lambda t: "-sw" in t, "warp-spec": lambda t: "-ws" in t}
+    "CUDA cores": lambda t: t.startswith("fma-"),
+    "split K": lambda t: "-k" in t,
+    "persistent": lambda t: "-p" in t and "-sk" not in t and "-ws" not in t,
+    "evict-first": lambda t: t.endswith("-ef"),
+    "stream-K": lambda t: "-sk" in t,
+    "swapped": lambda t: "-sw" in t,
+    "warp-spec": lambda t: "-ws" in t,
+}
 
 
 def ideas(rows: list[dict]) -> None:
@@ -96,8 +103,11 @@ def write_all(args, gpu: str, rows: list[dict]) -> None:
         out.mkdir(parents=True, exist_ok=True)
         name = slug(gpu)
         decode = "decode2-" if getattr(args, "second", None) else "decode-"  # a second sweep beside the first
-        for part, keep in ((decode, lambda f: f.startswith("decode-b")), ("read-", lambda f: f == "read"),
-                           ("", lambda f: not f.startswith("decode-b") and f != "read")):
+        for part, keep in (
+            (decode, lambda f: f.startswith("decode-b")),
+            ("read-", lambda f: f == "read"),
+            ("", lambda f: not f.startswith("decode-b") and f != "read"),
+        ):
             mine = [r for r in rows if keep(str(r.get("family", "")))]
             if mine:
                 write(str(out / f"tune-{part}{name}.csv"), mine)

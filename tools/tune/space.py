@@ -23,16 +23,36 @@ SMEM_BLOCK = 227 * 1024
 REGS_SM = 65536
 WARPS_SM = 64
 MIN_WAVE_EFFICIENCY = 0.8
-KEYS = ("BLOCK_N", "BLOCK_B", "BLOCK_K", "num_warps", "num_stages", "tma", "fma", "split_k", "per_sm", "flatten",
-        "evict", "sk", "swap", "warp_spec", "gluon")
+KEYS = (
+    "BLOCK_N",
+    "BLOCK_B",
+    "BLOCK_K",
+    "num_warps",
+    "num_stages",
+    "tma",
+    "fma",
+    "split_k",
+    "per_sm",
+    "flatten",
+    "evict",
+    "sk",
+    "swap",
+    "warp_spec",
+    "gluon",
+)
 SPEC_REGS = 168  # registers a thread of a warp-specialized kernel: Triton 3.6's setmaxnreg split (ptxas, sm_90)
 
 
 def cfg(bn, bb, bk, warps, stages, **extra) -> dict:
     """A decode setting as decode.CONFIG writes it: defaults (False, 1, None, "") left out."""
     out = {"BLOCK_N": bn, "BLOCK_B": bb, "BLOCK_K": bk, "num_warps": warps, "num_stages": stages}
-    out.update({k: v for k, v in extra.items()
-                if v is not None and v is not False and v != "" and not (k == "split_k" and v == 1)})
+    out.update(
+        {
+            k: v
+            for k, v in extra.items()
+            if v is not None and v is not False and v != "" and not (k == "split_k" and v == 1)
+        }
+    )
     return out
 
 
@@ -106,15 +126,31 @@ def _dot_tiles(b: int):
         # stage. Every tile reads the tokens again from L2, B / BLOCK_N of W's bytes: from B = 8, 256-row tiles
         # halve what 128-row ones read (12% at B = 16), and K split 2 ways gives their 112 tiles 224 programs
         wide = [(256, 16, 64, 8), (256, 16, 128, 8)] if b >= 8 else []
-        return [(16, 16, 512, 4), (32, 16, 256, 4), (32, 16, 512, 4), (64, 16, 128, 4), (64, 16, 256, 4),
-                (128, 16, 128, 8)] + wide
+        return [
+            (16, 16, 512, 4),
+            (32, 16, 256, 4),
+            (32, 16, 512, 4),
+            (64, 16, 128, 4),
+            (64, 16, 256, 4),
+            (128, 16, 128, 8),
+        ] + wide
     if b <= 64:  # the tokens in one tile (W read once from DRAM), its rows for one or two warpgroups
         bb = max(32, 1 << (b - 1).bit_length())
-        return [(64, bb, 64, 4), (64, bb, 128, 4), (128, bb, 64, 4), (128, bb, 64, 8), (128, bb, 128, 8),
-                (256, bb, 64, 8)]
+        return [
+            (64, bb, 64, 4),
+            (64, bb, 128, 4),
+            (128, bb, 64, 4),
+            (128, bb, 64, 8),
+            (128, bb, 128, 8),
+            (256, bb, 64, 8),
+        ]
     bbs = [128, 256] if b >= 256 else [128]  # GEMM tiles: as wide as the tensor cores like them
-    return [(bn, bb, bk, w) for bb in bbs for bn, bk, w in ((128, 64, 8), (128, 128, 8), (256, 64, 8), (64, 64, 4))
-            if bn * bb <= 256 * 128]
+    return [
+        (bn, bb, bk, w)
+        for bb in bbs
+        for bn, bk, w in ((128, 64, 8), (128, 128, 8), (256, 64, 8), (64, 64, 4))
+        if bn * bb <= 256 * 128
+    ]
 
 
 def decode_space(b: int, n: int = 28672, k: int = 8192, sms: int = 132) -> list[dict]:
@@ -131,11 +167,15 @@ def decode_space(b: int, n: int = 28672, k: int = 8192, sms: int = 132) -> list[
             out += [cfg(bn, bb, bk, w, s, tma=tma) for s in stages]
             out += [cfg(bn, bb, bk, w, mid, tma=tma, split_k=sk) for sk in ((2,) if big else (2, 4))]
             # GEMM tiles persistent at every depth: at B = 256 on an H100 the 4-stage one won, the 3-stage one lost
-            out += [cfg(bn, bb, bk, w, s, tma=tma, per_sm=1 if big else 2, flatten=True)
-                    for s in (stages if big else (mid,))]
+            out += [
+                cfg(bn, bb, bk, w, s, tma=tma, per_sm=1 if big else 2, flatten=True)
+                for s in (stages if big else (mid,))
+            ]
         if not big:  # the streaming hint, on the pointer path (TMA loads take none)
-            out += [cfg(bn, bb, bk, w, mid, evict="evict_first"),
-                    cfg(bn, bb, bk, w, mid, evict="evict_first", split_k=4)]
+            out += [
+                cfg(bn, bb, bk, w, mid, evict="evict_first"),
+                cfg(bn, bb, bk, w, mid, evict="evict_first", split_k=4),
+            ]
     if b <= 4:  # CUDA cores: a handful of tokens, W straight to registers
         for bn, bk, w in ((4, 1024, 4), (8, 512, 4), (8, 1024, 4), (16, 512, 4), (16, 256, 4)):
             out += [cfg(bn, b, bk, w, s, fma=True, split_k=sk) for s in (1, 3) for sk in (1, 4)]
@@ -162,15 +202,25 @@ def second_space(b: int, n: int = 28672, k: int = 8192, sms: int = 132) -> list[
         out += [cfg(64, 16, 128, 4, s, tma=True, per_sm=2, sk=1) for s in (3, 4)]  # two programs a SM
     else:  # GEMM tiles: 128x256 is the shape Triton's GEMM matched cuBLAS with; 256x128 the first sweep's best at
         # B = 256 on an H100; 128x128 the one with fewer idle SMs
-        for bn, bb, bk, w, s in ((128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (256, 128, 64, 8, 3), (256, 128, 64, 8, 4),
-                                 (128, 128, 64, 8, 4), (128, 128, 128, 8, 3)):
+        for bn, bb, bk, w, s in (
+            (128, 256, 64, 8, 3),
+            (128, 256, 64, 8, 4),
+            (256, 128, 64, 8, 3),
+            (256, 128, 64, 8, 4),
+            (128, 128, 64, 8, 4),
+            (128, 128, 128, 8, 3),
+        ):
             if bb <= max(128, b):
-                out += [cfg(bn, bb, bk, w, s, tma=True, per_sm=1, sk=sk, swap=sw)
-                        for sk in (1, 2) for sw in (False, True)]
+                out += [
+                    cfg(bn, bb, bk, w, s, tma=True, per_sm=1, sk=sk, swap=sw) for sk in (1, 2) for sw in (False, True)
+                ]
         for bn, bb, s in ((128, 256, 3), (128, 256, 4), (256, 128, 3), (256, 128, 4), (128, 128, 4), (128, 128, 5)):
             if bb <= max(128, b):
-                out += [cfg(bn, bb, 64, 4, s, tma=True, warp_spec=True, swap=sw, per_sm=p) for sw in (False, True)
-                        for p in (None, 1)]
+                out += [
+                    cfg(bn, bb, 64, 4, s, tma=True, warp_spec=True, swap=sw, per_sm=p)
+                    for sw in (False, True)
+                    for p in (None, 1)
+                ]
     return dedup(c for c in out if fits(c, b, n, k, sms))
 
 
@@ -200,8 +250,18 @@ def around(c: dict, b: int, n: int = 28672, k: int = 8192, sms: int = 132) -> li
             continue
         if new.get("tma") and new.get("evict"):
             continue
-        out.append(cfg(**{"bn": new["BLOCK_N"], "bb": new["BLOCK_B"], "bk": new["BLOCK_K"], "warps": new["num_warps"],
-                          "stages": new["num_stages"]}, **{key: new.get(key) for key in KEYS[5:]}))
+        out.append(
+            cfg(
+                **{
+                    "bn": new["BLOCK_N"],
+                    "bb": new["BLOCK_B"],
+                    "bk": new["BLOCK_K"],
+                    "warps": new["num_warps"],
+                    "stages": new["num_stages"],
+                },
+                **{key: new.get(key) for key in KEYS[5:]},
+            )
+        )
     return dedup(x for x in out if fits(x, b, n, k, sms) and tag(x) != tag(c))
 
 
@@ -213,8 +273,9 @@ def read_space(triton_only: bool = False) -> list[tuple[str, dict]]:
         if not 8 <= block // (32 * warps) <= 32 or warps * per_sm > WARPS_SM:
             continue
         for stages, evict in ((1, ""), (1, "evict_first"), (3, "")):
-            out.append(("triton", {"BLOCK": block, "num_warps": warps, "per_sm": per_sm, "stages": stages,
-                                   "evict": evict}))
+            out.append(
+                ("triton", {"BLOCK": block, "num_warps": warps, "per_sm": per_sm, "stages": stages, "evict": evict})
+            )
     if not triton_only:
         for threads, per_sm, unroll in itertools.product((256, 512, 1024), (2, 4, 8, 16), (2, 4, 8)):
             if threads * per_sm <= 2048:
@@ -225,5 +286,4 @@ def read_space(triton_only: bool = False) -> list[tuple[str, dict]]:
 def read_tag(impl: str, c: dict) -> str:
     if impl == "cupy":
         return f"cupy-t{c['threads']}-p{c['per_sm']}-u{c['unroll']}"
-    return (f"triton-{c['BLOCK']}-w{c['num_warps']}-p{c['per_sm']}-s{c['stages']}"
-            + ("-ef" if c.get("evict") else ""))
+    return f"triton-{c['BLOCK']}-w{c['num_warps']}-p{c['per_sm']}-s{c['stages']}" + ("-ef" if c.get("evict") else "")

@@ -28,6 +28,7 @@ class Budget:
 
 # --- timing ------------------------------------------------------------------------------------------
 
+
 def _window_ms(fn, calls: int, seconds: float, dry: bool) -> float:
     """GPU time per call over `seconds` of groups of `calls` calls (one group when seconds is 0)."""
     if dry:  # the interpreter: a host clock is all there is
@@ -67,10 +68,21 @@ def record(family: str, stage: str, med: dict, reference: str, nbytes: float, fl
     for name, ms in med.items():
         ratios = [r / m for m, r in zip(ms, med[reference])]
         m = statistics.median(ms)
-        row = {"family": family, "stage": stage, "name": name, "median_ms": m, "p10_ms": quantile(ms, 0.1),
-               "p90_ms": quantile(ms, 0.9), "speed_vs_ref": statistics.median(ratios),
-               "speed_vs_ref_p10": quantile(ratios, 0.1), "speed_vs_ref_p90": quantile(ratios, 0.9),
-               "gbps": nbytes / m / 1e6, "tflops": flops / m / 1e9, "reference": reference, **facts.get(name, {})}
+        row = {
+            "family": family,
+            "stage": stage,
+            "name": name,
+            "median_ms": m,
+            "p10_ms": quantile(ms, 0.1),
+            "p90_ms": quantile(ms, 0.9),
+            "speed_vs_ref": statistics.median(ratios),
+            "speed_vs_ref_p10": quantile(ratios, 0.1),
+            "speed_vs_ref_p90": quantile(ratios, 0.9),
+            "gbps": nbytes / m / 1e6,
+            "tflops": flops / m / 1e9,
+            "reference": reference,
+            **facts.get(name, {}),
+        }
         rows.append(row)
         ROWS.append(row)
     return rows
@@ -82,6 +94,7 @@ def best(rows: list[dict], prefixes: tuple, count: int) -> list[str]:
 
 
 # --- compiling ahead, in parallel ----------------------------------------------------------------------
+
 
 def _context_ok(dry: bool) -> bool:
     """Whether this process can still launch: a kernel that faulted leaves CUDA's context broken, and every
@@ -125,7 +138,7 @@ def _compile(jobs: list, sizes: dict, dry: bool) -> tuple[list, list]:
         except Exception as err:  # reported, never fatal: the sweep leaves the setting out
             done.append((family, b, _key(family, c), f"{type(err).__name__}: {str(err).splitlines()[0][:160]}"))
             if not _context_ok(dry):
-                return done, jobs[i + 1:]
+                return done, jobs[i + 1 :]
     return done, []
 
 
@@ -149,14 +162,15 @@ def precompile(jobs: list, sizes: dict, workers: int, seconds: float, dry: bool)
     if workers < 1 or not jobs:
         return {}
     t0 = time.monotonic()
-    chunks = [jobs[i::workers * 4] for i in range(workers * 4)]
+    chunks = [jobs[i :: workers * 4] for i in range(workers * 4)]
     out: dict = {}
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), max_tasks_per_child=1)
     try:
         pending = {pool.submit(_compile, c, sizes, dry) for c in chunks if c}
         while pending:
-            finished, pending = wait(pending, timeout=max(seconds - (time.monotonic() - t0), 0.0),
-                                     return_when=FIRST_COMPLETED)
+            finished, pending = wait(
+                pending, timeout=max(seconds - (time.monotonic() - t0), 0.0), return_when=FIRST_COMPLETED
+            )
             if not finished:  # past the time: a worker still busy may be stuck in a launch that never returns, and
                 for proc in list(getattr(pool, "_processes", {}).values()):  # it must not hold the GPU
                     proc.terminate()
@@ -179,13 +193,19 @@ def precompile(jobs: list, sizes: dict, workers: int, seconds: float, dry: bool)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     bad = sum(err is not None for err in out.values())
-    print(f"compiled {len(out)} of {len(jobs)} settings in {time.monotonic() - t0:.0f} s with {workers} "
-          f"processes; {bad} failed to compile or launch", flush=True)
+    print(
+        f"compiled {len(out)} of {len(jobs)} settings in {time.monotonic() - t0:.0f} s with {workers} "
+        f"processes; {bad} failed to compile or launch",
+        flush=True,
+    )
     return out
 
 
 def say(family: str, rows: list[dict]) -> None:
     for r in sorted(rows, key=lambda r: -r["speed_vs_ref"]):
-        print(f"{family:<11} {r['name']:<30} {r['median_ms']:8.4f} ms  x{r['speed_vs_ref']:.3f} vs torch "
-              f"[{r['speed_vs_ref_p10']:.3f}, {r['speed_vs_ref_p90']:.3f}]  {r['gbps']:7.0f} GB/s "
-              f"{r['tflops']:6.1f} TFLOP/s", flush=True)
+        print(
+            f"{family:<11} {r['name']:<30} {r['median_ms']:8.4f} ms  x{r['speed_vs_ref']:.3f} vs torch "
+            f"[{r['speed_vs_ref_p10']:.3f}, {r['speed_vs_ref_p90']:.3f}]  {r['gbps']:7.0f} GB/s "
+            f"{r['tflops']:6.1f} TFLOP/s",
+            flush=True,
+        )

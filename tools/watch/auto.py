@@ -45,17 +45,62 @@ EX = ROOT / "examples"
 PY = sys.executable
 SECONDS = {"gpt": 8, "llama": 8, "decode": 6, "hftrainer": 12, "lightning": 12, "jax": 10, "resnet50": 12}
 EXPECT_S = {"gpt": 22, "llama": 25, "decode": 22, "hftrainer": 40, "lightning": 35, "jax": 25, "resnet50": 30}
-TINY = {"gpt": ["--layers", "2", "--width", "64", "--heads", "4", "--vocab", "256", "--seq", "32", "--batch", "2"],
-        "llama": ["--layers", "2", "--width", "64", "--heads", "4", "--kv-heads", "2", "--ffn", "128", "--vocab",
-                  "256", "--seq", "32", "--batch", "2"],
-        "decode": ["--layers", "2", "--width", "64", "--heads", "4", "--kv-heads", "2", "--ffn", "128", "--vocab",
-                   "256", "--max-len", "32"],
-        "hftrainer": ["--tiny"], "lightning": ["--tiny"], "jax": ["--tiny"], "resnet50": ["--tiny"]}
+TINY = {
+    "gpt": ["--layers", "2", "--width", "64", "--heads", "4", "--vocab", "256", "--seq", "32", "--batch", "2"],
+    "llama": [
+        "--layers",
+        "2",
+        "--width",
+        "64",
+        "--heads",
+        "4",
+        "--kv-heads",
+        "2",
+        "--ffn",
+        "128",
+        "--vocab",
+        "256",
+        "--seq",
+        "32",
+        "--batch",
+        "2",
+    ],
+    "decode": [
+        "--layers",
+        "2",
+        "--width",
+        "64",
+        "--heads",
+        "4",
+        "--kv-heads",
+        "2",
+        "--ffn",
+        "128",
+        "--vocab",
+        "256",
+        "--max-len",
+        "32",
+    ],
+    "hftrainer": ["--tiny"],
+    "lightning": ["--tiny"],
+    "jax": ["--tiny"],
+    "resnet50": ["--tiny"],
+}
 EXAMPLES = {"gpt": EX / "train_gpt.py", "llama": EX / "train_llama.py", "decode": EX / "decode_llm.py"}
-JOBS = {"hftrainer": EX / "unmodified" / "hf_trainer.py", "lightning": EX / "unmodified" / "lightning_gpt.py",
-        "jax": EX / "unmodified" / "jax_mlp.py", "resnet50": EX / "unmodified" / "resnet50.py"}
-ROUNDS = [("gpt", ("own", "auto", "off")), ("llama", ("own", "auto")), ("gpt", ("auto", "off", "own")),
-          ("llama", ("auto", "own")), ("gpt", ("off", "own", "auto")), ("decode", ("own", "auto"))]
+JOBS = {
+    "hftrainer": EX / "unmodified" / "hf_trainer.py",
+    "lightning": EX / "unmodified" / "lightning_gpt.py",
+    "jax": EX / "unmodified" / "jax_mlp.py",
+    "resnet50": EX / "unmodified" / "resnet50.py",
+}
+ROUNDS = [
+    ("gpt", ("own", "auto", "off")),
+    ("llama", ("own", "auto")),
+    ("gpt", ("auto", "off", "own")),
+    ("llama", ("auto", "own")),
+    ("gpt", ("off", "own", "auto")),
+    ("decode", ("own", "auto")),
+]
 
 
 def plan(part: str, dry: bool, pairs: int = 4) -> list[dict]:
@@ -82,19 +127,29 @@ def _run(job: str, arm: str, i: int, script: Path, dry: bool) -> dict:
         argv += TINY[job] + (["--device", "cpu"] if job in EXAMPLES else [])
     if job in EXAMPLES and arm != "own":
         argv.append("--no-gpubench")
-    return {"job": job, "arm": arm, "i": i, "argv": argv, "no_auto": arm == "off",
-            "expect_s": 15 if dry else EXPECT_S[job]}
+    return {
+        "job": job,
+        "arm": arm,
+        "i": i,
+        "argv": argv,
+        "no_auto": arm == "off",
+        "expect_s": 15 if dry else EXPECT_S[job],
+    }
 
 
 def watch(run: dict, out: Path, dry: bool, limit_s: float) -> dict:
     """One `gpubench watch` of the run into out; what it took and how it ended. Past limit_s the watch gets
     a SIGINT (it ends the job and finishes the run directory), then, 30 s on, the whole group a SIGKILL."""
-    head = [PY, "-m", "tools.watch.auto", "--dry-watch", str(out)] if dry else \
-        [PY, "-m", "gpubench", "watch", "--out", str(out)]
+    head = (
+        [PY, "-m", "tools.watch.auto", "--dry-watch", str(out)]
+        if dry
+        else [PY, "-m", "gpubench", "watch", "--out", str(out)]
+    )
     cmd = head + (["--no-auto"] if run["no_auto"] else []) + ["--", *run["argv"]]
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, start_new_session=True
+    )
     try:
         stdout, stderr = proc.communicate(timeout=max(1.0, limit_s))
     except subprocess.TimeoutExpired:
@@ -123,19 +178,26 @@ def describe(run: dict, out: Path, done: dict) -> str:
         return f"{out.name}: exit {done['code']}, no summary ({done['seconds']:.0f} s)"
     if run["job"] in tables.OWN_PHASE and run["arm"] == "off":
         return f"{out.name}: exit {done['code']} in {done['seconds']:.0f} s; its median step is in its job.log"
-    phase = tables.OWN_PHASE.get(run["job"], "train") if run["arm"] == "own" else (
-        "train" if run["job"] not in ("decode", "jax") else None)
+    phase = (
+        tables.OWN_PHASE.get(run["job"], "train")
+        if run["arm"] == "own"
+        else ("train" if run["job"] not in ("decode", "jax") else None)
+    )
     r = tables.row_of(out, phase)
     manifest, _, _ = tables.load_run(out)
     auto = manifest.get("auto") or {}
     counted = [p["counted"] for p in auto.get("processes", []) if p.get("counted")]
     ceiling = f"{r.get(tables.CEILING, float('nan')):.3g}%"
-    rate = (f"{r['steps_per_s']:.4g} steps/s, MFU {r.get('mfu_pct', float('nan')):.3g}%, tensor ceiling {ceiling}"
-            if tables._finite(r.get("steps_per_s")) else f"no steps: at most {ceiling} of the bf16 peak ran on the "
-            "tensor pipes")
-    return (f"{out.name}: exit {done['code']} in {done['seconds']:.0f} s; phases from {auto.get('phases_from')}; "
-            f"{r.get('phase')}: {rate}; steps from {r.get('steps_source') or '-'}, FLOPs from "
-            f"{r.get('flops_source') or '-'}; counted {counted}")
+    rate = (
+        f"{r['steps_per_s']:.4g} steps/s, MFU {r.get('mfu_pct', float('nan')):.3g}%, tensor ceiling {ceiling}"
+        if tables._finite(r.get("steps_per_s"))
+        else f"no steps: at most {ceiling} of the bf16 peak ran on the tensor pipes"
+    )
+    return (
+        f"{out.name}: exit {done['code']} in {done['seconds']:.0f} s; phases from {auto.get('phases_from')}; "
+        f"{r.get('phase')}: {rate}; steps from {r.get('steps_source') or '-'}, FLOPs from "
+        f"{r.get('flops_source') or '-'}; counted {counted}"
+    )
 
 
 def main(argv=None) -> int:
@@ -144,8 +206,11 @@ def main(argv=None) -> int:
     p.add_argument("--pairs", type=int, default=4, help="with --part llama: how many Llama pairs (default 4)")
     p.add_argument("--budget-s", type=float, default=540.0, help="start no run that would end past this (default 540)")
     p.add_argument("--dry-run", action="store_true", help="on a CPU: tiny jobs, a stand-in for the counters")
-    p.add_argument("--results", type=Path, help="where the run directories go (default results/, or a new "
-                   "temporary folder for a dry run)")
+    p.add_argument(
+        "--results",
+        type=Path,
+        help="where the run directories go (default results/, or a new temporary folder for a dry run)",
+    )
     args = p.parse_args(argv)
     start = time.monotonic()
     out_dir = Path(os.environ.get("OUT", "/tmp/gpubench-watch-auto-out"))
@@ -176,16 +241,20 @@ def main(argv=None) -> int:
             continue
         out = results / name
         shutil.rmtree(out, ignore_errors=True)
-        say(f"\n=== {name}: {' '.join(Path(a).name if a.startswith('/') else a for a in run['argv'])}"
-            f"{' (watch --no-auto)' if run['no_auto'] else ''}")
+        say(
+            f"\n=== {name}: {' '.join(Path(a).name if a.startswith('/') else a for a in run['argv'])}"
+            f"{' (watch --no-auto)' if run['no_auto'] else ''}"
+        )
         done = watch(run, out, args.dry_run, min(left - 5, 4 * run["expect_s"]))
         log.write(done["stderr"][-4000:] + "\n")
         say(describe(run, out, done))
         if out.is_dir():
             made.append(out)
     if skipped:
-        say(f"\nleft out for the time budget ({args.budget_s:.0f} s): {', '.join(skipped)}; run --part "
-            f"{'jobs' if all('-auto-1-' in s for s in skipped) else args.part} for them")
+        say(
+            f"\nleft out for the time budget ({args.budget_s:.0f} s): {', '.join(skipped)}; run --part "
+            f"{'jobs' if all('-auto-1-' in s for s in skipped) else args.part} for them"
+        )
     found = tables.runs(results).get(gpu, {})
     report = {job: tables.compare(found[job], "train") for job in ("gpt", "llama") if job in found}
     if "gpt" in found:
@@ -201,8 +270,10 @@ def main(argv=None) -> int:
         for path in made + [logs / f"{stem}.log", logs / f"{stem}.json"]:
             tar.add(path, arcname=str(path.relative_to(results.parent)))
     shutil.copy(logs / f"{stem}.log", out_dir / f"{stem}.log")
-    print(f"\ndone in {time.monotonic() - start:.0f} s: {len(made)} runs; {out_dir}/{stem}.tar.gz holds "
-          f"them (unpack at the repository root)")
+    print(
+        f"\ndone in {time.monotonic() - start:.0f} s: {len(made)} runs; {out_dir}/{stem}.tar.gz holds "
+        f"them (unpack at the repository root)"
+    )
     return 0
 
 
@@ -222,18 +293,21 @@ def dry_watch(argv: list[str]) -> int:
             self.gpus = gpus
 
         def read(self):
-            return {g: {"gpu_util_pct": 100.0, "sm_active_pct": 80.0, "tensor_active_pct": 30.0, "power_w": 300.0}
-                    for g in self.gpus}
+            return {
+                g: {"gpu_util_pct": 100.0, "sm_active_pct": 80.0, "tensor_active_pct": 30.0, "power_w": 300.0}
+                for g in self.gpus
+            }
 
         def close(self):
             pass
 
     out, rest = Path(argv[0]), argv[1:]
     no_auto = rest[0] == "--no-auto"
-    command = rest[rest.index("--") + 1:]
+    command = rest[rest.index("--") + 1 :]
     gpu = Gpu(0, "GPU-00000000-0000-0000-0000-000000000000", "NVIDIA H100 80GB HBM3", 0)
-    opts = WatchOptions(out, [gpu], {"name": gpu.name}, RecordingConfig(interval_s=0.1, sources=[Busy()]),
-                        auto=not no_auto)
+    opts = WatchOptions(
+        out, [gpu], {"name": gpu.name}, RecordingConfig(interval_s=0.1, sources=[Busy()]), auto=not no_auto
+    )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     os.environ.update(env)
     code, w = watching.run(opts, command)

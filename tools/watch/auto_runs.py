@@ -24,13 +24,15 @@ from gpubench.record.rundir import load_run
 ROOT = Path(__file__).resolve().parents[2]
 NAME = re.compile(r"watch-auto-(?P<job>[a-z0-9]+)-(?P<arm>own|auto|off)-(?P<i>\d+)-(?P<gpu>.+)")
 # job, what it is, the phase whose row is compared (None: no optimizer step, its busiest phase)
-JOBS = [("gpt", "GPT-2 small, eager (`examples/train_gpt.py`)", "train"),
-        ("llama", "Llama-style, eager (`examples/train_llama.py`)", "train"),
-        ("hftrainer", "Hugging Face `Trainer`, Llama-style (`examples/unmodified/hf_trainer.py`)", "train"),
-        ("lightning", "Lightning, GPT-2 small (`examples/unmodified/lightning_gpt.py`)", "train"),
-        ("resnet50", "ResNet-50, torchvision (`examples/unmodified/resnet50.py`)", "train"),
-        ("jax", "JAX, a bf16 MLP (`examples/unmodified/jax_mlp.py`)", None),
-        ("decode", "decode, batch 1, eager (`examples/decode_llm.py`)", None)]
+JOBS = [
+    ("gpt", "GPT-2 small, eager (`examples/train_gpt.py`)", "train"),
+    ("llama", "Llama-style, eager (`examples/train_llama.py`)", "train"),
+    ("hftrainer", "Hugging Face `Trainer`, Llama-style (`examples/unmodified/hf_trainer.py`)", "train"),
+    ("lightning", "Lightning, GPT-2 small (`examples/unmodified/lightning_gpt.py`)", "train"),
+    ("resnet50", "ResNet-50, torchvision (`examples/unmodified/resnet50.py`)", "train"),
+    ("jax", "JAX, a bf16 MLP (`examples/unmodified/jax_mlp.py`)", None),
+    ("decode", "decode, batch 1, eager (`examples/decode_llm.py`)", None),
+]
 OWN_PHASE = {"gpt": "train", "llama": "train", "decode": "decode"}  # the examples' own marks
 OWN_COUNT = re.compile(r"own count: (\S+) FLOPs a step (.*?); (\S+) steps/s")
 MEDIAN_STEP = re.compile(r"median step (\S+) ms")
@@ -89,7 +91,7 @@ def _jax_flops(argv: list[str]) -> float:
     """The JAX job's matrix products a step at the sizes it ran with (its command, in the manifest)."""
     job = _script(ROOT / "examples" / "unmodified" / "jax_mlp.py")
     at = next(k for k, a in enumerate(argv) if a.endswith("jax_mlp.py"))
-    return job.step_flops(job.parse(argv[at + 1:]))
+    return job.step_flops(job.parse(argv[at + 1 :]))
 
 
 # A job whose printed count is known wrong is counted here from its command instead: XLA's cost analysis,
@@ -133,8 +135,13 @@ def compare(arms: dict, phase: str) -> dict:
     out = {"pairs": min(len(own), len(auto))}
     for key in ("steps_per_s", "mfu_pct", "flops_per_step", "sm_clock_mhz"):
         a, b = [r.get(key, math.nan) for r in own], [r.get(key, math.nan) for r in auto]
-        out[key] = {"own": a, "auto": b, "ratio": median(b) / median(a) if median(a) else math.nan,
-                    "spread_own_pct": spread(a), "spread_auto_pct": spread(b)}
+        out[key] = {
+            "own": a,
+            "auto": b,
+            "ratio": median(b) / median(a) if median(a) else math.nan,
+            "spread_own_pct": spread(a),
+            "spread_auto_pct": spread(b),
+        }
     return out
 
 
@@ -143,11 +150,21 @@ def hook_cost(arms: dict) -> dict:
     of hundreds, moves a median little. Only the rounds that ran both: an `auto` run of a round without `off`
     was interleaved with other runs."""
     rounds = {NAME.fullmatch(r.name)["i"] for r in arms.get("off", [])}
-    step = {arm: [float(m[1]) for r in arms.get(arm, []) if NAME.fullmatch(r.name)["i"] in rounds
-                  and (m := MEDIAN_STEP.search(log_of(r)))] for arm in ("auto", "off")}
+    step = {
+        arm: [
+            float(m[1])
+            for r in arms.get(arm, [])
+            if NAME.fullmatch(r.name)["i"] in rounds and (m := MEDIAN_STEP.search(log_of(r)))
+        ]
+        for arm in ("auto", "off")
+    }
     on, off = median(step["auto"]), median(step["off"])
-    return {"auto_ms": step["auto"], "off_ms": step["off"], "cost_pct": 100 * (on / off - 1) if off else math.nan,
-            "spread_pct": spread(step["auto"] + step["off"])}
+    return {
+        "auto_ms": step["auto"],
+        "off_ms": step["off"],
+        "cost_pct": 100 * (on / off - 1) if off else math.nan,
+        "spread_pct": spread(step["auto"] + step["off"]),
+    }
 
 
 def loop(run: Path) -> dict:
@@ -163,16 +180,19 @@ def loop(run: Path) -> dict:
         steps = [e for e in steps if start <= e.t_first and e.t_last <= end]
     else:
         counted = [k for k, e in enumerate(steps) if e.origin == "counted"]
-        steps = steps[counted[0] + 1:] if counted else steps
+        steps = steps[counted[0] + 1 :] if counted else steps
     gaps = [(b.t_first - a.t_last, 1) for a, b in zip(steps, steps[1:])]
     gaps += [((e.t_last - e.t_first) / (e.n - 1), e.n - 1) for e in steps if e.n > 1]
     if len(gaps) < 2:
         return {}
     step = statistics.median(g for g, n in gaps for _ in range(n))
     n = sum(e.n for e in steps)
-    return {"rate": (n - 1) / (steps[-1].t_last - steps[0].t_first), "step_ms": 1e3 * step,
-            "slow_share": sum(k for g, k in gaps if g > SLOW * step) / sum(k for _, k in gaps),
-            "lead_ms": 1e3 * sum(e.lead_s * e.n for e in steps) / n}
+    return {
+        "rate": (n - 1) / (steps[-1].t_last - steps[0].t_first),
+        "step_ms": 1e3 * step,
+        "slow_share": sum(k for g, k in gaps if g > SLOW * step) / sum(k for _, k in gaps),
+        "lead_ms": 1e3 * sum(e.lead_s * e.n for e in steps) / n,
+    }
 
 
 def _finite(v) -> bool:

@@ -13,8 +13,26 @@ from gpubench.metrics import pct
 from gpubench.read.summary import windows_of
 from gpubench.record.rundir import load_run
 from gpubench.record.sources.gpm import ACTIVITY, stale
-from tools.watch.auto_runs import (CEILING, JOBS, MEDIAN_STEP, OWN_PHASE, RECOUNT, SLOW, TARGET, _finite, _or0,
-                                   compare, hook_cost, log_of, loop, median, own_count, own_mfu, row_of, runs)
+from tools.watch.auto_runs import (
+    CEILING,
+    JOBS,
+    MEDIAN_STEP,
+    OWN_PHASE,
+    RECOUNT,
+    SLOW,
+    TARGET,
+    _finite,
+    _or0,
+    compare,
+    hook_cost,
+    log_of,
+    loop,
+    median,
+    own_count,
+    own_mfu,
+    row_of,
+    runs,
+)
 
 
 def table(results: Path) -> str:
@@ -22,16 +40,22 @@ def table(results: Path) -> str:
     of one step at the optimizer's steps/s), the tensor ceiling, and the first over the last."""
     found = runs(results)
     if not found:
-        return ("(no run committed yet: `python3 -m tools.watch.auto` on a GPU records them, and "
-                "`python -m tools.readme.tables` writes them here)\n")
+        return (
+            "(no run committed yet: `python3 -m tools.watch.auto` on a GPU records them, and "
+            "`python -m tools.readme.tables` writes them here)\n"
+        )
     out = []
     for gpu, jobs in sorted(found.items()):
         logs = sorted(p.name for p in (results / "logs").glob(f"watch-auto*-{gpu}.log"))
         first = next(iter(next(iter(jobs.values())).values()))[0]
         device = ((load_run(first)[0].get("gpu") or {}).get("name")) or gpu
-        out += [f"On one {device} (logs: {', '.join(f'[{n}](results/logs/{n})' for n in logs)}):", "",
-                "| job | runs: own calls, none | MFU from its own count | MFU with no code change | tensor ceiling "
-                "| own MFU ÷ ceiling |", "| --- | --- | --- | --- | --- | --- |"]
+        out += [
+            f"On one {device} (logs: {', '.join(f'[{n}](results/logs/{n})' for n in logs)}):",
+            "",
+            "| job | runs: own calls, none | MFU from its own count | MFU with no code change | tensor ceiling "
+            "| own MFU ÷ ceiling |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
         for job, what, phase in JOBS:
             c = cells(jobs, job, phase)
             if c:
@@ -64,25 +88,36 @@ def brief(results: Path, names: dict[str, str]) -> str:
     gpus = [g for g in names if g in found]
     if not gpus:
         return "(no run committed yet: `python3 -m tools.watch.auto` on a GPU records them)\n"
-    out = ["Each cell: " + " / ".join(names[g] for g in gpus) + " (– where that GPU ran no such job).", "",
-           "| job | MFU from its own count | MFU with no code change | tensor ceiling | own MFU ÷ ceiling |",
-           "| --- | --- | --- | --- | --- |"]
+    out = [
+        "Each cell: " + " / ".join(names[g] for g in gpus) + " (– where that GPU ran no such job).",
+        "",
+        "| job | MFU from its own count | MFU with no code change | tensor ceiling | own MFU ÷ ceiling |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     ratios: dict[bool, list[str]] = {True: [], False: []}  # Llama-style or not -> own MFU ÷ ceiling, each GPU's
     for job, what, phase in JOBS:
         if phase is None:  # a job that steps no optimizer: the table of forward steps beside it has its numbers
             continue
         per = [cells(found[g], job, phase) for g in gpus]
         if any(per):
-            out.append(f"| {what} | " + " | ".join(" / ".join(c.get(key, "–") for c in per)
-                                                  for key in ("own", "auto", "ceiling", "ratio")) + " |")
+            out.append(
+                f"| {what} | "
+                + " | ".join(" / ".join(c.get(key, "–") for c in per) for key in ("own", "auto", "ceiling", "ratio"))
+                + " |"
+            )
             ratios["Llama" in what] += [c["ratio"] for c in per if c.get("ratio", "–") != "–"]
     if ratios[True] and ratios[False]:
+
         def span(xs):
             return f"{min(xs, key=float)}–{max(xs, key=float)}"
-        out += ["", "The ceiling, the highest rate per active cycle any kernel reached, is close to MFU where large "
-                f"matrix products dominate (the Llama-style jobs, {span(ratios[True])}; PaLM's count takes causal "
-                f"attention whole, so MFU can pass it) and sits above it for GPT-2 small and a CNN "
-                f"({span(ratios[False])})."]
+
+        out += [
+            "",
+            "The ceiling, the highest rate per active cycle any kernel reached, is close to MFU where large "
+            f"matrix products dominate (the Llama-style jobs, {span(ratios[True])}; PaLM's count takes causal "
+            f"attention whole, so MFU can pass it) and sits above it for GPT-2 small and a CNN "
+            f"({span(ratios[False])}).",
+        ]
     return "\n".join(out) + "\n"
 
 
@@ -96,36 +131,65 @@ def notes(jobs: dict) -> list[str]:
             continue
         bound = _span(r.get(CEILING) for r in rows)
         if phase is None:
-            said.append(f"- `{job}` has no optimizer, so no steps with no code change and no MFU: its row (`"
-                        f"{rows[0].get('phase')}`, the phase with the most busy seconds) says " + (
-                            f"that at most {bound} of the bf16 peak ran on the tensor pipes." if bound != "–" else
-                            "nothing of its work: no tensor ceiling is known for this GPU."))
+            said.append(
+                f"- `{job}` has no optimizer, so no steps with no code change and no MFU: its row (`"
+                f"{rows[0].get('phase')}`, the phase with the most busy seconds) says "
+                + (
+                    f"that at most {bound} of the bf16 peak ran on the tensor pipes."
+                    if bound != "–"
+                    else "nothing of its work: no tensor ceiling is known for this GPU."
+                )
+            )
         counts = [c for r in arms.get("auto", []) if (c := own_count(job, r))]
         if job in RECOUNT and counts:
             wrong = [c for c in counts if not math.isclose(c["printed"], c["flops"], rel_tol=1e-3)]
-            said.append(f"- `{job}`'s own count is its matrix products, {counts[0]['flops']:.3g} FLOPs a step at the "
-                        f"sizes its command gave, at the rate it printed "
-                        f"({_span((c['rate'] for c in counts), '{:.4g}')} steps/s)"
-                        + (f"; what {len(wrong)} of its runs printed as their count, XLA's cost "
-                           f"analysis ({_span((c['printed'] for c in wrong), '{:.3g}')}), leaves "
-                           "the products out on a GPU." if wrong else "."))
-    hfu = {job: median(r["hfu_pct"] / r[CEILING] for r in map(lambda run: row_of(run, phase), arms.get("auto", []))
-                       if _finite(r.get("hfu_pct")) and _finite(r.get(CEILING)) and r[CEILING] > 0)
-           for job, _, phase in JOBS if phase and (arms := jobs.get(job))}
-    held = [(r.name, len(stale_rows(r, row.get("phase"))), row.get("verdict_rules", ""))
-            for job, _, phase in JOBS for arm, paths in (jobs.get(job) or {}).items() for r in paths
-            if (row := row_of(r, OWN_PHASE.get(job, phase) if arm == "own" else phase))]
+            said.append(
+                f"- `{job}`'s own count is its matrix products, {counts[0]['flops']:.3g} FLOPs a step at the "
+                f"sizes its command gave, at the rate it printed "
+                f"({_span((c['rate'] for c in counts), '{:.4g}')} steps/s)"
+                + (
+                    f"; what {len(wrong)} of its runs printed as their count, XLA's cost "
+                    f"analysis ({_span((c['printed'] for c in wrong), '{:.3g}')}), leaves "
+                    "the products out on a GPU."
+                    if wrong
+                    else "."
+                )
+            )
+    hfu = {
+        job: median(
+            r["hfu_pct"] / r[CEILING]
+            for r in map(lambda run: row_of(run, phase), arms.get("auto", []))
+            if _finite(r.get("hfu_pct")) and _finite(r.get(CEILING)) and r[CEILING] > 0
+        )
+        for job, _, phase in JOBS
+        if phase and (arms := jobs.get(job))
+    }
+    held = [
+        (r.name, len(stale_rows(r, row.get("phase"))), row.get("verdict_rules", ""))
+        for job, _, phase in JOBS
+        for arm, paths in (jobs.get(job) or {}).items()
+        for r in paths
+        if (row := row_of(r, OWN_PHASE.get(job, phase) if arm == "own" else phase))
+    ]
     held = [(name, n, rules) for name, n, rules in held if n]
     if held:
-        said.append("- GPM rows that read every activity 0, their two samples holding no refresh (gpubench's GPM "
-                    "source now leaves such a row empty), lie in the compared row of " + ", ".join(
-                        f"`{name}` ({n}{', HFU over its ceiling' if 'flops-above-ceiling' in rules else ''})"
-                        for name, n, rules in held) + ": they lower that row's tensor ceiling.")
+        said.append(
+            "- GPM rows that read every activity 0, their two samples holding no refresh (gpubench's GPM "
+            "source now leaves such a row empty), lie in the compared row of "
+            + ", ".join(
+                f"`{name}` ({n}{', HFU over its ceiling' if 'flops-above-ceiling' in rules else ''})"
+                for name, n, rules in held
+            )
+            + ": they lower that row's tensor ceiling."
+        )
     if any(map(math.isfinite, hfu.values())):
-        said.append("- The ceiling bounds the FLOPs that ran (HFU), within its calibration's error; MFU by PaLM's "
-                    "convention counts causal attention whole where the kernels skip its masked half, and can read "
-                    "above it. HFU ÷ ceiling with no code change (gpubench's count): "
-                    + ", ".join(f"`{j}` {v:.2f}" for j, v in hfu.items() if math.isfinite(v)) + ".")
+        said.append(
+            "- The ceiling bounds the FLOPs that ran (HFU), within its calibration's error; MFU by PaLM's "
+            "convention counts causal attention whole where the kernels skip its masked half, and can read "
+            "above it. HFU ÷ ceiling with no code change (gpubench's count): "
+            + ", ".join(f"`{j}` {v:.2f}" for j, v in hfu.items() if math.isfinite(v))
+            + "."
+        )
     return said
 
 
@@ -149,22 +213,33 @@ def _findings(jobs: dict) -> list[str]:
             continue
         c = compare(arms, "train")
         met = [abs(100 * (c[k]["ratio"] - 1)) <= TARGET[k] for k in ("steps_per_s", "mfu_pct")]
-        said.append(f"- `{job}`: with no code change against its own calls, {c['pairs']} interleaved pairs: "
-                    f"steps/s {_ratio(c['steps_per_s'])}, MFU {_ratio(c['mfu_pct'])}, FLOPs a step "
-                    f"{_ratio(c['flops_per_step'])}: " + ("within the targets (steps/s within 1%, MFU within 2%)" +
-                                                           _loose(c) if all(met) else "**not within the targets** "
-                                                           "(steps/s within 1%, MFU within 2%)." + why(arms, c)))
+        said.append(
+            f"- `{job}`: with no code change against its own calls, {c['pairs']} interleaved pairs: "
+            f"steps/s {_ratio(c['steps_per_s'])}, MFU {_ratio(c['mfu_pct'])}, FLOPs a step "
+            f"{_ratio(c['flops_per_step'])}: "
+            + (
+                "within the targets (steps/s within 1%, MFU within 2%)" + _loose(c)
+                if all(met)
+                else "**not within the targets** (steps/s within 1%, MFU within 2%)." + why(arms, c)
+            )
+        )
     for job, name in (("gpt", "the healthy GPT"), ("llama", "the Llama")):
         arms = jobs.get(job) or {}
         if not (arms.get("auto") and arms.get("off")):
             continue
         cost = hook_cost(arms)
-        said.append(f"- The hook's cost on {name} (median step on the host clock, hook on against "
-                    f"`--no-auto`, {len(cost['auto_ms'])} and {len(cost['off_ms'])} interleaved runs): "
-                    f"{cost['cost_pct']:+.2f}%, {'within' if cost['cost_pct'] <= TARGET['hook'] else 'above'} the 1% "
-                    f"target" + (f"; the runs spread over {cost['spread_pct']:.1f}%, more than the cost, so these "
-                                 "runs bound it no closer than that." if cost["spread_pct"] > abs(cost["cost_pct"])
-                                 else "."))
+        said.append(
+            f"- The hook's cost on {name} (median step on the host clock, hook on against "
+            f"`--no-auto`, {len(cost['auto_ms'])} and {len(cost['off_ms'])} interleaved runs): "
+            f"{cost['cost_pct']:+.2f}%, {'within' if cost['cost_pct'] <= TARGET['hook'] else 'above'} the 1% "
+            f"target"
+            + (
+                f"; the runs spread over {cost['spread_pct']:.1f}%, more than the cost, so these "
+                "runs bound it no closer than that."
+                if cost["spread_pct"] > abs(cost["cost_pct"])
+                else "."
+            )
+        )
     return said
 
 
@@ -174,8 +249,10 @@ def _loose(c: dict) -> str:
     widest = max(_or0(s["spread_own_pct"]), _or0(s["spread_auto_pct"]))
     if widest <= TARGET["steps_per_s"]:
         return "."
-    return (f", though the runs of one arm spread over as much as {widest:.1f}%, wider than the 1% target: "
-            f"{c['pairs']} pairs place the medians within it, not each run.")
+    return (
+        f", though the runs of one arm spread over as much as {widest:.1f}%, wider than the 1% target: "
+        f"{c['pairs']} pairs place the medians within it, not each run."
+    )
 
 
 def why(arms: dict, c: dict) -> str:
@@ -183,8 +260,10 @@ def why(arms: dict, c: dict) -> str:
     order or the steps themselves make it (each said as the numbers have it)."""
     loops = {arm: [loop(r) for r in arms.get(arm, [])] for arm in ("own", "auto")}
     rate = {arm: median(x.get("rate") for x in v) for arm, v in loops.items()}
-    host = {arm: median(float(m[1]) for r in arms.get(arm, []) if (m := MEDIAN_STEP.search(log_of(r))))
-            for arm in ("own", "auto")}
+    host = {
+        arm: median(float(m[1]) for r in arms.get(arm, []) if (m := MEDIAN_STEP.search(log_of(r))))
+        for arm in ("own", "auto")
+    }
     clocks = [v for arm in ("own", "auto") for v in c["sm_clock_mhz"][arm] if _finite(v)]
     pairs = list(zip(c["steps_per_s"]["own"], c["steps_per_s"]["auto"]))
     faster = sum(b > a for a, b in pairs)
@@ -192,32 +271,51 @@ def why(arms: dict, c: dict) -> str:
     first = sum(a < b for a, b in zip(*began))
     rows, whole = 100 * (c["steps_per_s"]["ratio"] - 1), 100 * (rate["auto"] / rate["own"] - 1)
     typical = 100 * (host["auto"] / host["own"] - 1)
-    said = [(f"{'Not' if abs(whole - rows) < 1 else 'Partly'} the rows' windows: over each whole train loop, "
-             f"stamped on the GPU (the counted step left out), steps/s differ by {whole:+.2f}%."),
-            (f"{'Not' if max(clocks) - min(clocks) <= 0.01 * max(clocks) else 'Maybe'} the clocks: the SM clock's "
-             f"median {_span(clocks, '{:.0f}')} MHz in the rows." if clocks else "No clock was recorded."),
-            (f"{'Not' if faster in (0, len(pairs)) and 0 < first < len(pairs) else 'Maybe'} the order: the arm "
-             f"without calls was faster in {faster} of {len(pairs)} pairs, the arm with calls running first in "
-             f"{first} of them."),
-            (f"The median step on the host clock is {host['own']:.2f} ms with the calls and {host['auto']:.2f} ms "
-             f"without ({typical:+.2f}%)" + (": the typical step is the same." if abs(typical) < TARGET["steps_per_s"]
-                                              else ".")),
-            (f"Steps in stretches of slower steps (marks-file lines {100 * (SLOW - 1):.0f}% or more above the "
-             f"run's median step): {_join((x.get('slow_share', math.nan) * 100 for x in loops['own']), '{:.0f}%')} "
-             f"of them with the calls, {_join((x.get('slow_share', math.nan) * 100 for x in loops['auto']), '{:.0f}%')}"
-             " without."),
-            (f"The example calls `step()` after `loss.item()`, when the GPU has no work queued (it reached the call "
-             f"{_span((x.get('lead_ms') for x in loops['own']), '{:.1f}')} ms after it was made); the hook steps "
-             f"with {_span((x.get('lead_ms') for x in loops['auto']), '{:.0f}')} ms still queued. Whether the calls "
-             f"or the host's noise make the slow stretches, {len(pairs)} pairs cannot tell.")]
+    said = [
+        (
+            f"{'Not' if abs(whole - rows) < 1 else 'Partly'} the rows' windows: over each whole train loop, "
+            f"stamped on the GPU (the counted step left out), steps/s differ by {whole:+.2f}%."
+        ),
+        (
+            f"{'Not' if max(clocks) - min(clocks) <= 0.01 * max(clocks) else 'Maybe'} the clocks: the SM clock's "
+            f"median {_span(clocks, '{:.0f}')} MHz in the rows."
+            if clocks
+            else "No clock was recorded."
+        ),
+        (
+            f"{'Not' if faster in (0, len(pairs)) and 0 < first < len(pairs) else 'Maybe'} the order: the arm "
+            f"without calls was faster in {faster} of {len(pairs)} pairs, the arm with calls running first in "
+            f"{first} of them."
+        ),
+        (
+            f"The median step on the host clock is {host['own']:.2f} ms with the calls and {host['auto']:.2f} ms "
+            f"without ({typical:+.2f}%)"
+            + (": the typical step is the same." if abs(typical) < TARGET["steps_per_s"] else ".")
+        ),
+        (
+            f"Steps in stretches of slower steps (marks-file lines {100 * (SLOW - 1):.0f}% or more above the "
+            f"run's median step): {_join((x.get('slow_share', math.nan) * 100 for x in loops['own']), '{:.0f}%')} "
+            f"of them with the calls, {_join((x.get('slow_share', math.nan) * 100 for x in loops['auto']), '{:.0f}%')}"
+            " without."
+        ),
+        (
+            f"The example calls `step()` after `loss.item()`, when the GPU has no work queued (it reached the call "
+            f"{_span((x.get('lead_ms') for x in loops['own']), '{:.1f}')} ms after it was made); the hook steps "
+            f"with {_span((x.get('lead_ms') for x in loops['auto']), '{:.0f}')} ms still queued. Whether the calls "
+            f"or the host's noise make the slow stretches, {len(pairs)} pairs cannot tell."
+        ),
+    ]
     return " " + " ".join(said)
 
 
 def _ratio(c: dict) -> str:
     if not math.isfinite(c["ratio"]):
         return "not measured"
-    spreads = [f"{c[k]:.1f}% {w}" for k, w in (("spread_own_pct", "with its calls"), ("spread_auto_pct", "without"))
-               if math.isfinite(c[k])]
+    spreads = [
+        f"{c[k]:.1f}% {w}"
+        for k, w in (("spread_own_pct", "with its calls"), ("spread_auto_pct", "without"))
+        if math.isfinite(c[k])
+    ]
     return f"{100 * (c['ratio'] - 1):+.2f}%" + (f" (runs spread {', '.join(spreads)})" if spreads else "")
 
 

@@ -46,16 +46,44 @@ ROOT = Path(__file__).resolve().parents[2]
 JOBS = ROOT / "examples" / "unmodified"
 PY = sys.executable
 FORWARDS = "no optimizer: its steps are its model's forwards, watched by tools/watch/forward_jobs.sh"
-LEFT_OUT = {"jax_mlp": "no optimizer: no steps, so no HFU to hold", "bert_inference": FORWARDS,
-            "vision_inference": FORWARDS, "generate_kv": FORWARDS, "forward_heavy": FORWARDS}
-ORDER = ["convnext_timm", "gpt2_accelerate", "grad_accum", "gan_two_optimizers", "vit_fp16_scaler", "long_context",
-         "train_eval", "llama_compiled", "hf_trainer", "lightning_gpt", "resnet50"]  # those measured before last
-SECONDS = {"train_eval": 18,  # three turns of training and evaluation; the others 10 s of training
-           "convnext_timm": 40}  # its first step (cuDNN trying algorithms) took over 10 s on an H200
+LEFT_OUT = {
+    "jax_mlp": "no optimizer: no steps, so no HFU to hold",
+    "bert_inference": FORWARDS,
+    "vision_inference": FORWARDS,
+    "generate_kv": FORWARDS,
+    "forward_heavy": FORWARDS,
+}
+ORDER = [
+    "convnext_timm",
+    "gpt2_accelerate",
+    "grad_accum",
+    "gan_two_optimizers",
+    "vit_fp16_scaler",
+    "long_context",
+    "train_eval",
+    "llama_compiled",
+    "hf_trainer",
+    "lightning_gpt",
+    "resnet50",
+]  # those measured before last
+SECONDS = {
+    "train_eval": 18,  # three turns of training and evaluation; the others 10 s of training
+    "convnext_timm": 40,
+}  # its first step (cuDNN trying algorithms) took over 10 s on an H200
 # a job's whole watch on an H200 host, imports to report: the Trainer's took 31 s for 12 s of training (watch_auto)
-EXPECT_S = {"convnext_timm": 75, "gpt2_accelerate": 40, "grad_accum": 35, "gan_two_optimizers": 35,
-            "vit_fp16_scaler": 38, "long_context": 40, "train_eval": 55, "llama_compiled": 100, "hf_trainer": 35,
-            "lightning_gpt": 35, "resnet50": 28}
+EXPECT_S = {
+    "convnext_timm": 75,
+    "gpt2_accelerate": 40,
+    "grad_accum": 35,
+    "gan_two_optimizers": 35,
+    "vit_fp16_scaler": 38,
+    "long_context": 40,
+    "train_eval": 55,
+    "llama_compiled": 100,
+    "hf_trainer": 35,
+    "lightning_gpt": 35,
+    "resnet50": 28,
+}
 WATCH_ARGS = {"vit_fp16_scaler": ["--dtype", "fp16"]}  # what its peak and ceiling are of: the unit that ran
 DRY_GPU = Gpu(0, "GPU-00000000-0000-0000-0000-000000000000", "NVIDIA H100 80GB HBM3", 0)  # calibrated
 WITHHELD_RULE, ABOVE_RULE = "gpubench-count-above-ceiling", "flops-above-ceiling"
@@ -76,11 +104,18 @@ def jobs(names: list[str] | None = None) -> list[str]:
 
 def command(job: str, out: Path, dry: bool) -> list[str]:
     """The watch of one job, its command after `--`; a dry run's watch is this script's --dry-watch."""
-    head = [PY, "-m", "tools.watch.bound_jobs", "--dry-watch", str(out)] if dry else \
-        [PY, "-m", "gpubench", "watch", "--out", str(out)]
+    head = (
+        [PY, "-m", "tools.watch.bound_jobs", "--dry-watch", str(out)]
+        if dry
+        else [PY, "-m", "gpubench", "watch", "--out", str(out)]
+    )
     seconds = 6 if dry else SECONDS.get(job, 10)  # a dry run: enough tiny steps on a CPU for the counted one
-    return head + WATCH_ARGS.get(job, []) + ["--", PY, str(JOBS / f"{job}.py"), "--seconds", str(seconds)] + (
-        ["--tiny"] if dry else [])
+    return (
+        head
+        + WATCH_ARGS.get(job, [])
+        + ["--", PY, str(JOBS / f"{job}.py"), "--seconds", str(seconds)]
+        + (["--tiny"] if dry else [])
+    )
 
 
 def watch(argv: list[str], out: Path, limit_s: float) -> dict:
@@ -121,9 +156,17 @@ def judge(job: str, row: dict, own: dict) -> dict:
     if withheld:  # the verdict withheld gpubench's own HFU: its ratio to the limit still says what it was
         hfu = over * limit
     bounded = over <= 1 if finite(over) else hfu <= limit if finite(hfu) and finite(limit) else None
-    out = {"job": job, **row, "hfu_pct": hfu, "hfu_withheld": withheld,
-           "steady": row.get("kind") == "phase" and row.get("phase") != "warmup" and not NOT_STEADY & set(rules),
-           "bounded": bounded, "rules": rules, "own_steps_per_s": math.nan, "own_flops_per_step": math.nan}
+    out = {
+        "job": job,
+        **row,
+        "hfu_pct": hfu,
+        "hfu_withheld": withheld,
+        "steady": row.get("kind") == "phase" and row.get("phase") != "warmup" and not NOT_STEADY & set(rules),
+        "bounded": bounded,
+        "rules": rules,
+        "own_steps_per_s": math.nan,
+        "own_flops_per_step": math.nan,
+    }
     if own and finite(row.get("steps_per_s")):  # the job's count is of its training steps
         out.update(own_steps_per_s=own["rate"], own_flops_per_step=own["flops"])
     return out
@@ -149,16 +192,20 @@ def committed_rows(results: Path, gpu: str) -> list[dict]:
 def docs_table(rows: list[dict]) -> list[str]:
     """The steady rows as docs/ceiling.md prints them (its test holds the page to the committed log): how close
     each job's MFU comes to its ceiling, and whether what ran stayed under the limit."""
-    out = ["| job | steps/s (its own) | MFU | HFU | ceiling | limit | MFU ÷ ceiling | HFU ≤ limit |",
-           "|---|---|---|---|---|---|---|---|"]
+    out = [
+        "| job | steps/s (its own) | MFU | HFU | ceiling | limit | MFU ÷ ceiling | HFU ≤ limit |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         if r["steady"] and finite(r.get("tensor_ceiling_limit_pct")) and finite(r.get("steps_per_s")):
             hfu = _num(r["hfu_pct"], "{:.1f}%") + (" (withheld)" if r["hfu_withheld"] else "")
-            out.append(f"| {r['job']} | {_num(r['steps_per_s'])} ({_num(r['own_steps_per_s'])}) | "
-                       f"{_num(r['mfu_pct'], '{:.1f}%')} | {hfu} | {_num(r['tensor_ceiling_pct'], '{:.1f}%')} | "
-                       f"{_num(r['tensor_ceiling_limit_pct'], '{:.1f}%')} | "
-                       f"{_num(r['mfu_pct'] / r['tensor_ceiling_pct'], '{:.2f}')} | "
-                       f"{'yes' if r['bounded'] else 'no'} |")
+            out.append(
+                f"| {r['job']} | {_num(r['steps_per_s'])} ({_num(r['own_steps_per_s'])}) | "
+                f"{_num(r['mfu_pct'], '{:.1f}%')} | {hfu} | {_num(r['tensor_ceiling_pct'], '{:.1f}%')} | "
+                f"{_num(r['tensor_ceiling_limit_pct'], '{:.1f}%')} | "
+                f"{_num(r['mfu_pct'] / r['tensor_ceiling_pct'], '{:.2f}')} | "
+                f"{'yes' if r['bounded'] else 'no'} |"
+            )
     return out
 
 
@@ -167,8 +214,19 @@ def _num(v, fmt: str = "{:.3g}") -> str:
 
 
 # (title, width) of each column; a cell wider than its column still leaves a space before the next
-COLUMNS = (("job", 18), ("phase", 8), ("steady", 6), ("s", 4), ("steps/s", 8), ("own/s", 8), ("MFU%", 8),
-           ("HFU%", 8), ("ceil%", 6), ("limit%", 6), ("≤limit", 6))
+COLUMNS = (
+    ("job", 18),
+    ("phase", 8),
+    ("steady", 6),
+    ("s", 4),
+    ("steps/s", 8),
+    ("own/s", 8),
+    ("MFU%", 8),
+    ("HFU%", 8),
+    ("ceil%", 6),
+    ("limit%", 6),
+    ("≤limit", 6),
+)
 
 
 def _cells(values) -> str:
@@ -181,18 +239,37 @@ HEADER = _cells(title for title, _ in COLUMNS) + " verdicts"
 def line(r: dict) -> str:
     """One row of the table: HFU at or below its limit (yes), above it (NO), or not judged (–)."""
     hfu = _num(r.get("hfu_pct")) + ("*" if r["hfu_withheld"] else "")
-    return _cells([r["job"], str(r["phase"])[:8], "yes" if r["steady"] else "no", _num(r["seconds"], "{:.0f}"),
-                   _num(r.get("steps_per_s")), _num(r["own_steps_per_s"]), _num(r.get("mfu_pct")), hfu,
-                   _num(r.get("tensor_ceiling_pct")), _num(r.get("tensor_ceiling_limit_pct")),
-                   {True: "yes", False: "NO", None: "–"}[r["bounded"]]]) + " " + ", ".join(r["rules"])
+    return (
+        _cells(
+            [
+                r["job"],
+                str(r["phase"])[:8],
+                "yes" if r["steady"] else "no",
+                _num(r["seconds"], "{:.0f}"),
+                _num(r.get("steps_per_s")),
+                _num(r["own_steps_per_s"]),
+                _num(r.get("mfu_pct")),
+                hfu,
+                _num(r.get("tensor_ceiling_pct")),
+                _num(r.get("tensor_ceiling_limit_pct")),
+                {True: "yes", False: "NO", None: "–"}[r["bounded"]],
+            ]
+        )
+        + " "
+        + ", ".join(r["rules"])
+    )
 
 
 def tally(rows: list[dict]) -> dict:
     steady = [r for r in rows if r["steady"]]
     judged = [r for r in steady if r["bounded"] is not None]
-    return {"steady": len(steady), "judged": len(judged), "bounded": sum(r["bounded"] is True for r in judged),
-            "above_verdicts": sum(bool({ABOVE_RULE, WITHHELD_RULE} & set(r["rules"])) for r in rows),
-            "withheld_verdicts": sum(WITHHELD_RULE in r["rules"] for r in rows)}
+    return {
+        "steady": len(steady),
+        "judged": len(judged),
+        "bounded": sum(r["bounded"] is True for r in judged),
+        "above_verdicts": sum(bool({ABOVE_RULE, WITHHELD_RULE} & set(r["rules"])) for r in rows),
+        "withheld_verdicts": sum(WITHHELD_RULE in r["rules"] for r in rows),
+    }
 
 
 def table(rows: list[dict]) -> list[str]:
@@ -201,10 +278,14 @@ def table(rows: list[dict]) -> list[str]:
     out = [HEADER] + [line(r) for r in rows]
     if any(r["hfu_withheld"] for r in rows):
         out.append("* HFU withheld by the verdict (gpubench's own count over the limit): the value it had")
-    out.append(f"{t['steady'] - t['judged']} steady rows have no HFU or no limit to judge (evaluations, a GPU "
-               f"without calibration); {t['withheld_verdicts']} of the verdicts above are {WITHHELD_RULE}")
-    out.append(f"{t['bounded']} of {t['judged']} steady rows at or below the ceiling; {t['above_verdicts']} "
-               f"{ABOVE_RULE} verdicts")
+    out.append(
+        f"{t['steady'] - t['judged']} steady rows have no HFU or no limit to judge (evaluations, a GPU "
+        f"without calibration); {t['withheld_verdicts']} of the verdicts above are {WITHHELD_RULE}"
+    )
+    out.append(
+        f"{t['bounded']} of {t['judged']} steady rows at or below the ceiling; {t['above_verdicts']} "
+        f"{ABOVE_RULE} verdicts"
+    )
     return out
 
 
@@ -213,12 +294,22 @@ def main(argv: list[str]) -> int:
         return dry_watch(argv[1:])
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--jobs", help="comma-separated job names (files of examples/unmodified/ without .py)")
-    p.add_argument("--budget-s", type=float, default=540.0,
-                   help="seconds the whole run may take: a job whose expected time no longer fits is left out")
-    p.add_argument("--dry-run", action="store_true",
-                   help="on a CPU: the jobs at their --tiny sizes, each watch with a stand-in for the GPU's counters")
-    p.add_argument("--results", type=Path, help="the folder of the run directories and logs/ (default results/; "
-                   "a dry run's: a new temporary folder)")
+    p.add_argument(
+        "--budget-s",
+        type=float,
+        default=540.0,
+        help="seconds the whole run may take: a job whose expected time no longer fits is left out",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="on a CPU: the jobs at their --tiny sizes, each watch with a stand-in for the GPU's counters",
+    )
+    p.add_argument(
+        "--results",
+        type=Path,
+        help="the folder of the run directories and logs/ (default results/; a dry run's: a new temporary folder)",
+    )
     args = p.parse_args(argv)
     start = time.monotonic()
     chosen = jobs(args.jobs.split(",") if args.jobs else None)
@@ -253,17 +344,32 @@ def main(argv: list[str]) -> int:
         log.write(done["stderr"][-3000:] + "\n")
         mine = rows_of(job, out, done["stdout"]) if out.is_dir() else []
         rows += mine
-        runs.append({"job": job, "code": done["code"], "seconds": round(done["seconds"], 1), "dir": out.name,
-                     "own_count": own_count(done["stdout"]), "command": cmd})
-        say(f"--- {job}: exit {done['code']} in {done['seconds']:.0f} s, {len(mine)} phase rows"
-            + ("" if done["code"] == 0 else f"; its last words: {done['stderr'].strip()[-300:]}"))
+        runs.append(
+            {
+                "job": job,
+                "code": done["code"],
+                "seconds": round(done["seconds"], 1),
+                "dir": out.name,
+                "own_count": own_count(done["stdout"]),
+                "command": cmd,
+            }
+        )
+        say(
+            f"--- {job}: exit {done['code']} in {done['seconds']:.0f} s, {len(mine)} phase rows"
+            + ("" if done["code"] == 0 else f"; its last words: {done['stderr'].strip()[-300:]}")
+        )
         if out.is_dir():
             made.append(out)
     if skipped:
-        say(f"\nleft out for the time budget ({args.budget_s:.0f} s): {', '.join(skipped)}; run --jobs "
-            f"{','.join(skipped)} for them")
-    (logs / f"{stem}.json").write_text(json.dumps({"gpu": gpu, "runs": runs, "rows": rows, "tally": tally(rows),
-                                                   "left_out": skipped}, indent=1, default=str))
+        say(
+            f"\nleft out for the time budget ({args.budget_s:.0f} s): {', '.join(skipped)}; run --jobs "
+            f"{','.join(skipped)} for them"
+        )
+    (logs / f"{stem}.json").write_text(
+        json.dumps(
+            {"gpu": gpu, "runs": runs, "rows": rows, "tally": tally(rows), "left_out": skipped}, indent=1, default=str
+        )
+    )
     lines = ["", "=== every phase row, HFU against the tensor ceiling's limit", ""] + table(rows)
     log.write("\n".join(lines) + "\n")
     log.close()
@@ -287,8 +393,11 @@ def calibration(dry: bool) -> str:
     name = DRY_GPU.name if dry else nvml.device_info(0)["name"]
     found = load_calibrations(name)
     said = ", ".join(f"{d} {c.factor:.3f} ± {100 * c.error:.1f}% ({c.file})" for d, c in found.items())
-    return f"{name}'s calibration: {said}" if found else \
-        f"NO tensor-ceiling calibration for {name} (results/calibration/ missing?): no row has a limit to judge"
+    return (
+        f"{name}'s calibration: {said}"
+        if found
+        else f"NO tensor-ceiling calibration for {name} (results/calibration/ missing?): no row has a limit to judge"
+    )
 
 
 def dry_watch(argv: list[str]) -> int:
@@ -301,8 +410,16 @@ def dry_watch(argv: list[str]) -> int:
     from gpubench.show.console import make_console
 
     class Counters(Source):
-        name, values = "dry", {"gpu_util_pct": 100.0, "sm_active_pct": 80.0, "tensor_active_pct": 33.0,
-                               "sm_clock_mhz": 1755.0, "power_w": 400.0}
+        name, values = (
+            "dry",
+            {
+                "gpu_util_pct": 100.0,
+                "sm_active_pct": 80.0,
+                "tensor_active_pct": 33.0,
+                "sm_clock_mhz": 1755.0,
+                "power_w": 400.0,
+            },
+        )
         columns, gpus = tuple(values), []
 
         def open(self, gpus):
@@ -315,11 +432,12 @@ def dry_watch(argv: list[str]) -> int:
             self.gpus = []
 
     out, rest = Path(argv[0]), argv[1:]
-    dtype = rest[rest.index("--dtype") + 1] if "--dtype" in rest[:rest.index("--")] else "bf16"
-    opts = WatchOptions(out, [DRY_GPU], {"name": DRY_GPU.name}, RecordingConfig(interval_s=0.1, sources=[Counters()]),
-                        dtype=dtype)
+    dtype = rest[rest.index("--dtype") + 1] if "--dtype" in rest[: rest.index("--")] else "bf16"
+    opts = WatchOptions(
+        out, [DRY_GPU], {"name": DRY_GPU.name}, RecordingConfig(interval_s=0.1, sources=[Counters()]), dtype=dtype
+    )
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    code, finished = watchcmd.run(opts, rest[rest.index("--") + 1:])
+    code, finished = watchcmd.run(opts, rest[rest.index("--") + 1 :])
     watchcmd.show(finished, make_console(stderr=True))
     return code
 

@@ -37,26 +37,89 @@ EVALS = f"forward-jobs-{GPU}-evals.log"
 U = "examples/unmodified"
 # (name, what it is, the phase compared, the own rate in its own-count line and the clock it was timed on, log,
 # the share of its printed FLOPs a step the compared rows' step does)
-JOBS = [("bert", f"BERT-base encoder, `torch.no_grad` (`{U}/bert_inference.py`)", "inference",
-         r"; (\S+) forwards/s on the GPU clock", "GPU clock", INFER, 1.0),
-        ("vision", f"ResNet-50, `torch.inference_mode` (`{U}/vision_inference.py`)", "inference",
-         r"; (\S+) forwards/s on the GPU clock", "GPU clock", INFER, 1.0),
-        ("generate-b1", f"`generate` with a KV cache, batch 1 (`{U}/generate_kv.py`)", "inference",
-         r": (\S+) forwards/s", "GPU clock", GENERATE, 1.0),
-        ("generate-b32", f"`generate` with a KV cache, batch 32 (`{U}/generate_kv.py`)", "inference",
-         r": (\S+) forwards/s", "GPU clock", GENERATE, 1.0),
-        # PaLM's forward is a third of its training step (2 of 6 per parameter, 4 of 12 for attention), and the
-        # evaluation's batches are the training's: its own FLOPs a forward are the printed step's third
-        ("train-eval", f"BERT-base training, its evaluation (`{U}/train_eval.py`)", "eval",
-         r", (\S+) forwards/s on the GPU clock", "GPU clock", EVALS, 1 / 3),
-        ("train-eval", f"BERT-base training, its training (`{U}/train_eval.py`)", "train",
-         r", (\S+) training steps/s on the GPU clock", "GPU clock", EVALS, 1.0),
-        ("wgan", f"WGAN, 5 critic steps a generator step (`{U}/wgan_critic.py`)", "train",
-         r"; (\S+) steps/s on the GPU clock", "GPU clock", INFER, 1.0),
-        ("jax", f"JAX, a bf16 MLP (`{U}/jax_mlp.py`)", "train",
-         r"; (\S+) steps/s on the host clock between waits", "host clock between waits", INFER, 1.0)]
-BRIEF = [("bert", "inference"), ("generate-b1", "inference"), ("generate-b32", "inference"),
-         ("train-eval", "eval"), ("jax", "train")]
+JOBS = [
+    (
+        "bert",
+        f"BERT-base encoder, `torch.no_grad` (`{U}/bert_inference.py`)",
+        "inference",
+        r"; (\S+) forwards/s on the GPU clock",
+        "GPU clock",
+        INFER,
+        1.0,
+    ),
+    (
+        "vision",
+        f"ResNet-50, `torch.inference_mode` (`{U}/vision_inference.py`)",
+        "inference",
+        r"; (\S+) forwards/s on the GPU clock",
+        "GPU clock",
+        INFER,
+        1.0,
+    ),
+    (
+        "generate-b1",
+        f"`generate` with a KV cache, batch 1 (`{U}/generate_kv.py`)",
+        "inference",
+        r": (\S+) forwards/s",
+        "GPU clock",
+        GENERATE,
+        1.0,
+    ),
+    (
+        "generate-b32",
+        f"`generate` with a KV cache, batch 32 (`{U}/generate_kv.py`)",
+        "inference",
+        r": (\S+) forwards/s",
+        "GPU clock",
+        GENERATE,
+        1.0,
+    ),
+    # PaLM's forward is a third of its training step (2 of 6 per parameter, 4 of 12 for attention), and the
+    # evaluation's batches are the training's: its own FLOPs a forward are the printed step's third
+    (
+        "train-eval",
+        f"BERT-base training, its evaluation (`{U}/train_eval.py`)",
+        "eval",
+        r", (\S+) forwards/s on the GPU clock",
+        "GPU clock",
+        EVALS,
+        1 / 3,
+    ),
+    (
+        "train-eval",
+        f"BERT-base training, its training (`{U}/train_eval.py`)",
+        "train",
+        r", (\S+) training steps/s on the GPU clock",
+        "GPU clock",
+        EVALS,
+        1.0,
+    ),
+    (
+        "wgan",
+        f"WGAN, 5 critic steps a generator step (`{U}/wgan_critic.py`)",
+        "train",
+        r"; (\S+) steps/s on the GPU clock",
+        "GPU clock",
+        INFER,
+        1.0,
+    ),
+    (
+        "jax",
+        f"JAX, a bf16 MLP (`{U}/jax_mlp.py`)",
+        "train",
+        r"; (\S+) steps/s on the host clock between waits",
+        "host clock between waits",
+        INFER,
+        1.0,
+    ),
+]
+BRIEF = [
+    ("bert", "inference"),
+    ("generate-b1", "inference"),
+    ("generate-b32", "inference"),
+    ("train-eval", "eval"),
+    ("jax", "train"),
+]
 OWN_FLOPS = re.compile(r"own count[^:]*: (\S+) FLOPs a")
 OWN_BYTES = re.compile(r"; (\S+) decode steps/s; .*?; (\S+) bytes a decode step")
 COST_HEAD = re.compile(r"== cost width (\d+) batch (\d+) round (\d+) hooks (on|off)$")
@@ -76,8 +139,9 @@ def sections(log: Path) -> dict[str, str]:
 
 def own_count(job: str, rate: str, log: str, share: float) -> dict:
     """The job's own count from its log: its rate, FLOPs a step of the compared rows, bytes and decode steps."""
-    text = next(line for line in sections(ROOT / "results" / "logs" / log)[job].splitlines()
-                if line.startswith("own count"))
+    text = next(
+        line for line in sections(ROOT / "results" / "logs" / log)[job].splitlines() if line.startswith("own count")
+    )
     out = {"rate": float(re.search(rate, text)[1]), "flops": math.nan, "bytes": math.nan, "decode": math.nan}
     if m := OWN_FLOPS.search(text):
         out["flops"] = share * float(m[1])
@@ -95,17 +159,29 @@ def compare(job: str, phase: str, rate: str, clock: str, log: str, share: float)
     row, own = row_of(run, phase), own_count(job, rate, log, share)
     source, pattern = row.get("steps_source"), row.get("steps_pattern")
     step = {"forward": "a forward call of the model", "jit": "a call of the jitted step function"}.get(
-        source, f"one pattern of its optimizers ({pattern})" if isinstance(pattern, str) else "an optimizer step")
-    return {"job": job, "phase": phase, "clock": clock, "step": step, "rate": row.get("steps_per_s", math.nan),
-            "own_rate": own["rate"], "mfu": row.get("mfu_pct", math.nan), "mbu": row.get("mbu_pct", math.nan),
-            "own_mfu": 100 * own["flops"] * own["rate"] / peaks.get("bf16_tensor", math.nan),
-            "own_mbu": 100 * own["bytes"] * own["decode"] / peaks.get("dram", math.nan),
-            "ceiling": row.get("tensor_ceiling_pct", math.nan), "device": (manifest.get("gpu") or {}).get("name")}
+        source, f"one pattern of its optimizers ({pattern})" if isinstance(pattern, str) else "an optimizer step"
+    )
+    return {
+        "job": job,
+        "phase": phase,
+        "clock": clock,
+        "step": step,
+        "rate": row.get("steps_per_s", math.nan),
+        "own_rate": own["rate"],
+        "mfu": row.get("mfu_pct", math.nan),
+        "mbu": row.get("mbu_pct", math.nan),
+        "own_mfu": 100 * own["flops"] * own["rate"] / peaks.get("bf16_tensor", math.nan),
+        "own_mbu": 100 * own["bytes"] * own["decode"] / peaks.get("dram", math.nan),
+        "ceiling": row.get("tensor_ceiling_pct", math.nan),
+        "device": (manifest.get("gpu") or {}).get("name"),
+    }
 
 
 def compared() -> list[dict]:
-    return [dict(compare(job, phase, rate, clock, log, share), what=what)
-            for job, what, phase, rate, clock, log, share in JOBS]
+    return [
+        dict(compare(job, phase, rate, clock, log, share), what=what)
+        for job, what, phase, rate, clock, log, share in JOBS
+    ]
 
 
 def _p(v) -> str:
@@ -120,24 +196,35 @@ def _diff(r: dict) -> float:
 def jobs_table() -> str:
     """docs/watch.md: every job's compared row beside its own count."""
     rows = compared()
-    logs = (f"[log of every job](results/logs/{INFER})" if INFER == GENERATE else
-            f"[log of the inference, WGAN and JAX jobs](results/logs/{INFER}), "
-            f"[of generate](results/logs/{GENERATE}), [of the training with evaluations](results/logs/{EVALS})")
-    out = [f"On one {rows[0]['device']} ({logs}); each job's run directory is `results/forward-<job>-{GPU}/`.", "",
-           "| job | rows compared (phase) | steps/s with no code change | the job's own rate | difference "
-           "| MFU with no code change | own MFU | MBU with no code change (own) | tensor ceiling | what a step is |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    logs = (
+        f"[log of every job](results/logs/{INFER})"
+        if INFER == GENERATE
+        else f"[log of the inference, WGAN and JAX jobs](results/logs/{INFER}), "
+        f"[of generate](results/logs/{GENERATE}), [of the training with evaluations](results/logs/{EVALS})"
+    )
+    out = [
+        f"On one {rows[0]['device']} ({logs}); each job's run directory is `results/forward-<job>-{GPU}/`.",
+        "",
+        "| job | rows compared (phase) | steps/s with no code change | the job's own rate | difference "
+        "| MFU with no code change | own MFU | MBU with no code change (own) | tensor ceiling | what a step is |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in rows:
         mbu = f"{_p(r['mbu'])} ({_p(r['own_mbu'])})" if math.isfinite(r["own_mbu"]) else "–"
-        out.append(f"| `{r['job']}`: {r['what']} | `{r['phase']}` | {r['rate']:.4g} | {r['own_rate']:.4g} "
-                   f"({r['clock']}) | {_diff(r):+.1f}% | {_p(r['mfu'])} | {_p(r['own_mfu'])} | {mbu} | "
-                   f"{_p(r['ceiling'])} | {r['step']} |")
+        out.append(
+            f"| `{r['job']}`: {r['what']} | `{r['phase']}` | {r['rate']:.4g} | {r['own_rate']:.4g} "
+            f"({r['clock']}) | {_diff(r):+.1f}% | {_p(r['mfu'])} | {_p(r['own_mfu'])} | {mbu} | "
+            f"{_p(r['ceiling'])} | {r['step']} |"
+        )
     worst = max(rows, key=lambda r: abs(_diff(r)))
-    out += ["", f"Steps/s with no code change lie within {abs(_diff(worst)):.1f}% of the jobs' own rates (the widest: "
-            f"`{worst['job']}` `{worst['phase']}`, against its own rate on the {worst['clock']}). Own MFU is the job's "
-            "own FLOPs at its own rate over the bf16 dense peak the run's summary used; own MBU, for `generate`, its "
-            "bytes a decode step (weights and KV cache) at its decode steps/s over the datasheet bandwidth. "
-            "`generate` counts no FLOPs of its own."]
+    out += [
+        "",
+        f"Steps/s with no code change lie within {abs(_diff(worst)):.1f}% of the jobs' own rates (the widest: "
+        f"`{worst['job']}` `{worst['phase']}`, against its own rate on the {worst['clock']}). Own MFU is the job's "
+        "own FLOPs at its own rate over the bf16 dense peak the run's summary used; own MBU, for `generate`, its "
+        "bytes a decode step (weights and KV cache) at its decode steps/s over the datasheet bandwidth. "
+        "`generate` counts no FLOPs of its own.",
+    ]
     return "\n".join(out) + "\n"
 
 
@@ -162,61 +249,89 @@ def cost(size: tuple[int, int], arms: dict) -> dict:
     runs with the hook on (the median of their `inference` rows)."""
     on, off = median(arms["on"].values()), median(arms["off"].values())
     runs = [ROOT / "results" / f"forward-cost-w{size[0]}-on-{i}-{GPU}" for i in arms["on"]]
-    return {"on": on, "off": off, "cost_pct": 100 * (on / off - 1), "runs": runs,
-            "watched": median(row_of(r, "inference").get("steps_per_s") for r in runs)}
+    return {
+        "on": on,
+        "off": off,
+        "cost_pct": 100 * (on / off - 1),
+        "runs": runs,
+        "watched": median(row_of(r, "inference").get("steps_per_s") for r in runs),
+    }
 
 
 def cost_table() -> str:
     """docs/watch.md: the forward hook's cost, then the compiled training job beside its run before the hook."""
     rounds = cost_rounds()
     order = ", ".join(next(iter(rounds.values()))["order"])
-    out = [f"`{U}/forward_heavy.py` on one H200 ([log](results/logs/{COST})), hooks on against `--no-auto`, the arms "
-           f"in the order {order}; forwards/s are the job's own, on the host clock, over the last "
-           "third of its run; gpubench's steps/s are its `inference` row's, the whole run after warm-up:", "",
-           "| size | rounds | hooks on | hooks off | median on | median off | difference | steps/s with no code "
-           "change (hooks on) |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    out = [
+        f"`{U}/forward_heavy.py` on one H200 ([log](results/logs/{COST})), hooks on against `--no-auto`, the arms "
+        f"in the order {order}; forwards/s are the job's own, on the host clock, over the last "
+        "third of its run; gpubench's steps/s are its `inference` row's, the whole run after warm-up:",
+        "",
+        "| size | rounds | hooks on | hooks off | median on | median off | difference | steps/s with no code "
+        "change (hooks on) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     said = []
     for size, arms in sorted(rounds.items(), key=lambda kv: -kv[0][0]):
         c = cost(size, arms)
-        out.append(f"| width {size[0]}, batch {size[1]} | {len(arms['on'])} | "
-                   + " | ".join(", ".join(f"{arms[a][i]:,.0f}" for i in sorted(arms[a])) for a in ("on", "off"))
-                   + f" | {c['on']:,.0f} | {c['off']:,.0f} | {c['cost_pct']:+.1f}% | {c['watched']:,.0f} |")
+        out.append(
+            f"| width {size[0]}, batch {size[1]} | {len(arms['on'])} | "
+            + " | ".join(", ".join(f"{arms[a][i]:,.0f}" for i in sorted(arms[a])) for a in ("on", "off"))
+            + f" | {c['on']:,.0f} | {c['off']:,.0f} | {c['cost_pct']:+.1f}% | {c['watched']:,.0f} |"
+        )
         within = abs(c["cost_pct"]) <= TARGET_PCT
-        said.append(f"{abs(c['cost_pct']):.1f}% at {c['off']:,.0f} forwards/s (width {size[0]}), "
-                    + ("within the 1% target" if within else
-                       f"**{abs(c['cost_pct']) / TARGET_PCT:.0f} times the 1% target: it misses it**"))
+        said.append(
+            f"{abs(c['cost_pct']):.1f}% at {c['off']:,.0f} forwards/s (width {size[0]}), "
+            + (
+                "within the 1% target"
+                if within
+                else f"**{abs(c['cost_pct']) / TARGET_PCT:.0f} times the 1% target: it misses it**"
+            )
+        )
     slow, fast = (cost(s, rounds[s]) for s in sorted(rounds, key=lambda s: -s[0]))
     extra = [1e6 / c["on"] - 1e6 / c["off"] for c in (fast, slow)]
-    out += ["", "The hook costs the job " + "; ".join(said) + f". Each forward of the smaller model takes "
-            f"{extra[0]:.1f} µs longer with the hook: its host launches every forward and the GPU waits on it, so "
-            f"what the hook does at each call adds to every step. At width {max(rounds)[0]} the GPU sets the pace and "
-            f"the host's extra work hides behind it ({extra[1]:.1f} µs a forward)."]
+    out += [
+        "",
+        "The hook costs the job " + "; ".join(said) + f". Each forward of the smaller model takes "
+        f"{extra[0]:.1f} µs longer with the hook: its host launches every forward and the GPU waits on it, so "
+        f"what the hook does at each call adds to every step. At width {max(rounds)[0]} the GPU sets the pace and "
+        f"the host's extra work hides behind it ({extra[1]:.1f} µs a forward).",
+    ]
     return "\n".join(out) + "\n"
 
 
 def brief() -> str:
     """README.md: the inference, evaluation, decode and JAX rows, each number beside the job's own."""
     rows = {(r["job"], r["phase"]): r for r in compared()}
-    out = [f"| job, on one {next(iter(rows.values()))['device']} | steps/s with no code change (its own count) | "
-           "MFU, MBU for decode (its own) | tensor ceiling |", "| --- | --- | --- | --- |"]
+    out = [
+        f"| job, on one {next(iter(rows.values()))['device']} | steps/s with no code change (its own count) | "
+        "MFU, MBU for decode (its own) | tensor ceiling |",
+        "| --- | --- | --- | --- |",
+    ]
     for key in BRIEF:
         r = rows[key]
         use = ("MBU", "mbu") if math.isfinite(r["own_mbu"]) else ("MFU", "mfu")
-        out.append(f"| {r['what']} | {r['rate']:.4g} ({r['own_rate']:.4g}) | {use[0]} {_p(r[use[1]])} "
-                   f"({_p(r['own_' + use[1]])}) | {_p(r['ceiling'])} |")
+        out.append(
+            f"| {r['what']} | {r['rate']:.4g} ({r['own_rate']:.4g}) | {use[0]} {_p(r[use[1]])} "
+            f"({_p(r['own_' + use[1]])}) | {_p(r['ceiling'])} |"
+        )
     return "\n".join(out) + "\n"
 
 
-PARTS = {"docs/watch.md": {"forward-jobs": jobs_table, "forward-cost": cost_table},
-         "README.md": {"forward-brief": brief}}
+PARTS = {
+    "docs/watch.md": {"forward-jobs": jobs_table, "forward-cost": cost_table},
+    "README.md": {"forward-brief": brief},
+}
 
 
 def render(text: str, parts: dict, up: str) -> str:
     """The text with its parts made anew; links into results/ written from the file's folder (`up`)."""
+
     def fill(m):
         make = parts.get(m["name"])
         body = make().replace("](results/", f"]({up}results/") if make else m["body"]
         return m[1] + body + m[4]
+
     return MARK.sub(fill, text)
 
 

@@ -61,8 +61,11 @@ def env_for(checkout: Path | None, marks: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUBENCH_")}
     if checkout is None:
         return env
-    boot = next(p for p in (checkout / "gpubench" / "inside" / "bootstrap", checkout / "gpubench" / "job" / "bootstrap")
-                if (p / "sitecustomize.py").is_file())
+    boot = next(
+        p
+        for p in (checkout / "gpubench" / "inside" / "bootstrap", checkout / "gpubench" / "job" / "bootstrap")
+        if (p / "sitecustomize.py").is_file()
+    )
     env.update(GPUBENCH_MARKS=marks, PYTHONPATH=os.pathsep.join([str(boot), str(checkout)]))
     return env
 
@@ -100,16 +103,18 @@ def main(argv=None) -> int:
     for r in range(args.rounds):
         for arm, checkout in arms.items():
             env = dict(env_for(checkout, f"{tmp}/{arm}-{r}.tsv"), GPUBENCH_AUTO="steps")  # the step alone, no count
-            done = subprocess.run([sys.executable, "-c", STEP, "5"], env=env, capture_output=True, text=True,
-                                  check=True, timeout=300)
+            done = subprocess.run(
+                [sys.executable, "-c", STEP, "5"], env=env, capture_output=True, text=True, check=True, timeout=300
+            )
             rows += [("step_us", arm, r, "", float(x)) for x in done.stdout.split()]
         print(f"steps: round {r + 1} of {args.rounds}", flush=True)
     if not args.no_gpu:
         for r in range(2):
             for arm, checkout in arms.items():
                 env = env_for(checkout, f"{tmp}/threads-{arm}-{r}.tsv")
-                done = subprocess.run([sys.executable, "-c", THREADS], env=env, capture_output=True, text=True,
-                                      timeout=300)
+                done = subprocess.run(
+                    [sys.executable, "-c", THREADS], env=env, capture_output=True, text=True, timeout=300
+                )
                 print(f"two threads, {arm}: exit {done.returncode}; {done.stderr.strip()[-300:]}", flush=True)
                 if done.returncode != 0:
                     continue

@@ -23,7 +23,7 @@ def live_lines(log: Path) -> list[dict]:
     out = []
     for line in log.read_text(errors="replace").splitlines():
         if line.startswith("gpubench live "):
-            out.append(dict(p.split("=", 1) for p in shlex.split(line[len("gpubench live "):]) if "=" in p))
+            out.append(dict(p.split("=", 1) for p in shlex.split(line[len("gpubench live ") :]) if "=" in p))
     return out
 
 
@@ -46,9 +46,14 @@ def check(log: Path, run: Path) -> list[tuple[bool, str]]:
             live, final = float(line[held]), float(row[key])
             ok = abs(live / final - 1) <= WITHIN if final else live == 0
             window = f"; the last window's {float(line[key]):.4g}" if held != key and key in line else ""
-            said.append((ok, f"phase {phase}: {held} live {live:.4g}, final {key} {final:.4g} "
-                             f"({live / final - 1:+.2%}){window}" if final else
-                         f"phase {phase}: {held} live {live:.4g}, final 0"))
+            said.append(
+                (
+                    ok,
+                    f"phase {phase}: {held} live {live:.4g}, final {key} {final:.4g} ({live / final - 1:+.2%}){window}"
+                    if final
+                    else f"phase {phase}: {held} live {live:.4g}, final 0",
+                )
+            )
     return said
 
 

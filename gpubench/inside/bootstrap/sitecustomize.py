@@ -24,8 +24,9 @@ def _room():
     if found is not None:
         return found
     room = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
-    spec = importlib.util.spec_from_file_location(PRIVATE, os.path.join(room, "__init__.py"),
-                                                  submodule_search_locations=[room])
+    spec = importlib.util.spec_from_file_location(
+        PRIVATE, os.path.join(room, "__init__.py"), submodule_search_locations=[room]
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules[PRIVATE] = module
     try:
@@ -46,8 +47,10 @@ def _install():
         importlib.import_module(PRIVATE + ".autohook").install()
     except Exception as err:  # noqa: BLE001 -- the job comes first
         try:
-            sys.stderr.write("gpubench: the optimizer hook was not installed (%s: %s); this process runs on "
-                             "unwatched by it\n" % (type(err).__name__, err))
+            sys.stderr.write(
+                "gpubench: the optimizer hook was not installed (%s: %s); this process runs on "
+                "unwatched by it\n" % (type(err).__name__, err)
+            )
         except Exception:  # noqa: BLE001
             pass
     try:  # a JAX job's jitted step (gpubench.inside.jaxhook), in a try of its own: either hook goes in alone
@@ -57,8 +60,10 @@ def _install():
             importlib.import_module(PRIVATE + ".jaxhook").install()
     except Exception as err:  # noqa: BLE001
         try:
-            sys.stderr.write("gpubench: the JAX hook was not installed (%s: %s); this process runs on unwatched "
-                             "by the JAX hook\n" % (type(err).__name__, err))
+            sys.stderr.write(
+                "gpubench: the JAX hook was not installed (%s: %s); this process runs on unwatched "
+                "by the JAX hook\n" % (type(err).__name__, err)
+            )
         except Exception:  # noqa: BLE001
             pass
 

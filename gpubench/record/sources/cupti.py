@@ -74,8 +74,10 @@ class CuptiSource(Source):
             for g in gpus:
                 uuid = nvml.uuid_of(nvml.handle(g))
                 if uuid not in uuids:
-                    raise SourceUnavailable(f"GPU {g} is not visible to CUDA in this process (CUDA_VISIBLE_DEVICES), "
-                                            "and CUPTI reads only the GPUs a process can see")
+                    raise SourceUnavailable(
+                        f"GPU {g} is not visible to CUDA in this process (CUDA_VISIBLE_DEVICES), "
+                        "and CUPTI reads only the GPUs a process can see"
+                    )
                 self._gpus[g] = self._open_one(g, uuids.index(uuid), chips)
         except BaseException as err:
             self.close()
@@ -87,11 +89,14 @@ class CuptiSource(Source):
                 raise self._why(err, "start", gpus[0] if gpus else 0) from None
             raise
         self.columns = tuple(c for c in CANDIDATES if any(c in st.readings for st in self._gpus.values()))
-        labels = {c: sorted({st.readings[c].label for st in self._gpus.values() if c in st.readings})
-                  for c in self.columns}
-        self.resolution = {c: f"CUPTI PM sampling of {' / '.join(labels[c])}, one sample every "
-                              f"{SAMPLE_NS / 1e6:g} ms; a row averages the samples completed since the previous row"
-                           for c in self.columns}
+        labels = {
+            c: sorted({st.readings[c].label for st in self._gpus.values() if c in st.readings}) for c in self.columns
+        }
+        self.resolution = {
+            c: f"CUPTI PM sampling of {' / '.join(labels[c])}, one sample every "
+            f"{SAMPLE_NS / 1e6:g} ms; a row averages the samples completed since the previous row"
+            for c in self.columns
+        }
 
     def _initialize(self, bindings) -> None:
         p = bindings.ProfilerInitializeParams()
@@ -108,8 +113,9 @@ class CuptiSource(Source):
             self._choices[chip] = choose(ph, chip, (ValueError, bindings.cuptiError))
         readings = self._choices[chip]
         if "sm_active_pct" not in readings:
-            raise SourceUnavailable(f"PM sampling on GPU {g} ({chip}) offers none of the metrics gpubench reads "
-                                    "for SM activity")
+            raise SourceUnavailable(
+                f"PM sampling on GPU {g} ({chip}) offers none of the metrics gpubench reads for SM activity"
+            )
         metrics = list(dict.fromkeys(m for r in readings.values() for m in r.metrics))
         col, context = pm.Collector(index), None
         with self._one_deinit():
@@ -217,13 +223,20 @@ class CuptiSource(Source):
 def _configure(pm, col, metrics: list[str]) -> None:
     """A fixed-time trigger keeping the newest samples where the chip has them (GA10x on), else clock cycles
     (Turing, GA100: SAMPLE_NS cycles of the system clock, about as long) and the oldest."""
-    modes = [(pm.TriggerMode.GPU_TIME_INTERVAL, pm.HardwareBufferAppendMode.KEEP_LATEST),
-             (pm.TriggerMode.GPU_TIME_INTERVAL, pm.HardwareBufferAppendMode.KEEP_OLDEST),
-             (pm.TriggerMode.GPU_SYSCLK_INTERVAL, pm.HardwareBufferAppendMode.KEEP_OLDEST)]
+    modes = [
+        (pm.TriggerMode.GPU_TIME_INTERVAL, pm.HardwareBufferAppendMode.KEEP_LATEST),
+        (pm.TriggerMode.GPU_TIME_INTERVAL, pm.HardwareBufferAppendMode.KEEP_OLDEST),
+        (pm.TriggerMode.GPU_SYSCLK_INTERVAL, pm.HardwareBufferAppendMode.KEEP_OLDEST),
+    ]
     for i, (trigger, append) in enumerate(modes):
         try:
-            col.configure(metrics=metrics, hardware_buffer_size=BUFFER_BYTES, sampling_interval=SAMPLE_NS,
-                          trigger_mode=trigger, hw_buffer_append_mode=append)
+            col.configure(
+                metrics=metrics,
+                hardware_buffer_size=BUFFER_BYTES,
+                sampling_interval=SAMPLE_NS,
+                trigger_mode=trigger,
+                hw_buffer_append_mode=append,
+            )
             return
         except ValueError:  # cupti-python's answer for a trigger or append mode this chip lacks
             if i == len(modes) - 1:

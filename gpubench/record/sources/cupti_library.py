@@ -54,7 +54,8 @@ def check_libcupti(versions: dict[str, int], wanted: str | None) -> None:
             raise SourceUnavailable(
                 f"cupti-python {wanted} needs libcupti {need[0]}.{need[1]} or newer, but this process loaded "
                 f"libcupti {have[0]}.{have[1]} ({path}): pip install -U 'nvidia-cuda-cupti>={need[0]}.{need[1]}' "
-                "(PyTorch's wheels pin an older one, so pip warns about the upgrade)")
+                "(PyTorch's wheels pin an older one, so pip warns about the upgrade)"
+            )
 
 
 class Cuda:
@@ -65,8 +66,7 @@ class Cuda:
 
     def retain(self, index: int) -> tuple[int, int]:
         dev, ctx = ctypes.c_int(), ctypes.c_void_p()
-        if self.lib.cuDeviceGet(ctypes.byref(dev), index) or \
-                self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev):
+        if self.lib.cuDeviceGet(ctypes.byref(dev), index) or self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev):
             raise SourceUnavailable(f"the CUDA driver could not create a context on CUDA device {index}")
         self.lib.cuCtxSetCurrent(ctx)
         return ctx.value, dev.value

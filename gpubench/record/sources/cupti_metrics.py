@@ -50,10 +50,16 @@ def _elapsed(base: str) -> Reading:
 NOT_SHIPPED = {"dram_active_pct": "no PM-sampling counter has matched NVML GPM's DRAM activity"}
 CANDIDATES: dict[str, list[Reading]] = {
     "sm_active_pct": [_elapsed("sm__cycles_active"), _ratio("sm__cycles_active.avg", "sm__cycles_elapsed.avg")],
-    "sm_occupancy_pct": [_elapsed("sm__warps_active"), _elapsed("tpc__warps_active_realtime"),
-                         _elapsed("smsp__warps_active")],
-    "tensor_active_pct": [_elapsed("sm__pipe_tensor_cycles_active_realtime"), _elapsed("sm__pipe_tensor_cycles_active"),
-                          _elapsed("sm__pipe_tensor_op_hmma_cycles_active")],
+    "sm_occupancy_pct": [
+        _elapsed("sm__warps_active"),
+        _elapsed("tpc__warps_active_realtime"),
+        _elapsed("smsp__warps_active"),
+    ],
+    "tensor_active_pct": [
+        _elapsed("sm__pipe_tensor_cycles_active_realtime"),
+        _elapsed("sm__pipe_tensor_cycles_active"),
+        _elapsed("sm__pipe_tensor_op_hmma_cycles_active"),
+    ],
     "fp32_active_pct": [_elapsed("sm__pipe_fma_cycles_active_realtime"), _elapsed("sm__pipe_fma_cycles_active")],
     "fp16_active_pct": [_elapsed("sm__pipe_fp16_cycles_active_realtime"), _elapsed("sm__pipe_fp16_cycles_active")],
     "fp64_active_pct": [_elapsed("sm__pipe_fp64_cycles_active_realtime"), _elapsed("sm__pipe_fp64_cycles_active")],

@@ -18,8 +18,7 @@ from .process import LineParser, ProcessSource, number
 FIELDS = (203, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008)
 # dcgmi's short header -> our column; GPUTL is kept apart from NVML's own gpu_util_pct.
 SHORT_TO_COLUMN = {"GPUTL": "dcgm_gpu_util_pct"} | {
-    m.dcgm_short: m.column for m in BY_COLUMN.values()
-    if m.dcgm_short and m.dcgm_id in RATIO_FIELDS
+    m.dcgm_short: m.column for m in BY_COLUMN.values() if m.dcgm_short and m.dcgm_id in RATIO_FIELDS
 }
 SHORT_IS_RATIO = {m.dcgm_short for m in BY_COLUMN.values() if m.dcgm_id in RATIO_FIELDS}
 # What dcgmi prints when its profiling module cannot take the counters because another reader holds them
@@ -65,7 +64,8 @@ class DcgmSource(ProcessSource):
     columns = tuple(SHORT_TO_COLUMN.values())
     min_interval_s = 0.1  # DCGM's profiling module samples no faster than every 100 ms
     resolution = {c: "0.1 percentage point (dcgmi prints ratios to 3 decimals)" for c in columns} | {
-        "dcgm_gpu_util_pct": "1 percentage point"}
+        "dcgm_gpu_util_pct": "1 percentage point"
+    }
     startup_s = 3.0  # the host engine can take a moment to start its profiling module
 
     def open(self, gpus):
@@ -77,8 +77,16 @@ class DcgmSource(ProcessSource):
             raise
 
     def command(self, exe, gpus):
-        return [exe, "dmon", "-e", ",".join(map(str, FIELDS)), "-d", str(self.interval_ms),
-                "-i", ",".join(map(str, gpus))]
+        return [
+            exe,
+            "dmon",
+            "-e",
+            ",".join(map(str, FIELDS)),
+            "-d",
+            str(self.interval_ms),
+            "-i",
+            ",".join(map(str, gpus)),
+        ]
 
     def make_parser(self):
         return DmonParser()

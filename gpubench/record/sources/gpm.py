@@ -43,8 +43,10 @@ class MetricsRefused(RuntimeError):
     """NVML refused some GPM metric ids on this driver: they are named, and read NaN from then on."""
 
 
-UNSUPPORTED = ("does not support NVML GPM, which needs a Hopper or newer data-centre GPU; DCGM or CUPTI "
-               "(pip install 'gpubench-ladder[cupti]') read these metrics on older GPUs")
+UNSUPPORTED = (
+    "does not support NVML GPM, which needs a Hopper or newer data-centre GPU; DCGM or CUPTI "
+    "(pip install 'gpubench-ladder[cupti]') read these metrics on older GPUs"
+)
 
 
 def stale(values: dict) -> bool:
@@ -112,8 +114,10 @@ class GpmSource(Source):
             # The new sample starts the next interval: no gap between intervals.
             st["prev"], st["spare"] = st["spare"], st["prev"]
         if refused:
-            raise MetricsRefused(f"NVML GPM refused {', '.join(f'{c} (id {i})' for c, i in refused.items())} on "
-                                 "this driver; they read NaN from here on")
+            raise MetricsRefused(
+                f"NVML GPM refused {', '.join(f'{c} (id {i})' for c, i in refused.items())} on "
+                "this driver; they read NaN from here on"
+            )
         return out
 
     def _metrics(self, st) -> dict:

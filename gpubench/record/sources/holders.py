@@ -15,8 +15,10 @@ from pathlib import Path
 from . import SourceUnavailable
 
 # comm (the kernel's 15-character process name) -> (what it is, what to do while it holds the counters)
-DCGM_TIP = ("pause its profiling with `dcgmi profile --pause` (and `dcgmi profile --resume` afterwards), "
-            "or read the counters through it with --profiling dcgm")
+DCGM_TIP = (
+    "pause its profiling with `dcgmi profile --pause` (and `dcgmi profile --resume` afterwards), "
+    "or read the counters through it with --profiling dcgm"
+)
 KNOWN = {
     "nv-hostengine": ("the DCGM host engine", DCGM_TIP),
     "dcgm-exporter": ("dcgm-exporter's DCGM", DCGM_TIP),
@@ -24,13 +26,19 @@ KNOWN = {
     "nsys": ("Nsight Systems", "wait for it to finish, or stop it"),
     "dcgmproftester": ("dcgmproftester", "wait for it to finish, or stop it"),
 }
-SOMEONE = ("another reader (a DCGM host engine, Nsight Compute or Systems, or another CUPTI or GPM reader such "
-           "as a second gpubench)")
-SOMEONE_TIP = ("stop it; where a DCGM host engine runs, pause its profiling with `dcgmi profile --pause` or read "
-               "through it with --profiling dcgm")
-ADMIN_ONLY = ("the driver lets only administrators read the GPU's performance counters "
-              "(NVreg_RestrictProfilingToAdminUsers=1): run as root, or have an administrator load the nvidia "
-              "module with NVreg_RestrictProfilingToAdminUsers=0")
+SOMEONE = (
+    "another reader (a DCGM host engine, Nsight Compute or Systems, or another CUPTI or GPM reader such "
+    "as a second gpubench)"
+)
+SOMEONE_TIP = (
+    "stop it; where a DCGM host engine runs, pause its profiling with `dcgmi profile --pause` or read "
+    "through it with --profiling dcgm"
+)
+ADMIN_ONLY = (
+    "the driver lets only administrators read the GPU's performance counters "
+    "(NVreg_RestrictProfilingToAdminUsers=1): run as root, or have an administrator load the nvidia "
+    "module with NVreg_RestrictProfilingToAdminUsers=0"
+)
 
 
 PROC = Path("/proc")  # tests point this at a fake process table
@@ -73,8 +81,10 @@ def busy_sentence(exclude: tuple[str, ...] = (), proc: Path | None = None) -> st
     pid, comm = found[0]
     what, tip = KNOWN.get(comm, ("another gpubench recording", "wait for it to finish, or stop it"))
     others = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-    return (f"the GPU's performance counters serve one reader at a time and {what} ({comm}, pid {pid}){others} "
-            f"holds them: {tip}")
+    return (
+        f"the GPU's performance counters serve one reader at a time and {what} ({comm}, pid {pid}){others} "
+        f"holds them: {tip}"
+    )
 
 
 def admin_only(params: Path = Path("/proc/driver/nvidia/params")) -> bool | None:

@@ -20,8 +20,10 @@ DEFAULT_INTERVAL_S = 0.1  # GPM and DCGM refresh about every 100 ms
 PROFILING = ("gpm", "dcgm", "cupti")  # the order `auto` tries them in
 PROFILING_CHOICES = ("auto", *PROFILING, "none")
 WHY_NOT = {  # a profiling source left untried, by the one that opened before it
-    "gpm": ("NVML GPM works on this GPU and reads the same counters at full resolution, with no daemon and no CUDA "
-            "context (--profiling {name} to use {name} instead)"),
+    "gpm": (
+        "NVML GPM works on this GPU and reads the same counters at full resolution, with no daemon and no CUDA "
+        "context (--profiling {name} to use {name} instead)"
+    ),
     "dcgm": "DCGM reads the same counters here (--profiling {name} to use {name} instead)",
 }
 
@@ -46,8 +48,9 @@ def profiling_order(profiling: str, gpus: list[int]) -> tuple[list[str], dict[st
     return [n for n in PROFILING if n != "gpm"], {"gpm": f"{which} {UNSUPPORTED}"}
 
 
-def open_sources(gpus: list[int], profiling: str = "auto", smi: bool = True,
-                 interval_s: float = DEFAULT_INTERVAL_S) -> Opened:
+def open_sources(
+    gpus: list[int], profiling: str = "auto", smi: bool = True, interval_s: float = DEFAULT_INTERVAL_S
+) -> Opened:
     """Open NVML, the first profiling source that works, and nvidia-smi; say why any other is not used."""
     if profiling not in PROFILING_CHOICES:
         raise ValueError(f"profiling must be one of {PROFILING_CHOICES}")
@@ -58,8 +61,10 @@ def open_sources(gpus: list[int], profiling: str = "auto", smi: bool = True,
     floor = max((source_class(n).min_interval_s for g in groups for n in g), default=0.0)
     notes = []
     if interval_s < floor:
-        notes.append(f"the sampling interval was raised from {interval_s:g} s to {floor:g} s: the profiling "
-                     "counters refresh no faster")
+        notes.append(
+            f"the sampling interval was raised from {interval_s:g} s to {floor:g} s: the profiling "
+            "counters refresh no faster"
+        )
         interval_s = floor
     opened = []
     for group in groups:
@@ -74,7 +79,7 @@ def open_sources(gpus: list[int], profiling: str = "auto", smi: bool = True,
             opened.append(source)
             unavailable.pop(name, None)
             notes.extend(getattr(source, "notes", []))
-            for other in group[group.index(name) + 1:] if name in WHY_NOT else ():
+            for other in group[group.index(name) + 1 :] if name in WHY_NOT else ():
                 unavailable.setdefault(other, WHY_NOT[name].format(name=other))
             break
     return Opened(opened, unavailable, interval_s, notes)

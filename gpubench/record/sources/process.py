@@ -52,11 +52,17 @@ class ProcessSource(Source):
         exe = shutil.which(self.executable)
         if exe is None:
             raise SourceUnavailable(f"`{self.executable}` is not on PATH: {self.missing_hint}")
-        self._proc = subprocess.Popen(self.command(exe, gpus), stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True, bufsize=1,
-                                      start_new_session=True)  # its own group: close() ends it and its children
-        self._thread = threading.Thread(target=self._pump, args=(self.make_parser(),),
-                                        name=f"gpubench-{self.name}", daemon=True)
+        self._proc = subprocess.Popen(
+            self.command(exe, gpus),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            start_new_session=True,
+        )  # its own group: close() ends it and its children
+        self._thread = threading.Thread(
+            target=self._pump, args=(self.make_parser(),), name=f"gpubench-{self.name}", daemon=True
+        )
         self._thread.start()
         deadline = time.monotonic() + self.startup_s + 3 * self.interval_ms / 1000
         while time.monotonic() < deadline:
@@ -90,8 +96,10 @@ class ProcessSource(Source):
             raise SourceFailed(f"`{self.executable}` exited with code {self._proc.returncode}")
         now = self._clock()
         with self._lock:
-            return {g: dict(v) if now - t <= self.stale_after_s else {c: math.nan for c in v}
-                    for g, (t, v) in self._latest.items()}
+            return {
+                g: dict(v) if now - t <= self.stale_after_s else {c: math.nan for c in v}
+                for g, (t, v) in self._latest.items()
+            }
 
     def close(self):
         proc, self._proc = self._proc, None

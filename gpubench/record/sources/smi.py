@@ -27,13 +27,22 @@ class SmiSource(ProcessSource):
     executable = "nvidia-smi"
     missing_hint = "it ships with the NVIDIA driver"
     columns = COLUMNS
-    resolution = {"smi_gpu_util_pct": "1 percentage point", "smi_mem_util_pct": "1 percentage point",
-                  "smi_power_w": "0.01 W as printed", "smi_sm_clock_mhz": "1 MHz"}
+    resolution = {
+        "smi_gpu_util_pct": "1 percentage point",
+        "smi_mem_util_pct": "1 percentage point",
+        "smi_power_w": "0.01 W as printed",
+        "smi_sm_clock_mhz": "1 MHz",
+    }
 
     def command(self, exe, gpus):
         # --id takes NVML's indices, the numbering `gpus` is in
-        return [exe, f"--query-gpu={','.join(QUERY)}", "--format=csv,noheader,nounits",
-                f"--loop-ms={self.interval_ms}", f"--id={','.join(map(str, gpus))}"]
+        return [
+            exe,
+            f"--query-gpu={','.join(QUERY)}",
+            "--format=csv,noheader,nounits",
+            f"--loop-ms={self.interval_ms}",
+            f"--id={','.join(map(str, gpus))}",
+        ]
 
     def make_parser(self):
         return SmiParser()

@@ -69,19 +69,39 @@ class Figure:
 
 
 FIGURES = (
-    Figure("headline", "What nvidia-smi said, against the work done", headline.draw,
-           job_caption="What nvidia-smi said in each phase of the job, against the work done (MFU)"),
-    Figure("ladder", "Which metric each kernel fools", ladder.draw,
-           job_caption="The metric ladder of each phase of the job, beside the work done"),
-    Figure("timeline", "The whole run over time", timeline.draw,
-           job_caption="The job over time: GPU-Util beside SM activity, the pipes and each phase's TFLOP/s"),
+    Figure(
+        "headline",
+        "What nvidia-smi said, against the work done",
+        headline.draw,
+        job_caption="What nvidia-smi said in each phase of the job, against the work done (MFU)",
+    ),
+    Figure(
+        "ladder",
+        "Which metric each kernel fools",
+        ladder.draw,
+        job_caption="The metric ladder of each phase of the job, beside the work done",
+    ),
+    Figure(
+        "timeline",
+        "The whole run over time",
+        timeline.draw,
+        job_caption="The job over time: GPU-Util beside SM activity, the pipes and each phase's TFLOP/s",
+    ),
     Figure("roofline", "Each kernel against this GPU's roofs", roofline.draw, suite_run),
     Figure("compare", "Implementations against their baselines", compare.draw, suite_run),
     Figure("energy", "GPU-Util against the useful work each joule bought", energy.draw, suite_run),
-    Figure("decode", "LLM decode: tokens/s and step time against batch size, with MBU, MFU and GPU-Util",
-           decode.draw, decode_run),
-    Figure("ranks", "Under torchrun: each rank's GPU-Util, SM activity and power, and its arrival at the collective",
-           ranks.draw, ranked_run),
+    Figure(
+        "decode",
+        "LLM decode: tokens/s and step time against batch size, with MBU, MFU and GPU-Util",
+        decode.draw,
+        decode_run,
+    ),
+    Figure(
+        "ranks",
+        "Under torchrun: each rank's GPU-Util, SM activity and power, and its arrival at the collective",
+        ranks.draw,
+        ranked_run,
+    ),
 )
 
 

@@ -17,10 +17,22 @@ from gpubench.usage import visible
 
 matplotlib.rcParams.update({"svg.hashsalt": "gpubench", "font.size": 10})
 BYTES_NOTE = "useful bytes: each input read once, each output written once"
-C = {"gpu_util_pct": "#d62728", "smi_gpu_util_pct": "#ff9896", "sm_active_pct": "#ff7f0e",
-     "sm_occupancy_pct": "#bcbd22", "tensor_active_pct": "#9467bd", "dram_active_pct": "#1f77b4",
-     "fp32_active_pct": "#8c564b", "work": "#2ca02c", "baseline": "#d62728", "candidate": "#2ca02c",
-     "decode": "#e377c2", "mfu_pct": "#9467bd", "mbu_pct": "#1f77b4", "mbu_read_pct": "#17becf"}
+C = {
+    "gpu_util_pct": "#d62728",
+    "smi_gpu_util_pct": "#ff9896",
+    "sm_active_pct": "#ff7f0e",
+    "sm_occupancy_pct": "#bcbd22",
+    "tensor_active_pct": "#9467bd",
+    "dram_active_pct": "#1f77b4",
+    "fp32_active_pct": "#8c564b",
+    "work": "#2ca02c",
+    "baseline": "#d62728",
+    "candidate": "#2ca02c",
+    "decode": "#e377c2",
+    "mfu_pct": "#9467bd",
+    "mbu_pct": "#1f77b4",
+    "mbu_read_pct": "#17becf",
+}
 NO_DATA = "no scenarios of this kind in this run"
 # A watch run (gpubench watch) is one job's phases, not the suite's kernels: its figures say so.
 WATCH_TITLES = {
@@ -56,7 +68,7 @@ def printable(text) -> str:
 def short(name: str) -> str:
     """A name as a figure writes it: printable, cut to LABEL_MAX characters, the cut marked."""
     name = printable(name)
-    return name if len(name) <= LABEL_MAX else name[:LABEL_MAX - 1] + "…"
+    return name if len(name) <= LABEL_MAX else name[: LABEL_MAX - 1] + "…"
 
 
 def stamp(fig, manifest):
@@ -71,8 +83,15 @@ def stamp(fig, manifest):
     # below everything drawn so far, axis labels and legends included: it can overlap none
     box = fig.get_tightbbox(renderer)
     width, height = fig.get_size_inches()
-    label = fig.text(box.x1 / width, (box.y0 - 0.06) / height, text, ha="right", va="top", fontsize=8,
-                     color="#b22222" if why else "#666")
+    label = fig.text(
+        box.x1 / width,
+        (box.y0 - 0.06) / height,
+        text,
+        ha="right",
+        va="top",
+        fontsize=8,
+        color="#b22222" if why else "#666",
+    )
     inches = label.get_window_extent(renderer).transformed(fig.dpi_scale_trans.inverted())
     return Bbox.union([box, inches])
 
@@ -131,8 +150,10 @@ def shown_rows(rows: list, kind: str = "phases") -> tuple[list, str | None]:
     if len(rows) <= ROWS_MAX:
         return rows, None
     keep = set(sorted(range(len(rows)), key=lambda i: (-length_s(rows[i]), i))[:ROWS_MAX])
-    return ([r for i, r in enumerate(rows) if i in keep],
-            f"the {ROWS_MAX} longest of {len(rows):,} {kind}; summary.csv holds every one")
+    return (
+        [r for i, r in enumerate(rows) if i in keep],
+        f"the {ROWS_MAX} longest of {len(rows):,} {kind}; summary.csv holds every one",
+    )
 
 
 def empty(out_dir, name, title, manifest):
@@ -140,8 +161,13 @@ def empty(out_dir, name, title, manifest):
     fig, ax = plt.subplots(figsize=(7, 2))
     ax.axis("off")
     lacking = manifest.get("summary_lacking")
-    message = (NO_SUMMARY if SUMMARY_MISSING in manifest.get("read_notes", []) else
-               f"no summary: {lacking}" if lacking else NO_DATA)
+    message = (
+        NO_SUMMARY
+        if SUMMARY_MISSING in manifest.get("read_notes", [])
+        else f"no summary: {lacking}"
+        if lacking
+        else NO_DATA
+    )
     ax.text(0.5, 0.5, message, ha="center", va="center", fontsize=11, color="#666")
     ax.set_title(title, fontsize=10, loc="left")
     return save(fig, manifest, out_dir, name), {"empty": message}

@@ -19,9 +19,16 @@ PERCENT = ("gpu_util_pct", "mbu_pct", "mbu_read_pct", "mfu_pct")  # MBU against 
 def decode_rows(summary) -> dict[str, list[dict]]:
     """The rows of decode steps with a time and a batch, by implementation, each in batch order: a step time
     of 0 (or a rate of none) is no measurement, and no point of a sweep (the ratios divide by both)."""
-    rows = [r for r in summary if r.get("family") == "decode" and finite(r.get("tokens_per_call"))
-            and finite(r.get("kernel_ms")) and r["kernel_ms"] > 0 and finite(r.get("tokens_per_s"))
-            and r["tokens_per_s"] > 0]
+    rows = [
+        r
+        for r in summary
+        if r.get("family") == "decode"
+        and finite(r.get("tokens_per_call"))
+        and finite(r.get("kernel_ms"))
+        and r["kernel_ms"] > 0
+        and finite(r.get("tokens_per_s"))
+        and r["tokens_per_s"] > 0
+    ]
     by: dict[str, list[dict]] = {}
     for r in sorted(rows, key=lambda r: r["tokens_per_call"]):
         by.setdefault(r.get("impl") or "?", []).append(r)
@@ -35,12 +42,24 @@ def sweep_facts(rows: list[dict], peaks: dict) -> dict:
     first, last = rows[0], rows[-1]
     utils = [r["gpu_util_pct"] for r in rows if finite(r.get("gpu_util_pct"))]
     ridge = ridge_flop_per_byte(peaks)
-    return {"b0": first["tokens_per_call"], "b1": last["tokens_per_call"],
-            "tokens_x": last["tokens_per_s"] / first["tokens_per_s"], "time_x": last["kernel_ms"] / first["kernel_ms"],
-            "util_min": min(utils, default=float("nan")), "util_max": max(utils, default=float("nan")),
-            "ridge": ridge, "ridge_batch": batch_at(rows, ridge) if ridge else float("nan"),
-            "mfu_over_mbu": next((r["tokens_per_call"] for r in rows if finite(r.get("mfu_pct")) and
-                                  finite(r.get("mbu_pct")) and r["mfu_pct"] > r["mbu_pct"]), None)}
+    return {
+        "b0": first["tokens_per_call"],
+        "b1": last["tokens_per_call"],
+        "tokens_x": last["tokens_per_s"] / first["tokens_per_s"],
+        "time_x": last["kernel_ms"] / first["kernel_ms"],
+        "util_min": min(utils, default=float("nan")),
+        "util_max": max(utils, default=float("nan")),
+        "ridge": ridge,
+        "ridge_batch": batch_at(rows, ridge) if ridge else float("nan"),
+        "mfu_over_mbu": next(
+            (
+                r["tokens_per_call"]
+                for r in rows
+                if finite(r.get("mfu_pct")) and finite(r.get("mbu_pct")) and r["mfu_pct"] > r["mbu_pct"]
+            ),
+            None,
+        ),
+    }
 
 
 def peaks_said(rows: list[dict]) -> str:
@@ -52,8 +71,10 @@ def peaks_said(rows: list[dict]) -> str:
     if len(by) < 2:
         return ""
     main = max(by, key=lambda u: len(by[u]))
-    return "; ".join([f"of the {UNIT_NAMES.get(main, main)} peak"] + [
-        f"batch {', '.join(bs)} of the {UNIT_NAMES.get(u, u)} peak" for u, bs in by.items() if u != main])
+    return "; ".join(
+        [f"of the {UNIT_NAMES.get(main, main)} peak"]
+        + [f"batch {', '.join(bs)} of the {UNIT_NAMES.get(u, u)} peak" for u, bs in by.items() if u != main]
+    )
 
 
 def least_ms(row: dict, peaks: dict) -> float:
@@ -83,13 +104,24 @@ def draw(summary, samples, manifest, out_dir):
             notes[row_label(r)] = {c: r.get(c) for c in ("tokens_per_call", "tokens_per_s", "kernel_ms") + PERCENT}
     first = sweep[0]
     xs = [r["tokens_per_call"] for r in sweep]
-    ax_tok.plot(xs, [first["tokens_per_s"] * x / first["tokens_per_call"] for x in xs], color="#999", lw=1,
-                label=f"batch {first['tokens_per_call']:.0f}'s rate per token x batch")
+    ax_tok.plot(
+        xs,
+        [first["tokens_per_s"] * x / first["tokens_per_call"] for x in xs],
+        color="#999",
+        lw=1,
+        label=f"batch {first['tokens_per_call']:.0f}'s rate per token x batch",
+    )
     least = [least_ms(r, peaks) * 1e3 for r in sweep]
     mixed = peaks_said(sweep)
     if any(finite(v) for v in least):
-        ax_ms.plot(xs, least, color="#999", lw=1, label="least time on the roofline: weights at DRAM speed,\n"
-                   + ("or the FLOPs at the peak of the unit each ran on" if mixed else "or the FLOPs at the bf16 peak"))
+        ax_ms.plot(
+            xs,
+            least,
+            color="#999",
+            lw=1,
+            label="least time on the roofline: weights at DRAM speed,\n"
+            + ("or the FLOPs at the peak of the unit each ran on" if mixed else "or the FLOPs at the bf16 peak"),
+        )
     _value_labels(ax_tok, sweep, "tokens_per_s", _count)
     _value_labels(ax_ms, sweep, "kernel_ms", lambda v: f"{v:.0f}", scale=1e3)
     for col in PERCENT:
@@ -101,8 +133,11 @@ def draw(summary, samples, manifest, out_dir):
             ax_pct.plot([], [], ls=":", color=C[col], label=f"{BY_COLUMN[col].label}: unavailable in this run")
     _value_labels(ax_pct, sweep, "gpu_util_pct", pct, color=C["gpu_util_pct"])
     batches = sorted({r["tokens_per_call"] for rows in by.values() for r in rows})
-    for ax, ylabel in ((ax_tok, "tokens per second"), (ax_ms, "step time, µs (GPU time per call)"),
-                       (ax_pct, "percent: util of the time; MBU, MFU of the peak")):
+    for ax, ylabel in (
+        (ax_tok, "tokens per second"),
+        (ax_ms, "step time, µs (GPU time per call)"),
+        (ax_pct, "percent: util of the time; MBU, MFU of the peak"),
+    ):
         ax.set_xscale("log")
         ax.set_xlim(batches[0] / 1.7, batches[-1] * 1.7)  # room for the labels of the first and last points
         ax.set_xticks(batches, [f"{b:.0f}" for b in batches])
@@ -111,8 +146,13 @@ def draw(summary, samples, manifest, out_dir):
         ax.set_ylabel(ylabel, fontsize=9)
         ax.grid(alpha=0.25)
         if finite(facts["ridge_batch"]):
-            ax.axvline(facts["ridge_batch"], color="#444", ls=":", lw=1,
-                       label=f"ridge: batch {facts['ridge_batch']:.0f} ({facts['ridge']:.0f} FLOP per byte)")
+            ax.axvline(
+                facts["ridge_batch"],
+                color="#444",
+                ls=":",
+                lw=1,
+                label=f"ridge: batch {facts['ridge_batch']:.0f} ({facts['ridge']:.0f} FLOP per byte)",
+            )
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.17), fontsize=8.5, frameon=False)
     ax_tok.set_yscale("log")
     ax_tok.set_ylim(top=ax_tok.get_ylim()[1] * 2.5)  # room for the labels above the last points
@@ -120,10 +160,18 @@ def draw(summary, samples, manifest, out_dir):
     ax_pct.set_ylim(-3, 112)
     notes["sweep"] = {k: v for k, v in facts.items() if v is not None}
     lo, hi = pct(facts["util_min"]), pct(facts["util_max"])
-    util = "" if not finite(facts["util_min"]) else (
-        f"GPU-Util read {lo} at every batch; " if lo == hi else f"GPU-Util read {lo} to {hi} at every batch; ")
-    fig.suptitle(f"{util}from batch {facts['b0']:.0f} to {facts['b1']:.0f} tokens/s rose {facts['tokens_x']:.0f}x "
-                 f"while the step time rose {facts['time_x']:.1f}x", fontsize=11, x=0.01, ha="left")
+    util = (
+        ""
+        if not finite(facts["util_min"])
+        else (f"GPU-Util read {lo} at every batch; " if lo == hi else f"GPU-Util read {lo} to {hi} at every batch; ")
+    )
+    fig.suptitle(
+        f"{util}from batch {facts['b0']:.0f} to {facts['b1']:.0f} tokens/s rose {facts['tokens_x']:.0f}x "
+        f"while the step time rose {facts['time_x']:.1f}x",
+        fontsize=11,
+        x=0.01,
+        ha="left",
+    )
     fig.tight_layout()
     return save(fig, manifest, out_dir, "decode"), notes
 
@@ -138,5 +186,12 @@ def _value_labels(ax, rows, col, form, color="#444", scale=1.0):
     for r in rows:
         if finite(r.get(col)):
             v = r[col] * scale
-            ax.annotate(form(v), (r["tokens_per_call"], v), xytext=(0, 6), textcoords="offset points",
-                        ha="center", fontsize=VALUE_PT, color=color)
+            ax.annotate(
+                form(v),
+                (r["tokens_per_call"], v),
+                xytext=(0, 6),
+                textcoords="offset points",
+                ha="center",
+                fontsize=VALUE_PT,
+                color=color,
+            )

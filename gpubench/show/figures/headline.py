@@ -14,8 +14,12 @@ from gpubench.read.summary import row_label
 
 from .common import VALUE_PT, C, empty, kernel_rows, save, short, shown_rows, title, work_fraction
 
-HEADLINE = [("gpu_util_pct", "nvidia-smi GPU util"), ("sm_active_pct", "SM active"),
-            ("tensor_active_pct", "tensor active"), ("work", "work done (MFU, MBU or link share of peak)")]
+HEADLINE = [
+    ("gpu_util_pct", "nvidia-smi GPU util"),
+    ("sm_active_pct", "SM active"),
+    ("tensor_active_pct", "tensor active"),
+    ("work", "work done (MFU, MBU or link share of peak)"),
+]
 TOP = 100  # bars past it (a link share over 100%) are cut at it, their label inside the bar
 YMAX = 135  # room above a full bar for its label, written upright
 NOT_RECORDED = "hatched stub: not recorded in this run"
@@ -54,8 +58,9 @@ def draw(summary, samples, manifest, out_dir):
                 beside = row.get("tensor_active_pct") if col == "work" else None
                 _bar_label(ax, v, x, f"{name} {pct(v)}".strip(), max(v, beside) if finite(beside) else v)
                 notes.setdefault(row_label(row), {})["work" if col == "work" else col] = v
-    ax.set_xticks(range(n), [short(row_label(r)) for r in rows], rotation=30, ha="right", rotation_mode="anchor",
-                  fontsize=9)
+    ax.set_xticks(
+        range(n), [short(row_label(r)) for r in rows], rotation=30, ha="right", rotation_mode="anchor", fontsize=9
+    )
     ax.set_xlim(-0.6, n - 0.4)
     ax.set_ylim(0, YMAX)
     ax.set_yticks(range(0, TOP + 1, 20))
@@ -66,17 +71,39 @@ def draw(summary, samples, manifest, out_dir):
     if stubs:
         handles.append(Patch(facecolor="none", edgecolor="#777", hatch="////", label=NOT_RECORDED))
     ncol = len(handles) if width_in >= 13 else 3 if width_in >= 10 else 2  # the legend no wider than the bars
-    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=ncol, fontsize=9,
-              frameon=False, borderaxespad=0.3, handlelength=1.4, columnspacing=1.2)
+    ax.legend(
+        handles=handles,
+        loc="lower left",
+        bbox_to_anchor=(0, 1.0),
+        ncol=ncol,
+        fontsize=9,
+        frameon=False,
+        borderaxespad=0.3,
+        handlelength=1.4,
+        columnspacing=1.2,
+    )
     legend_rows = -(-len(handles) // ncol)
     said = [f"Shown: {cut}"] if cut else []
     if blank:
-        names = (", ".join(short(row_label(r)) for r in blank[:6])
-                 + (f" and {len(blank) - 6:,} more" if len(blank) > 6 else ""))
+        names = ", ".join(short(row_label(r)) for r in blank[:6]) + (
+            f" and {len(blank) - 6:,} more" if len(blank) > 6 else ""
+        )
         said.append(f"Left out, nothing recorded: {names}")
-    ax.set_title("\n".join([title(manifest, "headline",
-                                  "nvidia-smi reads 100% for nearly every kernel; the work done is often near zero"),
-                            *said]), fontsize=11, loc="left", pad=8 + 14 * legend_rows)
+    ax.set_title(
+        "\n".join(
+            [
+                title(
+                    manifest,
+                    "headline",
+                    "nvidia-smi reads 100% for nearly every kernel; the work done is often near zero",
+                ),
+                *said,
+            ]
+        ),
+        fontsize=11,
+        loc="left",
+        pad=8 + 14 * legend_rows,
+    )
     return save(fig, manifest, out_dir, "headline"), notes
 
 
@@ -84,8 +111,26 @@ def _bar_label(ax, v, x, text, base):
     """Upright above base (the bar's end, or a taller neighbour's); inside the bar, in white, where it runs
     past TOP."""
     if v <= TOP:
-        ax.annotate(text, (x, min(base, TOP)), xytext=(0, 2), textcoords="offset points", rotation=90, ha="center",
-                    va="bottom", fontsize=VALUE_PT)
+        ax.annotate(
+            text,
+            (x, min(base, TOP)),
+            xytext=(0, 2),
+            textcoords="offset points",
+            rotation=90,
+            ha="center",
+            va="bottom",
+            fontsize=VALUE_PT,
+        )
     else:
-        ax.annotate(text + " ▴", (x, TOP), xytext=(0, -3), textcoords="offset points", rotation=90, ha="center",
-                    va="top", fontsize=VALUE_PT, color="white", fontweight="bold")
+        ax.annotate(
+            text + " ▴",
+            (x, TOP),
+            xytext=(0, -3),
+            textcoords="offset points",
+            rotation=90,
+            ha="center",
+            va="top",
+            fontsize=VALUE_PT,
+            color="white",
+            fontweight="bold",
+        )

@@ -11,8 +11,9 @@ from gpubench.read.summary import row_label
 from .common import VALUE_PT, empty, kernel_rows, save, short, shown_rows, title, work_fraction
 
 # the ladder's sampled rungs (metrics.LADDER) under two-line headers, then the ground truth
-LADDER = ([(BY_COLUMN[c].header.replace(" ", "\n", 1), c) for c in metrics.LADDER]
-          + [("work done\n(ground truth)", None)])
+LADDER = [(BY_COLUMN[c].header.replace(" ", "\n", 1), c) for c in metrics.LADDER] + [
+    ("work done\n(ground truth)", None)
+]
 
 
 def draw(summary, samples, manifest, out_dir):
@@ -29,8 +30,15 @@ def draw(summary, samples, manifest, out_dir):
             label, v = work_fraction(r) if col is None else ("", r.get(col))
             if finite(v):
                 ax.add_patch(plt.Rectangle((j, i), 1, 1, color=cmap(norm(min(v, 100)))))
-                ax.text(j + 0.5, i + 0.5, f"{label} {pct(v)}".strip(), ha="center", va="center",
-                        fontsize=VALUE_PT, color="white" if v > 60 else "black")
+                ax.text(
+                    j + 0.5,
+                    i + 0.5,
+                    f"{label} {pct(v)}".strip(),
+                    ha="center",
+                    va="center",
+                    fontsize=VALUE_PT,
+                    color="white" if v > 60 else "black",
+                )
             else:
                 ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor="#eee", hatch="//", edgecolor="#ccc"))
                 # n/a, or out of range
@@ -42,8 +50,16 @@ def draw(summary, samples, manifest, out_dir):
     ax.xaxis.tick_top()
     ax.set_yticks([i + 0.5 for i in range(len(rows))], [short(row_label(r)) for r in rows], fontsize=9)
     ax.axvline(len(LADDER) - 1, color="black", lw=2)
-    ax.set_title(title(manifest, "ladder",
-                       "Each rung of the ladder is fooled by some kernel; only the last column measures work done") +
-                 (f"\nShown: {cut}" if cut else ""), fontsize=11, loc="left", pad=38)
+    ax.set_title(
+        title(
+            manifest,
+            "ladder",
+            "Each rung of the ladder is fooled by some kernel; only the last column measures work done",
+        )
+        + (f"\nShown: {cut}" if cut else ""),
+        fontsize=11,
+        loc="left",
+        pad=38,
+    )
     fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, fraction=0.03, pad=0.02, label="percent")
     return save(fig, manifest, out_dir, "ladder"), notes

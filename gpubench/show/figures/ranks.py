@@ -36,8 +36,12 @@ def draw(summary, samples, manifest, out_dir):
     late = [n for n in dict.fromkeys(r["scenario"] for r in rows if finite(r.get("arrival_delay_ms")))]
     fig = plt.figure(figsize=(12, 1.7 * len(shown) + (3.2 if late else 0.6)))
     # a spacer row keeps the time axis's label clear of the arrival panels' titles
-    grid = fig.add_gridspec(len(shown) + (2 if late else 0), max(1, len(late)),
-                            height_ratios=[1] * len(shown) + ([0.35, 1.6] if late else []), hspace=0.3)
+    grid = fig.add_gridspec(
+        len(shown) + (2 if late else 0),
+        max(1, len(late)),
+        height_ratios=[1] * len(shown) + ([0.35, 1.6] if late else []),
+        hspace=0.3,
+    )
     t0 = min(r["t_start"] for r in rows) - 1.0
     t1 = max(r["t_end"] for r in rows) + 1.0
     samples = as_samples(samples)
@@ -61,10 +65,17 @@ def draw(summary, samples, manifest, out_dir):
     notes = {"ranks": shown, "delays": {}, "straggler": {}, "findings": _findings(rows)}
     for j, name in enumerate(late):
         _delay_panel(fig.add_subplot(grid[len(shown) + 1, j]), [r for r in rows if r["scenario"] == name], name, notes)
-    lines = notes["findings"] + ([] if len(shown) == len(ranks) else
-                                 [f"(the first {len(shown)} of {len(ranks)} ranks)"])
-    fig.suptitle("\n".join(lines), fontsize=10, x=0.01, ha="left", va="bottom",
-                 y=axes[0].get_position().y1 + 0.2 / fig.get_figheight())
+    lines = notes["findings"] + (
+        [] if len(shown) == len(ranks) else [f"(the first {len(shown)} of {len(ranks)} ranks)"]
+    )
+    fig.suptitle(
+        "\n".join(lines),
+        fontsize=10,
+        x=0.01,
+        ha="left",
+        va="bottom",
+        y=axes[0].get_position().y1 + 0.2 / fig.get_figheight(),
+    )
     return save(fig, manifest, out_dir, "ranks"), notes
 
 
@@ -80,13 +91,24 @@ def _rank_panel(ax, rank, samples, t0, top, left_out=()):
     ax.set_ylim(-3, 108)
     ax.set_ylabel(f"rank {rank}\npercent", fontsize=8)
     power = ax.twinx()
-    power.plot(*envelope(t, samples.col("power_w"), BINS), color=POWER, lw=1, ls="--",
-               label="power, W" + (LEFT_OUT if "power_w" in left_out else ""))
+    power.plot(
+        *envelope(t, samples.col("power_w"), BINS),
+        color=POWER,
+        lw=1,
+        ls="--",
+        label="power, W" + (LEFT_OUT if "power_w" in left_out else ""),
+    )
     power.set_ylim(0, top)
     power.set_ylabel("W", fontsize=8, color=POWER)
     handles = ax.get_legend_handles_labels()[0] + power.get_legend_handles_labels()[0]
-    ax.legend(handles, [h.get_label() for h in handles], loc="upper left", bbox_to_anchor=(1.04, 1.0), fontsize=7,
-              frameon=False)
+    ax.legend(
+        handles,
+        [h.get_label() for h in handles],
+        loc="upper left",
+        bbox_to_anchor=(1.04, 1.0),
+        fontsize=7,
+        frameon=False,
+    )
 
 
 def _delay_panel(ax, rows, name, notes):
@@ -100,8 +122,15 @@ def _delay_panel(ax, rows, name, notes):
         spread = finite(lo) and finite(hi)
         ax.bar(i, v, color=color, yerr=[[max(v - lo, 0)], [max(hi - v, 0)]] if spread else None, capsize=3)
         # above the p90 bar's cap, never on it
-        ax.annotate(_ms(v), (i, max(v, hi) if spread else v), xytext=(0, 4), textcoords="offset points",
-                    ha="center", va="bottom", fontsize=9)
+        ax.annotate(
+            _ms(v),
+            (i, max(v, hi) if spread else v),
+            xytext=(0, 4),
+            textcoords="offset points",
+            ha="center",
+            va="bottom",
+            fontsize=9,
+        )
         tops.append(max(v, hi) if spread else v)
         notes["delays"][(name, int(r["rank"]))] = v
     ax.set_ylim(0, max([*tops, 1e-9]) * 1.22)  # room for the labels above the tallest bar
@@ -121,8 +150,9 @@ def _ms(v: float) -> str:
 def _findings(rows) -> list[str]:
     """The title, one line per distributed scenario (never a median across scenarios, which would describe a
     state no scenario was in): what the waiting ranks' GPUs read, and who was late."""
-    names = dict.fromkeys(r["scenario"] for r in rows if finite(r.get("arrival_delay_ms"))
-                          or r.get("bound") == "interconnect")
+    names = dict.fromkeys(
+        r["scenario"] for r in rows if finite(r.get("arrival_delay_ms")) or r.get("bound") == "interconnect"
+    )
     return [_finding(name, [r for r in rows if r["scenario"] == name]) for name in names] or [TITLE]
 
 

@@ -18,11 +18,16 @@ from gpubench.read.samples import as_samples, load_together
 
 from .common import LEFT_OUT, PNG_DPI, C, empty, envelope, save, short, title
 
-PANELS = [("utilization, %", ["gpu_util_pct", "smi_gpu_util_pct"]), ("SM, %", ["sm_active_pct", "sm_occupancy_pct"]),
-          ("pipes and DRAM, %", ["tensor_active_pct", "fp32_active_pct", "dram_active_pct"])]
+PANELS = [
+    ("utilization, %", ["gpu_util_pct", "smi_gpu_util_pct"]),
+    ("SM, %", ["sm_active_pct", "sm_occupancy_pct"]),
+    ("pipes and DRAM, %", ["tensor_active_pct", "fp32_active_pct", "dram_active_pct"]),
+]
 # Both rows read the same counter: NVML's line is drawn thin on top of the nvidia-smi process's wide one.
-LINE_LABELS = {"gpu_util_pct": "GPU util, through NVML",
-               "smi_gpu_util_pct": "GPU util, nvidia-smi process\n(wide light line)"}
+LINE_LABELS = {
+    "gpu_util_pct": "GPU util, through NVML",
+    "smi_gpu_util_pct": "GPU util, nvidia-smi process\n(wide light line)",
+}
 PHASE_LABELS = {"start": "start-up", "peaks": "peak measurement"}
 LABEL_ROWS, LABEL_PT = 3, 8.5
 PANEL_IN = 2.05  # each panel's height
@@ -45,8 +50,11 @@ def gpus_drawn(samples, manifest, summary) -> list[tuple[int, str | None]]:
     import numpy as np
 
     index = samples.col("gpu")
-    seen = [int(i) for i in np.unique(index[np.isfinite(index)])] if index.dtype.kind == "f" else \
-        [int(i) for i in np.unique(index)]
+    seen = (
+        [int(i) for i in np.unique(index[np.isfinite(index)])]
+        if index.dtype.kind == "f"
+        else [int(i) for i in np.unique(index)]
+    )
     if len(seen) <= 1:
         return [own]
     uuid = {r.get("gpu"): r.get("uuid") for r in summary}
@@ -69,7 +77,7 @@ def standing_out(every: list, summary) -> list:
         chosen.append(ranked.pop(0))  # the least active left
         if ranked and len(chosen) < MAX_GPUS:
             chosen.append(ranked.pop())  # the most active left
-    chosen += [g for g in every if g not in chosen][:MAX_GPUS - len(chosen)]  # no SM activity known: in order
+    chosen += [g for g in every if g not in chosen][: MAX_GPUS - len(chosen)]  # no SM activity known: in order
     return sorted(chosen, key=every.index)
 
 
@@ -77,8 +85,10 @@ def rows_of_gpu(samples, manifest, summary, which=None):
     """The rows of one GPU (which: (NVML index, UUID); default the GPU the run is about): by UUID (under
     torchrun NVML indices repeat from node to node), else by NVML index."""
     samples = as_samples(samples)
-    gpu, uuid = which or (manifest.get("gpu", {}).get("nvml_index", summary[0].get("gpu") if summary else 0),
-                          manifest.get("gpu", {}).get("uuid"))
+    gpu, uuid = which or (
+        manifest.get("gpu", {}).get("nvml_index", summary[0].get("gpu") if summary else 0),
+        manifest.get("gpu", {}).get("uuid"),
+    )
     rows = samples.of("uuid", uuid) if uuid is not None and samples.has("uuid") else None
     return rows if rows is not None and len(rows) else samples.of("gpu", gpu)
 
@@ -90,8 +100,10 @@ def draw(summary, samples, manifest, out_dir):
     every = gpus_drawn(samples, manifest, summary)
     # several GPUs of one host (gpus_drawn found them by NVML index, each index one GPU) are cut by index: a
     # day's text column of UUIDs, compared row by row for each GPU, took longer than its numbers
-    gpus = [(g, samples.of("gpu", g[0]) if len(every) > 1 else rows_of_gpu(samples, manifest, summary, g))
-            for g in standing_out(every, summary)]
+    gpus = [
+        (g, samples.of("gpu", g[0]) if len(every) > 1 else rows_of_gpu(samples, manifest, summary, g))
+        for g in standing_out(every, summary)
+    ]
     gpus = [(g, rows) for g, rows in gpus if len(rows)]
     if not gpus:
         return empty(out_dir, "timeline", "The run over time", manifest)
@@ -102,7 +114,8 @@ def draw(summary, samples, manifest, out_dir):
     _, scale, unit = next(u for u in UNITS if length_s <= u[0])
     span_s = length_s / scale
     spans = job_spans(manifest, summary, gpus[0][0][0]) or [
-        (p, a, b) for p, a, b in phase_spans(rows) if p != "gap" and not p.startswith("setup:")]
+        (p, a, b) for p, a, b in phase_spans(rows) if p != "gap" and not p.startswith("setup:")
+    ]
     named = [(p, (a - t0) / scale, (b - t0) / scale) for p, a, b in spans]
     way, band_in, placed = label_layout(named, 0.0, span_s, PANEL_WIDTH_IN)
     many = len(gpus) > 1
@@ -110,22 +123,43 @@ def draw(summary, samples, manifest, out_dir):
     count = 4 * len(gpus)
     height = band_in + count * panel_in + 1.2 + (0.25 if many else 0)
     # the top row holds the phases' names: as tall as they need, no taller
-    fig, axes = plt.subplots(count + 1, 1, figsize=(11, height), sharex=True,
-                             gridspec_kw={"hspace": 0.12, "height_ratios": [band_in] + [panel_in] * count})
+    fig, axes = plt.subplots(
+        count + 1,
+        1,
+        figsize=(11, height),
+        sharex=True,
+        gridspec_kw={"hspace": 0.12, "height_ratios": [band_in] + [panel_in] * count},
+    )
     fig.subplots_adjust(top=1 - (0.55 + (0.25 if many else 0)) / height, bottom=0.6 / height)
     names, panels = axes[0], list(axes[1:])
     missing = []
     for k, ((index, _), mine) in enumerate(gpus):
-        _gpu_panels(panels[4 * k:4 * k + 4], mine, t0, scale, manifest, missing if k == 0 else [], legend=k == 0,
-                    who=f"GPU {index}" if many else "")
-        work = [(r["tflops"], r["t_start"], r["t_end"]) for r in of_gpu(summary, manifest, gpus[k][0])
-                if finite(r.get("tflops")) and finite(r.get("t_start")) and finite(r.get("t_end"))]
+        _gpu_panels(
+            panels[4 * k : 4 * k + 4],
+            mine,
+            t0,
+            scale,
+            manifest,
+            missing if k == 0 else [],
+            legend=k == 0,
+            who=f"GPU {index}" if many else "",
+        )
+        work = [
+            (r["tflops"], r["t_start"], r["t_end"])
+            for r in of_gpu(summary, manifest, gpus[k][0])
+            if finite(r.get("tflops")) and finite(r.get("t_start")) and finite(r.get("t_end"))
+        ]
         ax = panels[4 * k + 3]
         if work:  # one line, broken between phases: thousands of phases draw as fast, and as small, as a few
             y, a, b = (np.array(v, dtype=np.float64) for v in zip(*work))
             gap = np.full(len(y), np.nan)
-            ax.plot(np.column_stack([(a - t0) / scale, (b - t0) / scale, gap]).ravel(),
-                    np.column_stack([y, y, gap]).ravel(), color=C["work"], lw=2.5, solid_capstyle="butt")
+            ax.plot(
+                np.column_stack([(a - t0) / scale, (b - t0) / scale, gap]).ravel(),
+                np.column_stack([y, y, gap]).ravel(),
+                color=C["work"],
+                lw=2.5,
+                solid_capstyle="butt",
+            )
         ax.set_ylim(bottom=0)  # a rate read against zero, not against the narrow band it moved in
         ax.set_ylabel(_ylabel("achieved TFLOP/s", f"GPU {index}" if many else ""), fontsize=9)
     ax = panels[-1]
@@ -133,16 +167,34 @@ def draw(summary, samples, manifest, out_dir):
     ax.set_xlim(0, span_s)
     labelled = _shade_phases(panels, names, named, span_s / BINS, way, placed)
     phases = len({p for p, _, _ in named})
-    gpus_said = (f"each of its {len(every)} GPUs its own panels" if len(gpus) == len(every) else
-                 f"{len(gpus)} of its {len(every)} GPUs (GPU {every[0][0]} and those of least and most SM "
-                 "activity), each its own panels") if many else ""
-    fig.suptitle(title(manifest, "timeline", "GPU-Util sits at 100% through almost every phase; SM activity, "
-                                             "pipes and TFLOP/s tell them apart") +
-                 (f" ({len(labelled):,} of {phases:,} phases named: no room for more)"
-                  if len(labelled) < phases else "") +
-                 (f"\n{gpus_said}" if gpus_said else ""), fontsize=11, x=0.01, ha="left", y=0.995)
-    return save(fig, manifest, out_dir, "timeline"), {"missing": missing, "phases": labelled,
-                                                      "gpus": [g for g, _ in gpus]}
+    gpus_said = (
+        (
+            f"each of its {len(every)} GPUs its own panels"
+            if len(gpus) == len(every)
+            else f"{len(gpus)} of its {len(every)} GPUs (GPU {every[0][0]} and those of least and most SM "
+            "activity), each its own panels"
+        )
+        if many
+        else ""
+    )
+    fig.suptitle(
+        title(
+            manifest,
+            "timeline",
+            "GPU-Util sits at 100% through almost every phase; SM activity, pipes and TFLOP/s tell them apart",
+        )
+        + (f" ({len(labelled):,} of {phases:,} phases named: no room for more)" if len(labelled) < phases else "")
+        + (f"\n{gpus_said}" if gpus_said else ""),
+        fontsize=11,
+        x=0.01,
+        ha="left",
+        y=0.995,
+    )
+    return save(fig, manifest, out_dir, "timeline"), {
+        "missing": missing,
+        "phases": labelled,
+        "gpus": [g for g, _ in gpus],
+    }
 
 
 def _ylabel(text: str, who: str) -> str:
@@ -159,8 +211,14 @@ def _gpu_panels(panels, rows, t0, scale, manifest, missing, legend, who):
             label += LEFT_OUT if col in manifest.get("left_out", ()) else ""
             if np.isfinite(ys).any():
                 wide = col.startswith("smi_")
-                ax.plot(*envelope(t, ys, BINS), color=C[col], lw=4.5 if wide else 1.2, alpha=0.6 if wide else 1,
-                        zorder=1 if wide else 3, label=label)
+                ax.plot(
+                    *envelope(t, ys, BINS),
+                    color=C[col],
+                    lw=4.5 if wide else 1.2,
+                    alpha=0.6 if wide else 1,
+                    zorder=1 if wide else 3,
+                    label=label,
+                )
             else:
                 missing.append(col)
                 ax.plot([], [], color=C[col], lw=1, ls=":", label=f"{label}: unavailable in this run")
@@ -186,8 +244,11 @@ def job_spans(manifest, summary, gpu: int) -> list[tuple[str, float, float]]:
     start-up, warm-up, training and teardown only in the summary. [] for a suite run or a summary with no row."""
     if manifest.get("kind") != "watch":
         return []
-    mine = [r for r in summary or [] if r.get("gpu") == gpu and r.get("phase") and finite(r.get("t_start"))
-            and finite(r.get("t_end"))]
+    mine = [
+        r
+        for r in summary or []
+        if r.get("gpu") == gpu and r.get("phase") and finite(r.get("t_start")) and finite(r.get("t_end"))
+    ]
     if not mine:
         return []
     edges = {r["phase"]: (r["t_start"], r["t_end"]) for r in mine if r.get("kind") in EDGES}
@@ -197,8 +258,11 @@ def job_spans(manifest, summary, gpu: int) -> list[tuple[str, float, float]]:
     out = [(p, a, b) for p, (a, b) in edges.items()]
     for phase in manifest.get("phases") or []:
         if phase.get("name") in summarized:
-            out += [(phase["name"], max(a, begun), min(b, end)) for a, b in phase.get("spans") or []
-                    if min(b, end) > max(a, begun)]
+            out += [
+                (phase["name"], max(a, begun), min(b, end))
+                for a, b in phase.get("spans") or []
+                if min(b, end) > max(a, begun)
+            ]
     return sorted(out, key=lambda x: x[1])
 
 
@@ -226,8 +290,10 @@ def label_layout(named, t0: float, span_s: float, width_in: float):
     order = list(longest.values()) + sorted((s for s in named if s not in first), key=lambda s: s[1] - s[2])
     per_in = span_s / width_in
     char_in = LABEL_PT * 0.55 / 72
-    for way, lines, size in (("across", LABEL_ROWS, lambda text: len(text) * char_in + 0.12),
-                             ("upright", 1, lambda text: LABEL_PT * 1.35 / 72)):
+    for way, lines, size in (
+        ("across", LABEL_ROWS, lambda text: len(text) * char_in + 0.12),
+        ("upright", 1, lambda text: LABEL_PT * 1.35 / 72),
+    ):
         used = [_Line() for _ in range(lines)]
         placed = []
         for phase, a, b in order:
@@ -243,8 +309,11 @@ def label_layout(named, t0: float, span_s: float, width_in: float):
         if {p[1] for p in placed} == {short(PHASE_LABELS.get(s[0], s[0])) for s in named} or way == "upright":
             break
     rows = 1 + max((p[3] for p in placed), default=0)
-    band = (0.1 + rows * LABEL_PT * 1.6 / 72 if way == "across" else
-            0.15 + max((len(p[1]) for p in placed), default=0) * char_in)
+    band = (
+        0.1 + rows * LABEL_PT * 1.6 / 72
+        if way == "across"
+        else 0.15 + max((len(p[1]) for p in placed), default=0) * char_in
+    )
     return way, band, [p[1:] for p in sorted(placed)]
 
 
@@ -283,8 +352,12 @@ def _shade_phases(panels, names, named, pixel, way, placed) -> list[str]:
     for ax in panels:
         for k, boxes in enumerate(shades):
             if boxes:  # x in data, y across the whole axis, as axvspan draws
-                ax.add_collection(PolyCollection(boxes, transform=ax.get_xaxis_transform(), facecolor="#000",
-                                                 alpha=0.07 if k else 0.035, lw=0), autolim=False)
+                ax.add_collection(
+                    PolyCollection(
+                        boxes, transform=ax.get_xaxis_transform(), facecolor="#000", alpha=0.07 if k else 0.035, lw=0
+                    ),
+                    autolim=False,
+                )
     lines = 1 + max((line for _, _, line in placed), default=0)
     for label, x, line in placed:
         if way == "across":

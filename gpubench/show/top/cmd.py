@@ -16,8 +16,9 @@ from gpubench.usage import Terminated, UsageError
 from . import render
 
 
-def cmd(interval_s: float = 1.0, once: bool = False, as_json: bool = False, sort: str = "index",
-        loop: bool = False) -> int:
+def cmd(
+    interval_s: float = 1.0, once: bool = False, as_json: bool = False, sort: str = "index", loop: bool = False
+) -> int:
     try:
         from gpubench.record import nvml
 
@@ -100,5 +101,6 @@ def live(machine, interval_s: float, sort: str) -> int:
                 continue
             if readings is not None:
                 width, height = screen.size()
-                screen.draw(render.frame(readings, machine.notes, sort, interval_s, keys=True, width=width,
-                                         height=height))
+                screen.draw(
+                    render.frame(readings, machine.notes, sort, interval_s, keys=True, width=width, height=height)
+                )

@@ -34,18 +34,24 @@ def _verdicts() -> str:
     lines = ["verdict, per GPU (the first that holds; the numbers behind it are in --json's `because`):"]
     for word, meaning, _ in verdict.RULES:
         lines.append(textwrap.fill(meaning, 110, initial_indent=f"  {word:<14}", subsequent_indent=" " * 16))
-    lines.append("  fake-busy is what GPU-Util hides: nvidia-smi, and every dashboard built on GPU-Util, show such\n"
-                 "  a GPU 100% busy while its SMs do nothing useful")
+    lines.append(
+        "  fake-busy is what GPU-Util hides: nvidia-smi, and every dashboard built on GPU-Util, show such\n"
+        "  a GPU 100% busy while its SMs do nothing useful"
+    )
     return "\n".join(lines) + "\n"
 
 
-DESCRIPTION = """\
+DESCRIPTION = (
+    """\
 Every GPU of this machine, live: the ladder of metrics, the processes on each GPU and a verdict word. No job
 is wrapped and no root is needed; it reads NVML and its GPM counters only and never creates a CUDA context, so
 looking costs the GPUs nothing. Works in tmux and over SSH. With no terminal (a pipe, a file, cron) it prints
 one frame and exits, as with --once.
 
-""" + COLUMNS_HELP + "\n"
+"""
+    + COLUMNS_HELP
+    + "\n"
+)
 
 EPILOG = f"""\
 in the live view, {KEYS_HELP}:
@@ -63,26 +69,46 @@ examples:
 def interval(text: str) -> float:
     value = number(text)
     if value < MIN_INTERVAL_S:
-        raise argparse.ArgumentTypeError(f"must be at least {MIN_INTERVAL_S:g} s, the GPM counters' refresh "
-                                         f"period, got {text}")
+        raise argparse.ArgumentTypeError(
+            f"must be at least {MIN_INTERVAL_S:g} s, the GPM counters' refresh period, got {text}"
+        )
     return value
 
 
 def add_parser(sub) -> None:
-    t = sub.add_parser("top", help="every GPU of this machine, live: the ladder, its processes, a verdict word "
-                                   "(idle, fake-busy, host-bound, ...)",
-                       description=DESCRIPTION + _verdicts(), epilog=EPILOG,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    t.add_argument("--interval", type=interval, default=1.0, metavar="S",
-                   help="seconds between refreshes, and the window each reading covers (default 1)")
-    t.add_argument("--once", action="store_true",
-                   help="print one frame (or one JSON document) after one interval, and exit")
-    t.add_argument("--json", action="store_true",
-                   help="JSON instead of the frame: one document per line, per refresh until Ctrl-C (one with "
-                        "--once); a value not read is null")
-    t.add_argument("--loop", action="store_true",
-                   help="a plain frame per refresh until Ctrl-C, with no screen control: for a log, or a terminal "
-                        "that cannot take the live view")
-    t.add_argument("--sort", choices=list(SORTS), default="index",
-                   help="the order of the GPUs (default index); every key but the index puts the largest first")
-
+    t = sub.add_parser(
+        "top",
+        help="every GPU of this machine, live: the ladder, its processes, a verdict word "
+        "(idle, fake-busy, host-bound, ...)",
+        description=DESCRIPTION + _verdicts(),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    t.add_argument(
+        "--interval",
+        type=interval,
+        default=1.0,
+        metavar="S",
+        help="seconds between refreshes, and the window each reading covers (default 1)",
+    )
+    t.add_argument(
+        "--once", action="store_true", help="print one frame (or one JSON document) after one interval, and exit"
+    )
+    t.add_argument(
+        "--json",
+        action="store_true",
+        help="JSON instead of the frame: one document per line, per refresh until Ctrl-C (one with "
+        "--once); a value not read is null",
+    )
+    t.add_argument(
+        "--loop",
+        action="store_true",
+        help="a plain frame per refresh until Ctrl-C, with no screen control: for a log, or a terminal "
+        "that cannot take the live view",
+    )
+    t.add_argument(
+        "--sort",
+        choices=list(SORTS),
+        default="index",
+        help="the order of the GPUs (default index); every key but the index puts the largest first",
+    )

@@ -24,8 +24,15 @@ from gpubench.record.sources.gpm import GpmSource, MetricsRefused
 from gpubench.usage import visible
 
 PROC = Path("/proc")  # tests point this at a fake process table
-GPM_COLUMNS = ("sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct", "fp16_active_pct",
-               "fp32_active_pct", "fp64_active_pct")
+GPM_COLUMNS = (
+    "sm_active_pct",
+    "sm_occupancy_pct",
+    "tensor_active_pct",
+    "dram_active_pct",
+    "fp16_active_pct",
+    "fp32_active_pct",
+    "fp64_active_pct",
+)
 GPM_NEEDS = "NVML GPM, which needs a Hopper or newer data-centre GPU"
 
 
@@ -70,9 +77,16 @@ class Machine:
             h = nvml.handle(index)
             limit = nvml.call(nvml.pynvml.nvmlDeviceGetPowerManagementLimit, h)
             mem = nvml.call(nvml.pynvml.nvmlDeviceGetMemoryInfo, h)
-            self.devices.append(Device(index, nvml.name_of(h), nvml.uuid_of(h),
-                                       limit / 1000 if limit else math.nan,
-                                       mem.total / 2**20 if mem is not None else math.nan, h))
+            self.devices.append(
+                Device(
+                    index,
+                    nvml.name_of(h),
+                    nvml.uuid_of(h),
+                    limit / 1000 if limit else math.nan,
+                    mem.total / 2**20 if mem is not None else math.nan,
+                    h,
+                )
+            )
         unsupported = []
         for d in self.devices:
             if not GpmSource.supported([d.index]):
@@ -86,8 +100,10 @@ class Machine:
                 self._note(d, str(err))
         if unsupported:
             which = ", ".join(map(str, unsupported))
-            self.notes.append(f"GPU {which}: SM active, occupancy, tensor and DRAM show – as they come from "
-                              f"{GPM_NEEDS}; GPU-Util, power, clock and memory are still read")
+            self.notes.append(
+                f"GPU {which}: SM active, occupancy, tensor and DRAM show – as they come from "
+                f"{GPM_NEEDS}; GPU-Util, power, clock and memory are still read"
+            )
 
     def _note(self, d: Device, why: str) -> None:
         self.notes.append(f"GPU {d.index}: SM active, occupancy, tensor and DRAM show –: {why}")

@@ -56,36 +56,68 @@ MEMORY_BOUND_DRAM_PCT = _phase("memory-bound", "dram_active_pct")
 MEMORY_BOUND_TENSOR_PCT = _phase("memory-bound", "tensor_active_pct")
 COMPUTE_BOUND_PIPE_PCT = _phase("tensor-busy", "tensor_active_pct")
 
-LABELS = {"gpu_util_pct": "GPU-Util", "sm_active_pct": "SM active", "power_pct": "power/limit",
-          "dram_active_pct": "DRAM active", "tensor_active_pct": "tensor active", "sm_busy_pct": "SM active/GPU-Util",
-          "fp16_active_pct": "FP16 active", "fp32_active_pct": "FP32 active", "fp64_active_pct": "FP64 active"}
+LABELS = {
+    "gpu_util_pct": "GPU-Util",
+    "sm_active_pct": "SM active",
+    "power_pct": "power/limit",
+    "dram_active_pct": "DRAM active",
+    "tensor_active_pct": "tensor active",
+    "sm_busy_pct": "SM active/GPU-Util",
+    "fp16_active_pct": "FP16 active",
+    "fp32_active_pct": "FP32 active",
+    "fp64_active_pct": "FP64 active",
+}
 PIPES = ("tensor_active_pct", "fp16_active_pct", "fp32_active_pct", "fp64_active_pct")
 
 # word -> (what it means, in a line for the help and the frame's legend; alternatives, each a tuple of
 # (fact, op, threshold) that must all hold). ops: <, >=, and <|missing (below, or not read at all).
 RULES: tuple[tuple[str, str, tuple], ...] = (
     ("idle", f"GPU-Util under {IDLE_UTIL_PCT:g}%: no kernel ran", ((("gpu_util_pct", "<", IDLE_UTIL_PCT),),)),
-    ("host-bound", f"GPU-Util under {HOST_BOUND_UTIL_PCT:g}%: the GPU waits on the host (data loading, Python, "
-                   "kernel launches) more than it works",
-     ((("gpu_util_pct", "<", HOST_BOUND_UTIL_PCT),),)),
-    ("fake-busy", f"GPU-Util high, yet SM active under {FAKE_BUSY_SM_PCT:g}%, or power under "
-                  f"{FAKE_BUSY_POWER_PCT:g}% of the limit with DRAM and tensor active under {FAKE_BUSY_DRAM_PCT:g}%: "
-                  "next to nothing useful runs (a spin of one block, a hang, a collective waiting on another rank, "
-                  "a copy from the host)",
-     ((("gpu_util_pct", ">=", HOST_BOUND_UTIL_PCT), ("sm_active_pct", "<", FAKE_BUSY_SM_PCT)),
-      (("gpu_util_pct", ">=", HOST_BOUND_UTIL_PCT), ("power_pct", "<", FAKE_BUSY_POWER_PCT),
-       ("dram_active_pct", "<|missing", FAKE_BUSY_DRAM_PCT),
-       ("tensor_active_pct", "<|missing", FAKE_BUSY_TENSOR_PCT)))),
-    ("few-sms", f"busy, but its kernels keep under {FEW_SMS_PCT:g}% of the SMs working (small batches, small "
-                "grids, tiny kernels back to back)", ((("sm_busy_pct", "<", FEW_SMS_PCT),),)),
-    ("memory-bound", f"DRAM active {MEMORY_BOUND_DRAM_PCT:g}% or more with tensor active under "
-                     f"{MEMORY_BOUND_TENSOR_PCT:g}%: the time goes to moving data",
-     ((("dram_active_pct", ">=", MEMORY_BOUND_DRAM_PCT), ("tensor_active_pct", "<", MEMORY_BOUND_TENSOR_PCT)),)),
-    ("compute-bound", f"a math pipe (tensor, FP16, FP32 or FP64) busy {COMPUTE_BOUND_PIPE_PCT:g}% of the cycles "
-                      "or more: the arithmetic is the limit",
-     tuple(((p, ">=", COMPUTE_BOUND_PIPE_PCT),) for p in PIPES)),
-    ("busy", "working, with no single limit (tensor and DRAM both under half), or without GPM to say on what",
-     ((("gpu_util_pct", ">=", HOST_BOUND_UTIL_PCT),),)),
+    (
+        "host-bound",
+        f"GPU-Util under {HOST_BOUND_UTIL_PCT:g}%: the GPU waits on the host (data loading, Python, "
+        "kernel launches) more than it works",
+        ((("gpu_util_pct", "<", HOST_BOUND_UTIL_PCT),),),
+    ),
+    (
+        "fake-busy",
+        f"GPU-Util high, yet SM active under {FAKE_BUSY_SM_PCT:g}%, or power under "
+        f"{FAKE_BUSY_POWER_PCT:g}% of the limit with DRAM and tensor active under {FAKE_BUSY_DRAM_PCT:g}%: "
+        "next to nothing useful runs (a spin of one block, a hang, a collective waiting on another rank, "
+        "a copy from the host)",
+        (
+            (("gpu_util_pct", ">=", HOST_BOUND_UTIL_PCT), ("sm_active_pct", "<", FAKE_BUSY_SM_PCT)),
+            (
+                ("gpu_util_pct", ">=", HOST_BOUND_UTIL_PCT),
+                ("power_pct", "<", FAKE_BUSY_POWER_PCT),
+                ("dram_active_pct", "<|missing", FAKE_BUSY_DRAM_PCT),
+                ("tensor_active_pct", "<|missing", FAKE_BUSY_TENSOR_PCT),
+            ),
+        ),
+    ),
+    (
+        "few-sms",
+        f"busy, but its kernels keep under {FEW_SMS_PCT:g}% of the SMs working (small batches, small "
+        "grids, tiny kernels back to back)",
+        ((("sm_busy_pct", "<", FEW_SMS_PCT),),),
+    ),
+    (
+        "memory-bound",
+        f"DRAM active {MEMORY_BOUND_DRAM_PCT:g}% or more with tensor active under "
+        f"{MEMORY_BOUND_TENSOR_PCT:g}%: the time goes to moving data",
+        ((("dram_active_pct", ">=", MEMORY_BOUND_DRAM_PCT), ("tensor_active_pct", "<", MEMORY_BOUND_TENSOR_PCT)),),
+    ),
+    (
+        "compute-bound",
+        f"a math pipe (tensor, FP16, FP32 or FP64) busy {COMPUTE_BOUND_PIPE_PCT:g}% of the cycles "
+        "or more: the arithmetic is the limit",
+        tuple(((p, ">=", COMPUTE_BOUND_PIPE_PCT),) for p in PIPES),
+    ),
+    (
+        "busy",
+        "working, with no single limit (tensor and DRAM both under half), or without GPM to say on what",
+        ((("gpu_util_pct", ">=", HOST_BOUND_UTIL_PCT),),),
+    ),
 )
 UNKNOWN = ("unknown", "NVML gave no GPU-Util for this GPU")
 MEANING = dict([(w, m) for w, m, _ in RULES] + [UNKNOWN])
@@ -95,8 +127,9 @@ def facts(values: dict, power_limit_w: float | None) -> dict:
     """The readings and what the rules compute from them: power as a share of the limit, SM active over GPU-Util."""
     out = dict(values)
     power, util, sm = values.get("power_w"), values.get("gpu_util_pct"), values.get("sm_active_pct")
-    out["power_pct"] = 100 * power / power_limit_w if finite(power) and finite(power_limit_w) and power_limit_w > 0 \
-        else math.nan
+    out["power_pct"] = (
+        100 * power / power_limit_w if finite(power) and finite(power_limit_w) and power_limit_w > 0 else math.nan
+    )
     out["sm_busy_pct"] = min(100.0, 100 * sm / util) if finite(sm) and finite(util) and util > 0 else math.nan
     return out
 
