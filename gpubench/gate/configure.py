@@ -184,9 +184,9 @@ def effort_for(config, name: str, fullname: str):
     saved = _saved(config, fullname)
     if config.getoption("gpu_measure_floor"):
         fs = benchfloor.floors(saved, fullname, least) if saved else None
-        if not fs:
+        median = benchfloor.call_s(saved, fullname) if fs else None
+        if median is None:
             return effort.least_target(least), False
-        median = next(b["stats"]["median"] for b in saved["benchmarks"] if b.get("fullname") == fullname)
         if fs["median"].processes < 3:  # no spread of processes yet
             return effort.duty_target(least, median), False
         return effort.spread_target(fs, least, effort.FLOOR_SHARE * processes.duty(median)[0]), False
