@@ -3,7 +3,7 @@
 For the user's own code (each loaded on first use, so `import gpubench` stays cheap and loads no torch):
 `gpubench.mark(name)` and `gpubench.step(flops=None, bytes=None, tokens=None)` (gpubench.inside.markwriter),
 `gpubench.count_flops(fn, ...)` and `gpubench.weight_bytes(model)` (gpubench.inside.flops), and
-`with gpubench.recording(...) as rec:` (gpubench.job.watchcmd.recording).
+`with gpubench.recording(...) as rec:` (gpubench.job.inprocess.recording).
 """
 
 __version__ = "0.2.0"
@@ -11,7 +11,7 @@ __version__ = "0.2.0"
 _LAZY = {
     "count_flops": "gpubench.inside.flops",
     "weight_bytes": "gpubench.inside.flops",
-    "recording": "gpubench.job.watchcmd",
+    "recording": "gpubench.job.inprocess",
 }
 
 

@@ -1,6 +1,7 @@
-"""tools/watch/bound_jobs.py and the jobs of examples/unmodified/ it watches: every job takes --seconds and --tiny,
-knows nothing of gpubench and prints its own count as the harness reads it; a row whose HFU is above the
-tensor ceiling's limit is flagged, whether the verdict kept its HFU or withheld it."""
+"""tools/watch/bound_jobs.py (its rows judged in tools/watch/bound_rows.py) and the jobs of examples/unmodified/
+it watches: every job takes --seconds and --tiny, knows nothing of gpubench and prints its own count as the
+harness reads it; a row whose HFU is above the tensor ceiling's limit is flagged, whether the verdict kept its
+HFU or withheld it."""
 
 import ast
 import math
@@ -19,6 +20,12 @@ def script():
     from tools.watch import bound_jobs
 
     return bound_jobs
+
+
+def judged():
+    from tools.watch import bound_rows
+
+    return bound_rows
 
 
 def options(tree) -> set[str]:
@@ -90,7 +97,7 @@ def test_a_plain_torch_job_runs_tiny_and_its_own_count_reads_back():
         timeout=120,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    count = script().own_count(done.stdout)
+    count = judged().own_count(done.stdout)
     # 2 layers of width 64 (QKV, output, SwiGLU of 128) and the output layer over 2 x 128 tokens, PaLM's way
     matrices = 2 * (64 * 192 + 64 * 64 + 64 * 256 + 128 * 64) + 64 * 256
     assert count["flops"] == pytest.approx(6 * matrices * 256 + 12 * 2 * 64 * 128 * 256, rel=1e-5)
@@ -113,7 +120,7 @@ def row(phase, hfu, limit, over=NAN, rules="tensor-part, mfu-mid", kind="phase",
 
 
 def test_a_row_above_its_limit_is_flagged_and_counted():
-    bound = script()
+    bound = judged()
     own = {"flops": 1e12, "rate": 9.9, "how": "by PaLM's formula"}
     rows = [
         bound.judge("a", row("warmup", 30.0, 10.0, 3.0, "flops-above-ceiling"), own),  # not steady
@@ -139,7 +146,7 @@ def test_a_row_above_its_limit_is_flagged_and_counted():
 
 def test_the_ceiling_page_prints_the_committed_runs_table():
     """docs/ceiling.md's table of the eleven jobs is the one the committed runs' summaries make, row for row."""
-    table = script().docs_table(script().committed_rows(ROOT / "results", "h200"))
+    table = judged().docs_table(judged().committed_rows(ROOT / "results", "h200"))
     page = (ROOT / "docs" / "ceiling.md").read_text()
     assert len(table) == 13 and all(line in page.splitlines() for line in table)
 
@@ -151,7 +158,7 @@ def test_the_ceiling_page_prose_states_the_ranges_its_table_holds():
 
     rows = {
         r["job"]: r
-        for r in script().committed_rows(ROOT / "results", "h200")
+        for r in judged().committed_rows(ROOT / "results", "h200")
         if r["steady"] and r.get("tensor_ceiling_limit_pct", 0) > 0 and r.get("steps_per_s", 0) > 0
     }  # its rows
     page = " ".join((ROOT / "docs" / "ceiling.md").read_text().split())

@@ -12,7 +12,8 @@ from unittest import mock
 import pytest
 from synthetic import SCENARIOS, make_run
 
-from gpubench.cli import main, parser
+from gpubench.cli import main
+from gpubench.options import parser
 from gpubench.record import nvml
 from gpubench.record.rundir import read_summary
 

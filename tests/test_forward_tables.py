@@ -1,5 +1,5 @@
 """tools/watch/forward_tables.py holds docs/watch.md and README.md to the committed runs of jobs that step no
-optimizer: it reads committed files only, so it runs on any machine."""
+optimizer (read back by tools/watch/forward_runs.py): it reads committed files only, so it runs on any machine."""
 
 import re
 import statistics
@@ -16,6 +16,12 @@ def tables():
     return forward_tables
 
 
+def runs():
+    from tools.watch import forward_runs
+
+    return forward_runs
+
+
 def test_the_docs_and_readme_tables_agree_with_the_committed_runs():
     r = subprocess.run(
         [sys.executable, "-m", "tools.watch.forward_tables", "--check"],
@@ -28,7 +34,7 @@ def test_the_docs_and_readme_tables_agree_with_the_committed_runs():
 
 
 def test_every_job_of_the_table_has_a_committed_run_and_its_own_count():
-    t = tables()
+    t = runs()
     rows = t.compared()
     assert {r["job"] for r in rows} == {"bert", "vision", "generate-b1", "generate-b32", "train-eval", "wgan", "jax"}
     for r in rows:
@@ -46,7 +52,7 @@ def test_every_job_of_the_table_has_a_committed_run_and_its_own_count():
 def test_the_own_mfu_is_over_the_peak_the_run_used():
     import json
 
-    t = tables()
+    t = runs()
     bert = next(r for r in t.compared() if r["job"] == "bert")
     peak = json.loads((t.run_dir("bert") / "manifest.json").read_text())["peaks"]["datasheet"]["bf16_tensor"]
     own = re.search(
@@ -72,7 +78,7 @@ def test_the_cost_medians_are_the_log_lines_medians():
     part = docs[docs.index("<!-- gpubench:forward-cost -->") : docs.index("<!-- /gpubench:forward-cost -->")]
     for width, arms in found.items():
         assert set(arms["on"]) == set(arms["off"]) and len(arms["on"]) >= 3, width
-        assert all((ROOT / "results" / f"forward-cost-w{width}-on-{i}-{t.GPU}").is_dir() for i in arms["on"])
+        assert all((ROOT / "results" / f"forward-cost-w{width}-on-{i}-{runs().GPU}").is_dir() for i in arms["on"])
         on, off = (statistics.median(arms[a].values()) for a in ("on", "off"))
         row = next(line for line in part.splitlines() if line.startswith(f"| width {width},"))
         assert f"| {on:,.0f} | {off:,.0f} | {100 * (on / off - 1):+.1f}% |" in row

@@ -32,7 +32,7 @@ LEVELS = [
     ["top"],
 ]
 FLOOR = {"gpubench", "gpubench.metrics", "gpubench.stats", "gpubench.install", "gpubench.usage"}
-TOP = {"gpubench.cli", "gpubench.__main__", "gpubench.pytest_plugin"}
+TOP = {"gpubench.cli", "gpubench.options", "gpubench.__main__", "gpubench.pytest_plugin"}
 
 
 def modules() -> dict[str, Path]:

@@ -34,7 +34,7 @@ def test_every_install_hint_installs_this_project_from_its_checkout():
         *ROOT.glob("gpubench/**/*.py"),
         *ROOT.glob("kernels/*.py"),
         *ROOT.glob("tools/**/*"),
-        *ROOT.glob("research/*"),
+        *ROOT.glob("research/**/*"),
     ]
     for path in (p for p in sources if p.is_file() and p.suffix != ".pyc"):  # not a folder, nor compiled bytes
         text = path.read_text()

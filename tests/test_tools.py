@@ -58,6 +58,16 @@ def test_no_tool_is_over_350_lines():
     assert len(sizes) > 30 and {path: n for path, n in sizes.items() if n > 350} == {}
 
 
+def test_no_research_probe_is_over_350_lines():
+    """The same rule in research/: a probe that grows past it is split by subject into a package beside it (its
+    `python -m research.<probe>` entry kept), as research/cupti/ holds the CUPTI probe's and comparison's parts."""
+    sizes = {
+        str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in sorted((ROOT / "research").rglob("*.py"))
+    }
+    assert len(sizes) > 10 and "research/cupti/metrics.py" in sizes
+    assert {path: n for path, n in sizes.items() if n > 350} == {}
+
+
 def reaches(text: str) -> list[str]:
     """The calls of a test file that put a folder of the tools on sys.path or load one of their files by path:
     sys.path.insert/append, a slice of sys.path assigned, spec_from_file_location, or a helper of the file

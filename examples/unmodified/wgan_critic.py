@@ -24,39 +24,19 @@ NZ = 128  # the noise's width
 
 
 def generator(w):
-    def up(cin, cout, first=False):
-        return [
-            nn.ConvTranspose2d(cin, cout, 4, 1 if first else 2, 0 if first else 1, bias=False),
-            nn.BatchNorm2d(cout),
-            nn.ReLU(True),
-        ]
-
-    return nn.Sequential(
-        *up(NZ, 8 * w, True),
-        *up(8 * w, 4 * w),
-        *up(4 * w, 2 * w),
-        *up(2 * w, w),
-        nn.ConvTranspose2d(w, 3, 4, 2, 1, bias=False),
-        nn.Tanh(),
-    )
+    chans, layers = [NZ, 8 * w, 4 * w, 2 * w, w], []
+    for i, (cin, cout) in enumerate(zip(chans, chans[1:])):
+        up = nn.ConvTranspose2d(cin, cout, 4, 2 if i else 1, 1 if i else 0, bias=False)
+        layers += [up, nn.BatchNorm2d(cout), nn.ReLU(True)]
+    return nn.Sequential(*layers, nn.ConvTranspose2d(w, 3, 4, 2, 1, bias=False), nn.Tanh())
 
 
 def critic(w):
-    def down(cin, cout, norm=True):
-        return (
-            [nn.Conv2d(cin, cout, 4, 2, 1, bias=False)]
-            + ([nn.BatchNorm2d(cout)] if norm else [])
-            + [nn.LeakyReLU(0.2, True)]
-        )
-
-    return nn.Sequential(
-        *down(3, w, False),
-        *down(w, 2 * w),
-        *down(2 * w, 4 * w),
-        *down(4 * w, 8 * w),
-        nn.Conv2d(8 * w, 1, 4, 1, 0, bias=False),
-        nn.Flatten(),
-    )
+    chans, layers = [3, w, 2 * w, 4 * w, 8 * w], []
+    for i, (cin, cout) in enumerate(zip(chans, chans[1:])):
+        norm = [nn.BatchNorm2d(cout)] if i else []
+        layers += [nn.Conv2d(cin, cout, 4, 2, 1, bias=False), *norm, nn.LeakyReLU(0.2, True)]
+    return nn.Sequential(*layers, nn.Conv2d(8 * w, 1, 4, 1, 0, bias=False), nn.Flatten())
 
 
 def conv_flops(model, side_in):

@@ -47,6 +47,7 @@ from functools import partial
 from gpubench.gate import counters, effort
 from gpubench.gate.clock import CLOCK
 from gpubench.gate.counters import SWAYING
+from gpubench.gate.facts import round_facts, work_facts
 from gpubench.gate.graph import graph_or_not
 from gpubench.gate.judgement import LEAST_FLOOR_PCT
 from gpubench.gate.plan import (  # noqa: F401 - the plan's pieces, as gate.fixture has long offered them
@@ -65,10 +66,7 @@ from gpubench.gate.plan import (  # noqa: F401 - the plan's pieces, as gate.fixt
     round_start,
 )
 from gpubench.gate.rounds import timer_step
-from gpubench.metrics import finite
-from gpubench.read.summary import derive
 from gpubench.record.rundir import json_safe
-from gpubench.stats import quantile
 from gpubench.truth import peaks
 
 MIN_TIME_S = 0.1  # the least time of rounds (as the gate set's runs timed every call, and kept every promise)
@@ -80,7 +78,6 @@ SETTLE_MIN_S = 0.1
 COUNTER_WINDOW_S = 0.6
 WARMUP_ROUNDS = 1
 SWAY_FACTOR = 4  # rounds go on this many times longer while a limit sways the clock
-IGNORED_EVENTS = ("idle",)  # read right after a round completed, the GPU is idle: not a reason of the round
 TIMER = "CUDA events, GPU time per call"
 UNITS = tuple(peaks.UNITS.values())  # the compute peaks of peaks.DATASHEET that MFU divides by
 BACK_TO_BACK_WINDOW = "calls back to back after the timed rounds (L2 warm)"
@@ -89,48 +86,6 @@ BACK_TO_BACK_WINDOW = "calls back to back after the timed rounds (L2 warm)"
 def limits_swaying(mask: int | None, event_names) -> list[str]:
     """The clock-event reasons in mask that keep the clock swaying while they hold (a limit, not idleness)."""
     return [n for n in event_names(mask) if n in SWAYING] if mask is not None else []
-
-
-def round_facts(states: list, event_names) -> dict:
-    """What the GPU's clocks did round by round: each round's SM clock and clock-event reasons (a bitmask), their
-    median, and the share of rounds in which each reason held (event_names turns a bitmask into names)."""
-    clocks = [c for c, _ in states]
-    masks = [m for _, m in states]
-    facts = {"rounds_sm_clock_mhz": clocks, "rounds_clock_events": masks}
-    measured = [c for c in clocks if finite(c)]
-    if measured:
-        facts["sm_clock_mhz_rounds"] = quantile(measured, 0.5)
-    known = [m for m in masks if m is not None]
-    if known:
-        names = [n for m in known for n in event_names(m) if n not in IGNORED_EVENTS]
-        facts["clock_events_rounds"] = {n: names.count(n) / len(known) for n in dict.fromkeys(names)}
-    return facts
-
-
-def work_facts(median_ms: float, flops, nbytes, unit, bound, peaks: dict) -> dict:
-    """Work per call and what it achieved (TFLOP/s, GB/s, MFU, MBU): only the numbers that exist."""
-    # summary.derive gives MBU for DRAM-bound work only: work with bytes counts as such, so a caller who
-    # gives both FLOPs and bytes gets MFU and MBU
-    bound = bound or ("dram" if nbytes else "compute")
-    result = {
-        "kernel_ms": median_ms,
-        "flops_per_call": flops or 0.0,
-        "bytes_per_call": nbytes or 0.0,
-        "link_bytes_per_call": 0.0,
-        "unit": unit,
-        "bound": bound,
-    }
-    facts = {"flops_per_call": flops, "bytes_per_call": nbytes, "unit": unit}
-    derived = derive(result, peaks)
-    wanted = {
-        "tflops": flops is not None,
-        "mfu_pct": flops is not None,
-        "gbps": nbytes is not None,
-        "mbu_pct": nbytes is not None,
-        "link_gbps": True,
-    }
-    facts.update({k: v for k, v in derived.items() if wanted.get(k) and finite(v)})
-    return {k: v for k, v in facts.items() if v is not None}
 
 
 def settle(dev, timed, call_ms: float, settle_s: float) -> tuple[float, str | None]:

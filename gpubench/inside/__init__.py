@@ -1,8 +1,8 @@
 """The code that runs inside the user's job: the marks writer behind `gpubench.mark` and `gpubench.step`
-(markwriter, markline, stamps), the hooks of a job nobody changed: its optimizer's steps (autohook, onestep),
-several optimizers' pattern (steprule), its model's forward calls where no optimizer steps (forwards), a JAX
-job's jitted step (jaxhook); and the bootstrap that installs them in every Python process of a watched command
-(bootstrap/).
+(markwriter, linewriter, markline, stamps), the hooks of a job nobody changed: its optimizer's steps (autohook,
+onestep), several optimizers' pattern (steprule), its model's forward calls where no optimizer steps (forwards,
+forwardhook), a JAX job's jitted step (jaxhook); and the bootstrap that installs them in every Python process of
+a watched command (bootstrap/).
 
 Everything else in gpubench runs in gpubench's own process. What runs here lives by the job's rules: it
 never raises into the job, blocks it, or keeps a descriptor or a module name the job could own. So its

@@ -80,9 +80,9 @@ def _register(module) -> None:
         module.register_optimizer_step_pre_hook(steps.pre)
         module.register_optimizer_step_post_hook(steps.post)
         _steps = steps
-        from . import forwards  # the steps of what steps no optimizer: inference, evaluation
+        from . import forwardhook  # the steps of what steps no optimizer: inference, evaluation
 
-        forwards.install(counting(), module, _counting_now)
+        forwardhook.install(counting(), module, _counting_now)
     except Exception as err:  # noqa: BLE001
         _say(f"PyTorch's optimizer hooks could not be registered ({type(err).__name__}: {err})")
 

@@ -1,5 +1,5 @@
 """A watch as it runs: the recent sample rows and steps of a running watch, and its live rows, each the
-summary's own row (gpubench.job.phases.summarize_row) over the last WINDOW_S seconds of the current phase.
+summary's own row (gpubench.job.phaserow.summarize_row) over the last WINDOW_S seconds of the current phase.
 
 The sampler hands every row to the recording's sink and then here (`after`); the thread that tails the
 marks file hands every line it reads here (`take_events`). Both only append to bounded buffers under a
@@ -34,7 +34,8 @@ from gpubench.job.activity import ALONE, EVAL, FORWARDS, IDLE, IDLE_S, INFERENCE
 from gpubench.job.busykinds import BUSY
 from gpubench.job.credit import credit
 from gpubench.job.markreader import Mark, Steps
-from gpubench.job.phases import START_UP, Context, Phase, cut, judge_ranks, summarize_row
+from gpubench.job.phaserow import Context, judge_ranks, summarize_row
+from gpubench.job.phases import START_UP, Phase, cut
 from gpubench.job.sofar import SoFar
 from gpubench.metrics import finite
 from gpubench.read.summary import TRIM_S

@@ -11,7 +11,7 @@ from pathlib import Path
 def so_far(run_dir: Path, manifest: dict, samples) -> list[dict]:
     """The summary rows of an unfinished watch, up to the end of its last sample row on disk. The GPUs its processes
     held are known only at its end: steps name their GPU, else every GPU sampled is summarized."""
-    from gpubench.job.markreader import read_all
+    from gpubench.job.markfile import read_all
     from gpubench.job.phases import summarize_watch
     from gpubench.job.watcher import MARKS_FILE
     from gpubench.record.gpus import Gpu

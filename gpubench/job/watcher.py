@@ -3,10 +3,10 @@
 A watch is a Recording of kind "watch": the run directory of `gpubench run` (manifest, samples.arrows,
 summary.csv/json), so `plot` and `report` work on it. The job's gpubench.mark() and step() calls append
 to marks.tsv in the run directory (named to the child in GPUBENCH_MARKS). Samples are labelled live:
-a thread reads the new lines of that file every TAIL_S seconds and sets the sampler's phase, so an
-interrupted watch keeps its labels; the summary does not rely on those labels but assigns rows to
-phases by the marks' own timestamps (gpubench.job.phases). Another thread notes which GPUs the command's
-processes hold a context on (gpubench.job.contexts), so that only those are summarized.
+a thread reads the new lines of that file every TAIL_S seconds and sets the sampler's phase
+(gpubench.job.marktail), so an interrupted watch keeps its labels; the summary does not rely on those labels
+but assigns rows to phases by the marks' own timestamps (gpubench.job.phases). Another thread notes which
+GPUs the command's processes hold a context on (gpubench.job.contexts), so that only those are summarized.
 """
 
 from __future__ import annotations
@@ -16,14 +16,15 @@ import os
 import platform
 import sys
 import tempfile
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpubench.install import DIST, version
-from gpubench.job import blind, child, markreader, provenance
+from gpubench.job import blind, child, markfile, markreader, provenance
 from gpubench.job.contexts import Contexts
-from gpubench.job.phases import FIRST_PHASE, FLOP_CONVENTION, STORY, UNITS, Summary, summarize_watch
+from gpubench.job.marktail import Tail, marks_facts
+from gpubench.job.phases import FIRST_PHASE, FLOP_CONVENTION, STORY, Summary, summarize_watch
+from gpubench.job.timelimit import bounded
 from gpubench.read.receipt import receipt
 from gpubench.read.summary import peak_conditions
 from gpubench.record.config import RecordingConfig
@@ -32,10 +33,9 @@ from gpubench.record.liveness import watcher_facts
 from gpubench.record.recording import Recording, Reporter
 from gpubench.record.rundir import write_summary
 from gpubench.inside.flops import FLOP_COUNT_VERSION, hardware_known
-from gpubench.truth.peaks import sheet_for
+from gpubench.truth.peaks import UNITS, sheet_for
 
 MARKS_FILE = "marks.tsv"
-TAIL_S = 0.02  # how soon a mark labels the samples: a fifth of the default sampling interval
 # The summary's time, at most: a watch that never ends would hold the job's exit code from whoever waits on it
 SUMMARY_S, SUMMARY_ROW_S = 120.0, 0.002  # plus this per sample row (a day at 0.1 s on one GPU: about 29 min)
 
@@ -72,45 +72,6 @@ class Watch:
     @property
     def manifest(self) -> dict:
         return self.rec.manifest
-
-
-class Tail(threading.Thread):
-    """Sets the sampler's phase from the leading process's marks as they are written (the lowest rank that
-    marked; without ranks, the first process to mark)."""
-
-    def __init__(self, path: Path, set_phase, on_events=None):
-        super().__init__(name="gpubench-marks", daemon=True)
-        self.reader = markreader.Reader(path, once=False)  # the summary reads again(), which counts repeats once
-        self.set_phase = set_phase
-        self.on_events = on_events  # also given every line read (the live window of the metrics endpoint)
-        self.lead: markreader.Stream | None = None
-        self.current: str | None = None
-        self._stop_event = threading.Event()
-
-    def run(self) -> None:
-        while not self._stop_event.wait(TAIL_S):
-            self.poll()
-
-    def poll(self) -> None:
-        events = self.reader.poll()
-        if self.on_events is not None:
-            self.on_events(events)
-        for e in events:  # steps pass by unkept: memory stays flat however long the job
-            if not isinstance(e, markreader.Mark):
-                continue
-            if self.lead is None or (
-                e.stream.rank is not None and (self.lead.rank is None or e.stream.rank < self.lead.rank)
-            ):
-                self.lead = e.stream
-            if e.stream == self.lead and e.name != self.current:
-                self.current = e.name
-                self.set_phase(e.name)
-
-    def stop(self) -> None:
-        self._stop_event.set()
-        if self.is_alive():
-            self.join()
-        self.poll()
 
 
 def _measure_peaks(gpu: Gpu, rec: Recording) -> tuple[dict | None, dict, bool]:
@@ -256,7 +217,7 @@ class Watcher:
         opts, rec, watch, peaks = self.opts, self.rec, self.watch, self.peaks
         watch.samples = len(rows)
         # the tail's files: a marks file the job removed is still held there
-        reader = self.tail.reader.again() if self.tail is not None else markreader.Reader(watch.marks_path)
+        reader = self.tail.reader.again() if self.tail is not None else markfile.Reader(watch.marks_path)
         events = reader.poll()
         reader.close()
         if self.tail is not None:
@@ -339,42 +300,6 @@ class Watcher:
             self.rec.warn(blind.NO_STEP)
 
 
-def bounded(work, limit_s: float):
-    """work() in a thread of its own: its result, or None where it has not ended within limit_s (the thread is
-    left behind, a daemon, and what it returns later is dropped); its exception, raised here."""
-    box: list = []
-
-    def run():
-        try:
-            box.append((True, work()))
-        except BaseException as err:  # noqa: BLE001 -- handed to the caller's thread
-            box.append((False, err))
-
-    worker = threading.Thread(target=run, name="gpubench-summary", daemon=True)
-    worker.start()
-    worker.join(limit_s)
-    if not box:
-        return None
-    ok, value = box[0]
-    if not ok:
-        raise value
-    return value
-
-
-def marks_facts(events, path: Path, given: Path | None) -> dict:
-    """What the marks file held, for the manifest: the steps the summary counts (provenance.resolve)."""
-    steps = [e for e in provenance.resolve(events) if isinstance(e, markreader.Steps)]
-    streams = sorted({e.stream for e in events}, key=markreader.Stream.order)
-    return {
-        "file": path.name if given is None else str(path),
-        "marks": sum(isinstance(e, markreader.Mark) for e in events),
-        "lines": len(events),
-        "steps": sum(e.n for e in steps),
-        "clocks": sorted({e.clock for e in steps}),
-        "streams": [{"rank": s.rank, "pid": s.pid} for s in streams],
-    }
-
-
 def resummarize(run_dir: Path) -> Summary:
     """A watch run's summary computed anew by this code from its files alone (samples, marks.tsv,
     manifest.json): what the numbers of any recorded watch would be today. Marks whose manifest does not say
@@ -386,7 +311,7 @@ def resummarize(run_dir: Path) -> Summary:
     spans = [s for p in manifest.get("phases") or [] for s in p["spans"]]
     window = manifest.get("window") or {"t_start": min(a for a, _ in spans), "t_end": max(b for _, b in spans)}
     marks_file = Path((manifest.get("marks") or {}).get("file") or MARKS_FILE)
-    events = markreader.read_all(marks_file if marks_file.is_absolute() else Path(run_dir) / marks_file)
+    events = markfile.read_all(marks_file if marks_file.is_absolute() else Path(run_dir) / marks_file)
     contexts = (manifest.get("contexts") or {}).get("used") or {}
     return summarize_watch(
         samples,

@@ -3,9 +3,9 @@ under torchrun and gpubench.recording().
 
 The command line builds it once from its options (gpubench.cli); everything below takes this object, never
 the parser's namespace. Each field set from the command line carries its flags in its metadata (Flag: name,
-help, the verbs that have it, and argparse's metavar, type, choices, action or default); gpubench.cli adds
-them to each verb's parser and builds the configuration from what they parse, so a new recording option is
-a field here, with its Flag, and the code that reads it.
+help, the verbs that have it, and argparse's metavar, type, choices, action or default); gpubench.options
+adds them to each verb's parser and gpubench.cli builds the configuration from what they parse, so a new
+recording option is a field here, with its Flag, and the code that reads it.
 """
 
 from __future__ import annotations

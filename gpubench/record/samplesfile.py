@@ -49,7 +49,7 @@ def read_samples(path: str | Path, notes: list[str] | None = None, left_out: set
     with a note; damage anywhere else is an error naming the file and where, and so are rows of a GPU out of
     time order or repeated. Values out of their column's range become NaN, said in notes, their columns named
     in left_out (as each column is read)."""
-    from gpubench.record import arrowfile
+    from gpubench.record import arrowread
 
     path = Path(path)
     left_out = set() if left_out is None else left_out
@@ -63,18 +63,18 @@ def read_samples(path: str | Path, notes: list[str] | None = None, left_out: set
         def checked(wanted, rows):
             try:
                 columns = fetch(wanted, rows)
-            except arrowfile.DamagedSamples as err:
+            except arrowread.DamagedSamples as err:
                 raise RunDirError(f"{path} is damaged: {err}") from None
             return check(columns, rows)
 
         return checked
 
     try:
-        samples = _read_csv(path, notes, guard) if csv_file else arrowfile.read(path, notes, guard)
+        samples = _read_csv(path, notes, guard) if csv_file else arrowread.read(path, notes, guard)
         if samples.names or len(samples):  # no header at all: killed before it was written, no rows
             schema.sample_names(samples.names)
             _in_time_order(samples, path, where)
-    except (arrowfile.DamagedSamples, schema.Bad) as err:
+    except (arrowread.DamagedSamples, schema.Bad) as err:
         raise RunDirError(f"{path} is damaged: {err}") from None
     return samples
 
@@ -83,7 +83,7 @@ def _read_csv(path: Path, notes, guard):
     """samples.csv converted, a block at a time, into a temporary samples.arrows that lives as long as the
     samples read from it (gpubench.record.csvfile)."""
     from gpubench.read.samples import Samples
-    from gpubench.record import arrowfile, csvfile
+    from gpubench.record import arrowread, csvfile
 
     folder = _scratch()
     try:
@@ -91,7 +91,7 @@ def _read_csv(path: Path, notes, guard):
         if not names:
             shutil.rmtree(folder, ignore_errors=True)
             return Samples()
-        samples = arrowfile.read(folder / SAMPLES_FILE, notes, guard, float_times=True, shown_as=path.name)
+        samples = arrowread.read(folder / SAMPLES_FILE, notes, guard, float_times=True, shown_as=path.name)
     except csvfile.BadCsv as err:
         shutil.rmtree(folder, ignore_errors=True)
         raise RunDirError(f"{path} {err}") from None

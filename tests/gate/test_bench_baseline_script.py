@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import gatecalls
 import pytest
 
 from research import bench_baseline_probe as probe
@@ -71,17 +72,17 @@ def test_every_option_and_benchmark_the_script_names_exists():
 
 
 def test_more_work_grows_a_size_by_as_much():
-    assert gate_set.grown(2**22, 5, 1024) == round(2**22 * 1.05 / 1024) * 1024
-    assert gate_set.grown(512, 10, 16) == 560 and gate_set.grown(60_000, 0) == 60_000
+    assert gatecalls.grown(2**22, 5, 1024) == round(2**22 * 1.05 / 1024) * 1024
+    assert gatecalls.grown(512, 10, 16) == 560 and gatecalls.grown(60_000, 0) == 60_000
 
 
 def test_a_share_of_the_calls_does_more_work_in_whole_bursts():
     done = []
-    call = gate_set.bursts(lambda: done.append("base"), lambda: done.append("more"), 0.4)
-    for _ in range(gate_set.BURST * gate_set.PERIOD * 3):
+    call = gatecalls.bursts(lambda: done.append("base"), lambda: done.append("more"), 0.4)
+    for _ in range(gatecalls.BURST * gatecalls.PERIOD * 3):
         call()
-    assert done.count("more") == 3 * 4 * gate_set.BURST
-    assert done[: gate_set.BURST * 4] == ["more"] * gate_set.BURST * 4
+    assert done.count("more") == 3 * 4 * gatecalls.BURST
+    assert done[: gatecalls.BURST * 4] == ["more"] * gatecalls.BURST * 4
 
 
 # --- the probe ----------------------------------------------------------------------------------------------

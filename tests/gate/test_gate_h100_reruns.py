@@ -11,6 +11,7 @@ import json
 import random
 from pathlib import Path
 
+import gatecalls
 import pytest
 
 from gpubench.gate import floor
@@ -98,15 +99,6 @@ BACK = DATA["back_to_back"]
 LEAST = {stat: floor.Floor(LEAST_FLOOR_PCT) for stat in ("median", "q1", "q3", "tmean")}
 
 
-def gate_set():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("gate_set", ROOT / "tests" / "gate_benchmarks" / "test_gate_set.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def part_min_time() -> float:
     """The --gpu-min-time of the script's step b (PART_MIN_TIME's default)."""
     import re
@@ -127,7 +119,7 @@ def burst_rounds(name: str, calls: int, min_time_s: float, phase: int) -> list[f
     base = BACK[name]["baseline_rounds_s"]
     fast = sorted(base)[len(base) // 2]
     times = []
-    call = gate_set().bursts(lambda: times.append(fast), lambda: times.append(fast * 1.3), 0.4)
+    call = gatecalls.bursts(lambda: times.append(fast), lambda: times.append(fast * 1.3), 0.4)
     for _ in range(phase):
         call()
     times.clear()
@@ -146,7 +138,7 @@ def test_the_h100_part_of_the_calls_run_had_too_few_rounds_for_the_saxpy():
     saxpy, base = PART["test_saxpy"], BACK["test_saxpy"]["baseline_rounds_s"]
     assert saxpy["word"] == "unsure" and len(saxpy["rounds_s"]) == 11 and saxpy["calls_per_round"] == 23
     assert judge(base, saxpy["rounds_s"], LEAST).word == "unsure"
-    cycle = gate_set().BURST * gate_set().PERIOD
+    cycle = gatecalls.BURST * gatecalls.PERIOD
     short = [judge(base, burst_rounds("test_saxpy", 23, 0.2, phase), LEAST).word for phase in range(0, cycle, 8)]
     assert short.count("unsure") > len(short) / 2
 
@@ -158,7 +150,7 @@ def test_part_of_the_calls_reads_slower_at_step_b_min_time_wherever_its_bursts_s
     the bursts' cycle the rounds start."""
     from gpubench.gate.judgement import judge
 
-    cycle = gate_set().BURST * gate_set().PERIOD
+    cycle = gatecalls.BURST * gatecalls.PERIOD
     base = BACK[name]["baseline_rounds_s"]
     for calls in (BACK[name]["calls_per_round"], PART[name]["calls_per_round"]):
         words = [

@@ -1,28 +1,21 @@
-"""The gate set's FMA chains (tests/gate_benchmarks): the kernel does the steps it is asked and the check catches
+"""The gate set's FMA chains (tests/gatecalls.py): the kernel does the steps it is asked and the check catches
 one that does not, and its float32 chain, run here with the kernel's rounding, ends exactly where the float64
 reference does for every step count the gate set runs."""
 
-import importlib.util
-from pathlib import Path
-
+import gatecalls
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("gate_set", ROOT / "tests" / "gate_benchmarks" / "test_gate_set.py")
-gate_set = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(gate_set)
 
 
 def test_the_fma_chains_do_the_steps_they_are_asked_and_the_check_catches_fewer():
     """Under Triton's interpreter, at a tiny size: the kernel's result is the float64 closed form, and a kernel
     that runs half the steps fails the check."""
-    call = gate_set.fma("triton", iters=40, pct=0.0, blocks=2, block=32, device="cpu")
+    call = gatecalls.fma("triton", iters=40, pct=0.0, blocks=2, block=32, device="cpu")
     call.check()
-    assert call.flops == 2.0 * gate_set.FMA_CHAINS * 40 * 64 and call.bound == "compute"
-    more = gate_set.fma("triton", iters=40, pct=50.0, blocks=2, block=32, device="cpu")
+    assert call.flops == 2.0 * gatecalls.FMA_CHAINS * 40 * 64 and call.bound == "compute"
+    more = gatecalls.fma("triton", iters=40, pct=50.0, blocks=2, block=32, device="cpu")
     more.check()
     assert more.flops == 1.5 * call.flops
-    wrong = gate_set.fma("triton", iters=4000, pct=0.0, blocks=2, block=32, device="cpu", steps=2000)
+    wrong = gatecalls.fma("triton", iters=4000, pct=0.0, blocks=2, block=32, device="cpu", steps=2000)
     with pytest.raises(AssertionError, match="relative error"):
         wrong.check()
 
@@ -52,11 +45,11 @@ def test_the_fma_chains_in_float32_end_where_the_float64_reference_does():
     where fma_reference does, so the check passes the kernel and fails one that ran other steps."""
     import numpy as np
 
-    inputs = gate_set.fma_inputs(64, "cpu").numpy()
+    inputs = gatecalls.fma_inputs(64, "cpu").numpy()
     lanes = np.array([inputs.min(), inputs.max(), *inputs[:2]], dtype=np.float32)
-    for iters in (gate_set.FMA_1MS_ITERS, gate_set.FMA_50MS_ITERS, gate_set.FMA_MAX_ITERS):
-        got = float32_chain(lanes, gate_set.FMA_B, gate_set.FMA_C, iters)
-        ref = gate_set.fma_reference(lanes.astype(np.float64), iters)
+    for iters in (gatecalls.FMA_1MS_ITERS, gatecalls.FMA_50MS_ITERS, gatecalls.FMA_MAX_ITERS):
+        got = float32_chain(lanes, gatecalls.FMA_B, gatecalls.FMA_C, iters)
+        ref = gatecalls.fma_reference(lanes.astype(np.float64), iters)
         assert np.array_equal(got, ref), (iters, got, ref)  # exact: no step rounds
 
 
@@ -68,4 +61,4 @@ def test_a_contracting_chain_stalls_in_float32_where_the_gpu_did():
 
     got = float32_chain(np.array([9.5, 9.7], np.float32), 1 - 2.0**-19, 10 * 2.0**-19, 2_000_000)
     assert list(got) == [9.75, 9.75]
-    assert gate_set.FMA_B == 1.0
+    assert gatecalls.FMA_B == 1.0

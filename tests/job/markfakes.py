@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpubench.inside import markwriter
+from gpubench.inside import linewriter, markwriter
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,7 +27,7 @@ def to_file(tmp_path):
 
 def child(code: str, path, **env) -> subprocess.CompletedProcess:
     environ = dict(os.environ, PYTHONPATH=str(ROOT), **{markwriter.ENV: str(path)}, **env)
-    for var in markwriter.RANK_VARS:
+    for var in linewriter.RANK_VARS:
         if var not in env:
             environ.pop(var, None)
     return subprocess.run(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpubench.job import markreader
+from gpubench.job import markfile
 from gpubench.job.activity import BIN_S, _between
 from gpubench.job.phases import summarize_watch
 from gpubench.record.gpus import Gpu
@@ -59,7 +59,7 @@ def test_the_watch_that_did_not_end_is_summarized_from_its_own_files(tmp_path):
     run = next(tmp_path.iterdir())
     manifest, samples, _ = load_run(run)
     gpus = [Gpu(**g) for g in manifest["gpus_sampled"]]
-    events = markreader.read_all(run / "marks.tsv")
+    events = markfile.read_all(run / "marks.tsv")
     peaks = {"datasheet": sheet_for({"name": gpus[0].name}), "measured": None, "conditions": {}}
     t0 = float(samples.col("t_start_s").min())
     t1 = float(samples.col("t_end_s").max())

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from gpubench.inside import autohook, markwriter
-from gpubench.job import hookenv, markreader, provenance
+from gpubench.job import hookenv, markfile, markreader, provenance
 from gpubench.inside.bootstrap import BOOTSTRAP
 from gpubench.inside.onestep import COUNT_AFTER
 
@@ -44,7 +44,7 @@ def child(tmp_path, body: str, steps_env=None, marks=None, pythonpath=(), on=Tru
     script = tmp_path / "job.py"
     script.write_text(textwrap.dedent(body))
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
-    events = markreader.read_all(marks) if Path(marks).is_file() else []
+    events = markfile.read_all(marks) if Path(marks).is_file() else []
     return done, events, facts
 
 

@@ -9,9 +9,11 @@ import torch
 from jobs import PEAKS, every, gpus, mark, rows, stamps
 
 import gpubench
-from gpubench.job.markreader import Steps, Stream, parse, read_all
+from gpubench.job.markfile import read_all
+from gpubench.job.markreader import Steps, Stream, parse
 from gpubench.job.phases import summarize_watch
-from gpubench.read.summary import TRAIL_S, energy_between, windows_of
+from gpubench.read.energy import energy_between
+from gpubench.read.summary import TRAIL_S, windows_of
 from gpubench.record.rundir import load_run
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from fakes import GPU
 
-from gpubench.job import markreader, watchcmd as watch
+from gpubench.job import inprocess, markfile, markreader, watchcmd as watch
 from gpubench.job.watcher import WatchOptions
 from gpubench.record.config import RecordingConfig
 from gpubench.read.summary import TRAIL_S
@@ -122,7 +122,7 @@ def window_steps(out: Path, start: float, end: float, n: int) -> list:
     groups = sorted(
         (
             e
-            for e in markreader.read_all(out / "marks.tsv")
+            for e in markfile.read_all(out / "marks.tsv")
             if isinstance(e, markreader.Steps) and start <= e.t_first and e.t_last <= end
         ),
         key=lambda e: e.t_first,
@@ -244,7 +244,7 @@ def test_recording_serves_the_steps_of_its_own_process_while_the_block_runs(tmp_
     from gpubench.inside import markwriter
 
     monkeypatch.setenv("RANK", "1")
-    with watch.recording(
+    with inprocess.recording(
         tmp_path / "rec",
         gpus=[GPU],
         info=INFO,

@@ -16,7 +16,7 @@ from fakes import GPU
 from test_exporter import HANG_S, INFO, ROOT, _children_import_this_gpubench, scraped_until
 
 from gpubench.cli import main
-from gpubench.job import watchcmd as watch
+from gpubench.job import inprocess
 from gpubench.record.rundir import load_run
 
 pytest.importorskip("prometheus_client")
@@ -46,7 +46,7 @@ def test_a_port_in_use_is_one_sentence_and_exit_2_before_anything_runs(tmp_path,
         )
         err = capsys.readouterr().err
         with pytest.raises(ValueError, match=f"port {port}: it is in use"):
-            with watch.recording(tmp_path / "rec", gpus=[GPU], info=INFO, metrics_port=port, quiet=True):
+            with inprocess.recording(tmp_path / "rec", gpus=[GPU], info=INFO, metrics_port=port, quiet=True):
                 pass
     assert code == 2 and err == (
         f"gpubench watch: error: cannot serve metrics on port {port}: it is in use; "
@@ -120,8 +120,8 @@ def test_sigint_reaches_the_child_once_while_the_endpoint_serves(tmp_path):
 
 def test_prometheus_client_is_imported_only_for_the_endpoint():
     code = (
-        "import sys, gpubench, gpubench.job.watcher, gpubench.job.live, gpubench.cli; "
-        "gpubench.cli.parser(); print('prometheus_client' in sys.modules)"
+        "import sys, gpubench, gpubench.job.watcher, gpubench.job.live, gpubench.cli, gpubench.options; "
+        "gpubench.options.parser(); print('prometheus_client' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from gpubench.inside import markwriter
 from gpubench.job import hookenv
-from gpubench.job.markreader import Steps, read_all
+from gpubench.job.markfile import read_all
+from gpubench.job.markreader import Steps
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = int(os.environ.get("GPUBENCH_FUZZ_EXAMPLES", "20"))

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from gpubench.inside import PRIVATE, markwriter
 from gpubench.job import hookenv, markreader
-from gpubench.job.markreader import Reader, Steps, read_all
+from gpubench.job.markfile import Reader, read_all
+from gpubench.job.markreader import Steps
 
 ROOT = Path(__file__).resolve().parents[2]
 

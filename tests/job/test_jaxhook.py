@@ -17,7 +17,8 @@ jax = pytest.importorskip("jax")
 from gpubench.inside import jaxhook, markwriter  # noqa: E402
 from gpubench.inside.bootstrap import BOOTSTRAP  # noqa: E402
 from gpubench.job import hookenv, provenance  # noqa: E402
-from gpubench.job.markreader import Steps, read_all  # noqa: E402
+from gpubench.job.markfile import read_all  # noqa: E402
+from gpubench.job.markreader import Steps  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 

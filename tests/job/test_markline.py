@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from gpubench.inside import markline, markwriter
+from gpubench.inside import linewriter, markline, markwriter
 from gpubench.inside.markline import MARK_LINE, SAME, STEPS_LINE, line_of
-from gpubench.job.markreader import Mark, Steps, read_all
+from gpubench.job.markfile import read_all
+from gpubench.job.markreader import Mark, Steps
 
 ROOT = Path(__file__).resolve().parents[2]
 UUID = "GPU-a7bf0bb4-c4b0-2abb-5034-6d549663e8da"
@@ -19,7 +20,7 @@ UUID = "GPU-a7bf0bb4-c4b0-2abb-5034-6d549663e8da"
 def to_file(tmp_path, monkeypatch):
     path = tmp_path / "marks.tsv"
     clock = itertools.count(1000)
-    monkeypatch.setattr(markwriter.time, "monotonic", lambda: next(clock) / 64)  # exact to the microsecond: 15.625, ...
+    monkeypatch.setattr(linewriter.time, "monotonic", lambda: next(clock) / 64)  # exact to the microsecond: 15.625, ...
     monkeypatch.setenv("RANK", "3")
     markwriter.target(path)
     yield path
@@ -84,7 +85,7 @@ def test_a_line_the_writer_writes_reads_back_field_by_field(to_file):
 
 def test_the_writer_never_builds_a_line_by_hand():
     """No tab and no SAME token of its own in the writer's source: each line comes from the spec's write."""
-    tree = ast.parse((ROOT / "gpubench" / "inside" / "markwriter.py").read_text())
+    tree = ast.parse((ROOT / "gpubench" / "inside" / "linewriter.py").read_text())
     texts = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
     assert not [t for t in texts if markline.SEP in t or t == SAME]
     writes = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "_write"]

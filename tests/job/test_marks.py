@@ -10,8 +10,9 @@ import pytest
 from markfakes import child, fake_torch, to_file
 
 import gpubench
-from gpubench.inside import markwriter
-from gpubench.job.markreader import Mark, Reader, Steps, read_all
+from gpubench.inside import linewriter, markwriter
+from gpubench.job.markfile import Reader, read_all
+from gpubench.job.markreader import Mark, Steps
 
 FIXTURES = (fake_torch, to_file)  # pytest finds them by their names in this module
 
@@ -71,7 +72,7 @@ def test_a_bad_value_spoils_that_value_only_never_the_later_steps_and_marks(tmp_
 
 def test_an_error_inside_a_call_loses_that_call_only(to_file, capsys, monkeypatch):
     """Anything unexpected in one call is said once; marks stay on for the calls after it."""
-    real = markwriter._Writer.on_mark
+    real = linewriter._Writer.on_mark
     calls = []
 
     def flaky(self, t, name):
@@ -80,7 +81,7 @@ def test_an_error_inside_a_call_loses_that_call_only(to_file, capsys, monkeypatc
             raise RuntimeError("a passing fault")
         real(self, t, name)
 
-    monkeypatch.setattr(markwriter._Writer, "on_mark", flaky)
+    monkeypatch.setattr(linewriter._Writer, "on_mark", flaky)
     for name in ("lost", "train", "eval"):
         gpubench.mark(name)
     gpubench.step(flops=1.0)

@@ -12,8 +12,9 @@ import pytest
 from markfakes import ROOT, child, to_file
 
 import gpubench
-from gpubench.inside import markwriter
-from gpubench.job.markreader import Mark, Reader, Steps, read_all
+from gpubench.inside import linewriter, markwriter
+from gpubench.job.markfile import Reader, read_all
+from gpubench.job.markreader import Mark, Steps
 
 FIXTURES = (to_file,)  # pytest finds it by its name in this module
 
@@ -69,7 +70,7 @@ def test_steps_are_gathered_into_lines_and_every_step_is_counted(tmp_path):
 def test_a_day_of_fast_steps_stays_under_ten_megabytes(to_file, monkeypatch):
     """1,000 steps a second for a day, on a fake clock: at most one line a second once settled."""
     clock = iter(range(10**9))
-    monkeypatch.setattr(markwriter.time, "monotonic", lambda: next(clock) / 1000.0)  # each call: 1 ms later
+    monkeypatch.setattr(linewriter.time, "monotonic", lambda: next(clock) / 1000.0)  # each call: 1 ms later
     gpubench.mark("train")
     markwriter._writer().uuid = UUID  # as where CUDA runs: a real UUID's length
     for _ in range(200_000):  # 200 s of steps: the bound per day is 432 times this

@@ -8,7 +8,8 @@ from markfakes import FakeEvent, fake_torch, to_file
 
 import gpubench
 from gpubench.inside import markwriter
-from gpubench.job.markreader import Mark, Steps, read_all
+from gpubench.job.markfile import read_all
+from gpubench.job.markreader import Mark, Steps
 
 FIXTURES = (fake_torch, to_file)  # pytest finds them by their names in this module
 

@@ -9,7 +9,8 @@ from torch import nn
 from gpubench.inside import autohook, markwriter
 from gpubench.inside.markline import PATTERN, PATTERN_LINE, line_of
 from gpubench.job import patterns, provenance
-from gpubench.job.markreader import Pattern, Reader, Steps, Stream, read_all
+from gpubench.job.markfile import Reader, read_all
+from gpubench.job.markreader import Pattern, Steps, Stream
 
 S, OTHER = Stream(None, 7), Stream(None, 8)
 

@@ -13,7 +13,7 @@ import torch
 from fakes import GPU, FakeSource
 
 import gpubench
-from gpubench.job import markreader, watchcmd as watch
+from gpubench.job import markfile, markreader, watchcmd as watch
 from gpubench.job.live import Snapshot
 from gpubench.job.watcher import WatchOptions
 from gpubench.record.config import RecordingConfig
@@ -195,7 +195,7 @@ def test_an_example_with_its_gpubench_calls_off_is_counted_as_it_counts_itself(t
     # the same step, counted by the example itself and by gpubench with no code change
     reported = {
         e.flops / e.counted
-        for e in markreader.read_all(tmp_path / f"run-{name}" / "marks.tsv")
+        for e in markfile.read_all(tmp_path / f"run-{name}" / "marks.tsv")
         if isinstance(e, markreader.Steps) and e.counted
     }  # train and eval steps: train's is the larger
     (process,) = auto_manifest["auto"]["processes"]

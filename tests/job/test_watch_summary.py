@@ -101,7 +101,7 @@ def test_recording_in_process(tmp_path, ladder):
 def test_memory_stays_flat_however_long_the_watch(tmp_path):
     """Rows stream to disk and none stay in memory beyond the batch being gathered: at about 2000 rows a
     second, memory stays flat."""
-    from gpubench.record.arrowfile import scan
+    from gpubench.record.arrowread import scan
 
     path = tmp_path / "run" / "samples.arrows"
     rows_on_disk = lambda: sum(scan(path)[1])  # noqa: E731 -- the rows of the batches written so far
@@ -197,7 +197,7 @@ def test_a_summary_that_never_ends_holds_neither_the_watch_nor_the_exit_code(tmp
 
 
 def test_bounded_hands_back_the_result_or_the_error_of_its_work():
-    from gpubench.job.watcher import bounded
+    from gpubench.job.timelimit import bounded
 
     assert bounded(lambda: 7, 5.0) == 7
     with pytest.raises(ZeroDivisionError):

@@ -13,7 +13,7 @@ import pytest
 from fakes import GPU, FakeSource
 from torch.utils.flop_counter import FlopCounterMode
 
-from gpubench.job import markreader, provenance, watchcmd as watch
+from gpubench.job import markfile, markreader, provenance, watchcmd as watch
 from gpubench.job.watcher import WatchOptions
 from gpubench.record.config import RecordingConfig
 from gpubench.record.rundir import load_run
@@ -76,7 +76,7 @@ def test_each_iteration_is_one_step_with_one_iterations_flops(watched):
     assert code == 0, printed
     iterations = int(re.search(r"iterations: (\d+)", printed)[1])
     assert iterations > 12  # the count is taken over the eleventh pattern
-    events = markreader.read_all(out / "marks.tsv")
+    events = markfile.read_all(out / "marks.tsv")
     (told,) = [e for e in events if isinstance(e, markreader.Pattern)]
     # the first critic steps, written before the generator first stepped, are taken back: they were iteration 1
     assert (told.written, told.back, told.name) == (5, 5, PATTERN)

@@ -8,15 +8,8 @@ import pytest
 from gpubench.kernels import decode
 from synthetic import DECODE, make_run
 
-from gpubench.read.summary import (
-    batch_at,
-    derive,
-    energy_used_j,
-    joules,
-    per_joule,
-    ridge_flop_per_byte,
-    windows_of,
-)
+from gpubench.read.energy import energy_used_j, joules, per_joule
+from gpubench.read.summary import batch_at, derive, ridge_flop_per_byte, windows_of
 from gpubench.record.rundir import load_run
 from gpubench.show.figures import common, figures_for
 from gpubench.show.figures import decode as decode_figure

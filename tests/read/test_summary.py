@@ -5,7 +5,8 @@ import math
 import pytest
 from gpubench.kernels import h2d, softmax
 
-from gpubench.read.summary import derive, derive_per_second, energy_power_w, steady_rows, summarize
+from gpubench.read.energy import energy_power_w
+from gpubench.read.summary import derive, derive_per_second, steady_rows, summarize
 
 PEAKS = {"datasheet": {"dram": 4.8e12, "fp32": 66.9e12, "link": 63.0e9}, "measured": {"dram": 4.2e12}}
 

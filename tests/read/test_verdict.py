@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from gpubench.read import phase_verdict
+from gpubench.read.rules import SHOWN, _threshold
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED = {"gpu_util_pct", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct"}
@@ -65,8 +66,8 @@ def test_each_rule_is_triggered_by_its_numbers(changes, recorded, names):
         words = phase_verdict._fill(rule, dict(row, dtype="bf16", idle_pct=100 - row["gpu_util_mean_pct"]))
         assert words[1:40] in text  # its own sentence
         for column, op, threshold in rule.when:  # and the numbers that triggered it
-            if op in phase_verdict.SHOWN and column in row:
-                assert f"{phase_verdict.SHOWN[op]} {phase_verdict._threshold(column, threshold)}" in text
+            if op in SHOWN and column in row:
+                assert f"{SHOWN[op]} {_threshold(column, threshold)}" in text
 
 
 def test_the_evidence_never_contradicts_the_rule():
@@ -128,7 +129,7 @@ def test_gpubenchs_own_count_over_the_ceiling_is_gpubenchs_error_and_its_hfu_is_
 
 def test_a_row_whose_own_count_gpubench_made_over_the_ceiling_shows_no_hfu_and_says_why():
     """judge() applies withheld(): the HFU of gpubench's own one-step count above the limit is not shown."""
-    from gpubench.job.phases import Context, judge
+    from gpubench.job.phaserow import Context, judge
 
     row = dict(OVER, flops_source="one step counted", gpu=0, n_samples=10)
     ctx = Context([], [], {}, {}, "bf16", [], RECORDED, used=frozenset({0}))

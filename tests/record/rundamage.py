@@ -1,15 +1,17 @@
-"""What the tests of damaged and partial run directories share (test_rundirs*.py): a snapshot of every file,
-a command refused in one sentence, a small run directory to damage, and edits of its CSV and JSON files line
-by line, cell by cell and field by field."""
+"""What the tests of damaged and partial run directories share (test_rundirs*.py, test_damaged_*.py): a snapshot
+of every file, a command refused in one sentence, a report written and read back, a small run directory to
+damage, and edits of its CSV and JSON files line by line, row by row, cell by cell and field by field."""
 
 import csv
 import json
 from pathlib import Path
 
 import pytest
-from synthetic import make_run
+from synthetic import SCENARIOS, make_run
 
 from gpubench.cli import main
+
+WATCHED = [s for s in SCENARIOS if s[0] in ("idle", "copy-triton", "gemm-torch")]
 
 
 def snapshot(root: Path) -> dict:
@@ -63,3 +65,16 @@ def set_cell(path: Path, number: int, column: str, text: str):
     rows[number - 1][rows[0].index(column)] = text
     with open(path, "w", newline="") as f:
         csv.writer(f).writerows(rows)
+
+
+def rewrite(path: Path, change) -> None:
+    """A CSV's rows (header first) through change(rows) -> rows."""
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows(change(rows))
+
+
+def report(run: Path, out: Path) -> str:
+    assert main(["report", str(run), "--out", str(out)]) == 0
+    return (out / "report.md").read_text()

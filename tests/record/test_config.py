@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from test_layout import modules
 
-from gpubench.cli import parser, recording_config
+from gpubench.cli import recording_config
+from gpubench.options import parser
 from gpubench.record.config import RecordingConfig
 
 ROOT = Path(__file__).resolve().parents[2]

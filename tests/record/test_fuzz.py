@@ -198,7 +198,8 @@ def test_damaged_marks_are_left_out_and_said_never_raised(lines, bom, torn):
 
     from jobs import COLUMNS, PEAKS, gpus, rows
 
-    from gpubench.job.markreader import Mark, Reader
+    from gpubench.job.markfile import Reader
+    from gpubench.job.markreader import Mark
     from gpubench.inside.markwriter import NAME_MAX
     from gpubench.job.phases import summarize_watch
 

@@ -15,7 +15,7 @@ from gpubench.cli import main
 from gpubench.metrics import COLUMNS
 from gpubench.read.samples import Samples, as_samples
 from gpubench.read.summary import derive, summarize
-from gpubench.record import arrowfile, rundir
+from gpubench.record import arrowfile, arrowread, rundir
 from gpubench.record.csvfile import CsvSink
 from gpubench.record.rundir import load_run, open_sink, read_samples
 
@@ -242,7 +242,7 @@ def test_gpubench_list_loads_neither_numpy_nor_pyarrow():
 def test_a_table_written_whole_is_cut_into_the_batches_a_recording_writes(tmp_path):
     data = rows(1500, gpus=8)  # 150 s of eight GPUs: batches of a minute
     rundir.write_samples(tmp_path / "samples.arrows", data, ["gpu_util_pct", "power_w", "energy_j", "sm_active_pct"])
-    names, sizes, torn = arrowfile.scan(tmp_path / "samples.arrows")
+    names, sizes, torn = arrowread.scan(tmp_path / "samples.arrows")
     assert sum(sizes) == len(data) and not torn and max(sizes) <= 8 * 601 and len(sizes) == 3
     assert isinstance(read_samples(tmp_path / "samples.arrows"), Samples)
 

@@ -9,6 +9,7 @@ from synthetic import drawing_modules, make_run
 from gpubench.metrics import pct
 from gpubench.record.rundir import load_run
 from gpubench.show.figures import FIGURES, common, compare, timeline
+from gpubench.show.figures.spans import job_spans, label_layout
 
 
 @pytest.fixture
@@ -168,7 +169,7 @@ def test_a_phase_that_recurs_is_named_at_least_once_however_many_times_it_recurs
     spans = []
     for k in range(400):  # a day of train and eval, alternating
         spans.append(("train" if k % 2 == 0 else "eval", 100.0 * k, 100.0 * k + (90 if k % 2 == 0 else 10)))
-    way, band_in, placed = timeline.label_layout(spans, 0.0, 40_000.0, 8.5)
+    way, band_in, placed = label_layout(spans, 0.0, 40_000.0, 8.5)
     assert way == "across" and {label for label, _, _ in placed} == {"train", "eval"}
     assert band_in < 0.7 and len(placed) < 40  # a name where it fits, not one per span
 
@@ -197,7 +198,7 @@ def test_a_watched_jobs_timeline_names_the_phases_its_summary_has(tmp_path, run,
 
     manifest, samples, summary = load_run(Path(__file__).resolve().parents[2] / "results" / run)
     gpu = summary[0]["gpu"] if gpu is None else gpu
-    spans = timeline.job_spans(manifest, summary, gpu)
+    spans = job_spans(manifest, summary, gpu)
     assert [p for p, _, _ in spans if p in ("start-up", "teardown")] == [
         r["phase"] for r in summary if r["gpu"] == gpu and r["kind"] in ("start-up", "teardown")
     ]

@@ -38,8 +38,8 @@ TARGETS = {
 UUID = "GPU-a7bf0bb4-c4b0-2abb-5034-6d549663e8da"  # a real UUID's length, written on a process's first line
 MARKS_CODE = f"""
 import os, sys
-from gpubench.inside import markwriter
-w = markwriter._Writer(sys.argv[1])
+from gpubench.inside import linewriter
+w = linewriter._Writer(sys.argv[1])
 w.rank, w.uuid, w.clock = 0, {UUID!r}, "gpu"
 w.on_mark(100.0, "decode")
 for k in range(1, 86_400_001):  # a day at 1,000 steps/s, on a simulated clock
@@ -117,7 +117,7 @@ def formats(work: Path) -> dict:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from gpubench.record import arrowfile
+    from gpubench.record import arrowread
     from gpubench.record.csvfile import CsvSink
     from gpubench.record.samplesfile import read_samples
 
@@ -146,7 +146,7 @@ def formats(work: Path) -> dict:
         cut = work / f"cut{path.suffix}"
         cut.write_bytes(path.read_bytes()[: path.stat().st_size // 2])  # killed halfway through the day
         try:
-            got = len(arrowfile.read(cut)) if name == "arrows" else pq.read_table(cut).num_rows
+            got = len(arrowread.read(cut)) if name == "arrows" else pq.read_table(cut).num_rows
             out[f"{name}_cut_in_half"] = f"{got} rows readable"
         except Exception as err:  # noqa: BLE001 -- what the reader says is the measurement
             out[f"{name}_cut_in_half"] = f"unreadable ({type(err).__name__}: {str(err)[:80]})"

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gpubench.inside import markwriter
-from gpubench.job import markreader
+from gpubench.inside import linewriter
+from gpubench.job import markfile
 from gpubench.job.phases import FLOP_CONVENTION, STORY
 from gpubench.job.watcher import MARKS_FILE, resummarize
 from gpubench.metrics import COLUMNS
@@ -216,7 +216,7 @@ def write_marks(run_dir: Path, n_gpus: int, steps_per_s: float, spans, seed: int
     rng = np.random.default_rng(seed + 1)
     writers = []
     for g, gpu in enumerate(gpus(n_gpus)):
-        w = markwriter._Writer(str(run_dir / MARKS_FILE))
+        w = linewriter._Writer(str(run_dir / MARKS_FILE))
         w.rank, w.pid, w.uuid, w.clock, w.fine_until = g, 40000 + g, gpu.uuid, "gpu", 0.0
         writers.append(w)
     for name, a, b in spans:
@@ -280,7 +280,7 @@ def generate(
     write_json(run_dir / "manifest.json", manifest)
     result = resummarize(run_dir)
     write_summary(run_dir, result.summary)
-    events = markreader.read_all(run_dir / MARKS_FILE)
+    events = markfile.read_all(run_dir / MARKS_FILE)
     manifest.update(
         phases=[{"name": p.name, "spans": p.spans} for p in result.phases],
         gpus_used=result.used,

@@ -27,7 +27,8 @@ from tools.readme.cupti import cupti_table
 from tools.readme.gate import baselines_text, gate_rules
 from tools.readme.notes import calibration_notes, decode_notes, kernels_notes, ladder_notes
 from tools.readme.tuning import ideas_table, second_ideas_table
-from tools.readme.watch import dist_list, watch_decode, watch_llama, watch_ranks, watch_table
+from tools.readme.ranks import dist_list, watch_ranks
+from tools.readme.watch import watch_decode, watch_llama, watch_table
 
 ROOT = Path(__file__).resolve().parents[2]
 

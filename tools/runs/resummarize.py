@@ -16,15 +16,16 @@ Plot and report them afterwards. Anything else (no manifest, another kind) is le
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
-import sys
 from pathlib import Path
 
 from gpubench.job.phases import STORY
 from gpubench.job.watcher import resummarize
 from gpubench.metrics import COLUMNS
-from gpubench.read.summary import derive, per_joule, summarize
+from gpubench.read.energy import per_joule
+from gpubench.read.summary import derive, summarize
 from gpubench.record.rundir import load_run, write_json, write_summary
 from gpubench.truth import ceiling
 
@@ -142,4 +143,10 @@ def main(runs: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.runs.resummarize",
+        description=__doc__.split("\n\n")[0],
+        epilog="It rewrites each run's summary.csv and summary.json (and a watch's manifest.json) in place.",
+    )
+    parser.add_argument("runs", nargs="+", metavar="RUN", help="a run's folder, such as results/watch-llama-eager-h200")
+    raise SystemExit(main(parser.parse_args().runs))

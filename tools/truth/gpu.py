@@ -30,7 +30,7 @@ the parts' structure (the dry run prints this plan first):
     0.1 s and at 0.05 s: how far before a row's end each column's value reaches (gpubench.read.summary.TRAIL_S).
 (c) Watch. `gpubench watch` of a torch.compile'd job with a short warm-up, and of two processes on one GPU
     whose phases end at different times (tools/truth/job.py); each row printed beside its counters and
-    held to tests/read/test_invariants.py.
+    held to tools/truth/invariants.py.
 
 Writes two files: $OUT/truth-<gpu>.tar.gz (truth-<gpu>/: calibration/points-<gpu>.json and samples-<gpu>.csv,
 probe/, the two watch runs, with (d) d/ holding watch-gpt.tar.gz and its log, truth.log) and $OUT/truth-<gpu>.log

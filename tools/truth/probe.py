@@ -221,7 +221,7 @@ def lags(rows: list[dict], edges: list[tuple[float, float]]) -> dict:
 
 
 def rows_beside_counters(run: Path) -> list[str]:
-    """Each summary row of a watch beside the counters of its window, and what tests/read/test_invariants.py finds."""
+    """Each summary row of a watch beside the counters of its window, and what tools/truth/invariants.py finds."""
     summary = json.loads((run / "summary.json").read_text())
     lines = [
         f"  {run.name}: row, window, whole sample rows, steps/s (each process), TFLOP/s, MFU, HFU, tensor "
@@ -239,7 +239,7 @@ def rows_beside_counters(run: Path) -> list[str]:
             f"{r.get('verdict_rules')}"
         )
     try:
-        from test_invariants import violations
+        from tools.truth.invariants import violations
 
         found = violations(run)
         lines += [f"  invariants: {k}: {'; '.join(v)}" for k, v in found.items()] or ["  invariants: every row holds"]

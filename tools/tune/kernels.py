@@ -37,6 +37,7 @@ import torch  # noqa: E402
 
 from tools.tune import decode as tune_decode  # noqa: E402
 from tools.tune import families  # noqa: E402
+from tools.tune import machine  # noqa: E402
 from tools.tune.output import apply_from, apply_rows, merge, summary, write_all  # noqa: E402
 
 
@@ -119,9 +120,9 @@ def main() -> int:
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count if not dry else 4
     if "facts" in only:
-        families.facts()
+        machine.facts()
     if "clock" in only:
-        families.clock_trace()
+        machine.clock_trace()
     if "copy" in only:
         families.sweep_copy(sms)
     if "softmax" in only:

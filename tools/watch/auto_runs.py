@@ -18,7 +18,8 @@ import re
 import statistics
 from pathlib import Path
 
-from gpubench.job.markreader import Mark, Steps, read_all
+from gpubench.job.markfile import read_all
+from gpubench.job.markreader import Mark, Steps
 from gpubench.record.rundir import load_run
 
 ROOT = Path(__file__).resolve().parents[2]

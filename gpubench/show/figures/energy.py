@@ -6,7 +6,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 
 from gpubench.metrics import finite, fmt_value, pct
-from gpubench.read.summary import joules, row_label
+from gpubench.read.energy import joules
+from gpubench.read.summary import row_label
 
 from .common import VALUE_PT, C, empty, kernel_rows, save, short
 

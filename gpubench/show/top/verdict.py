@@ -37,7 +37,8 @@ from __future__ import annotations
 import math
 
 from gpubench.metrics import finite, pct
-from gpubench.read.phase_verdict import SHOWN, WHERE, shown
+from gpubench.read.phase_verdict import WHERE
+from gpubench.read.rules import SHOWN, shown
 
 
 def _phase(rule: str, column: str) -> float:
@@ -141,7 +142,7 @@ def _holds(value, op: str, threshold: float) -> bool:
 
 
 def _said(fact: str, value, op: str, threshold: float) -> str:
-    """'SM active 0.76% < 5%', at the precision that shows the comparison (phase_verdict.shown)."""
+    """'SM active 0.76% < 5%', at the precision that shows the comparison (gpubench.read.rules.shown)."""
     if not finite(value):
         return f"{LABELS[fact]} not read"
     return f"{LABELS[fact]} {shown(value, op.split('|')[0], threshold)}% {SHOWN[op]} {threshold:g}%"
