@@ -30,7 +30,7 @@ def to_markdown(bl) -> str:
     return "\n".join(lines)
 
 
-NUMBER = re.compile(r"n/a|[<\d][\d.,e+\-–()% ]*")
+NUMBER = re.compile(r"n/a|—|not recorded|[<\d][\d.,e+\-–()% ]*")
 
 
 def _table(head, rows) -> str:

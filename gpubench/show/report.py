@@ -29,9 +29,40 @@ from gpubench.show.story import context, story
 __all__ = ["blocks", "context", "report_files", "story", "to_html", "to_markdown", "write_report"]
 
 
+# A blank cell says one of two things, never both with one mark: the column does not apply to the row (a copy's
+# MFU, an idle row's time per call), or the run could not read that counter here.
+# A watched job's table leads with what its reader came for: what nvidia-smi said, the work done (MFU) and the
+# most the tensor pipes' activity allowed (the ceiling), then the rate and the rest of the ladder.
+JOB_TABLE = ("gpu_util_pct", "mfu_pct", "tensor_ceiling_pct", "steps_per_s", "tflops") + tuple(
+    c for c in WATCH_TABLE if c not in ("gpu_util_pct", "mfu_pct", "steps_per_s", "tflops")
+)
+DOES_NOT_APPLY, NOT_RECORDED = "—", "not recorded"
+BLANKS = (
+    f'"{DOES_NOT_APPLY}" where a column does not apply to the row, "{NOT_RECORDED}" where this run could not read it.'
+)
+
+
+def cell(column: str, value) -> str:
+    """A table's cell: what is computed from the run's work is blank where it does not apply; what is read from
+    the GPU, where it was not read."""
+    return fmt_value(column, value, NOT_RECORDED if BY_COLUMN[column].sampled else DOES_NOT_APPLY)
+
+
+def headroom(row: dict, manifest: dict) -> str:
+    """Where a phase's verdict advises a larger batch, the memory it would grow into: " Memory: 18.5 of 140 GiB
+    in use (the phase's median), 122 GiB free." Nothing where the advice names no batch or a number is missing."""
+    used, total = row.get("mem_used_mib"), (manifest.get("gpu") or {}).get("memory_mib")
+    if "batch" not in str(row.get("verdict") or "") or not (finite(used) and finite(total) and 0 <= used <= total):
+        return ""
+    return (
+        f" Memory: {used / 1024:.3g} of {total / 1024:.3g} GiB in use (the phase's median), "
+        f"{(total - used) / 1024:.3g} GiB free."
+    )
+
+
 def _kernel_ms(row) -> str:
     if not finite(row.get("kernel_ms")):
-        return fmt_value("kernel_ms", row.get("kernel_ms"))  # n/a, or out of range
+        return cell("kernel_ms", row.get("kernel_ms"))  # no call timed, or out of range
     lo, hi = (row.get(f"kernel_ms_p{q}") for q in (10, 90))
     spread = f" ({fmt_value('kernel_ms', lo)}–{fmt_value('kernel_ms', hi)})" if finite(lo) and finite(hi) else ""
     return fmt_value("kernel_ms", row["kernel_ms"]) + spread
@@ -76,7 +107,7 @@ def blocks(manifest, summary, figures_present, figures_empty: dict | None = None
         )
     for r in told:
         out.append(("h3", label(r)))
-        out.append(("p", md.text(story(r, manifest))))
+        out.append(("p", md.text(story(r, manifest)) + (headroom(r, manifest) if job else "")))
     out += _metrics_blocks()
     out += _about_blocks(manifest)
     return out
@@ -90,19 +121,19 @@ def _summary_blocks(manifest, summary, job: bool) -> list[tuple]:
         out.append(
             (
                 "p",
-                f"Medians over each phase's steady window (its first {trim} s dropped); n/a where this run "
-                "could not record the metric. TFLOP/s and MFU count the FLOPs the job reported with its "
-                "steps (gpubench.step); only MFU measures work done." + _sources(manifest, summary),
+                f"Medians over each phase's steady window (its first {trim} s dropped); {BLANKS} "
+                "TFLOP/s and MFU count the FLOPs the job reported with its steps (gpubench.step); "
+                "only MFU measures work done." + _sources(manifest, summary),
             )
         )
-        columns, extra = WATCH_TABLE, ["verdict"]
+        columns, extra = JOB_TABLE, ["verdict"]
     else:
         out.append(
             (
                 "p",
-                f"Medians over each scenario's steady window (its first {trim} s dropped); n/a where this "
-                "run could not record the metric. GB/s counts useful bytes (each input read once, each output "
-                "written once); the ground truth is MFU for arithmetic, MBU for memory-bound kernels and the "
+                f"Medians over each scenario's steady window (its first {trim} s dropped); {BLANKS} "
+                "GB/s counts useful bytes (each input read once, each output written once); "
+                "the ground truth is MFU for arithmetic, MBU for memory-bound kernels and the "
                 "link share for host-to-device copies.",
             )
         )
@@ -110,9 +141,7 @@ def _summary_blocks(manifest, summary, job: bool) -> list[tuple]:
     head = ["phase" if job else "scenario"] + [BY_COLUMN[c].header for c in columns] + extra
     tabled, cut = longest(summary, TABLE_MAX)
     rows = [
-        [label(r)]
-        + [fmt_value(c, r.get(c)) for c in columns]
-        + [md.text(r.get("verdict") or "") if job else _kernel_ms(r)]
+        [label(r)] + [cell(c, r.get(c)) for c in columns] + [md.text(r.get("verdict") or "") if job else _kernel_ms(r)]
         for r in tabled
     ]
     out.append(
@@ -222,7 +251,7 @@ def _energy_blocks(summary, job: bool = False) -> list[tuple]:
         (
             "table",
             ["phase" if job else "scenario"] + [BY_COLUMN[c].header for c in columns],
-            [[label(r)] + [fmt_value(c, r.get(c)) for c in columns] for r in rows],
+            [[label(r)] + [cell(c, r.get(c)) for c in columns] for r in rows],
         ),
     ]
 
@@ -231,8 +260,8 @@ def _job_energy(rows) -> str:
     """What each phase drew at the GPU-Util it read, and the FLOPs each kilojoule bought where the job
     reported them."""
     said = [
-        f"{label(r)} drew {fmt_value('power_w_energy', r['power_w_energy'])} at "
-        f"{fmt_value('gpu_util_pct', r.get('gpu_util_pct'))} GPU-Util"
+        f"{label(r)} drew {fmt_value('power_w_energy', r['power_w_energy'])}"
+        + (f" at {fmt_value('gpu_util_pct', r['gpu_util_pct'])} GPU-Util" if finite(r.get("gpu_util_pct")) else "")
         + (
             f" and did {fmt_value('tflop_per_kj', r['tflop_per_kj'])} TFLOP per kJ"
             if finite(r.get("tflop_per_kj"))

@@ -1,9 +1,11 @@
 """A row's sentences: its family's STORY (travelling in the manifest), filled from its summary row. A sentence
-about a fact the row lacks is left out; a percentage is written as pct() writes it everywhere."""
+about a fact the row lacks is left out, and one whose number this row lacks ends before the clause that holds it
+(no sentence says "n/a"); a percentage is written as pct() writes it everywhere."""
 
 from __future__ import annotations
 
 import math
+import re
 import string
 
 from gpubench.metrics import BY_COLUMN, OUT_OF_RANGE, OutOfRange, finite, fmt_value, pct
@@ -48,6 +50,21 @@ def _derived(field: str) -> bool:
     return field in BY_COLUMN and not BY_COLUMN[field].sampled
 
 
+# where one clause of a sentence ends and the next begins
+_CLAUSE = re.compile(r", and |, |: |; | and ")
+
+
+def _has(value) -> bool:
+    return finite(value) or isinstance(value, OutOfRange)
+
+
+def _cut(sentence: str, field: str) -> str | None:
+    """The sentence up to the clause that holds {field}, closed with a full stop; None where that is its first
+    clause, so that nothing of it would be left to say."""
+    before = list(_CLAUSE.finditer(sentence, 0, sentence.find("{" + field)))
+    return sentence[: before[-1].start()].rstrip() + "." if before else None
+
+
 def context(row: dict, manifest: dict) -> dict:
     ctx = dict(row)
     util = row.get("gpu_util_pct")
@@ -81,8 +98,13 @@ def story(row: dict, manifest: dict) -> str:
             and (ctx.get(f) in (None, "") or (isinstance(ctx.get(f), float) and math.isnan(ctx[f])))
         ]
         derived = [f for f in fields if _derived(f)]
-        if lacking or (derived and not any(finite(ctx.get(f)) or isinstance(ctx.get(f), OutOfRange) for f in derived)):
+        if lacking or (derived and not any(_has(ctx.get(f)) for f in derived)):
             continue
+        missing = next((f for f in fields if _is_metric(f) and not _has(ctx.get(f))), None)
+        if missing is not None:
+            sentence = _cut(sentence, missing)
+            if sentence is None:
+                continue
         try:
             out.append(FILLER.vformat(sentence, (), _Facts(ctx)).replace(f"{OUT_OF_RANGE}%", OUT_OF_RANGE))
         except (ValueError, TypeError):  # a fact of another kind than the sentence formats (text for a number)

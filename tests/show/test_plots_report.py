@@ -105,7 +105,9 @@ def test_missing_metrics_are_marked_unavailable_not_zero(tmp_path):
     assert main(["report", str(run_dir)]) == 0  # draws the figures too
     text = (run_dir / "report.md").read_text()
     assert "gpm not used: GPU 0 does not support NVML GPM" in text
-    assert "SM activity read n/a" in text  # a metric the machine cannot give reads n/a, never 0
+    # a metric the machine cannot give reads "not recorded" in the tables, never 0, and no sentence says n/a
+    assert "| not recorded |" in text and "SM activity read" not in text and "n/a" not in text
+    assert "Nothing ran. nvidia-smi said 0% busy." in text
 
 
 def manifest_of(run_dir):
