@@ -104,7 +104,20 @@ def test_roofline_explains_its_colours_and_its_kernels_without_arithmetic(run, f
     notes = draw_all(run, tmp_path)["roofline"]
     fig = figures["roofline"]
     ax = fig.axes[0]
-    named = {t.get_text().split(":")[0] for t in ax.texts if ": util" in t.get_text()}
+    names = [t for t in ax.texts if t.get_text() and not t.get_text().startswith(("No arithmetic", "ridge: "))]
+    named = {t.get_text().split(": util")[0] for t in names}
+    renderer = fig.canvas.get_renderer()
+    lines = [ax.transData.transform_path(x.get_path()) for x in ax.lines]  # the roofs and the ridge
+    crossed = [
+        t.get_text() for t in names if any(p.intersects_bbox(t.get_window_extent(renderer), False) for p in lines)
+    ]
+    assert crossed == []  # no roof or ridge runs through a name
+    readings = [pct(r.get("gpu_util_pct")) for r in run[2] if r["scenario"] in named]
+    usual = max(set(readings), key=readings.count)
+    assert 2 * readings.count(usual) > len(readings)  # the synthetic run's kernels mostly read alike
+    assert f"nvidia-smi read {usual} busy for every kernel drawn" in ax.get_title(loc="left")
+    by = {r["scenario"]: pct(r.get("gpu_util_pct")) for r in run[2]}
+    assert all((": util" in t.get_text()) == (by[t.get_text().split(": util")[0]] != usual) for t in names)
     decode = {f"decode-b{b}" for b in (1, 16, 128, 512)}
     assert named == {"softmax-naive-torch", "softmax-fused", "gemm-torch"} | decode  # each dot with FLOPs, named
     box = next(t.get_text() for t in ax.texts if t.get_text().startswith("No arithmetic"))

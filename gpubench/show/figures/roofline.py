@@ -98,7 +98,6 @@ def draw(summary, samples, manifest, out_dir):
             fontsize=VALUE_PT,
             bbox={"fc": "white", "ec": "#bbb", "alpha": 0.9},
         )
-    _label_dots(ax, intensity, dots)
     notes = {
         row_label(r): {
             "intensity": r["flops_per_call"] / r["bytes_per_call"],
@@ -115,14 +114,25 @@ def draw(summary, samples, manifest, out_dir):
     )
     ax.set_ylabel("achieved TFLOP/s")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=2, fontsize=8.5, frameon=False)
+    usual, utils = _usual_util(dots), {pct(r.get("gpu_util_pct")) for r in dots}
     ax.set_title(
-        "Each kernel against this GPU's roofs; a host-to-device copy is judged by the host link, so it is not here",
+        "Each kernel against this GPU's roofs; a host-to-device copy is judged by the host link, so it is not here"
+        + (f"\nnvidia-smi read {usual} busy for every kernel drawn" if usual else "")
+        + (" but those whose name gives another reading" if usual and len(utils) > 1 else ""),
         fontsize=10,
         loc="left",
     )
     ax.minorticks_off()  # over ten decades a grid line per decade reads best
     ax.grid(alpha=0.25)
+    _label_dots(ax, intensity, dots)  # last: the names are placed in the axes as they will be drawn
     return save(fig, manifest, out_dir, "roofline"), notes
+
+
+def _usual_util(dots) -> str | None:
+    """The GPU-Util most of the dots read, as written, where more than half read it."""
+    readings = [pct(r.get("gpu_util_pct")) for r in dots]
+    most = max(set(readings), key=readings.count, default=None)
+    return most if most is not None and 2 * readings.count(most) > len(readings) else None
 
 
 def _label_dots(ax, intensity, dots):
@@ -137,9 +147,12 @@ def _label_dots(ax, intensity, dots):
     radius = 34**0.5 / 2 * fig.dpi / 72 + 1  # the dots' s=34 points², and a pixel of air
     taken = [mtransforms.Bbox.from_extents(x - radius, y - radius, x + radius, y + radius) for x, y in pts]
     taken += [t.get_window_extent(renderer) for t in ax.texts]  # the ridge's name, the box of flat kernels
+    lines = [ax.transData.transform_path(x.get_path()) for x in ax.lines]  # the roofs and the ridge: no name on them
+    usual = _usual_util(dots)  # the title says it once; a name says only a reading that differs
     for i in sorted(range(len(dots)), key=lambda i: -pts[i][1]):
         r, (px, py) = dots[i], pts[i]
-        text = f"{short(row_label(r))}: util {pct(r.get('gpu_util_pct'))}"
+        util = pct(r.get("gpu_util_pct"))
+        text = short(row_label(r)) if util == usual else f"{short(row_label(r))}: util {util}"
         prefer_left = px > frame.x0 + 0.62 * frame.width
         label = ax.annotate(
             text, (intensity[i], r["tflops"]), xytext=(8, 0), textcoords="offset points", va="center", fontsize=VALUE_PT
@@ -149,7 +162,8 @@ def _label_dots(ax, intensity, dots):
             label.set_ha("right" if left else "left")
             box = label.get_window_extent(renderer)
             inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
-            if inside and not any(box.overlaps(t) for t in taken):
+            crossed = any(path.intersects_bbox(box, filled=False) for path in lines)
+            if inside and not crossed and not any(box.overlaps(t) for t in taken):
                 break
         taken.append(box)
         if dy:  # a leader from the name's near edge to its dot
