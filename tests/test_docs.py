@@ -148,3 +148,19 @@ def test_the_readme_is_a_front_door_that_links_into_the_site():
     linked = set(re.findall(r"\]\(docs/(\w+)\.(?:md|py)", text))
     assert set(NAV_PAGES) - {"index"} <= linked | {"index"}, set(NAV_PAGES) - linked
     assert "about 14 minutes" in text
+
+
+def test_every_terminal_capture_in_the_docs_is_the_logs_own_lines():
+    """A block after `<!-- capture: LOG -->` shows what a real run printed: each of its lines is a line of that
+    committed log, in the log's order."""
+    docs = Path(__file__).parents[1] / "docs"
+    found = 0
+    for page in sorted(docs.glob("*.md")):
+        for log, block in re.findall(r"<!-- capture: (\S+) -->\n```\n(.*?)\n```", page.read_text(), re.S):
+            lines = [x.rstrip() for x in (docs.parent / log).read_text().splitlines()]
+            at = 0
+            for line in block.splitlines():
+                assert line in lines[at:], f"{page.name}: {line!r} is not a line of {log} after the one before it"
+                at = lines.index(line, at) + 1
+            found += 1
+    assert found >= 1
