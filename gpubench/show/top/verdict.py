@@ -83,7 +83,8 @@ RULES: tuple[tuple[str, str, tuple], ...] = (
     (
         "fake-busy",
         f"GPU-Util high, yet SM active under {FAKE_BUSY_SM_PCT:g}%, or power under "
-        f"{FAKE_BUSY_POWER_PCT:g}% of the limit with DRAM and tensor active under {FAKE_BUSY_DRAM_PCT:g}%: "
+        f"{FAKE_BUSY_POWER_PCT:g}% of the limit with DRAM active under {FAKE_BUSY_DRAM_PCT:g}% and tensor active "
+        f"under {FAKE_BUSY_TENSOR_PCT:g}%: "
         "next to nothing useful runs (a spin of one block, a hang, a collective waiting on another rank, "
         "a copy from the host)",
         (
