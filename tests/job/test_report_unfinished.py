@@ -60,7 +60,7 @@ def test_its_phases_so_far_come_from_the_summarys_own_code(tmp_path):
     assert render.report(run, summarize=so_far) == 0 and render.plot(run, summarize=so_far) == 0
     assert "summarized from the samples and marks written so far" in first_lines(run)
     report = (run / "report.md").read_text()
-    assert "| train · rank 0 | 97% | 80% |" in report and "summary.csv is missing" not in report
+    assert "| train · rank 0 | 97% | 10% | — | 10 | 100 | 80% |" in report and "summary.csv is missing" not in report
     assert (run / "figures" / "ladder.png").is_file() and not (run / "summary.csv").exists()
 
 
