@@ -155,6 +155,23 @@ def mark_overlaps(fig, texts) -> list[str]:
     return out
 
 
+def legend_overlaps(fig) -> list[str]:
+    """A legend over any axis' ticks or labels (a twin's on the right included) hides what it names."""
+    renderer = fig.canvas.get_renderer()
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend()] + fig.legends
+    out = []
+    for legend in legends:
+        lb = legend.get_window_extent(renderer)
+        for k, ax in enumerate(fig.axes):
+            for axis in (ax.xaxis, ax.yaxis) if ax.axison else ():
+                box = axis.get_tightbbox(renderer)
+                if box is not None and box.width and _overlap(_shape(lb, renderer), _shape(box, renderer)):
+                    out.append(
+                        f"a legend ({legend.texts[0].get_text()!r}, ...) covers axes {k}'s {axis.axis_name} axis"
+                    )
+    return out
+
+
 @pytest.mark.parametrize("name", committed_runs())
 def test_no_label_overlaps_another_or_the_marks_it_annotates(name, drawn, tmp_path):
     figures, texts = drawn
@@ -165,7 +182,7 @@ def test_no_label_overlaps_another_or_the_marks_it_annotates(name, drawn, tmp_pa
     problems = [
         f"{fig_name}: {p}"
         for fig_name, fig in figures.items()
-        for p in label_overlaps(fig, texts[fig_name]) + mark_overlaps(fig, texts[fig_name])
+        for p in label_overlaps(fig, texts[fig_name]) + mark_overlaps(fig, texts[fig_name]) + legend_overlaps(fig)
     ]
     assert not problems, "\n".join(problems)
 
@@ -179,3 +196,18 @@ def test_the_check_sees_an_overlap(drawn, tmp_path):
     _, texts = drawn
     common.save(fig, {}, tmp_path, "probe")
     assert label_overlaps(fig, texts["probe"]) and mark_overlaps(fig, texts["probe"])
+
+
+def test_the_check_sees_a_legend_over_an_axis(drawn, tmp_path):
+    """A legend placed over a twin axis' ticks on the right fails the check; moved clear of them, it passes."""
+    fig, ax = common.plt.subplots()
+    ax.plot([0, 1], [0, 100], label="GPU-Util, %")
+    twin = ax.twinx()
+    twin.set_ylim(0, 700)
+    twin.set_ylabel("W")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    common.save(fig, {}, tmp_path, "probe")
+    assert legend_overlaps(fig)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.2, 1.0))
+    common.save(fig, {}, tmp_path, "probe")
+    assert not legend_overlaps(fig)

@@ -3,6 +3,7 @@ small to read where the README shows it, every percentage formatted alike, and e
 
 import re
 
+import numpy as np
 import pytest
 from synthetic import drawing_modules, make_run
 
@@ -221,3 +222,20 @@ def test_a_watched_jobs_timeline_names_the_phases_its_summary_has(tmp_path, run,
     assert all(a < b <= c for (_, a, b), (_, c, _) in zip(spans, spans[1:]))  # in order, none overlapping
     _, marks = timeline.draw(summary, samples, manifest, tmp_path)
     assert set(marks["phases"]) <= {p for p, _, _ in spans}
+
+
+def test_a_distributed_runs_timeline_draws_each_ranks_gpu_and_its_rates_have_room_above(tmp_path, figures):
+    """The two-GPU suite ran every scenario on both ranks, and its samples hold both GPUs: the timeline draws each
+    rank's GPU, named by rank, not rank 0's alone; and no TFLOP/s line sits on its panel's top frame."""
+    from pathlib import Path
+
+    manifest, samples, summary = load_run(Path(__file__).resolve().parents[2] / "results" / "h200-x2-20261129-154637")
+    _, notes = timeline.draw(summary, samples, manifest, tmp_path)
+    ranks = manifest["distributed"]["ranks"]
+    assert [uuid for _, uuid in notes["gpus"]] == [r["gpu"]["uuid"] for r in ranks]
+    fig = figures["timeline"]
+    labels = [ax.get_ylabel() for ax in fig.axes]
+    assert any(label.startswith("rank 1, GPU 1\n") for label in labels), labels
+    for ax in (a for a in fig.axes if a.get_ylabel().endswith("achieved TFLOP/s")):
+        highest = max((np.nanmax(line.get_ydata(), initial=0) for line in ax.get_lines()), default=0)
+        assert highest > 0 and ax.get_ylim()[1] >= 1.1 * highest, ax.get_ylabel()

@@ -41,6 +41,7 @@ def draw(summary, samples, manifest, out_dir):
         max(1, len(late)),
         height_ratios=[1] * len(shown) + ([0.35, 1.6] if late else []),
         hspace=0.3,
+        right=0.86,
     )
     t0 = min(r["t_start"] for r in rows) - 1.0
     t1 = max(r["t_end"] for r in rows) + 1.0
@@ -52,7 +53,7 @@ def draw(summary, samples, manifest, out_dir):
         ax = fig.add_subplot(grid[k, :], sharex=axes[0] if axes else None)
         mine = samples.of("rank", rank)
         ends = mine.col("t_end_s")
-        _rank_panel(ax, rank, mine.take((t0 <= ends) & (ends <= t1)), t0, top, manifest.get("left_out", set()))
+        _rank_panel(ax, rank, mine.take((t0 <= ends) & (ends <= t1)), t0, top, manifest.get("left_out", set()), k == 0)
         for r in rows:
             if r["rank"] == rank:
                 ax.axvspan(r["t_start"] - t0, r["t_end"] - t0, color="#000", alpha=0.06, lw=0)
@@ -79,7 +80,7 @@ def draw(summary, samples, manifest, out_dir):
     return save(fig, manifest, out_dir, "ranks"), notes
 
 
-def _rank_panel(ax, rank, samples, t0, top, left_out=()):
+def _rank_panel(ax, rank, samples, t0, top, left_out=(), legend=True):
     t = samples.col("t_end_s") - t0
     for col, color, label in (("gpu_util_pct", "#d62728", "GPU-Util"), ("sm_active_pct", "#ff7f0e", "SM active")):
         ys = samples.col(col)
@@ -100,12 +101,15 @@ def _rank_panel(ax, rank, samples, t0, top, left_out=()):
     )
     power.set_ylim(0, top)
     power.set_ylabel("W", fontsize=8, color=POWER)
+    if not legend:  # the lines are the same on every rank: one legend, beside the first
+        return
     handles = ax.get_legend_handles_labels()[0] + power.get_legend_handles_labels()[0]
+    # clear of the power axis's ticks and its label, which sit just right of the panel
     ax.legend(
         handles,
         [h.get_label() for h in handles],
         loc="upper left",
-        bbox_to_anchor=(1.04, 1.0),
+        bbox_to_anchor=(1.07, 1.0),
         fontsize=7,
         frameon=False,
     )

@@ -36,12 +36,14 @@ MAX_GPUS = 4  # GPUs a timeline draws, each its own panels; a larger job shows t
 
 
 def gpus_drawn(samples, manifest, summary) -> list[tuple[int, str | None]]:
-    """The GPUs the timeline draws, as (NVML index, UUID): every GPU a watched job's samples hold, each its own
-    panels; else the GPU the run is about (under torchrun each rank's GPU is in the ranks figure)."""
+    """The GPUs the timeline draws, as (NVML index, UUID): every GPU a watched job's samples hold, or each rank's
+    GPU of a distributed run whose samples hold them, each its own panels; else the GPU the run is about."""
     gpu = manifest.get("gpu") or {}
     own = (gpu.get("nvml_index", summary[0].get("gpu") if summary else 0), gpu.get("uuid"))
     samples = as_samples(samples)
-    if manifest.get("kind") != "watch" or manifest.get("distributed") or not samples.has("gpu") or not len(samples):
+    if manifest.get("distributed"):
+        return _ranks_gpus(samples, manifest) or [own]
+    if manifest.get("kind") != "watch" or not samples.has("gpu") or not len(samples):
         return [own]
     import numpy as np
 
@@ -57,17 +59,29 @@ def gpus_drawn(samples, manifest, summary) -> list[tuple[int, str | None]]:
     return [(i, uuid.get(i) if i != own[0] else own[1]) for i in seen]
 
 
+def _ranks_gpus(samples, manifest) -> list[tuple[int, str | None]]:
+    """Each rank's GPU whose rows the samples hold, in rank order, by UUID (under torchrun NVML indices repeat
+    from node to node); none where the samples name no UUIDs."""
+    if not samples.has("uuid") or not len(samples):
+        return []
+    held = set(samples.col("uuid").tolist())
+    gpus = [(r["gpu"].get("nvml_index"), r["gpu"].get("uuid")) for r in manifest["distributed"].get("ranks") or ()]
+    return [g for g in dict.fromkeys(gpus) if g[1] in held]
+
+
 def standing_out(every: list, summary) -> list:
     """At most MAX_GPUS of the GPUs, in their order: the first, then those whose phases' SM activity is least and
     most, in turn (a straggler's idle GPU among eight busy ones is the one to see)."""
     if len(every) <= MAX_GPUS:
         return every
-    sm: dict = {}  # GPU -> (SM activity × seconds, seconds) over its phases
+    sm: dict = {}  # GPU (its UUID, else its NVML index) -> (SM activity × seconds, seconds) over its phases
     for r in summary:
         if finite(r.get("sm_active_pct")) and finite(r.get("seconds")) and r.get("seconds") > 0:
-            a, w = sm.get(r.get("gpu"), (0.0, 0.0))
-            sm[r.get("gpu")] = (a + r["sm_active_pct"] * r["seconds"], w + r["seconds"])
-    ranked = sorted((g for g in every[1:] if g[0] in sm), key=lambda g: sm[g[0]][0] / sm[g[0]][1])
+            key = r.get("uuid") or r.get("gpu")
+            a, w = sm.get(key, (0.0, 0.0))
+            sm[key] = (a + r["sm_active_pct"] * r["seconds"], w + r["seconds"])
+    known = {g: g[1] if g[1] in sm else g[0] for g in every}
+    ranked = sorted((g for g in every[1:] if known[g] in sm), key=lambda g: sm[known[g]][0] / sm[known[g]][1])
     chosen = [every[0]]
     while len(chosen) < MAX_GPUS and ranked:
         chosen.append(ranked.pop(0))  # the least active left
@@ -96,8 +110,9 @@ def draw(summary, samples, manifest, out_dir):
     every = gpus_drawn(samples, manifest, summary)
     # several GPUs of one host (gpus_drawn found them by NVML index, each index one GPU) are cut by index: a
     # day's text column of UUIDs, compared row by row for each GPU, took longer than its numbers
+    by_index = len(every) > 1 and not manifest.get("distributed")
     gpus = [
-        (g, samples.of("gpu", g[0]) if len(every) > 1 else rows_of_gpu(samples, manifest, summary, g))
+        (g, samples.of("gpu", g[0]) if by_index else rows_of_gpu(samples, manifest, summary, g))
         for g in standing_out(every, summary)
     ]
     gpus = [(g, rows) for g, rows in gpus if len(rows)]
@@ -129,7 +144,7 @@ def draw(summary, samples, manifest, out_dir):
     fig.subplots_adjust(top=1 - (0.55 + (0.25 if many else 0)) / height, bottom=0.6 / height)
     names, panels = axes[0], list(axes[1:])
     missing = []
-    for k, ((index, _), mine) in enumerate(gpus):
+    for k, (_, mine) in enumerate(gpus):
         _gpu_panels(
             panels[4 * k : 4 * k + 4],
             mine,
@@ -138,7 +153,7 @@ def draw(summary, samples, manifest, out_dir):
             manifest,
             missing if k == 0 else [],
             legend=k == 0,
-            who=f"GPU {index}" if many else "",
+            who=_who(manifest, gpus[k][0]) if many else "",
         )
         work = [
             (r["tflops"], r["t_start"], r["t_end"])
@@ -156,8 +171,9 @@ def draw(summary, samples, manifest, out_dir):
                 lw=2.5,
                 solid_capstyle="butt",
             )
-        ax.set_ylim(bottom=0)  # a rate read against zero, not against the narrow band it moved in
-        ax.set_ylabel(_ylabel("achieved TFLOP/s", f"GPU {index}" if many else ""), fontsize=9)
+        # a rate read against zero, not against the narrow band it moved in, with room above its highest line
+        ax.set_ylim(0, 1.15 * max((w[0] for w in work), default=0) or None)
+        ax.set_ylabel(_ylabel("achieved TFLOP/s", _who(manifest, gpus[k][0]) if many else ""), fontsize=9)
     ax = panels[-1]
     ax.set_xlabel(f"time since the recording started, {unit}")
     ax.set_xlim(0, span_s)
@@ -191,6 +207,13 @@ def draw(summary, samples, manifest, out_dir):
         "phases": labelled,
         "gpus": [g for g, _ in gpus],
     }
+
+
+def _who(manifest, gpu) -> str:
+    """A GPU's name on its panels: its NVML index, and its rank where the run was distributed."""
+    ranks = (manifest.get("distributed") or {}).get("ranks") or ()
+    rank = next((r["rank"] for r in ranks if (r.get("gpu") or {}).get("uuid") == gpu[1]), None)
+    return f"rank {rank}, GPU {gpu[0]}" if rank is not None else f"GPU {gpu[0]}"
 
 
 def _ylabel(text: str, who: str) -> str:
