@@ -45,7 +45,7 @@ START_UP, TEARDOWN = "start-up", "teardown"
 # Report sentences for each phase, filled from its summary row (gpubench.show.report.story): a sentence whose
 # non-metric fields this row lacks (no steps, no FLOPs) is left out.
 STORY = [
-    "In {phase}, nvidia-smi's GPU-Util averaged {gpu_util_mean_pct:.0f}%: SM active {sm_active_pct:.0f}%, SM "
+    "In {phase}, the medians: nvidia-smi's GPU-Util {gpu_util_pct:.0f}%, SM active {sm_active_pct:.0f}%, SM "
     "occupancy {sm_occupancy_pct:.0f}%, tensor active {tensor_active_pct:.0f}%, DRAM active {dram_active_pct:.0f}%.",
     "{steps} steps at {steps_per_s:.3g} per second ({step_ms:.4g} ms each, p10–p90 {step_ms_p10:.4g}–"
     "{step_ms_p90:.4g} ms), stamped on the {step_clock} timeline.",

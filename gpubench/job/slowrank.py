@@ -46,8 +46,8 @@ def find(rows: list[dict]) -> dict[int, tuple[str, str]]:
             "straggler",
             (
                 f"Rank {rank} holds the job back: its GPU was busy {pct(slow['gpu_util_mean_pct'])} of the time "
-                f"while the ranks waiting for it read {pct(busy)}, all at {rate:.3g} steps/s{lead}; its host is the "
-                "bottleneck (data loading, Python between steps), not its batch or its kernels."
+                f"(mean GPU-Util) while the ranks waiting for it read {pct(busy)}, all at {rate:.3g} steps/s{lead}; "
+                "its host is the bottleneck (data loading, Python between steps), not its batch or its kernels."
             ),
         )
     }
@@ -55,9 +55,10 @@ def find(rows: list[dict]) -> dict[int, tuple[str, str]]:
         out[i] = (
             "waits-on-rank",
             (
-                f"Rank {r['rank']} waits on rank {rank}: this GPU read busy {pct(r['gpu_util_mean_pct'])} at "
-                f"{rate:.3g} steps/s while rank {rank}'s GPU was busy {pct(slow['gpu_util_mean_pct'])}, so much of "
-                f"what reads busy here is waiting in the collective; speed up rank {rank}'s host."
+                f"Rank {r['rank']} waits on rank {rank}: this GPU read a mean GPU-Util of "
+                f"{pct(r['gpu_util_mean_pct'])} at {rate:.3g} steps/s while rank {rank}'s read "
+                f"{pct(slow['gpu_util_mean_pct'])}, so much of what reads busy here is waiting in the collective; "
+                f"speed up rank {rank}'s host."
             ),
         )
     return out

@@ -241,7 +241,7 @@ def lines(r: dict | None, name=str) -> list[str]:
     idle = (
         "idle time not known"
         if r["idle_pct"] is None
-        else f"idle {pct(r['idle_pct'])} of the measured time (100% − GPU-Util)"
+        else f"idle {pct(r['idle_pct'])} of the measured time (100% − mean GPU-Util)"
     )
     items.append(f"{energy}; {idle}")
     if r["price_per_gpu_hour"] is not None:

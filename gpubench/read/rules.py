@@ -72,7 +72,7 @@ class Rule:
 
 
 LABELS = {
-    "gpu_util_mean_pct": "GPU busy",
+    "gpu_util_mean_pct": "mean GPU-Util",
     "mfu_pct": "MFU",
     "mbu_pct": "MBU",
     "steps_per_s": "steps/s",

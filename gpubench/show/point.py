@@ -27,7 +27,7 @@ def sentence(row: dict, job: bool) -> str:
     util = row.get("gpu_util_pct")
     name = f"**{md.text(row_label(row))}**"
     if job:
-        pairs = (("GPU-Util", "gpu_util_pct"), ("MFU", "mfu_pct"))
+        pairs = (("median GPU-Util", "gpu_util_pct"), ("MFU", "mfu_pct"))
         numbers = ", ".join(f"{what} {pct(row[c])}" for what, c in pairs if finite(row.get(c)))
         verdict = md.text(first_sentence(row.get("verdict")))
         told = [f"{numbers}." if numbers else "", verdict]

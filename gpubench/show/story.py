@@ -59,10 +59,11 @@ def _has(value) -> bool:
 
 
 def _cut(sentence: str, field: str) -> str | None:
-    """The sentence up to the clause that holds {field}, closed with a full stop; None where that is its first
-    clause, so that nothing of it would be left to say."""
+    """The sentence up to the clause that holds {field}, closed with a full stop; None where no number is left
+    before it ("In warmup, the medians." says nothing)."""
     before = list(_CLAUSE.finditer(sentence, 0, sentence.find("{" + field)))
-    return sentence[: before[-1].start()].rstrip() + "." if before else None
+    kept = sentence[: before[-1].start()].rstrip() if before else ""
+    return kept + "." if "{" in kept.replace("{phase}", "") else None
 
 
 def context(row: dict, manifest: dict) -> dict:

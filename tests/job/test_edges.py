@@ -254,7 +254,8 @@ def test_a_decode_step_reads_the_rows_of_its_tokens_from_an_embedding_and_a_tied
 # --- 9. a report tells each row with the numbers its verdict uses ----------------------------------------
 
 
-def test_the_report_tells_gpu_util_as_the_verdict_weighs_it_and_nothing_of_a_row_too_short():
+def test_the_report_labels_gpu_utils_median_and_mean_and_tells_nothing_of_a_row_too_short():
+    """The story gives the table's median; the verdict weighs the mean, the share of time busy: each is named."""
     from gpubench.job.phases import STORY
     from gpubench.show.report import story
 
@@ -270,8 +271,9 @@ def test_the_report_tells_gpu_util_as_the_verdict_weighs_it_and_nothing_of_a_row
     by = summary(rows(1, 0.0, 4.5, state), events, 4.5)
     manifest = {"families": {"watch": {"story": STORY}}}
     train, warm = story(by["train"], manifest), story(by["warmup"], manifest)
-    assert by["train"]["gpu_util_pct"] == 100.0 and f"averaged {by['train']['gpu_util_mean_pct']:.0f}%" in train
-    assert f"GPU busy {by['train']['gpu_util_mean_pct']:.0f}%" in train  # the verdict's number, the same
+    assert by["train"]["gpu_util_pct"] == 100.0 and "the medians: nvidia-smi's GPU-Util 100%" in train
+    assert f"mean GPU-Util {by['train']['gpu_util_mean_pct']:.0f}%" in train  # the verdict's number, named mean
+    assert by["train"]["gpu_util_mean_pct"] < 95  # the two differ here, so each label matters
     assert by["warmup"]["verdict_rules"] == "too-short" and "n/a" not in warm
     # of a row too short, only where its steps came from (a fact of its spans, no number of another window)
     assert warm == f"{by['warmup']['provenance']}. Verdict: {by['warmup']['verdict']}"

@@ -75,7 +75,7 @@ def test_the_evidence_never_contradicts_the_rule():
     text, names = phase_verdict.verdict({**LADDER, "mfu_pct": 9.94}, "bf16", RECORDED)
     assert names[-1] == "mfu-low" and "MFU 9.9% < 10%" in text and "MFU 9.9%:" in text and "10% < 10%" not in text
     text, _ = phase_verdict.verdict({**LADDER, "gpu_util_mean_pct": 49.996}, "bf16", RECORDED)
-    assert "GPU busy 49.996% < 50%" in text
+    assert "mean GPU-Util 49.996% < 50%" in text
 
 
 def test_huge_numbers_do_not_grow_the_sentence():

@@ -53,7 +53,7 @@ def test_the_first_screen_of_a_job_with_a_slow_rank_names_it_first():
 
 def test_a_sentence_leaves_out_the_numbers_its_row_lacks():
     assert sentence({"scenario": "warmup", "verdict": "Too short. More."}, True) == "**warmup**: Too short."
-    assert sentence({"scenario": "teardown", "gpu_util_pct": 3.0}, True) == "**teardown**: GPU-Util 3%."
+    assert sentence({"scenario": "teardown", "gpu_util_pct": 3.0}, True) == "**teardown**: median GPU-Util 3%."
     assert sentence({"scenario": "x"}, True) == "**x**: no GPU-Util, MFU or verdict was recorded."
     hang = {"scenario": "hang", "gpu_util_pct": 100.0, "sm_active_pct": 18.0, "unit": "bf16_tensor", "bound": "compute"}
     assert sentence(dict(hang, rate_withheld="its 2 timed calls cover 75%"), False).endswith(
@@ -74,3 +74,15 @@ def test_a_jobs_table_leads_with_what_nvidia_smi_said_the_work_done_and_the_ceil
     assert train[3].endswith("%") and train[3] != "—"  # the ceiling of a phase that ran tensor work
     start = next(r for r in rows if r[0] == "start-up")
     assert start[2] == "—"  # no MFU: the start-up does no steps, and says so with the mark for "does not apply"
+
+
+def test_a_story_sentence_cut_before_its_first_number_is_left_out():
+    """A sentence is cut before the first number its row lacks; where that leaves only the phase's name ("In
+    warmup, the medians."), nothing of it is said."""
+    from gpubench.job.phases import STORY
+    from gpubench.show.report import story
+
+    manifest = {"families": {"watch": {"story": STORY[:1]}}}
+    row = {"family": "watch", "phase": "warmup", "scenario": "warmup", "gpu_util_pct": 97.0}
+    assert story(row, manifest) == "In warmup, the medians: nvidia-smi's GPU-Util 97%."
+    assert "In warmup" not in story({**row, "gpu_util_pct": None}, manifest)
