@@ -1,4 +1,5 @@
-"""The gpubench command line: the dispatch to each command of run, watch, top, list, doctor, plot and report
+"""The gpubench command line: the dispatch to each command of run, watch, top, list, doctor, plot, report and
+compare
 (their parser: gpubench.options), which lives with its part. Imports are deferred to the command that needs them:
 `gpubench list` and `--help` load no GPU library."""
 
@@ -77,6 +78,10 @@ def dispatch(args: argparse.Namespace) -> int:
         from gpubench.record.doctor import cmd
 
         return cmd()
+    if args.command == "compare":
+        from gpubench.show.comparecmd import cmd
+
+        return cmd(args.run_dirs, args.out)
     from gpubench.job.running import so_far  # a watch still running: its phases so far
     from gpubench.show import render
 
@@ -118,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout = stdout
 
 
-NEED_CWD = ("run", "plot", "report")  # relative paths, and the default run directory, start from it
+NEED_CWD = ("run", "plot", "report", "compare")  # relative paths, and the default run directory, start from it
 
 
 def _check_cwd() -> None:

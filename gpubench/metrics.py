@@ -143,10 +143,12 @@ COLUMNS = tuple(m.column for m in METRICS)
 # dcgmi reports profiling fields (1001-1008) as ratios in [0, 1]; the columns are percent.
 RATIO_FIELDS = frozenset(range(1001, 1009))
 
-# The ladder's sampled rungs, bottom up; the summary tables the console and the report print, in order.
+# The ladder's sampled rungs, bottom up; the summary tables the console and the report print, in order: what
+# nvidia-smi said beside the work done (and, for a job, the tensor ceiling and its rate), then the rungs above
+# GPU-Util that tell the rows apart.
 LADDER = ("gpu_util_pct", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct")
-TABLE = LADDER + ("tflops", "mfu_pct", "gbps", "mbu_pct", "link_pct")
-WATCH_TABLE = LADDER + ("steps_per_s", "tflops", "mfu_pct")
+TABLE = ("gpu_util_pct", "mfu_pct", "mbu_pct", "link_pct", "tflops", "gbps") + LADDER[1:]
+WATCH_TABLE = ("gpu_util_pct", "mfu_pct", "tensor_ceiling_pct", "steps_per_s", "tflops") + LADDER[1:]
 
 
 # The values a file may hold where a number is read: a share of time or of cycles that the GPU reports is at

@@ -1,4 +1,4 @@
-"""The gpubench command line's parser: run, watch, top, list, doctor, plot and report, their help, and the
+"""The gpubench command line's parser: run, watch, top, list, doctor, plot, report and compare, their help, and the
 recording options each field of RecordingConfig gives its verbs (gpubench.cli reads them back and dispatches).
 Imports are deferred to the parser's build, and load no GPU library."""
 
@@ -28,6 +28,22 @@ examples:
   gpubench plot results/<run>         figures from a run directory (no GPU needed)
   gpubench report results/<run>       report.md and report.html from a run directory
   gpubench report results/<run> --out /tmp/r   the same, leaving the run directory untouched
+  gpubench compare results/<before> results/<after>   two runs side by side: is the change beyond their spread?
+"""
+
+COMPARE_DESCRIPTION = """\
+Two or more run directories of one kind side by side, the first the base: phase by phase for watched jobs,
+scenario by scenario for suite runs. For each phase or scenario they share: nvidia-smi's GPU-Util, the work
+done (MFU, or MBU where memory bounds the row), the tensor ceiling and the rate (steps/s, or a call's time),
+with each later run's change of the rate against the first, and whether it lies beyond the runs' own spread
+(the two rows' p10-p90 ranges of the time a step or a call took do not overlap). Printed, and written with
+one figure as report.md and report.html; needs no GPU.
+"""
+
+COMPARE_EPILOG = """\
+examples:
+  gpubench compare results/watch-eager results/watch-compiled     before and after torch.compile
+  gpubench compare results/batch8 results/batch16 results/batch32 --out /tmp/batches
 """
 
 
@@ -125,6 +141,21 @@ def parser() -> argparse.ArgumentParser:
             f"and reports, and lie outside the run directory unless it is {where} itself, as "
             "without --out",
         )
+    c = sub.add_parser(
+        "compare",
+        help="two or more runs side by side: GPU-Util, the work done and the change of the rate",
+        description=COMPARE_DESCRIPTION,
+        epilog=COMPARE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    c.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN", help="run directories; the first is the base")
+    c.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="write report.md, report.html and figures/ into DIR (default compare-A-vs-B in the current "
+        "directory); DIR must be new, empty or hold only what compare wrote, and lie outside the runs",
+    )
     return p
 
 

@@ -152,4 +152,8 @@ def test_a_watch_table_says_which_peak_each_row_is_against(tmp_path):
         "tensor_ceiling_pct": 24.0,
         "verdict_rules": "tensor-part, mfu-mid",
     }
-    assert "| 200 | 20% | – | 24% |" in rt._watch_row("job", "(defaults)", row)
+    # what nvidia-smi said, the work done, the ceiling and the verdict lead; the rate and the activity follow
+    assert rt._watch_row("job", "(defaults)", row).startswith(
+        "| job | 99% | 20% | – | 24% | `tensor-part, mfu-mid` | 10.0 | 200 |"
+    )
+    assert rt._watch_row("job", "`--fp32`", row).startswith("| job (`--fp32`) | 99% |")

@@ -33,9 +33,7 @@ __all__ = ["blocks", "context", "report_files", "story", "to_html", "to_markdown
 # MFU, an idle row's time per call), or the run could not read that counter here.
 # A watched job's table leads with what its reader came for: what nvidia-smi said, the work done (MFU) and the
 # most the tensor pipes' activity allowed (the ceiling), then the rate and the rest of the ladder.
-JOB_TABLE = ("gpu_util_pct", "mfu_pct", "tensor_ceiling_pct", "steps_per_s", "tflops") + tuple(
-    c for c in WATCH_TABLE if c not in ("gpu_util_pct", "mfu_pct", "steps_per_s", "tflops")
-)
+JOB_TABLE = WATCH_TABLE
 DOES_NOT_APPLY, NOT_RECORDED = "—", "not recorded"
 BLANKS = (
     f'"{DOES_NOT_APPLY}" where a column does not apply to the row, "{NOT_RECORDED}" where this run could not read it.'

@@ -54,8 +54,9 @@ def ladder_table(results: Path) -> str:
     runs = {s: load_run(p) for s, p in reference_runs(results).items()}
     if not runs:
         return "(no reference run committed yet)\n"
-    cols = list(LADDER)
-    head = ["scenario"] + [BY_COLUMN[c].header for c in cols] + ["work done (ground truth)"]
+    # GPU-Util beside the work done, which it is read against; the activity that tells them apart follows
+    util, *cols = list(LADDER)
+    head = ["scenario", BY_COLUMN[util].header, "work done (ground truth)"] + [BY_COLUMN[c].header for c in cols]
     by = {s: {r["scenario"]: r for r in summary} for s, (_, _, summary) in runs.items()}
     names = list(dict.fromkeys(n for s in by for n in by[s]))
     lines = [
@@ -66,8 +67,9 @@ def ladder_table(results: Path) -> str:
     ]
     for name in names:
         rows = [by[s].get(name) for s in runs]
-        cells = [f"`{name}`"] + [" / ".join(fmt_value(c, (r or {}).get(c), "–") for r in rows) for c in cols]
+        cells = [f"`{name}`"] + [" / ".join(fmt_value(c, (r or {}).get(c), "–") for r in rows) for c in [util]]
         cells.append(" / ".join(_work(r) for r in rows))
+        cells += [" / ".join(fmt_value(c, (r or {}).get(c), "–") for r in rows) for c in cols]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

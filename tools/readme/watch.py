@@ -25,7 +25,7 @@ WATCH = [
 
 
 def _num(value, fmt: str) -> str:
-    return fmt.format(value) if isinstance(value, (int, float)) and value == value else "n/a"
+    return fmt.format(value) if isinstance(value, (int, float)) and value == value else "–"
 
 
 def _known(value, fmt: str | None = None) -> str:
@@ -34,27 +34,32 @@ def _known(value, fmt: str | None = None) -> str:
     return "–" if not finite(value) else fmt.format(value) if fmt else pct(value)
 
 
+def _named(what: str, flags: str) -> str:
+    """The row's name and the example's flags in one cell, so that the columns a reader came for come next."""
+    return what if flags == "(defaults)" else f"{what} ({flags})"
+
+
 def _watch_row(what: str, flags: str, row: dict) -> str:
-    """A train row: the ladder, the rate, the work against its --dtype's peak and the tensor ceiling."""
-    cols = ["gpu_util_pct", "sm_active_pct", "tensor_active_pct"]
-    cells = (
-        [what, flags]
-        + [fmt_value(c, row.get(c)) for c in cols]
-        + [
-            _num(row.get("steps_per_s"), "{:.1f}"),
-            _known(row.get("tflops"), "{:.0f}"),
-            _known(row.get("mfu_pct")),
-            _known(row.get("hfu_pct")),
-            pct(row.get("tensor_ceiling_pct")),
-            f"`{row['verdict_rules']}`",
-        ]
-    )
+    """A train row: what nvidia-smi said, the work done against its --dtype's peak, the tensor ceiling and the
+    verdict first; the rate and the activity that explain them after."""
+    cells = [
+        _named(what, flags),
+        fmt_value("gpu_util_pct", row.get("gpu_util_pct")),
+        _known(row.get("mfu_pct")),
+        _known(row.get("hfu_pct")),
+        pct(row.get("tensor_ceiling_pct")),
+        f"`{row['verdict_rules']}`",
+        _num(row.get("steps_per_s"), "{:.1f}"),
+        _known(row.get("tflops"), "{:.0f}"),
+        fmt_value("sm_active_pct", row.get("sm_active_pct")),
+        fmt_value("tensor_active_pct", row.get("tensor_active_pct")),
+    ]
     return "| " + " | ".join(cells) + " |"
 
 
 WATCH_HEAD = (
-    "| {what} | example flags | GPU-Util | SM active | tensor active | steps/s | TFLOP/s | MFU | HFU "
-    "| tensor ceiling | verdict |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    "| {what} | GPU-Util | MFU | HFU | tensor ceiling | verdict | steps/s | TFLOP/s | SM active | tensor active |\n"
+    "|" + " --- |" * 10
 )
 
 
@@ -201,9 +206,9 @@ DECODE = [
 def watch_decode(results: Path) -> str:
     """The decode phase of each watched decode configuration: tokens/s and MBU against the memory floor."""
     lines = [
-        "| configuration | example flags | GPU-Util | SM active | DRAM active | ms a step | memory floor | "
-        "tokens/s | MBU | MFU | J a token | verdict |",
-        "|" + " --- |" * 12,
+        "| configuration | GPU-Util | MBU | MFU | verdict | tokens/s | ms a step | memory floor | J a token | "
+        "SM active | DRAM active |",
+        "|" + " --- |" * 11,
     ]
     gpu = None
     for name, what, flags in DECODE:
@@ -213,16 +218,18 @@ def watch_decode(results: Path) -> str:
         gpu = run.name.removeprefix(f"watch-{name}-")
         r = _phase(run, "decode")
         floor = r["step_ms"] * r["mbu_pct"] / 100  # the step's bytes at the datasheet bandwidth
-        cells = [what, flags] + [fmt_value(c, r.get(c)) for c in ("gpu_util_pct", "sm_active_pct", "dram_active_pct")]
-        cells += [
-            f"{r['step_ms']:.2f}",
-            f"{floor:.2f} ms",
-            f"{r['tokens_per_s']:.0f}",
+        cells = [
+            _named(what, flags),
+            fmt_value("gpu_util_pct", r.get("gpu_util_pct")),
             pct(r["mbu_pct"]),
             pct(r["mfu_pct"]),
-            f"{r['j_per_token']:.3g}",
             f"`{r['verdict_rules']}`",
+            f"{r['tokens_per_s']:.0f}",
+            f"{r['step_ms']:.2f}",
+            f"{floor:.2f} ms",
+            f"{r['j_per_token']:.3g}",
         ]
+        cells += [fmt_value(c, r.get(c)) for c in ("sm_active_pct", "dram_active_pct")]
         lines.append("| " + " | ".join(cells) + " |")
     if gpu is None:
         return "(no decode watch committed yet: `bash tools/watch/examples.sh decode` on a GPU records them)\n"

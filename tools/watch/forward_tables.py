@@ -61,16 +61,15 @@ def jobs_table() -> str:
     out = [
         f"On one {rows[0]['device']} ({logs}); each job's run directory is `results/forward-<job>-{GPU}/`.",
         "",
-        "| job | rows compared (phase) | steps/s with no code change | the job's own rate | difference "
-        "| MFU with no code change | own MFU | MBU with no code change (own) | tensor ceiling | what a step is |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| job | rows compared (phase) | steps/s with no code change (the job's own) | difference "
+        "| MFU with no code change (own) | tensor ceiling | MBU with no code change (own) | what it is; a step |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         mbu = f"{_p(r['mbu'])} ({_p(r['own_mbu'])})" if math.isfinite(r["own_mbu"]) else "–"
         out.append(
-            f"| `{r['job']}`: {r['what']} | `{r['phase']}` | {r['rate']:.4g} | {r['own_rate']:.4g} "
-            f"({r['clock']}) | {_diff(r):+.1f}% | {_p(r['mfu'])} | {_p(r['own_mfu'])} | {mbu} | "
-            f"{_p(r['ceiling'])} | {r['step']} |"
+            f"| `{r['job']}` | `{r['phase']}` | {r['rate']:.4g} ({r['own_rate']:.4g}, {r['clock']}) | {_diff(r):+.1f}% "
+            f"| {_p(r['mfu'])} ({_p(r['own_mfu'])}) | {_p(r['ceiling'])} | {mbu} | {r['what']}; {r['step']} |"
         )
     worst = max(rows, key=lambda r: abs(_diff(r)))
     out += [
