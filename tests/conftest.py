@@ -1,7 +1,10 @@
 import argparse
 import os
+import re
 import shutil
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -131,3 +134,23 @@ def pytest_unconfigure(config):
         except (AttributeError, OSError, ValueError):  # closed, or not a file
             pass
     os._exit(status)
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory):
+    """The documentation site, built once for the session with --strict: every warning (a link to nothing, a
+    missing anchor) fails it. tests/test_docs.py reads its files; tests/show/test_browser.py draws its pages."""
+    pytest.importorskip("mkdocs")
+    pytest.importorskip("mkdocs_jupyter")
+    out = tmp_path_factory.mktemp("site")
+    r = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert not re.search(r"^WARNING", r.stderr, re.M), r.stderr[-3000:]
+    return out

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -36,25 +35,6 @@ def hooks():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    """The site, built once with --strict: every warning (a link to nothing, a missing anchor) fails it."""
-    pytest.importorskip("mkdocs")
-    pytest.importorskip("mkdocs_jupyter")
-    out = tmp_path_factory.mktemp("site")
-    r = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"},
-    )
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert not re.search(r"^WARNING", r.stderr, re.M), r.stderr[-3000:]
-    return out
 
 
 def test_every_page_of_the_nav_is_built(site):
