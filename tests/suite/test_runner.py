@@ -27,9 +27,9 @@ class Recorder(Reporter):
         self.steps.append((index, sc.name, what))
 
 
-def _opts(tmp_path, scenarios, sources, peaks=False):
+def _opts(tmp_path, scenarios, sources, peaks=False, duration_s=1.0):
     config = RecordingConfig(interval_s=0.05, command=["gpubench", "run"], sources=sources, peaks=peaks)
-    return RunOptions(scenarios=scenarios, out_dir=tmp_path / "run", recording=config, duration_s=1.0, gap_s=0.2)
+    return RunOptions(scenarios=scenarios, out_dir=tmp_path / "run", recording=config, duration_s=duration_s, gap_s=0.2)
 
 
 def phase_source():
@@ -61,7 +61,10 @@ def test_run_writes_labelled_samples_and_summary(tmp_path, monkeypatch):
     monkeypatch.setattr(recording, "Sampler", Spy)
     gemm = scenario("gemm", flops=2e12, nbytes=1e9, unit="bf16_tensor", bound="compute")
     copy = scenario("copy", nbytes=6e9, bound="dram", traffic=6e9)
-    run_dir, summary = run_suite(_opts(tmp_path, [gemm, copy], [src], peaks=True), FakeBackend(), Recorder())
+    # 3 s a scenario: its steady window (after the first 0.5 s) holds whole sample intervals even where a loaded
+    # machine keeps the sampler's thread waiting for a second
+    opts = _opts(tmp_path, [gemm, copy], [src], peaks=True, duration_s=3.0)
+    run_dir, summary = run_suite(opts, FakeBackend(), Recorder())
     manifest, samples, summary_csv = load_run(run_dir)
     assert manifest["completed"] is True and manifest["status"] == "completed" and manifest["kind"] == "run"
     assert manifest["sources"]["used"] == ["fake"]
