@@ -50,7 +50,9 @@ def points(summary: list[dict], job: bool) -> list[tuple]:
     shown, cut = shown_rows(rows, "phases" if job else "rows")
     if not shown:
         return []
-    out = [("ul", [sentence(r, job) for r in shown])]
+    out = [("ul", [sentence(r, job) for r in shown] if job else [grouped(g) for g in groups(shown)])]
+    if not job and (lead := overall(shown)):
+        out.insert(0, ("p", lead))
     if job and len(rows) < len(summary):
         out.append(("p", "Start-up and teardown, outside the job's steps, are in the table below."))
     if job:  # a rank that holds the others back is the first thing a many-GPU job's reader needs
@@ -59,3 +61,50 @@ def points(summary: list[dict], job: bool) -> list[tuple]:
     if cut:
         out.append(("p", f"Told here: {cut}."))
     return out
+
+
+def groups(rows: list[dict]) -> list[list[dict]]:
+    """A suite's rows in runs of one family judged by one ground truth (the copies by MBU; decode by MBU, then
+    by MFU at the batch where it crosses the ridge): one sentence each, not one a kernel."""
+    out: list[list[dict]] = []
+    for r in rows:
+        if out and (r.get("family"), work_fraction(r)[0]) == (out[-1][0].get("family"), work_fraction(out[-1][0])[0]):
+            out[-1].append(r)
+        else:
+            out.append([r])
+    return out
+
+
+def span(values: list) -> str:
+    """The values as one share, or as their range where they differ at the precision shown."""
+    shown = list(dict.fromkeys(pct(v) for v in sorted(values)))
+    return shown[0] if len(shown) == 1 else f"{shown[0]}–{shown[-1]}"
+
+
+def grouped(rows: list[dict]) -> str:
+    """One sentence for a family's rows: their names, then each number as a range across them."""
+    if len(rows) == 1:
+        return sentence(rows[0], False)
+    names = ", ".join(md.text(row_label(r)) for r in rows)
+    name = f"**{md.text(str(rows[0].get('family') or ''))}** ({names})" if rows[0].get("family") else names
+    util = [r["gpu_util_pct"] for r in rows if finite(r.get("gpu_util_pct"))]
+    sm = [r["sm_active_pct"] for r in rows if finite(r.get("sm_active_pct"))]
+    truth = work_fraction(rows[0])[0]
+    work = [v for v in (work_fraction(r)[1] for r in rows) if finite(v)]
+    busy = f"nvidia-smi said {span(util)} busy" if util else "nvidia-smi's GPU-Util was not recorded"
+    said = f"{name}: {busy}" + (f", SM active {span(sm)}" if sm else "")
+    return said + (f"; {truth} {span(work)} of the peak." if work else ".")
+
+
+def overall(rows: list[dict]) -> str:
+    """The suite in one sentence: how many kernels nvidia-smi called fully busy, against the spread of the work
+    they did."""
+    util = [r for r in rows if finite(r.get("gpu_util_pct"))]
+    full = [r for r in util if pct(r["gpu_util_pct"]) == "100%"]
+    work = [work_fraction(r)[1] for r in rows if finite(work_fraction(r)[1])]
+    if len(rows) < 3 or not full or not work:
+        return ""
+    return (
+        f"nvidia-smi said 100% busy for {len(full)} of these {len(rows)} kernels, while the work they did ranged "
+        f"from {pct(min(work))} to {pct(max(work))} of the peak that judges each:"
+    )
