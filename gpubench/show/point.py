@@ -55,12 +55,16 @@ def points(summary: list[dict], job: bool) -> list[tuple]:
         out.insert(0, ("p", lead))
     if job and len(rows) < len(summary):
         out.append(("p", "Start-up and teardown, outside the job's steps, are in the table below."))
-    if job:  # a rank that holds the others back is the first thing a many-GPU job's reader needs
-        slow = [r for r in summary if "straggler" in str(r.get("verdict_rules") or "").split(", ")]
-        out[:0] = [("p", f"**{md.text(first_sentence(r.get('verdict')))}** ({md.text(row_label(r))})") for r in slow]
     if cut:
         out.append(("p", f"Told here: {cut}."))
     return out
+
+
+def stragglers(summary: list[dict]) -> list[tuple]:
+    """A rank that holds the others back, named: the first thing a many-GPU job's reader needs, above even the
+    headline figure (whose bars show every rank alike)."""
+    slow = [r for r in summary if "straggler" in str(r.get("verdict_rules") or "").split(", ")]
+    return [("p", f"**{md.text(first_sentence(r.get('verdict')))}** ({md.text(row_label(r))})") for r in slow]
 
 
 def groups(rows: list[dict]) -> list[list[dict]]:

@@ -22,7 +22,7 @@ from gpubench.show.figures.common import length_s, shown_rows
 from gpubench.show.figures.decode import decode_rows, sweep_facts
 from gpubench.show.figures.energy import energy_rows, finding
 from gpubench.show.page import to_html, to_markdown
-from gpubench.show.point import points
+from gpubench.show.point import points, stragglers
 from gpubench.show.stage import commit, stale, staging
 from gpubench.show.story import context, story
 
@@ -73,6 +73,8 @@ def blocks(manifest, summary, figures_present, figures_empty: dict | None = None
     out = [("h1", opening.title(manifest)), ("p", opening.status_line(manifest))]
     if line := opening.job_line(manifest):
         out.append(("p", line))
+    if job:
+        out += stragglers(summary)
     figures = [f for f in FIGURES if f.name in figures_present]
     for figure in figures[:1] if figures and figures[0].name == "headline" else ():
         out.append(("img", f"figures/{figure.name}.png", (job and figure.job_caption) or figure.caption, "first"))

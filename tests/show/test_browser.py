@@ -129,7 +129,12 @@ def site_page(page, site: Path, name: str) -> dict:
         }""",
         LEADING.pattern,
     )
-    return {"errors": list(page.errors), "top": top, "hidden": hidden}
+    wrapped = page.evaluate(
+        """() => [...document.querySelectorAll('article pre')]
+            .filter(pre => !['pre', 'nowrap'].includes(getComputedStyle(pre).whiteSpace))
+            .map(pre => pre.innerText.slice(0, 40))"""
+    )
+    return {"errors": list(page.errors), "top": top, "hidden": hidden, "wrapped": wrapped}
 
 
 @pytest.mark.parametrize("name", PAGES)
@@ -141,6 +146,7 @@ def test_a_page_of_the_site_shows_its_point_first_and_hides_no_leading_column(pa
             f"the point is not in view: {seen}"
         )
     assert not seen["hidden"], seen["hidden"]
+    assert not seen["wrapped"], f"printed text that breaks its lines mid-word: {seen['wrapped']}"
 
 
 def test_the_page_check_sees_a_hidden_column_and_a_point_below_the_screen(page, site):

@@ -40,14 +40,21 @@ def test_no_memory_is_said_where_the_advice_names_no_batch_or_a_reading_is_missi
 
 
 def test_the_first_screen_of_a_job_with_a_slow_rank_names_it_first():
+    """Above the headline figure, whose bars show every rank alike: the rank that holds the job back."""
+    from gpubench.show.point import stragglers
+
     summary = json.loads((RESULTS / "watch-ddp-slow-rank-h200-x2" / "summary.json").read_text())
-    first = points(summary, True)[0]
-    assert first[0] == "p" and first[1].startswith("**Rank 1 holds the job back: its GPU was busy 40%")
-    assert first[1].endswith("(train · GPU 1 · rank 1)")
-    told = points(summary, True)[1][1]
+    manifest = json.loads((RESULTS / "watch-ddp-slow-rank-h200-x2" / "manifest.json").read_text())
+    bl = blocks(manifest, summary, {"headline"})
+    first = next(k for k, b in enumerate(bl) if b[0] == "p" and b[1].startswith("**Rank 1 holds the job back"))
+    assert first < next(k for k, b in enumerate(bl) if b[0] == "img")
+    assert bl[first][1].startswith("**Rank 1 holds the job back: its GPU was busy 40% of the time (mean GPU-Util)")
+    assert bl[first][1].endswith("(train · GPU 1 · rank 1)") and stragglers(summary) == [bl[first]]
+    told = points(summary, True)[0][1]
     assert len(told) == 6 and not [t for t in told if t.startswith(("**start-up", "**teardown"))]
-    assert points(summary, True)[2] == ("p", "Start-up and teardown, outside the job's steps, are in the table below.")
+    assert points(summary, True)[1] == ("p", "Start-up and teardown, outside the job's steps, are in the table below.")
     even = json.loads((RESULTS / "watch-ddp-even-h200-x2" / "summary.json").read_text())
+    assert not stragglers(even)
     assert points(even, True)[0][0] == "ul"  # no rank held the other back: nothing is named
 
 
