@@ -8,6 +8,8 @@ from pathlib import Path
 
 from gpubench.usage import UsageError
 
+MAX_RUNS = 6
+
 
 def cmd(run_dirs: list[Path], out: Path | None = None) -> int:
     from gpubench.show import compare_runs as cr
@@ -16,6 +18,8 @@ def cmd(run_dirs: list[Path], out: Path | None = None) -> int:
 
     if len(run_dirs) < 2:
         raise UsageError("compare needs two run directories or more: gpubench compare RUN_A RUN_B")
+    if len(run_dirs) > MAX_RUNS:  # each run a bar of each row and a letter of each cell: more cannot be read
+        raise UsageError(f"compare sets at most {MAX_RUNS} runs side by side, and was given {len(run_dirs)}")
     runs = []
     for path in run_dirs:
         manifest, _, summary = _load(path)

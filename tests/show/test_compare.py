@@ -54,6 +54,7 @@ def test_a_change_lies_beyond_the_spread_only_where_the_ranges_part():
     "argv,said",
     [
         (lambda t: [str(EAGER)], "compare needs two run directories or more"),
+        (lambda t: [str(EAGER)] * 7, "compare sets at most 6 runs side by side, and was given 7"),
         (lambda t: [str(EAGER), str(t / "nowhere")], "is not a directory"),
         (lambda t: [str(EAGER), str(SUITE)], "compares runs of one kind"),
         (lambda t: [str(EAGER), str(COMPILED), "--out", str(EAGER / "c")], "lies inside the run directory"),
