@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 from gpubench.metrics import finite, fmt_value, pct
+from gpubench.show.figures.common import work_fraction
 from gpubench.usage import UsageError
 
 FIGURE = "change"
@@ -17,14 +18,9 @@ OWN_FILES = ("report.md", "report.html", f"figures/{FIGURE}.png", f"figures/{FIG
 
 
 def work(row: dict) -> tuple[str, float]:
-    """The share of a peak that judges the row: the suite's by its bound; a job's MFU, or MBU where that is the
-    nearer roof (a decode step reads its weights at a batch too small for its FLOPs to count)."""
-    if row.get("bound"):
-        from gpubench.show.figures.common import work_fraction
-
-        return work_fraction(row)
-    mfu, mbu = row.get("mfu_pct"), row.get("mbu_pct")
-    return ("MBU", mbu) if finite(mbu) and not (finite(mfu) and mfu >= mbu) else ("MFU", mfu)
+    """The share of a peak that judges the row: the suite's by its bound; a job's, which has none, as a row bound
+    by both roofs is judged (a decode step reads its weights at a batch too small for its FLOPs to count)."""
+    return work_fraction(row if row.get("bound") else {**row, "bound": "both"})
 
 
 def rate(row: dict, job: bool, per_token: bool = False) -> tuple[float, float, float]:

@@ -55,9 +55,10 @@ def _print(c, runs, console, plain) -> None:
 def _check_out(out: Path, run_dirs: list[Path]) -> None:
     """DIR must be new, empty or hold only what compare writes, and lie inside none of the runs."""
     from gpubench.show import compare_runs as cr
+    from gpubench.show.render import _inside
 
     for run in run_dirs:
-        if out.resolve() == run.resolve() or run.resolve() in out.resolve().parents:
+        if _inside(out, run):
             raise UsageError(f"--out {out} lies inside the run directory {run}: write the comparison elsewhere")
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file, not a directory")

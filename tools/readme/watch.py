@@ -24,10 +24,6 @@ WATCH = [
 ]
 
 
-def _num(value, fmt: str) -> str:
-    return fmt.format(value) if isinstance(value, (int, float)) and value == value else "–"
-
-
 def _known(value, fmt: str | None = None) -> str:
     """A share of a peak (or a rate, in fmt), or – where the run cannot give it (no model count; no hardware
     count of what ran)."""
@@ -49,7 +45,7 @@ def _watch_row(what: str, flags: str, row: dict) -> str:
         _known(row.get("hfu_pct")),
         pct(row.get("tensor_ceiling_pct")),
         f"`{row['verdict_rules']}`",
-        _num(row.get("steps_per_s"), "{:.1f}"),
+        _known(row.get("steps_per_s"), "{:.1f}"),
         _known(row.get("tflops"), "{:.0f}"),
         fmt_value("sm_active_pct", row.get("sm_active_pct")),
         fmt_value("tensor_active_pct", row.get("tensor_active_pct")),

@@ -33,8 +33,9 @@ def draw(c: dict, work, rate, manifest: dict, out_dir: Path) -> list[Path]:
         rows = [c["rows"][n][k] for n in names]
         colour, letter = COLOURS[k % len(COLOURS)], chr(ord("A") + k)
         util = [r.get("gpu_util_pct") if finite(r.get("gpu_util_pct")) else math.nan for r in rows]
+        done = [work(r)[1] for r in rows]
         axes[0].barh(at, util, height=bar, color=colour, label=f"{letter}: {c['names'][k]}")
-        axes[1].barh(at, [work(r)[1] if finite(work(r)[1]) else math.nan for r in rows], height=bar, color=colour)
+        axes[1].barh(at, [v if finite(v) else math.nan for v in done], height=bar, color=colour)
         base = [rate(c["rows"][n][0], c["job"], c["per_token"][n]) for n in names]
         mine = [rate(r, c["job"], c["per_token"][n]) for r, n in zip(rows, names)]
         # the rate against A's: A's time over this run's (1.0 for A itself), its range from the p90 and p10 times
