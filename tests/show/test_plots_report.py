@@ -12,6 +12,7 @@ from gpubench.cli import main
 from gpubench.read.summary import row_label
 from gpubench.record.rundir import load_run
 from gpubench.show import figures
+from gpubench.show import report as report_module
 from gpubench.show.figures import common, compare
 from gpubench.show.report import story
 
@@ -24,27 +25,42 @@ def png_size(path):
     return struct.unpack(">II", head[16:24])
 
 
-@pytest.fixture(params=["synthetic"] + [p.name for p in REFERENCE])
-def run_dir(request, tmp_path):
+@pytest.fixture(scope="module", params=["synthetic"] + [p.name for p in REFERENCE])
+def reported(request, tmp_path_factory):
+    """A copy of the run (or a synthetic one) after one `gpubench report`, and what each figure's draw returned
+    while the report drew it: the tests of a run share one drawing, read-only, instead of drawing it anew."""
+    tmp = tmp_path_factory.mktemp("reported")
     if request.param == "synthetic":
-        return make_run(tmp_path / "synthetic")
-    copy = tmp_path / request.param
-    shutil.copytree(
-        REFERENCE[[p.name for p in REFERENCE].index(request.param)],
-        copy,
-        ignore=shutil.ignore_patterns("figures", "report.*"),
-    )
-    return copy
+        run_dir = make_run(tmp / "synthetic")
+    else:
+        run_dir = tmp / request.param
+        shutil.copytree(
+            REFERENCE[[p.name for p in REFERENCE].index(request.param)],
+            run_dir,
+            ignore=shutil.ignore_patterns("figures", "report.*"),
+        )
+    notes = {}
+    real = report_module.draw_all
+
+    def draw_all(manifest, samples, summary, out_dir, into=None):
+        drawn = real(manifest, samples, summary, out_dir, into)
+        notes.update(into or {})
+        return drawn
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(report_module, "draw_all", draw_all)
+        assert main(["report", str(run_dir)]) == 0
+    return run_dir, notes
 
 
-def test_every_figure_is_written_as_a_sensible_image(run_dir, tmp_path):
-    assert main(["plot", str(run_dir)]) == 0
+def test_every_figure_is_written_as_a_sensible_image(reported):
+    run_dir, notes = reported
     manifest = manifest_of(run_dir)
     drawn = figures.figures_for(manifest)
     written = {p.stem for p in (run_dir / "figures").glob("*.png")}
-    _, samples, summary = load_run(run_dir)
+    assert set(notes) == {f.name for f in drawn}  # the report drew every figure this kind of run gets
     for figure in drawn:  # a figure with nothing to draw leaves no placeholder file
-        assert (figure.name in written) != ("empty" in figure.draw(summary, samples, manifest, tmp_path)[1]), figure
+        assert (figure.name in written) != ("empty" in notes[figure.name]), figure
     assert ("ranks" in {f.name for f in drawn}) == bool(manifest.get("distributed"))  # one GPU: no ranks figure
     assert ("roofline" in {f.name for f in drawn}) == (manifest.get("kind") != "watch")  # a job: no roofline
     drawn = [f for f in drawn if f.name in written]
@@ -56,27 +72,24 @@ def test_every_figure_is_written_as_a_sensible_image(run_dir, tmp_path):
     assert not list((run_dir / "figures").glob(".*tmp*"))
 
 
-def test_annotated_numbers_match_the_summary(run_dir, tmp_path):
-    manifest, samples, summary = load_run(run_dir)
-    out = tmp_path / "figs"
-    out.mkdir()
+def test_annotated_numbers_match_the_summary(reported):
+    run_dir, notes = reported
+    _, _, summary = load_run(run_dir)
     by = {row_label(r): r for r in summary}
-    _, head = figures.headline.draw(summary, samples, manifest, out)
-    for name, marks in head.items():
+    for name, marks in notes["headline"].items():
         if "gpu_util_pct" in marks:  # a phase too short for a steady sample has none to mark
             assert marks["gpu_util_pct"] == pytest.approx(by[name]["gpu_util_pct"])
         if "work" in marks:  # a phase without FLOPs has no work to mark
             assert marks["work"] == pytest.approx(common.work_fraction(by[name])[1])
-    _, lad = figures.ladder.draw(summary, samples, manifest, out)
-    for name, marks in lad.items():
+    for name, marks in notes["ladder"].items():
         assert marks["work"] == pytest.approx(common.work_fraction(by[name])[1], nan_ok=True)
         for col in ("gpu_util_pct", "sm_active_pct"):
             assert marks[col] == pytest.approx(by[name][col], nan_ok=True)
-    _, roof = figures.roofline.draw(summary, samples, manifest, out)
+    roof = notes.get("roofline", {"empty": "not drawn for this kind of run"})
     for name, mark in ({} if "empty" in roof else roof).items():
         assert mark["tflops"] == pytest.approx(by[name]["tflops"])
         assert by[name]["bound"] != "link"  # a host copy is not drawn on a DRAM roof
-    _, cmp = figures.compare.draw(summary, samples, manifest, out)
+    cmp = notes.get("compare", {"empty": "not drawn for this kind of run"})
     if "empty" in cmp:  # a run without a baseline beside what names it (a watch, a subset) says so instead
         assert not compare.compare_groups(summary)
     else:
@@ -114,8 +127,8 @@ def manifest_of(run_dir):
     return load_run(run_dir)[0]
 
 
-def test_report_has_every_scenario_and_no_nan_where_a_value_exists(run_dir):
-    assert main(["report", str(run_dir)]) == 0
+def test_report_has_every_scenario_and_no_nan_where_a_value_exists(reported):
+    run_dir, _ = reported
     md = (run_dir / "report.md").read_text()
     page = (run_dir / "report.html").read_text()
     _, _, summary = load_run(run_dir)
