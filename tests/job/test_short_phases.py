@@ -105,7 +105,8 @@ def test_a_lone_short_phase_keeps_its_row_and_long_neighbours_keep_theirs():
 def test_the_hint_names_only_commands_that_work_on_the_run(tmp_path, capsys):
     """After a watch, `next:` names plot and report only where they will run; each named one then does."""
     config = RecordingConfig(interval_s=0.05, sources=[FakeSource()], command=["gpubench", "watch"])
-    run_dir = tmp_path / "a run"  # a space: the hint's commands must still be whole when pasted
+    # a space, and a name long enough to pass a log's 80 columns: the hint's commands must still be whole
+    run_dir = tmp_path / "a run whose name is long enough that the hint to plot and report it passes 80 columns"
     code, w = watch.run(WatchOptions(run_dir, [GPU], INFO, config), [sys.executable, "-c", "pass"])
     assert code == 0
     watch.show(w)
