@@ -87,6 +87,14 @@ def _fresh_nvml():
     yield
 
 
+@pytest.fixture(autouse=True)
+def _not_a_worker_to_sessions_inside(monkeypatch):
+    """Under pytest-xdist a worker's environment names it, and pytest-benchmark turns itself off in any session
+    that sees the name: the gate's tests run sessions of their own (pytester, `gpubench`'s pytest processes), which
+    are no worker of this one and must time their benchmarks."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+
+
 @pytest.fixture
 def fake_bin(tmp_path, monkeypatch):
     """A folder first on PATH where tests put fake executables (dcgmi, nvidia-smi)."""

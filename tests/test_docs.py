@@ -127,7 +127,7 @@ def test_the_readme_is_a_front_door_that_links_into_the_site():
         assert (ROOT / link).exists(), link
     linked = set(re.findall(r"\]\(docs/(\w+)\.(?:md|py)", text))
     assert set(NAV_PAGES) - {"index"} <= linked | {"index"}, set(NAV_PAGES) - linked
-    assert "about 40 minutes" in text
+    assert "about 25 minutes" in text
 
 
 def test_every_terminal_capture_in_the_docs_is_the_logs_own_lines():
