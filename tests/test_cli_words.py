@@ -1,5 +1,6 @@
 """What the command line says at its edges: help that cannot be written, the sentence on a machine without a
-GPU, --out's help against what plot and report accept, phase names no font draws, a summary repeated."""
+GPU, --out's help against what plot and report accept, phase names no font draws, a summary repeated, the
+run directory and the hint to plot and report it at a narrow console."""
 
 import csv
 import os
@@ -96,3 +97,25 @@ def test_a_summary_row_repeated_many_times_is_one_note(tmp_path):
     assert notes == [
         "summary.csv: 5,000 lines repeat earlier rows whole and are left out; the first is line 4, a repeat of line 3"
     ]
+
+
+@pytest.mark.parametrize("hint", [True, False])
+def test_the_run_directory_and_its_hint_are_whole_lines_a_shell_reads_back(tmp_path, hint):
+    """run, torchrun and watch end on these lines: a log's 80 columns must not break them, and a folder with a
+    space in its name must paste as one argument."""
+    import io
+    import shlex
+
+    from rich.console import Console
+
+    from gpubench.show.console import say_run_dir
+
+    run_dir = tmp_path / "a run whose name has spaces and is long enough to pass a log's eighty columns"
+    out = io.StringIO()
+    say_run_dir(Console(file=out, width=80), run_dir, " (interrupted)", hint=hint)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == f"run directory (interrupted): {run_dir}"
+    assert len(lines) == 1 + hint
+    if hint:
+        plot, report = (shlex.split(c) for c in lines[1].removeprefix("next: ").split(" && "))
+        assert plot == ["gpubench", "plot", str(run_dir)] and report == ["gpubench", "report", str(run_dir)]

@@ -3,8 +3,6 @@ the idle GPUs, the receipt, how the command ended and where the run is."""
 
 from __future__ import annotations
 
-import shlex
-
 from gpubench.job.watcher import Watch
 from gpubench.read.receipt import lines as receipt_lines
 
@@ -13,7 +11,7 @@ def show(watch: Watch, console=None) -> None:
     """The phases' ladder as a table, each phase's verdict, the receipt, how the command ended and where the run
     is; every word from the job (its phases, its command, the GPU's name, the paths) printed as text, not markup."""
     from gpubench.metrics import WATCH_TABLE
-    from gpubench.show.console import make_console, plain, say, summary_table
+    from gpubench.show.console import make_console, say, say_run_dir, summary_table
 
     console = console or make_console()
     console.print(
@@ -51,11 +49,7 @@ def show(watch: Watch, console=None) -> None:
     elif ended:
         say(console, f"the command exited with code {ended['exit_code']}")
     status = "" if watch.manifest.get("completed") else f" ({watch.manifest.get('status')})"
-    # A path and a command to paste stay one line whatever the console's width (a log's is 80): the terminal
-    # may fold them as it shows them, but a line break written into them would cut the command in two.
-    console.print(plain(f"run directory{status}: {watch.out_dir}"), soft_wrap=True)
-    if watch.samples:  # plot and report refuse a run with no sample: the hint names only what will work
-        run_dir = shlex.quote(str(watch.out_dir))
-        console.print(plain(f"next: gpubench plot {run_dir} && gpubench report {run_dir}"), soft_wrap=True)
-    else:
+    # plot and report refuse a run with no sample: the hint names only what will work
+    say_run_dir(console, watch.out_dir, status, hint=bool(watch.samples))
+    if not watch.samples:
         say(console, "nothing to plot or report: no sample was recorded while the command ran")

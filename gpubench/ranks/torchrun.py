@@ -123,7 +123,7 @@ def _run(opts: RunOptions, launch: Launch, comm: Comm) -> int:
 
 def _print(run_dir: Path, summary: list[dict], launch: Launch) -> None:
     from gpubench.read.summary import row_label
-    from gpubench.show.console import print_table
+    from gpubench.show.console import make_console, print_table, say_run_dir
     from gpubench.suite.scenarios import BY_NAME
 
     rows = [{**r, "scenario": row_label(r)} for r in summary]
@@ -137,4 +137,4 @@ def _print(run_dir: Path, summary: list[dict], launch: Launch) -> None:
             "collectives: busbw as nccl-tests defines it; arrival delay after the first rank",
             columns=DIST_TABLE,
         )
-    print(f"run directory: {run_dir}\nnext: gpubench plot {run_dir} && gpubench report {run_dir}")
+    say_run_dir(make_console(), run_dir)

@@ -7,6 +7,7 @@ written out as an escape (gpubench.usage.visible), so none retitles the window o
 
 from __future__ import annotations
 
+import shlex
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
@@ -25,6 +26,18 @@ def plain(*parts) -> Text:
 def say(console: Console, *parts) -> None:
     """One line of words from outside, printed as text (plain's parts)."""
     console.print(plain(*parts))
+
+
+def say_run_dir(console: Console, run_dir, status: str = "", hint: bool = True) -> None:
+    """The run directory, and the command that plots and reports it, each printed as one line.
+
+    A path and a command to paste stay whole whatever the console's width (a log's is 80): the terminal may fold
+    them as it shows them, but a line break written into them would cut the command in two. The path is quoted
+    as a shell would need it, so a folder with a space in its name pastes as one argument."""
+    console.print(plain(f"run directory{status}: {run_dir}"), soft_wrap=True)
+    if hint:
+        quoted = shlex.quote(str(run_dir))
+        console.print(plain(f"next: gpubench plot {quoted} && gpubench report {quoted}"), soft_wrap=True)
 
 
 def summary_table(

@@ -63,7 +63,7 @@ def run(
     backend, gpu, _ = gpu_for(config)
     need_cuda_torch()
     from gpubench.record.rundir import default_run_dir
-    from gpubench.show.console import ConsoleReporter, print_table, say
+    from gpubench.show.console import ConsoleReporter, make_console, print_table, say, say_run_dir
     from gpubench.suite.loop import RunOptions, run_suite
 
     out = config.out or default_run_dir(gpu.name)
@@ -77,7 +77,7 @@ def run(
         say(reporter.console, f"interrupted: what was recorded is in {out} (manifest says incomplete)")
         return interrupted_code(err)
     print_table(summary, f"{gpu.name} — medians over each scenario's steady window")
-    print(f"run directory: {run_dir}\nnext: gpubench plot {run_dir} && gpubench report {run_dir}")
+    say_run_dir(make_console(), run_dir)
     return 0
 
 
