@@ -108,10 +108,13 @@ def test_sigint_to_gpubench_goes_to_the_child_and_the_recording_is_kept(tmp_path
 def test_ctrl_c_at_a_terminal_reaches_the_child_once(tmp_path):
     """The terminal signals the whole foreground group: gpubench must not pass it on a second time."""
     flag = tmp_path / "flag"
+    argv = _harness(tmp_path) + GRACEFUL + [str(flag)]  # before the fork: the forked child only calls exec
     pid, master = pty.fork()
     if pid == 0:  # the child of pty.fork: the pty is its controlling terminal
-        argv = _harness(tmp_path) + GRACEFUL + [str(flag)]
-        os.execv(argv[0], argv)
+        try:
+            os.execv(argv[0], argv)
+        finally:  # an exec that failed must not go on as a second copy of this test session
+            os._exit(127)
     output = b""
     try:
         _wait_for(flag, "ready")
